@@ -1,0 +1,155 @@
+/**
+ * AdmissionReview in and out, for admission.k8s.io/v1 and v1beta1. Pure. We answer in the
+ * version we were sent (R-33), echo the uid (R-41), always set apiVersion and kind (R-42),
+ * and set patchType and patch together or not at all (R-43).
+ */
+import type { Operation } from 'fast-json-patch';
+import { RequestError } from '../errors.js';
+import { isJsonObject } from '../inject/pod.js';
+
+export const reviewVersions = ['admission.k8s.io/v1', 'admission.k8s.io/v1beta1'] as const;
+export type ReviewVersion = (typeof reviewVersions)[number];
+
+/** The fields of `request` we read; the rest of the request is ignored, never echoed. */
+export interface AdmissionRequest {
+  readonly uid: string;
+  readonly kind: { readonly group: string; readonly version: string; readonly kind: string };
+  readonly subResource: string;
+  readonly name: string;
+  readonly namespace: string;
+  readonly operation: string;
+  readonly object: unknown;
+  readonly dryRun: boolean;
+}
+
+/** A parsed review: its version and request. */
+export interface ParsedReview {
+  readonly version: ReviewVersion;
+  readonly request: AdmissionRequest;
+}
+
+function malformed(message: string): RequestError {
+  return new RequestError(400, 'ERR_MALFORMED_REVIEW', `malformed AdmissionReview: ${message}`);
+}
+
+function optionalString(value: unknown, field: string): string {
+  if (value === undefined || value === null) return '';
+  if (typeof value !== 'string') throw malformed(`${field} must be a string`);
+  return value;
+}
+
+/**
+ * Checks that `body` is an AdmissionReview we can answer and returns its request. Throws
+ * RequestError (400, ERR_MALFORMED_REVIEW) naming the first field that is wrong: without a
+ * version and a uid there is no review to answer, so the answer is HTTP, not a denial.
+ */
+export function parseReview(body: unknown): ParsedReview {
+  if (!isJsonObject(body)) throw malformed('the body must be a JSON object');
+  const { apiVersion, kind, request } = body;
+  if (!reviewVersions.includes(apiVersion as ReviewVersion)) {
+    throw malformed(`apiVersion must be one of ${reviewVersions.join(', ')} (got ${JSON.stringify(apiVersion) ?? 'nothing'})`);
+  }
+  if (kind !== 'AdmissionReview') throw malformed(`kind must be AdmissionReview (got ${JSON.stringify(kind) ?? 'nothing'})`);
+  if (!isJsonObject(request)) throw malformed('request must be an object');
+  const { uid, operation } = request;
+  if (typeof uid !== 'string' || uid === '') throw malformed('request.uid must be a non-empty string');
+  if (typeof operation !== 'string' || operation === '') throw malformed('request.operation must be a non-empty string');
+  const gvk = request.kind;
+  if (!isJsonObject(gvk) || typeof gvk.kind !== 'string') throw malformed('request.kind must be an object with a string kind');
+  if (request.dryRun !== undefined && request.dryRun !== null && typeof request.dryRun !== 'boolean') {
+    throw malformed('request.dryRun must be a boolean');
+  }
+  return {
+    version: apiVersion as ReviewVersion,
+    request: {
+      uid,
+      kind: { group: optionalString(gvk.group, 'request.kind.group'), version: optionalString(gvk.version, 'request.kind.version'), kind: gvk.kind },
+      subResource: optionalString(request.subResource, 'request.subResource'),
+      name: optionalString(request.name, 'request.name'),
+      namespace: optionalString(request.namespace, 'request.namespace'),
+      operation,
+      object: request.object,
+      dryRun: request.dryRun === true,
+    },
+  };
+}
+
+/** Extra fields of an answer that explain it (R-47, R-48). */
+export interface Explanation {
+  readonly warnings?: readonly string[];
+  readonly auditAnnotations?: Readonly<Record<string, string>>;
+}
+
+/** The AdmissionReview JSON we send back. */
+export interface ReviewResponse {
+  apiVersion: ReviewVersion;
+  kind: 'AdmissionReview';
+  response: {
+    uid: string;
+    allowed: boolean;
+    patchType?: 'JSONPatch';
+    patch?: string;
+    status?: { status: 'Failure'; code: number; reason: string; message: string };
+    warnings?: string[];
+    auditAnnotations?: Record<string, string>;
+  };
+}
+
+/** Longest warning we send; the API server's guidance (R-48). */
+export const maxWarningLength = 120;
+const maxWarnings = 20;
+// Control characters make the API server drop a warning (R-48).
+const controlChars = /[\u0000-\u001f\u007f-\u009f]+/g;
+
+/** Warnings as the API server will keep them: no control characters, ≤120 characters, no duplicates. */
+export function sanitizeWarnings(warnings: readonly string[]): string[] {
+  const out = new Set<string>();
+  for (const raw of warnings) {
+    let text = raw.replace(controlChars, ' ').replace(/\s+/g, ' ').trim();
+    if (!text) continue;
+    if ([...text].length > maxWarningLength) text = `${[...text].slice(0, maxWarningLength - 1).join('')}…`;
+    out.add(text);
+    if (out.size === maxWarnings) break;
+  }
+  return [...out];
+}
+
+function explained(response: ReviewResponse['response'], explanation: Explanation): ReviewResponse['response'] {
+  const warnings = sanitizeWarnings(explanation.warnings ?? []);
+  if (warnings.length > 0) response.warnings = warnings;
+  const audit = explanation.auditAnnotations;
+  if (audit && Object.keys(audit).length > 0) response.auditAnnotations = { ...audit };
+  return response;
+}
+
+/** Allows the object unchanged: no patch fields at all (R-43). */
+export function allowed(version: ReviewVersion, uid: string, explanation: Explanation = {}): ReviewResponse {
+  return { apiVersion: version, kind: 'AdmissionReview', response: explained({ uid, allowed: true }, explanation) };
+}
+
+/** Allows the object with a JSON Patch; an empty patch is answered as `allowed` (R-51). */
+export function patched(version: ReviewVersion, uid: string, patch: readonly Operation[], explanation: Explanation = {}): ReviewResponse {
+  if (patch.length === 0) return allowed(version, uid, explanation);
+  // Standard base64 with padding, as Go's []byte decoding requires (R-32).
+  const encoded = Buffer.from(JSON.stringify(patch), 'utf8').toString('base64');
+  return {
+    apiVersion: version,
+    kind: 'AdmissionReview',
+    response: explained({ uid, allowed: true, patchType: 'JSONPatch', patch: encoded }, explanation),
+  };
+}
+
+const reasons: Record<number, string> = { 400: 'BadRequest', 403: 'Forbidden', 500: 'InternalError', 503: 'ServiceUnavailable' };
+
+/** Denies the request; kubectl shows `admission webhook "<name>" denied the request: <message>` (R-46). */
+export function denied(version: ReviewVersion, uid: string, code: number, message: string, explanation: Explanation = {}): ReviewResponse {
+  const httpCode = code >= 400 ? code : 400;
+  return {
+    apiVersion: version,
+    kind: 'AdmissionReview',
+    response: explained(
+      { uid, allowed: false, status: { status: 'Failure', code: httpCode, reason: reasons[httpCode] ?? 'BadRequest', message } },
+      explanation,
+    ),
+  };
+}

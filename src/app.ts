@@ -1,0 +1,95 @@
+/**
+ * The koa application: routes, middleware order, error answers. It never listens; the server
+ * module owns sockets and TLS. Route on the path only: the API server appends `?timeout=10s`
+ * (R-26) and strips a trailing slash (R-29).
+ */
+import Koa from 'koa';
+import Router from '@koa/router';
+import type { Logger } from 'pino';
+import { mutate, type MutateDeps } from './admission/mutate.js';
+import { RequestError } from './errors.js';
+import { readJsonBody } from './http/body.js';
+
+/** What the app needs; everything comes in as an argument. */
+export interface AppDeps extends MutateDeps {
+  readonly log: Logger;
+  /** Largest accepted body in bytes (413 above). */
+  readonly maxBodyBytes: number;
+  /** True when the process can serve reviews (templates loaded, namespace source synced). */
+  readonly isReady: () => boolean;
+}
+
+function sendError(ctx: Koa.Context, status: number, code: string, message: string): void {
+  ctx.status = status;
+  ctx.type = 'application/json';
+  ctx.body = JSON.stringify({ code, message });
+}
+
+/** Creates the koa app serving `/mutate`, `/healthz` and `/readyz`. */
+export function createApp(deps: AppDeps): Koa {
+  const app = new Koa();
+  const router = new Router();
+  const { log } = deps;
+
+  router.post('/mutate', async (ctx) => {
+    const started = process.hrtime.bigint();
+    const body = await readJsonBody(ctx.req, deps.maxBodyBytes);
+    const outcome = await mutate(body, deps);
+    ctx.type = 'application/json';
+    ctx.body = JSON.stringify(outcome.response);
+    const durationMs = Number(process.hrtime.bigint() - started) / 1e6;
+    // One line per review; never pod contents (env values can be secrets).
+    log.info(
+      {
+        uid: outcome.uid,
+        namespace: outcome.namespace,
+        pod: outcome.pod,
+        operation: outcome.operation,
+        dryRun: outcome.dryRun,
+        decision: outcome.decision,
+        reason: outcome.reason,
+        templates: outcome.templates,
+        patchOps: outcome.patchOps,
+        durationMs: Math.round(durationMs * 1000) / 1000,
+      },
+      outcome.message,
+    );
+  });
+  router.get('/healthz', (ctx) => {
+    ctx.body = { status: 'ok' };
+  });
+  router.get('/readyz', (ctx) => {
+    const ready = deps.isReady();
+    ctx.status = ready ? 200 : 503;
+    ctx.body = { status: ready ? 'ready' : 'not ready' };
+  });
+
+  app.use(async (ctx, next) => {
+    try {
+      await next();
+      if (ctx.status === 404 && ctx.body === undefined) {
+        sendError(ctx, 404, 'ERR_NOT_FOUND', `no route for ${ctx.method} ${ctx.path}; reviews go to POST /mutate`);
+      }
+    } catch (err) {
+      if (err instanceof RequestError) {
+        if (err.status === 413) ctx.set('Connection', 'close');
+        log.warn({ status: err.status, code: err.code, path: ctx.path }, err.message);
+        sendError(ctx, err.status, err.code, err.message);
+        return;
+      }
+      const status = (err as { status?: unknown }).status;
+      if (status === 405 || status === 501) {
+        sendError(ctx, status, 'ERR_METHOD_NOT_ALLOWED', `${ctx.method} is not allowed on ${ctx.path}`);
+        return;
+      }
+      // A bug, not bad input: answer 500 so that the webhook's failurePolicy decides (R-30).
+      log.error({ err, path: ctx.path }, 'internal error');
+      sendError(ctx, 500, 'ERR_INTERNAL', 'internal error while handling the review; see the injector log');
+    }
+  });
+  app.use(router.routes());
+  app.use(router.allowedMethods({ throw: true }));
+  // Errors are answered above; koa's default handler would print a second stack trace.
+  app.silent = true;
+  return app;
+}

@@ -1,0 +1,42 @@
+#!/usr/bin/env node
+/**
+ * Process entry: picks the subcommand, turns configuration and template errors into a message
+ * and exit code 1.
+ */
+import { serveUsage } from '../config.js';
+import { ConfigError, TemplateError } from '../errors.js';
+import { serve } from './serve.js';
+
+const usage = `Usage: sidecar-injector <command> [options]
+
+Commands:
+  serve     run the admission webhook over HTTPS
+
+${serveUsage}`;
+
+async function main(argv: readonly string[]): Promise<void> {
+  const [command, ...rest] = argv;
+  if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
+    process.stdout.write(usage);
+    return;
+  }
+  if (command === 'serve') {
+    if (rest.includes('--help') || rest.includes('-h')) {
+      process.stdout.write(serveUsage);
+      return;
+    }
+    await serve(rest, process.env);
+    return;
+  }
+  process.stderr.write(`sidecar-injector: unknown command ${JSON.stringify(command)}\n\n${usage}`);
+  process.exitCode = 2;
+}
+
+main(process.argv.slice(2)).catch((err: unknown) => {
+  if (err instanceof ConfigError || err instanceof TemplateError) {
+    process.stderr.write(`sidecar-injector: ${err.message}\n`);
+  } else {
+    process.stderr.write(`sidecar-injector: ${(err as Error).stack ?? String(err)}\n`);
+  }
+  process.exit(1);
+});

@@ -1,0 +1,88 @@
+/**
+ * `sidecar-injector serve`: composes config → logger → templates → namespace source → app →
+ * server, and stops cleanly on SIGTERM/SIGINT.
+ */
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pino, type Logger } from 'pino';
+import { parse as parseYaml } from 'yaml';
+import { createApp } from '../app.js';
+import { loadConfig, type Config } from '../config.js';
+import { ConfigError } from '../errors.js';
+import { createLocalNamespaceSource, parseNamespaceLabelMap, type NamespaceLabelSource } from '../selection/namespace-labels.js';
+import { startServer, type RunningServer } from '../server.js';
+import { loadTemplateDir } from '../templates/load.js';
+import { createCertificates } from '../tls/certificates.js';
+
+/** Builds the local namespace source from the labels file and the flags (flags win). */
+export async function loadLocalNamespaceSource(config: Config): Promise<NamespaceLabelSource> {
+  const merged: Record<string, Record<string, string>> = {};
+  if (config.namespaceLabelsFile) {
+    let text: string;
+    try {
+      text = await readFile(config.namespaceLabelsFile, 'utf8');
+    } catch (err) {
+      throw new ConfigError([`--namespace-labels: cannot read ${config.namespaceLabelsFile}: ${(err as Error).message}`]);
+    }
+    let doc: unknown;
+    try {
+      doc = parseYaml(text);
+    } catch (err) {
+      throw new ConfigError([`--namespace-labels: ${config.namespaceLabelsFile} is not valid YAML: ${(err as Error).message.split('\n')[0]}`]);
+    }
+    const { map, problems } = parseNamespaceLabelMap(doc, config.namespaceLabelsFile);
+    if (problems.length > 0) throw new ConfigError(problems);
+    Object.assign(merged, map);
+  }
+  for (const [namespace, labels] of Object.entries(config.namespaceLabels)) merged[namespace] = { ...(merged[namespace] ?? {}), ...labels };
+  return createLocalNamespaceSource(merged);
+}
+
+/** The serving key and certificate: from files, or a throw-away development CA. */
+async function loadTls(config: Config, log: Logger): Promise<{ key: string; cert: string }> {
+  if (config.tlsCertFile && config.tlsKeyFile) {
+    try {
+      return { cert: await readFile(config.tlsCertFile, 'utf8'), key: await readFile(config.tlsKeyFile, 'utf8') };
+    } catch (err) {
+      throw new ConfigError([`cannot read the TLS certificate or key: ${(err as Error).message}`]);
+    }
+  }
+  const bundle = await createCertificates(['localhost'], ['127.0.0.1', '::1'], 7);
+  const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-dev-'));
+  const caFile = join(dir, 'ca.crt');
+  await writeFile(caFile, bundle.caCert);
+  log.warn({ caFile }, 'no --tls-cert/--tls-key given: serving a throw-away development certificate for localhost and 127.0.0.1; trust it with curl --cacert');
+  return { key: bundle.key, cert: bundle.cert };
+}
+
+/** Runs the server until a signal stops it. Resolves with the running server (for tests). */
+export async function serve(argv: readonly string[], env: Readonly<Record<string, string | undefined>>): Promise<RunningServer> {
+  const config = loadConfig(env, argv);
+  const log = pino({ level: config.logLevel, base: { service: 'sidecar-injector' } });
+  const templates = await loadTemplateDir(config.templatesDir);
+  const namespaces = await loadLocalNamespaceSource(config);
+  const tls = await loadTls(config, log);
+  const app = createApp({
+    log,
+    maxBodyBytes: config.maxBodyBytes,
+    templates: () => templates,
+    namespaces,
+    isReady: () => namespaces.isReady(),
+  });
+  const running = await startServer(app.callback(), { host: config.host, port: config.port, key: tls.key, cert: tls.cert, timeouts: config.timeouts });
+  log.info(
+    { port: running.port, host: config.host, templates: templates.templates.map((t) => `${t.name}@${t.hash}`), namespaceSource: namespaces.kind },
+    'listening',
+  );
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'shutting down');
+    void running.close().then(() => process.exit(0));
+  };
+  process.once('SIGTERM', () => stop('SIGTERM'));
+  process.once('SIGINT', () => stop('SIGINT'));
+  return running;
+}

@@ -1,0 +1,146 @@
+/**
+ * Configuration: the only reader of the environment and the command line. Parses, validates
+ * (collecting every problem), applies defaults and freezes.
+ */
+import { parseArgs } from 'node:util';
+import { ConfigError } from './errors.js';
+import { defaultMaxBodyBytes } from './http/body.js';
+import { defaultTimeouts, type ServerTimeouts } from './server.js';
+import { parseNamespaceLabelFlag } from './selection/namespace-labels.js';
+
+/** Everything `serve` needs to know. */
+export interface Config {
+  /** @default '0.0.0.0' */
+  readonly host: string;
+  /** @default 8443 */
+  readonly port: number;
+  /** Directory of template files. @default 'templates' */
+  readonly templatesDir: string;
+  /** PEM files of the serving certificate; both or neither. Neither → a throw-away development CA. */
+  readonly tlsCertFile?: string;
+  readonly tlsKeyFile?: string;
+  /** A YAML/JSON file mapping namespace names to labels (the local namespace label source). */
+  readonly namespaceLabelsFile?: string;
+  /** Labels given as `--namespace-label NS:KEY=VALUE`; they override the file. */
+  readonly namespaceLabels: Readonly<Record<string, Readonly<Record<string, string>>>>;
+  /** @default 7 MiB */
+  readonly maxBodyBytes: number;
+  /** pino level. @default 'info' */
+  readonly logLevel: string;
+  readonly timeouts: ServerTimeouts;
+}
+
+/** Environment variable for each option (flags win over the environment). */
+export const envNames = {
+  host: 'SIDECAR_INJECTOR_HOST',
+  port: 'SIDECAR_INJECTOR_PORT',
+  templates: 'SIDECAR_INJECTOR_TEMPLATES',
+  'tls-cert': 'SIDECAR_INJECTOR_TLS_CERT',
+  'tls-key': 'SIDECAR_INJECTOR_TLS_KEY',
+  'namespace-labels': 'SIDECAR_INJECTOR_NAMESPACE_LABELS',
+  'max-body-bytes': 'SIDECAR_INJECTOR_MAX_BODY_BYTES',
+  'log-level': 'SIDECAR_INJECTOR_LOG_LEVEL',
+  'headers-timeout-ms': 'SIDECAR_INJECTOR_HEADERS_TIMEOUT_MS',
+  'request-timeout-ms': 'SIDECAR_INJECTOR_REQUEST_TIMEOUT_MS',
+  'keep-alive-timeout-ms': 'SIDECAR_INJECTOR_KEEP_ALIVE_TIMEOUT_MS',
+} as const;
+
+const logLevels = new Set(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']);
+
+/** The usage text of `serve`. */
+export const serveUsage = `Usage: sidecar-injector serve [options]
+
+  --port N                     HTTPS port (default 8443)            ${envNames.port}
+  --host ADDR                  listen address (default 0.0.0.0)     ${envNames.host}
+  --templates DIR              template directory (default templates) ${envNames.templates}
+  --tls-cert FILE              serving certificate (PEM)            ${envNames['tls-cert']}
+  --tls-key FILE               its private key (PEM)                ${envNames['tls-key']}
+                               neither: a throw-away development CA and certificate
+  --namespace-labels FILE      YAML map: namespace -> labels        ${envNames['namespace-labels']}
+  --namespace-label NS:K=V     one namespace label (repeatable)
+  --max-body-bytes N           body limit (default 7340032)         ${envNames['max-body-bytes']}
+  --log-level LEVEL            pino level (default info)            ${envNames['log-level']}
+  --headers-timeout-ms N       (default 10000)                      ${envNames['headers-timeout-ms']}
+  --request-timeout-ms N       (default 30000)                      ${envNames['request-timeout-ms']}
+  --keep-alive-timeout-ms N    (default 120000)                     ${envNames['keep-alive-timeout-ms']}
+`;
+
+/**
+ * Builds the configuration from the environment and `serve`'s arguments. Throws ConfigError
+ * listing every problem.
+ */
+export function loadConfig(env: Readonly<Record<string, string | undefined>>, argv: readonly string[]): Config {
+  const problems: string[] = [];
+  let values: Record<string, string | string[] | boolean | undefined> = {};
+  try {
+    values = parseArgs({
+      args: [...argv],
+      options: {
+        host: { type: 'string' },
+        port: { type: 'string' },
+        templates: { type: 'string' },
+        'tls-cert': { type: 'string' },
+        'tls-key': { type: 'string' },
+        'namespace-labels': { type: 'string' },
+        'namespace-label': { type: 'string', multiple: true },
+        'max-body-bytes': { type: 'string' },
+        'log-level': { type: 'string' },
+        'headers-timeout-ms': { type: 'string' },
+        'request-timeout-ms': { type: 'string' },
+        'keep-alive-timeout-ms': { type: 'string' },
+      },
+      strict: true,
+      allowPositionals: false,
+    }).values;
+  } catch (err) {
+    throw new ConfigError([(err as Error).message]);
+  }
+  const option = (name: keyof typeof envNames): string | undefined => {
+    const flag = values[name];
+    if (typeof flag === 'string') return flag;
+    const fromEnv = env[envNames[name]];
+    return fromEnv === undefined || fromEnv === '' ? undefined : fromEnv;
+  };
+  const integer = (name: keyof typeof envNames, fallback: number, min: number, max: number): number => {
+    const raw = option(name);
+    if (raw === undefined) return fallback;
+    const n = Number(raw);
+    if (!/^\d+$/.test(raw.trim()) || n < min || n > max) {
+      problems.push(`--${name} / ${envNames[name]}: expected a whole number from ${min} to ${max} (got ${JSON.stringify(raw)})`);
+      return fallback;
+    }
+    return n;
+  };
+  const port = integer('port', 8443, 0, 65535);
+  const maxBodyBytes = integer('max-body-bytes', defaultMaxBodyBytes, 1024, 64 * 1024 * 1024);
+  const timeouts: ServerTimeouts = {
+    headersTimeoutMs: integer('headers-timeout-ms', defaultTimeouts.headersTimeoutMs, 100, 600_000),
+    requestTimeoutMs: integer('request-timeout-ms', defaultTimeouts.requestTimeoutMs, 100, 600_000),
+    keepAliveTimeoutMs: integer('keep-alive-timeout-ms', defaultTimeouts.keepAliveTimeoutMs, 100, 3_600_000),
+  };
+  if (timeouts.requestTimeoutMs < timeouts.headersTimeoutMs) problems.push('--request-timeout-ms must be at least --headers-timeout-ms');
+  const logLevel = option('log-level') ?? 'info';
+  if (!logLevels.has(logLevel)) problems.push(`--log-level: expected one of ${[...logLevels].join(', ')} (got ${JSON.stringify(logLevel)})`);
+  const tlsCertFile = option('tls-cert');
+  const tlsKeyFile = option('tls-key');
+  if ((tlsCertFile === undefined) !== (tlsKeyFile === undefined)) problems.push('--tls-cert and --tls-key go together: give both or neither');
+  const namespaceLabels: Record<string, Record<string, string>> = {};
+  for (const flag of (values['namespace-label'] as string[] | undefined) ?? []) {
+    const parsed = parseNamespaceLabelFlag(flag);
+    if (typeof parsed === 'string') problems.push(parsed);
+    else (namespaceLabels[parsed.namespace] ??= {})[parsed.key] = parsed.value;
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+  const namespaceLabelsFile = option('namespace-labels');
+  return Object.freeze({
+    host: option('host') ?? '0.0.0.0',
+    port,
+    templatesDir: option('templates') ?? 'templates',
+    ...(tlsCertFile !== undefined && tlsKeyFile !== undefined ? { tlsCertFile, tlsKeyFile } : {}),
+    ...(namespaceLabelsFile !== undefined ? { namespaceLabelsFile } : {}),
+    namespaceLabels,
+    maxBodyBytes,
+    logLevel,
+    timeouts: Object.freeze(timeouts),
+  });
+}

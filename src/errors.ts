@@ -1,0 +1,86 @@
+/**
+ * Typed errors with stable codes. Each kind maps to exactly one way of answering:
+ * RequestError → an HTTP 4xx before a review uid is known; AdmissionError → an
+ * AdmissionReview denial; ConfigError and TemplateError → refusal to start (exit 1).
+ */
+
+/** Codes of errors answered as HTTP 4xx (the API server then applies failurePolicy). */
+export type RequestErrorCode =
+  | 'ERR_BODY_TOO_LARGE'
+  | 'ERR_UNSUPPORTED_MEDIA_TYPE'
+  | 'ERR_MALFORMED_JSON'
+  | 'ERR_MALFORMED_REVIEW'
+  | 'ERR_BODY_ABORTED'
+  | 'ERR_NOT_FOUND'
+  | 'ERR_METHOD_NOT_ALLOWED';
+
+/** A request we refuse before we know its uid: answered as HTTP `status` with `{ code, message }`. */
+export class RequestError extends Error {
+  override readonly name = 'RequestError';
+  constructor(
+    readonly status: number,
+    readonly code: RequestErrorCode,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Codes of AdmissionReview denials. */
+export type AdmissionErrorCode =
+  | 'ERR_INVALID_POD'
+  | 'ERR_UNKNOWN_TEMPLATE'
+  | 'ERR_NAMESPACE_UNKNOWN';
+
+/** A review we answer with `allowed: false`; `message` is what `kubectl` shows after "denied the request:". */
+export class AdmissionError extends Error {
+  override readonly name = 'AdmissionError';
+  constructor(
+    readonly code: AdmissionErrorCode,
+    message: string,
+    readonly httpCode = 400,
+  ) {
+    super(message);
+  }
+}
+
+/** Invalid configuration (flags, environment, files): the process refuses to start. */
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+  readonly code = 'ERR_CONFIG';
+  constructor(readonly problems: readonly string[]) {
+    super(`invalid configuration:\n  - ${problems.join('\n  - ')}`);
+  }
+}
+
+/** One problem in one template file, naming the field. */
+export interface TemplateProblem {
+  file: string;
+  field: string;
+  message: string;
+}
+
+/** A template directory that cannot be loaded; lists every problem found, not only the first. */
+export class TemplateError extends Error {
+  override readonly name = 'TemplateError';
+  readonly code = 'ERR_TEMPLATE';
+  constructor(readonly problems: readonly TemplateProblem[]) {
+    super(
+      `invalid templates:\n${problems
+        .map((p) => `  - ${p.file}: ${p.field ? `${p.field}: ` : ''}${p.message}`)
+        .join('\n')}`,
+    );
+  }
+}
+
+/** An invalid label selector; `field` is relative to the selector (e.g. `matchExpressions[0].operator`). */
+export class SelectorError extends Error {
+  override readonly name = 'SelectorError';
+  readonly code = 'ERR_SELECTOR';
+  constructor(
+    readonly field: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}

@@ -1,0 +1,286 @@
+/**
+ * Pod → pod with sidecars. Pure. Adds by key (container name across initContainers and
+ * containers, volume name, imagePullSecret name, label/annotation key, and per app container
+ * env name, envFrom source, mountPath); never modifies, reorders or removes anything.
+ *
+ * The result shares every untouched object with the input (structural sharing): the diff
+ * then skips identical references in constant time, so the cost of a call grows with what
+ * changed plus one pass over the lists that grew, never quadratically.
+ */
+import type { JsonObject } from '../templates/template.js';
+import type { RenderedTemplate } from '../templates/render.js';
+import { labelValueProblem } from '../selection/label-syntax.js';
+import { Annotations } from './keys.js';
+import { appItemKinds, podItemKinds, serializeLedger, type AppContainerItems, type AppItemKind, type Ledger, type LedgerEntry, type Ownership, type PodItemKind } from './ledger.js';
+import type { PodParts } from './pod.js';
+
+/** The result of injection. `pod` is the input object itself when nothing was added. */
+export interface Injection {
+  readonly pod: JsonObject;
+  readonly changed: boolean;
+  /** Names of templates that added at least one item in this call. */
+  readonly injected: readonly string[];
+  /** Names of templates whose items were all present already (earlier injection). */
+  readonly present: readonly string[];
+  /** Sentences for the person reading kubectl output: collisions and skipped items. */
+  readonly warnings: readonly string[];
+  /** The ledger after this call. */
+  readonly ledger: Ledger;
+}
+
+/** Labels and annotations of the pod minus the ones the injector added (per the ledger). */
+export function ownMetadata(parts: PodParts, owner: Ownership): { labels: Record<string, string>; annotations: Record<string, string> } {
+  const labels: Record<string, string> = {};
+  for (const key in parts.labels) if (!owner.pod('labels', key)) labels[key] = parts.labels[key]!;
+  const annotations: Record<string, string> = {};
+  for (const key in parts.annotations) {
+    if (key !== Annotations.status && !owner.pod('annotations', key)) annotations[key] = parts.annotations[key]!;
+  }
+  return { labels, annotations };
+}
+
+function envFromKey(source: JsonObject): string {
+  const ref = (source.configMapRef ?? source.secretRef) as JsonObject | undefined;
+  const kind = source.configMapRef ? 'configMap' : 'secret';
+  return `${kind}:${String(ref?.name ?? '')}:${String(source.prefix ?? '')}`;
+}
+
+function sameJson(a: unknown, b: unknown): boolean {
+  return a === b || JSON.stringify(a) === JSON.stringify(b);
+}
+
+/** Accumulates additions for one call, then assembles the new pod with structural sharing. */
+class PodBuilder {
+  readonly warnings: string[] = [];
+  private readonly containerNames = new Set<string>();
+  private readonly volumeNames: Set<string>;
+  private readonly pullSecretNames: Set<string>;
+  private readonly labels: Record<string, string> = {};
+  private readonly annotations: Record<string, string> = {};
+  private readonly front = { containers: [] as JsonObject[], initContainers: [] as JsonObject[] };
+  private readonly back = { containers: [] as JsonObject[], initContainers: [] as JsonObject[] };
+  private readonly volumes: JsonObject[] = [];
+  private readonly pullSecrets: JsonObject[] = [];
+  /** App container index → additions by list. */
+  private readonly appAdds = new Map<number, { env: JsonObject[]; envFrom: JsonObject[]; volumeMounts: JsonObject[] }>();
+  /** App container index → keys present per list (built lazily, once per container). */
+  private readonly appKeys = new Map<number, Record<AppItemKind, Map<string, JsonObject>>>();
+  /** Indexes of the pod's own (app) containers. */
+  readonly appContainers: number[] = [];
+
+  constructor(
+    private readonly parts: PodParts,
+    private readonly owner: Ownership,
+  ) {
+    for (const c of parts.initContainers) this.containerNames.add(c.name as string);
+    parts.containers.forEach((c, i) => {
+      this.containerNames.add(c.name as string);
+      if (!owner.injectedContainers.has(c.name as string)) this.appContainers.push(i);
+    });
+    this.volumeNames = new Set(parts.volumes.map((v) => v.name as string));
+    this.pullSecretNames = new Set(parts.imagePullSecrets.map((s) => s.name as string));
+  }
+
+  /** Says why an existing item is left alone; undefined when it is ours (no warning needed). */
+  private collision(kind: string, key: string, owner: string | undefined, template: string): string | undefined {
+    if (owner === template) return undefined;
+    if (owner) return `${template}: ${kind} ${key} was added by template ${owner}; not added again`;
+    return `${template}: ${kind} ${key} already exists in the pod; left as is, not injected`;
+  }
+
+  private warn(message: string | undefined): void {
+    if (message) this.warnings.push(message);
+  }
+
+  addContainer(list: 'containers' | 'initContainers', container: JsonObject, placement: 'first' | 'last', template: string): boolean {
+    const name = container.name as string;
+    if (this.containerNames.has(name)) {
+      const owner = this.owner.pod('containers', name) ?? this.owner.pod('initContainers', name);
+      this.warn(this.collision('container', name, owner, template));
+      return false;
+    }
+    this.containerNames.add(name);
+    (placement === 'first' ? this.front : this.back)[list].push(container);
+    return true;
+  }
+
+  addVolume(volume: JsonObject, template: string): boolean {
+    const name = volume.name as string;
+    if (this.volumeNames.has(name)) {
+      this.warn(this.collision('volume', name, this.owner.pod('volumes', name), template));
+      return false;
+    }
+    this.volumeNames.add(name);
+    this.volumes.push(volume);
+    return true;
+  }
+
+  addPullSecret(secret: JsonObject): boolean {
+    // The same secret name is the same reference: nothing to add and nothing to warn about.
+    const name = secret.name as string;
+    if (this.pullSecretNames.has(name)) return false;
+    this.pullSecretNames.add(name);
+    this.pullSecrets.push(secret);
+    return true;
+  }
+
+  addMetadata(kind: 'labels' | 'annotations', key: string, value: string, template: string): boolean {
+    const existing = this.parts[kind];
+    const pending = this[kind];
+    if (Object.hasOwn(existing, key) || Object.hasOwn(pending, key)) {
+      const current = Object.hasOwn(pending, key) ? pending[key] : existing[key];
+      if (current !== value) this.warn(this.collision(kind === 'labels' ? 'label' : 'annotation', key, this.owner.pod(kind, key), template));
+      return false;
+    }
+    if (kind === 'labels') {
+      const problem = labelValueProblem(value);
+      if (problem) {
+        this.warn(`${template}: label ${key} not added: ${problem}`);
+        return false;
+      }
+    }
+    pending[key] = value;
+    return true;
+  }
+
+  private keysOf(index: number): Record<AppItemKind, Map<string, JsonObject>> {
+    let keys = this.appKeys.get(index);
+    if (!keys) {
+      const container = this.parts.containers[index]!;
+      const byKey = (list: unknown, key: (item: JsonObject) => string) =>
+        new Map(((list as JsonObject[] | undefined) ?? []).map((item) => [key(item), item] as const));
+      keys = {
+        env: byKey(container.env, (e) => String(e.name)),
+        envFrom: byKey(container.envFrom, envFromKey),
+        volumeMounts: byKey(container.volumeMounts, (m) => String(m.mountPath)),
+      };
+      this.appKeys.set(index, keys);
+    }
+    return keys;
+  }
+
+  addToApp(index: number, kind: AppItemKind, item: JsonObject, template: string): string | undefined {
+    const container = this.parts.containers[index]!;
+    const containerName = container.name as string;
+    const key = kind === 'env' ? String(item.name) : kind === 'envFrom' ? envFromKey(item) : String(item.mountPath);
+    const keys = this.keysOf(index);
+    const existing = keys[kind].get(key);
+    if (existing) {
+      if (!sameJson(existing, item)) {
+        const what = kind === 'env' ? `env ${key}` : kind === 'envFrom' ? `envFrom ${key}` : `mountPath ${key}`;
+        this.warn(this.collision(`${what} in container`, containerName, this.owner.app(containerName, kind, key), template));
+      }
+      return undefined;
+    }
+    keys[kind].set(key, item);
+    let adds = this.appAdds.get(index);
+    if (!adds) this.appAdds.set(index, (adds = { env: [], envFrom: [], volumeMounts: [] }));
+    adds[kind].push(item);
+    return key;
+  }
+
+  /** Assembles the new pod; shares every object that did not change. */
+  build(pod: JsonObject, ledgerText: string): JsonObject {
+    const { parts } = this;
+    const spec: JsonObject = { ...parts.spec };
+    const grow = (list: readonly JsonObject[], front: JsonObject[], back: JsonObject[]) =>
+      front.length === 0 && back.length === 0 ? list : [...front, ...list, ...back];
+    if (this.front.initContainers.length + this.back.initContainers.length > 0) {
+      spec.initContainers = grow(parts.initContainers, this.front.initContainers, this.back.initContainers);
+    }
+    let containers: readonly JsonObject[] = parts.containers;
+    if (this.appAdds.size > 0) {
+      const copy = containers.slice();
+      for (const [index, adds] of this.appAdds) {
+        const container: JsonObject = { ...copy[index]! };
+        for (const kind of appItemKinds) {
+          if (adds[kind].length > 0) container[kind] = [...((container[kind] as JsonObject[] | undefined) ?? []), ...adds[kind]];
+        }
+        copy[index] = container;
+      }
+      containers = copy;
+    }
+    spec.containers = grow(containers, this.front.containers, this.back.containers);
+    if (this.volumes.length > 0) spec.volumes = [...parts.volumes, ...this.volumes];
+    if (this.pullSecrets.length > 0) spec.imagePullSecrets = [...parts.imagePullSecrets, ...this.pullSecrets];
+    const metadata: JsonObject = { ...parts.metadata };
+    if (Object.keys(this.labels).length > 0) metadata.labels = { ...parts.labels, ...this.labels };
+    metadata.annotations = { ...parts.annotations, ...this.annotations, [Annotations.status]: ledgerText };
+    return { ...pod, metadata, spec };
+  }
+}
+
+function push(entry: LedgerEntry, kind: PodItemKind, key: string): void {
+  (entry[kind] ??= []).push(key);
+}
+
+/**
+ * Injects rendered templates into a pod. Items already present are never touched: ours (in
+ * the ledger) are left as the API server defaulted them, someone else's are skipped with a
+ * warning. When nothing is added the pod object itself is returned and `changed` is false;
+ * that is the fixed point reinvocation relies on (R-62).
+ */
+export function inject(pod: JsonObject, parts: PodParts, previous: Ledger, owner: Ownership, rendered: readonly RenderedTemplate[]): Injection {
+  const builder = new PodBuilder(parts, owner);
+  const next: Ledger = { v: 1, templates: { ...previous.templates } };
+  const injected: string[] = [];
+  const present: string[] = [];
+
+  for (const t of rendered) {
+    const entry: LedgerEntry = { hash: t.hash };
+    let added = 0;
+    const record = (kind: PodItemKind, key: string, ok: boolean) => {
+      if (ok) {
+        push(entry, kind, key);
+        added++;
+      }
+    };
+    for (const c of t.initContainers) record('initContainers', c.name as string, builder.addContainer('initContainers', c, t.placement, t.name));
+    for (const c of t.containers) record('containers', c.name as string, builder.addContainer('containers', c, t.placement, t.name));
+    for (const v of t.volumes) record('volumes', v.name as string, builder.addVolume(v, t.name));
+    for (const s of t.imagePullSecrets) record('imagePullSecrets', s.name as string, builder.addPullSecret(s));
+    for (const [k, v] of Object.entries(t.labels)) record('labels', k, builder.addMetadata('labels', k, v, t.name));
+    for (const [k, v] of Object.entries(t.annotations)) record('annotations', k, builder.addMetadata('annotations', k, v, t.name));
+    for (const index of builder.appContainers) {
+      const containerName = parts.containers[index]!.name as string;
+      for (const [kind, items] of [['env', t.appEnv], ['envFrom', t.appEnvFrom], ['volumeMounts', t.appVolumeMounts]] as const) {
+        for (const item of items) {
+          const key = builder.addToApp(index, kind, item, t.name);
+          if (key === undefined) continue;
+          const apps = (entry.appContainers ??= {});
+          ((apps[containerName] ??= {})[kind] ??= []).push(key);
+          added++;
+        }
+      }
+    }
+    if (added > 0) {
+      next.templates[t.name] = mergeEntries(previous.templates[t.name], entry);
+      injected.push(t.name);
+    } else present.push(t.name);
+  }
+
+  if (injected.length === 0) return { pod, changed: false, injected, present, warnings: builder.warnings, ledger: previous };
+  const newPod = builder.build(pod, serializeLedger(next));
+  return { pod: newPod, changed: true, injected, present, warnings: builder.warnings, ledger: next };
+}
+
+/** The earlier entry of a template plus what this call added, under the current hash. */
+function mergeEntries(before: LedgerEntry | undefined, added: LedgerEntry): LedgerEntry {
+  if (!before) return added;
+  const out: LedgerEntry = { ...before, hash: added.hash };
+  for (const kind of podItemKinds) {
+    if (added[kind]) out[kind] = [...(before[kind] ?? []), ...added[kind]];
+  }
+  if (added.appContainers) {
+    const apps: Record<string, AppContainerItems> = { ...(before.appContainers ?? {}) };
+    for (const [container, items] of Object.entries(added.appContainers)) {
+      const merged = { ...(apps[container] ?? {}) };
+      for (const kind of appItemKinds) {
+        if (items[kind]) merged[kind] = [...(merged[kind] ?? []), ...items[kind]];
+      }
+      apps[container] = merged;
+    }
+    out.appContainers = apps;
+  }
+  return out;
+}

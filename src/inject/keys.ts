@@ -1,0 +1,23 @@
+/** The labels and annotations that make up the injector's contract with users. */
+
+/** Label keys. */
+export const Labels = {
+  /** On a namespace: `enabled` opts every pod in it in. */
+  namespaceOptIn: 'sidecar-injector.io/injection',
+  /** On a pod: `disabled` opts it out. */
+  podOptOut: 'sidecar-injector.io/inject',
+} as const;
+
+/** Label values. */
+export const LabelValues = {
+  enabled: 'enabled',
+  disabled: 'disabled',
+} as const;
+
+/** Annotation keys. */
+export const Annotations = {
+  /** On a pod: comma-separated names of on-request templates to inject. */
+  request: 'sidecar-injector.io/templates',
+  /** On a pod, written by us: the ledger of everything we injected. */
+  status: 'sidecar-injector.io/status',
+} as const;

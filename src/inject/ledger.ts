@@ -1,0 +1,136 @@
+/**
+ * The ledger: the `sidecar-injector.io/status` annotation that records, per template, every
+ * item the injector added. It is how a call recognises its own earlier work (reinvocation,
+ * R-62) and how the injector knows what it owns: anything not in the ledger belongs to
+ * someone else and is never modified.
+ */
+import { isJsonObject } from './pod.js';
+
+/** Items added to one of the pod's own containers, by key. */
+export interface AppContainerItems {
+  env?: string[];
+  envFrom?: string[];
+  volumeMounts?: string[];
+}
+
+/** What one template added, with the hash of the template version that added it. */
+export interface LedgerEntry {
+  hash: string;
+  containers?: string[];
+  initContainers?: string[];
+  volumes?: string[];
+  imagePullSecrets?: string[];
+  labels?: string[];
+  annotations?: string[];
+  appContainers?: Record<string, AppContainerItems>;
+}
+
+/** The whole ledger; `v` versions the format. */
+export interface Ledger {
+  v: 1;
+  templates: Record<string, LedgerEntry>;
+}
+
+/** The item kinds recorded at pod level. */
+export type PodItemKind = 'containers' | 'initContainers' | 'volumes' | 'imagePullSecrets' | 'labels' | 'annotations';
+/** The item kinds recorded per app container. */
+export type AppItemKind = keyof AppContainerItems;
+
+export const podItemKinds: readonly PodItemKind[] = ['containers', 'initContainers', 'volumes', 'imagePullSecrets', 'labels', 'annotations'];
+export const appItemKinds: readonly AppItemKind[] = ['env', 'envFrom', 'volumeMounts'];
+
+/** An empty ledger. */
+export function emptyLedger(): Ledger {
+  return { v: 1, templates: {} };
+}
+
+function isStringList(value: unknown): value is string[] {
+  return Array.isArray(value) && value.every((v) => typeof v === 'string');
+}
+
+/**
+ * Parses the status annotation. Absent → empty ledger. A value that is not a ledger (edited
+ * by hand, copied from elsewhere) → empty ledger and a problem to report as a warning: the
+ * injector then treats everything in the pod as someone else's and never duplicates it.
+ */
+export function parseLedger(text: string | undefined): { ledger: Ledger; problem?: string } {
+  if (text === undefined) return { ledger: emptyLedger() };
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch {
+    return { ledger: emptyLedger(), problem: 'status annotation is not JSON; ignoring it' };
+  }
+  if (!isJsonObject(doc) || doc.v !== 1 || !isJsonObject(doc.templates)) {
+    return { ledger: emptyLedger(), problem: 'status annotation has an unknown format; ignoring it' };
+  }
+  const templates: Record<string, LedgerEntry> = {};
+  for (const [name, raw] of Object.entries(doc.templates)) {
+    if (!isJsonObject(raw) || typeof raw.hash !== 'string') {
+      return { ledger: emptyLedger(), problem: `status annotation entry ${JSON.stringify(name)} is malformed; ignoring it` };
+    }
+    const entry: LedgerEntry = { hash: raw.hash };
+    for (const kind of podItemKinds) {
+      const list = raw[kind];
+      if (list === undefined) continue;
+      if (!isStringList(list)) return { ledger: emptyLedger(), problem: `status annotation ${name}.${kind} is malformed; ignoring it` };
+      entry[kind] = list;
+    }
+    if (raw.appContainers !== undefined) {
+      if (!isJsonObject(raw.appContainers)) return { ledger: emptyLedger(), problem: `status annotation ${name}.appContainers is malformed; ignoring it` };
+      const apps: Record<string, AppContainerItems> = {};
+      for (const [container, items] of Object.entries(raw.appContainers)) {
+        if (!isJsonObject(items)) return { ledger: emptyLedger(), problem: `status annotation ${name}.appContainers is malformed; ignoring it` };
+        const parsed: AppContainerItems = {};
+        for (const kind of appItemKinds) {
+          const list = items[kind];
+          if (list === undefined) continue;
+          if (!isStringList(list)) return { ledger: emptyLedger(), problem: `status annotation ${name}.appContainers is malformed; ignoring it` };
+          parsed[kind] = list;
+        }
+        apps[container] = parsed;
+      }
+      entry.appContainers = apps;
+    }
+    templates[name] = entry;
+  }
+  return { ledger: { v: 1, templates } };
+}
+
+/** The annotation text for a ledger: templates sorted by name, so equal ledgers serialise equally. */
+export function serializeLedger(ledger: Ledger): string {
+  const templates: Record<string, LedgerEntry> = {};
+  for (const name of Object.keys(ledger.templates).sort()) templates[name] = ledger.templates[name]!;
+  return JSON.stringify({ v: 1, templates });
+}
+
+/** Who owns what, derived from a ledger: item key → template name. */
+export interface Ownership {
+  pod(kind: PodItemKind, key: string): string | undefined;
+  app(container: string, kind: AppItemKind, key: string): string | undefined;
+  /** Names of containers and initContainers the injector added (never app containers). */
+  readonly injectedContainers: ReadonlySet<string>;
+}
+
+/** Indexes a ledger for constant-time ownership look-ups. */
+export function indexLedger(ledger: Ledger): Ownership {
+  const pod = new Map<string, string>();
+  const app = new Map<string, string>();
+  const injectedContainers = new Set<string>();
+  for (const [template, entry] of Object.entries(ledger.templates)) {
+    for (const kind of podItemKinds) {
+      for (const key of entry[kind] ?? []) pod.set(`${kind}\0${key}`, template);
+    }
+    for (const name of [...(entry.containers ?? []), ...(entry.initContainers ?? [])]) injectedContainers.add(name);
+    for (const [container, items] of Object.entries(entry.appContainers ?? {})) {
+      for (const kind of appItemKinds) {
+        for (const key of items[kind] ?? []) app.set(`${container}\0${kind}\0${key}`, template);
+      }
+    }
+  }
+  return {
+    pod: (kind, key) => pod.get(`${kind}\0${key}`),
+    app: (container, kind, key) => app.get(`${container}\0${kind}\0${key}`),
+    injectedContainers,
+  };
+}

@@ -1,0 +1,95 @@
+/**
+ * Reading the raw pod object. The pod stays the JSON we were sent (unknown fields survive);
+ * this module only checks the few shapes injection relies on and reads values from them.
+ */
+import { AdmissionError } from '../errors.js';
+import type { JsonObject } from '../templates/template.js';
+
+/** The fields injection reads, checked once. The objects are the pod's own (never copies). */
+export interface PodParts {
+  readonly metadata: JsonObject;
+  readonly spec: JsonObject;
+  readonly labels: Readonly<Record<string, string>>;
+  readonly annotations: Readonly<Record<string, string>>;
+  readonly containers: readonly JsonObject[];
+  readonly initContainers: readonly JsonObject[];
+  readonly volumes: readonly JsonObject[];
+  readonly imagePullSecrets: readonly JsonObject[];
+}
+
+/** True for a JSON object (not an array, not null). */
+export function isJsonObject(value: unknown): value is JsonObject {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function invalid(field: string, problem: string): AdmissionError {
+  return new AdmissionError('ERR_INVALID_POD', `the pod cannot be read: ${field} ${problem}`);
+}
+
+function stringMap(value: unknown, field: string): Readonly<Record<string, string>> {
+  if (value === undefined || value === null) return {};
+  if (!isJsonObject(value)) throw invalid(field, 'must be a map of strings');
+  for (const key in value) {
+    if (typeof value[key] !== 'string') throw invalid(`${field}[${JSON.stringify(key)}]`, 'must be a string');
+  }
+  return value as Record<string, string>;
+}
+
+function namedList(value: unknown, field: string, required: boolean): readonly JsonObject[] {
+  if (value === undefined || value === null) {
+    if (required) throw invalid(field, 'is required');
+    return [];
+  }
+  if (!Array.isArray(value)) throw invalid(field, 'must be a list');
+  for (let i = 0; i < value.length; i++) {
+    const item: unknown = value[i];
+    if (!isJsonObject(item)) throw invalid(`${field}[${i}]`, 'must be an object');
+    if (typeof item.name !== 'string') throw invalid(`${field}[${i}].name`, 'must be a string');
+  }
+  return value as JsonObject[];
+}
+
+/** The per-container lists injection extends must be lists of objects when present. */
+function checkContainerLists(containers: readonly JsonObject[], field: string): void {
+  for (let i = 0; i < containers.length; i++) {
+    const container = containers[i]!;
+    for (const key of ['env', 'envFrom', 'volumeMounts'] as const) {
+      const list = container[key];
+      if (list === undefined || list === null) continue;
+      if (!Array.isArray(list)) throw invalid(`${field}[${i}].${key}`, 'must be a list');
+      if (list.some((item) => !isJsonObject(item))) throw invalid(`${field}[${i}].${key}`, 'must hold only objects');
+    }
+  }
+}
+
+/**
+ * Checks the shapes injection needs and returns them. Throws AdmissionError (ERR_INVALID_POD)
+ * naming the field when the object is not a pod we can inject into safely.
+ */
+export function readPod(pod: unknown): PodParts {
+  if (!isJsonObject(pod)) throw invalid('request.object', 'must be a Pod object');
+  const metadata = pod.metadata ?? {};
+  if (!isJsonObject(metadata)) throw invalid('metadata', 'must be an object');
+  const spec = pod.spec;
+  if (!isJsonObject(spec)) throw invalid('spec', 'must be an object');
+  const parts: PodParts = {
+    metadata,
+    spec,
+    labels: stringMap(metadata.labels, 'metadata.labels'),
+    annotations: stringMap(metadata.annotations, 'metadata.annotations'),
+    containers: namedList(spec.containers, 'spec.containers', true),
+    initContainers: namedList(spec.initContainers, 'spec.initContainers', false),
+    volumes: namedList(spec.volumes, 'spec.volumes', false),
+    imagePullSecrets: namedList(spec.imagePullSecrets, 'spec.imagePullSecrets', false),
+  };
+  checkContainerLists(parts.initContainers, 'spec.initContainers');
+  checkContainerLists(parts.containers, 'spec.containers');
+  return parts;
+}
+
+/** The name a person recognises the pod by: `metadata.name`, else `generateName` (R-24). */
+export function podDisplayName(metadata: JsonObject): string {
+  if (typeof metadata.name === 'string' && metadata.name) return metadata.name;
+  if (typeof metadata.generateName === 'string' && metadata.generateName) return metadata.generateName;
+  return '';
+}

@@ -1,0 +1,87 @@
+/**
+ * Which templates apply to a pod, and why the others do not. Pure.
+ */
+import { AdmissionError } from '../errors.js';
+import { Annotations, LabelValues, Labels as LabelKeys } from '../inject/keys.js';
+import type { TemplateSet } from '../templates/load.js';
+import type { Template } from '../templates/template.js';
+import { matches, type Labels } from './selector.js';
+
+/** Why a pod gets no template at all; each id is a metric label and has a sentence. */
+export type PodSkipReason = 'pod-opted-out' | 'namespace-not-enabled' | 'no-template-matched';
+
+/** Why one template was not selected. */
+export type TemplateSkipReason = 'namespace-selector' | 'object-selector' | 'not-requested';
+
+export interface TemplateSkip {
+  readonly template: string;
+  readonly reason: TemplateSkipReason;
+  readonly message: string;
+}
+
+/** The outcome of selection: the templates to render (sorted by name) and every skip explained. */
+export interface Selection {
+  readonly templates: readonly Template[];
+  readonly skipped: readonly TemplateSkip[];
+  /** Set when `templates` is empty. */
+  readonly reason?: PodSkipReason;
+  readonly message: string;
+}
+
+/** What selection looks at. `podLabels` are the pod's own labels (without those the injector added). */
+export interface SelectionInput {
+  readonly namespace: string;
+  readonly namespaceLabels: Labels;
+  readonly podLabels: Labels;
+  readonly podAnnotations: Readonly<Record<string, string>>;
+}
+
+/** The template names a pod requests with `sidecar-injector.io/templates: a,b`. */
+export function requestedTemplates(annotations: Readonly<Record<string, string>>): string[] {
+  const value = Object.hasOwn(annotations, Annotations.request) ? annotations[Annotations.request]! : '';
+  return [...new Set(value.split(',').map((s) => s.trim()).filter(Boolean))];
+}
+
+/**
+ * Selects templates for a pod: the namespace must be opted in and the pod not opted out; then
+ * each template's selectors decide, and on-request templates must also be named by the pod.
+ * Throws AdmissionError (ERR_UNKNOWN_TEMPLATE) when the pod requests a template that does not
+ * exist: the pod asked for a sidecar we cannot give, and running it without is not our call.
+ */
+export function select(input: SelectionInput, set: TemplateSet): Selection {
+  const { namespace, namespaceLabels, podLabels, podAnnotations } = input;
+  if (podLabels[LabelKeys.podOptOut] === LabelValues.disabled) {
+    return { templates: [], skipped: [], reason: 'pod-opted-out', message: `pod has label ${LabelKeys.podOptOut}=${LabelValues.disabled}` };
+  }
+  if (namespaceLabels[LabelKeys.namespaceOptIn] !== LabelValues.enabled) {
+    return {
+      templates: [],
+      skipped: [],
+      reason: 'namespace-not-enabled',
+      message: `namespace ${namespace} does not have label ${LabelKeys.namespaceOptIn}=${LabelValues.enabled}`,
+    };
+  }
+  const requested = requestedTemplates(podAnnotations);
+  const unknown = requested.filter((name) => !set.byName.has(name));
+  if (unknown.length > 0) {
+    const available = set.templates.map((t) => t.name).join(', ') || 'none';
+    throw new AdmissionError(
+      'ERR_UNKNOWN_TEMPLATE',
+      `annotation ${Annotations.request} names ${unknown.map((n) => JSON.stringify(n)).join(', ')}, which ${unknown.length === 1 ? 'is' : 'are'} not a sidecar template here (available: ${available}); fix the annotation or add the template`,
+    );
+  }
+  const requestedSet = new Set(requested);
+  const templates: Template[] = [];
+  const skipped: TemplateSkip[] = [];
+  for (const template of set.templates) {
+    if (template.injection === 'on-request' && !requestedSet.has(template.name)) {
+      skipped.push({ template: template.name, reason: 'not-requested', message: `${template.name} is on request and the pod does not name it in ${Annotations.request}` });
+    } else if (!matches(template.namespaceSelector, namespaceLabels)) {
+      skipped.push({ template: template.name, reason: 'namespace-selector', message: `${template.name}: namespace ${namespace} does not match its namespaceSelector` });
+    } else if (!matches(template.objectSelector, podLabels)) {
+      skipped.push({ template: template.name, reason: 'object-selector', message: `${template.name}: pod labels do not match its objectSelector` });
+    } else templates.push(template);
+  }
+  if (templates.length === 0) return { templates, skipped, reason: 'no-template-matched', message: 'no template matches this pod' };
+  return { templates, skipped, message: `selected ${templates.map((t) => t.name).join(', ')}` };
+}

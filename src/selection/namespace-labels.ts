@@ -1,0 +1,83 @@
+/**
+ * Where namespace labels come from. An AdmissionReview does not carry them (R-10), so the
+ * injector asks a source. This module holds the interface and the local source (a file
+ * and/or flags); the cluster source lives beside it when configured.
+ */
+import type { Labels } from './selector.js';
+import { labelKeyProblem, labelValueProblem } from './label-syntax.js';
+
+/** The label every namespace carries since Kubernetes 1.21; sources add it themselves. */
+export const metadataNameLabel = 'kubernetes.io/metadata.name';
+
+/** A source of namespace labels. */
+export interface NamespaceLabelSource {
+  /** Short name for logs and `serve`'s start-up line, e.g. `local`. */
+  readonly kind: string;
+  /** The labels of `namespace`; rejects only when they cannot be known. */
+  labelsOf(namespace: string): Promise<Labels>;
+  /** False until the source can answer (a cluster source before its first list). */
+  isReady(): boolean;
+}
+
+/** Namespace name → its labels, as written in a local namespace-labels file. */
+export type NamespaceLabelMap = Readonly<Record<string, Labels>>;
+
+/**
+ * A fixed map of namespace labels, for local runs and offline previews. A namespace not in
+ * the map has only `kubernetes.io/metadata.name`, as a fresh namespace in a cluster does.
+ */
+export function createLocalNamespaceSource(map: NamespaceLabelMap): NamespaceLabelSource {
+  const resolved = new Map<string, Labels>();
+  for (const [namespace, labels] of Object.entries(map)) {
+    resolved.set(namespace, Object.freeze({ ...labels, [metadataNameLabel]: namespace }));
+  }
+  return {
+    kind: 'local',
+    labelsOf: async (namespace) => resolved.get(namespace) ?? Object.freeze({ [metadataNameLabel]: namespace }),
+    isReady: () => true,
+  };
+}
+
+/**
+ * Validates a parsed namespace-labels document (`{ namespace: { key: value } }`) and returns
+ * it typed, or the list of problems found. Values must be strings, keys and values valid labels.
+ */
+export function parseNamespaceLabelMap(doc: unknown, origin: string): { map: Record<string, Record<string, string>>; problems: string[] } {
+  const map: Record<string, Record<string, string>> = {};
+  const problems: string[] = [];
+  if (doc === null || doc === undefined) return { map, problems };
+  if (typeof doc !== 'object' || Array.isArray(doc)) {
+    return { map, problems: [`${origin}: must be a map of namespace names to label maps`] };
+  }
+  for (const [namespace, labels] of Object.entries(doc as Record<string, unknown>)) {
+    if (labels === null || typeof labels !== 'object' || Array.isArray(labels)) {
+      problems.push(`${origin}: ${namespace}: must be a map of label keys to string values`);
+      continue;
+    }
+    const entry: Record<string, string> = {};
+    for (const [key, value] of Object.entries(labels as Record<string, unknown>)) {
+      const problem =
+        labelKeyProblem(key) ??
+        (typeof value !== 'string' ? `label ${JSON.stringify(key)} must have a string value (quote it in YAML)` : labelValueProblem(value));
+      if (problem) problems.push(`${origin}: ${namespace}: ${problem}`);
+      else entry[key] = value as string;
+    }
+    map[namespace] = entry;
+  }
+  return { map, problems };
+}
+
+/**
+ * Parses one `--namespace-label NAMESPACE:KEY=VALUE` flag. Returns the triple or a problem.
+ */
+export function parseNamespaceLabelFlag(flag: string): { namespace: string; key: string; value: string } | string {
+  const colon = flag.indexOf(':');
+  const eq = flag.indexOf('=', colon + 1);
+  if (colon <= 0 || eq === -1) return `--namespace-label ${JSON.stringify(flag)}: expected NAMESPACE:KEY=VALUE`;
+  const namespace = flag.slice(0, colon);
+  const key = flag.slice(colon + 1, eq);
+  const value = flag.slice(eq + 1);
+  const problem = labelKeyProblem(key) ?? labelValueProblem(value);
+  if (problem) return `--namespace-label ${JSON.stringify(flag)}: ${problem}`;
+  return { namespace, key, value };
+}

@@ -1,0 +1,114 @@
+/**
+ * Kubernetes label selectors with the API server's exact semantics
+ * (CONTRACT.md R-12..R-14, apimachinery labels.Requirement.Matches).
+ */
+import { SelectorError } from '../errors.js';
+import { labelKeyProblem, labelValueProblem } from './label-syntax.js';
+
+/** A label map as found in `metadata.labels`. */
+export type Labels = Readonly<Record<string, string>>;
+
+export type SelectorOperator = 'In' | 'NotIn' | 'Exists' | 'DoesNotExist';
+
+/** One requirement; `matchLabels` entries become `In` with one value. */
+export interface Requirement {
+  readonly key: string;
+  readonly operator: SelectorOperator;
+  readonly values: ReadonlySet<string>;
+}
+
+/** A validated selector. All requirements are ANDed; no requirement matches everything. */
+export interface Selector {
+  readonly requirements: readonly Requirement[];
+}
+
+/** The selector that matches every label set (`{}`). */
+export const everything: Selector = Object.freeze({ requirements: Object.freeze([]) });
+
+const operators: ReadonlySet<string> = new Set(['In', 'NotIn', 'Exists', 'DoesNotExist']);
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/**
+ * Parses a `LabelSelector` object (`matchLabels`, `matchExpressions`). An absent or null
+ * selector is `{}` and matches everything, as the API server defaults webhook selectors
+ * (R-12). Throws SelectorError naming the field on an invalid operator, key or value list.
+ */
+export function parseSelector(raw: unknown): Selector {
+  if (raw === undefined || raw === null) return everything;
+  if (!isPlainObject(raw)) throw new SelectorError('', 'a selector must be an object with matchLabels and/or matchExpressions');
+  for (const key of Object.keys(raw)) {
+    if (key !== 'matchLabels' && key !== 'matchExpressions') {
+      throw new SelectorError(key, `unknown field ${JSON.stringify(key)} (expected matchLabels or matchExpressions)`);
+    }
+  }
+  const requirements: Requirement[] = [];
+  const { matchLabels, matchExpressions } = raw;
+  if (matchLabels !== undefined && matchLabels !== null) {
+    if (!isPlainObject(matchLabels)) throw new SelectorError('matchLabels', 'must be a map of label keys to values');
+    for (const [key, value] of Object.entries(matchLabels)) {
+      const field = `matchLabels[${JSON.stringify(key)}]`;
+      const keyProblem = labelKeyProblem(key);
+      if (keyProblem) throw new SelectorError(field, keyProblem);
+      if (typeof value !== 'string') throw new SelectorError(field, 'value must be a string (quote it in YAML)');
+      const valueProblem = labelValueProblem(value);
+      if (valueProblem) throw new SelectorError(field, valueProblem);
+      requirements.push({ key, operator: 'In', values: new Set([value]) });
+    }
+  }
+  if (matchExpressions !== undefined && matchExpressions !== null) {
+    if (!Array.isArray(matchExpressions)) throw new SelectorError('matchExpressions', 'must be a list');
+    matchExpressions.forEach((expr: unknown, i) => requirements.push(parseExpression(expr, `matchExpressions[${i}]`)));
+  }
+  return Object.freeze({ requirements: Object.freeze(requirements) });
+}
+
+function parseExpression(expr: unknown, field: string): Requirement {
+  if (!isPlainObject(expr)) throw new SelectorError(field, 'must be an object with key, operator and values');
+  const { key, operator, values } = expr;
+  if (typeof key !== 'string') throw new SelectorError(`${field}.key`, 'is required and must be a string');
+  const keyProblem = labelKeyProblem(key);
+  if (keyProblem) throw new SelectorError(`${field}.key`, keyProblem);
+  if (typeof operator !== 'string' || !operators.has(operator)) {
+    throw new SelectorError(`${field}.operator`, `${JSON.stringify(operator)} is not a valid label selector operator (In, NotIn, Exists, DoesNotExist)`);
+  }
+  const list = values === undefined || values === null ? [] : values;
+  if (!Array.isArray(list)) throw new SelectorError(`${field}.values`, 'must be a list of strings');
+  list.forEach((v: unknown, j) => {
+    if (typeof v !== 'string') throw new SelectorError(`${field}.values[${j}]`, 'must be a string (quote it in YAML)');
+    const problem = labelValueProblem(v);
+    if (problem) throw new SelectorError(`${field}.values[${j}]`, problem);
+  });
+  if ((operator === 'In' || operator === 'NotIn') && list.length === 0) {
+    throw new SelectorError(`${field}.values`, `must be non-empty for operator ${operator}`);
+  }
+  if ((operator === 'Exists' || operator === 'DoesNotExist') && list.length > 0) {
+    throw new SelectorError(`${field}.values`, `must be empty for operator ${operator}`);
+  }
+  return { key, operator: operator as SelectorOperator, values: new Set(list as string[]) };
+}
+
+/** True when `labels` satisfies every requirement of `selector` (R-13). */
+export function matches(selector: Selector, labels: Labels): boolean {
+  for (const { key, operator, values } of selector.requirements) {
+    const present = Object.hasOwn(labels, key);
+    switch (operator) {
+      case 'In':
+        if (!present || !values.has(labels[key]!)) return false;
+        break;
+      case 'NotIn':
+        // An absent key satisfies NotIn (R-13).
+        if (present && values.has(labels[key]!)) return false;
+        break;
+      case 'Exists':
+        if (!present) return false;
+        break;
+      case 'DoesNotExist':
+        if (present) return false;
+        break;
+    }
+  }
+  return true;
+}

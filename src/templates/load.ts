@@ -1,0 +1,67 @@
+/**
+ * Loads a template directory: every `*.yaml` / `*.yml` / `*.json` file holds one template.
+ * Start-up I/O; all validation happens in compileTemplate.
+ */
+import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { parseDocument } from 'yaml';
+import { TemplateError, type TemplateProblem } from '../errors.js';
+import { compileTemplate, type Template } from './template.js';
+
+/** The validated templates in force, sorted by name; immutable. */
+export interface TemplateSet {
+  readonly templates: readonly Template[];
+  readonly byName: ReadonlyMap<string, Template>;
+}
+
+/** Builds a set from compiled templates; throws TemplateError when two share a name. */
+export function createTemplateSet(templates: readonly Template[]): TemplateSet {
+  const byName = new Map<string, Template>();
+  const problems: TemplateProblem[] = [];
+  for (const template of templates) {
+    const other = byName.get(template.name);
+    if (other) problems.push({ file: template.file, field: 'name', message: `template name ${JSON.stringify(template.name)} is also used by ${other.file}` });
+    else byName.set(template.name, template);
+  }
+  if (problems.length > 0) throw new TemplateError(problems);
+  const sorted = [...byName.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  return Object.freeze({ templates: Object.freeze(sorted), byName });
+}
+
+/** Parses one file's text (YAML or JSON, a single document) and compiles it. */
+export function parseTemplateText(text: string, file: string): { template?: Template; problems: TemplateProblem[] } {
+  const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: false });
+  if (doc.errors.length > 0) {
+    return { problems: doc.errors.map((e) => ({ file, field: '', message: `YAML: ${e.message.split('\n')[0]}` })) };
+  }
+  if (doc.warnings.length > 0) {
+    return { problems: doc.warnings.map((e) => ({ file, field: '', message: `YAML: ${e.message.split('\n')[0]}` })) };
+  }
+  return compileTemplate(doc.toJS({ maxAliasCount: 100 }), file);
+}
+
+/**
+ * Reads and validates every template in `dir` (files whose names start with `.` are skipped,
+ * as are the `..data` links of a mounted ConfigMap). Throws TemplateError listing every problem
+ * in every file, or when the directory holds no template.
+ */
+export async function loadTemplateDir(dir: string): Promise<TemplateSet> {
+  let names: string[];
+  try {
+    names = await readdir(dir);
+  } catch (err) {
+    throw new TemplateError([{ file: dir, field: '', message: `cannot read the templates directory: ${(err as Error).message}` }]);
+  }
+  const files = names.filter((n) => !n.startsWith('.') && /\.(ya?ml|json)$/i.test(n)).sort();
+  const templates: Template[] = [];
+  const problems: TemplateProblem[] = [];
+  for (const name of files) {
+    const text = await readFile(join(dir, name), 'utf8');
+    const result = parseTemplateText(text, name);
+    problems.push(...result.problems);
+    if (result.template) templates.push(result.template);
+  }
+  if (files.length === 0) problems.push({ file: dir, field: '', message: 'no template files (*.yaml, *.yml, *.json) found' });
+  if (problems.length > 0) throw new TemplateError(problems);
+  return createTemplateSet(templates);
+}

@@ -1,0 +1,347 @@
+/**
+ * A sidecar template: its schema, validation and compilation. Pure: takes a parsed YAML
+ * document, returns a compiled template or the list of problems, each naming the field.
+ */
+import { createHash } from 'node:crypto';
+import type { TemplateProblem } from '../errors.js';
+import { SelectorError } from '../errors.js';
+import { parseSelector, type Selector } from '../selection/selector.js';
+import { isDns1123Label, labelKeyProblem, labelValueProblem } from '../selection/label-syntax.js';
+import { hasPlaceholder, parseSegments, PlaceholderError, type ParamValue, type Segment } from './placeholders.js';
+import { Annotations } from '../inject/keys.js';
+
+/** `automatic`: injected wherever the selectors match; `on-request`: only when the pod names it too. */
+export type InjectionMode = 'automatic' | 'on-request';
+
+/** Where a template's containers go in `containers` / `initContainers`. */
+export type Placement = 'first' | 'last';
+
+/** A JSON object as found in a pod or template. */
+export type JsonObject = Record<string, unknown>;
+
+/** A compiled value tree: static subtrees are kept as JSON, strings with placeholders as segments. */
+export type Compiled =
+  | { readonly kind: 'static'; readonly value: unknown }
+  | { readonly kind: 'string'; readonly segments: readonly Segment[] }
+  | { readonly kind: 'param'; readonly key: string }
+  | { readonly kind: 'object'; readonly entries: readonly (readonly [string, Compiled])[] }
+  | { readonly kind: 'array'; readonly items: readonly Compiled[] };
+
+/** The parts of a template that are rendered per pod. */
+export interface TemplateBody {
+  readonly containers: readonly Compiled[];
+  readonly initContainers: readonly Compiled[];
+  readonly volumes: readonly Compiled[];
+  readonly appEnv: readonly Compiled[];
+  readonly appEnvFrom: readonly Compiled[];
+  readonly appVolumeMounts: readonly Compiled[];
+  readonly labels: readonly (readonly [string, Compiled])[];
+  readonly annotations: readonly (readonly [string, Compiled])[];
+  readonly imagePullSecrets: readonly Compiled[];
+}
+
+/** A validated, compiled template, ready to render. */
+export interface Template {
+  readonly name: string;
+  readonly description: string;
+  readonly file: string;
+  /** First 12 hex digits of the SHA-256 of the template's canonical JSON; recorded in the ledger. */
+  readonly hash: string;
+  readonly injection: InjectionMode;
+  readonly placement: Placement;
+  readonly namespaceSelector: Selector;
+  readonly objectSelector: Selector;
+  readonly params: Readonly<Record<string, ParamValue>>;
+  readonly body: TemplateBody;
+}
+
+const topLevelFields = new Set([
+  'name', 'description', 'injection', 'placement', 'namespaceSelector', 'objectSelector', 'parameters',
+  'containers', 'initContainers', 'volumes', 'appContainers', 'labels', 'annotations', 'imagePullSecrets',
+]);
+const appContainerFields = new Set(['env', 'envFrom', 'volumeMounts']);
+
+function isObject(value: unknown): value is JsonObject {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** JSON with object keys sorted, so that the hash does not depend on key order in the file. */
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (isObject(value)) {
+    return `{${Object.keys(value)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonicalJson(value[k])}`)
+      .join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+/** Collects problems for one file while compiling it. */
+class Problems {
+  readonly list: TemplateProblem[] = [];
+  constructor(private readonly file: string) {}
+  add(field: string, message: string): void {
+    this.list.push({ file: this.file, field, message });
+  }
+}
+
+/**
+ * Compiles a value: map keys are always literal; a string with placeholders becomes segments;
+ * a string that is exactly one `{{ params.X }}` keeps the parameter's type.
+ * `literalFields` lists property names whose values must not hold placeholders (they name things).
+ */
+function compileValue(value: unknown, field: string, params: ReadonlySet<string>, problems: Problems, literalFields: ReadonlySet<string>): Compiled {
+  if (typeof value === 'string') {
+    let segments: Segment[];
+    try {
+      segments = parseSegments(value, params);
+    } catch (err) {
+      problems.add(field, err instanceof PlaceholderError ? err.message : String(err));
+      return { kind: 'static', value };
+    }
+    if (!hasPlaceholder(segments)) return { kind: 'static', value };
+    const lastKey = field.slice(field.lastIndexOf('.') + 1);
+    if (literalFields.has(lastKey)) {
+      problems.add(field, 'names a thing and must be literal text: placeholders are not allowed here');
+      return { kind: 'static', value };
+    }
+    const only = segments[0];
+    if (segments.length === 1 && only?.kind === 'placeholder' && only.ref.source === 'params' && only.fallback === undefined) {
+      return { kind: 'param', key: only.ref.key };
+    }
+    return { kind: 'string', segments };
+  }
+  if (Array.isArray(value)) {
+    const items = value.map((item, i) => compileValue(item, `${field}[${i}]`, params, problems, literalFields));
+    return items.every((c) => c.kind === 'static') ? { kind: 'static', value } : { kind: 'array', items };
+  }
+  if (isObject(value)) {
+    const entries = Object.entries(value).map(([k, v]) => {
+      if (k.includes('{{')) problems.add(`${field}.${k}`, 'map keys must be literal: placeholders are not allowed in keys');
+      return [k, compileValue(v, `${field}.${k}`, params, problems, literalFields)] as const;
+    });
+    return entries.every(([, c]) => c.kind === 'static') ? { kind: 'static', value } : { kind: 'object', entries };
+  }
+  if (value === null || typeof value === 'number' || typeof value === 'boolean') return { kind: 'static', value };
+  problems.add(field, `unsupported value of type ${typeof value}`);
+  return { kind: 'static', value: null };
+}
+
+const namingFields = new Set(['name', 'mountPath']);
+
+/** Checks a list of named objects: each an object with a literal DNS-1123 `name`, names unique. */
+function checkNamedList(list: unknown, field: string, problems: Problems, seen: Set<string>, what: string): JsonObject[] {
+  if (list === undefined || list === null) return [];
+  if (!Array.isArray(list)) {
+    problems.add(field, `must be a list of ${what}s`);
+    return [];
+  }
+  const items: JsonObject[] = [];
+  list.forEach((item: unknown, i) => {
+    const itemField = `${field}[${i}]`;
+    if (!isObject(item)) return problems.add(itemField, `must be a ${what} object`);
+    const { name } = item;
+    if (typeof name !== 'string' || !isDns1123Label(name)) {
+      problems.add(`${itemField}.name`, `a ${what} needs a name that is a DNS-1123 label (lowercase letters, digits and '-', at most 63)`);
+    } else if (seen.has(name)) {
+      problems.add(`${itemField}.name`, `${what} name ${JSON.stringify(name)} is used twice in this template`);
+    } else seen.add(name);
+    items.push(item);
+  });
+  return items;
+}
+
+function checkContainers(list: JsonObject[], field: string, volumes: ReadonlySet<string>, problems: Problems): void {
+  list.forEach((container, i) => {
+    if (typeof container.image !== 'string' || container.image.trim() === '') {
+      problems.add(`${field}[${i}].image`, 'a container needs an image');
+    }
+    const mounts = container.volumeMounts;
+    if (mounts === undefined) return;
+    if (!Array.isArray(mounts)) return problems.add(`${field}[${i}].volumeMounts`, 'must be a list');
+    checkMounts(mounts, `${field}[${i}].volumeMounts`, volumes, problems);
+  });
+}
+
+function checkMounts(mounts: unknown[], field: string, volumes: ReadonlySet<string>, problems: Problems): void {
+  const paths = new Set<string>();
+  mounts.forEach((mount, j) => {
+    if (!isObject(mount)) return problems.add(`${field}[${j}]`, 'must be a volumeMount object');
+    if (typeof mount.name !== 'string' || !volumes.has(mount.name)) {
+      problems.add(`${field}[${j}].name`, `must name a volume declared in this template's volumes (got ${JSON.stringify(mount.name)})`);
+    }
+    if (typeof mount.mountPath !== 'string' || !mount.mountPath.startsWith('/')) {
+      problems.add(`${field}[${j}].mountPath`, 'must be an absolute path');
+    } else if (paths.has(mount.mountPath)) {
+      problems.add(`${field}[${j}].mountPath`, `mountPath ${JSON.stringify(mount.mountPath)} is used twice`);
+    } else paths.add(mount.mountPath);
+  });
+}
+
+function checkEnv(list: unknown, field: string, problems: Problems): unknown[] {
+  if (list === undefined || list === null) return [];
+  if (!Array.isArray(list)) {
+    problems.add(field, 'must be a list of env vars');
+    return [];
+  }
+  const names = new Set<string>();
+  list.forEach((item: unknown, i) => {
+    if (!isObject(item) || typeof item.name !== 'string' || item.name === '' || item.name.includes('=')) {
+      problems.add(`${field}[${i}].name`, 'an env var needs a name without "="');
+    } else if (names.has(item.name)) {
+      problems.add(`${field}[${i}].name`, `env var ${JSON.stringify(item.name)} is set twice`);
+    } else names.add(item.name);
+  });
+  return list;
+}
+
+function checkEnvFrom(list: unknown, field: string, problems: Problems): unknown[] {
+  if (list === undefined || list === null) return [];
+  if (!Array.isArray(list)) {
+    problems.add(field, 'must be a list of envFrom sources');
+    return [];
+  }
+  list.forEach((item: unknown, i) => {
+    const ref = isObject(item) ? (item.configMapRef ?? item.secretRef) : undefined;
+    if (!isObject(ref) || typeof ref.name !== 'string' || ref.name === '') {
+      problems.add(`${field}[${i}]`, 'needs a configMapRef or secretRef with a name');
+    }
+  });
+  return list;
+}
+
+function checkStringMap(map: unknown, field: string, problems: Problems, isLabels: boolean): [string, unknown][] {
+  if (map === undefined || map === null) return [];
+  if (!isObject(map)) {
+    problems.add(field, 'must be a map of keys to string values');
+    return [];
+  }
+  for (const [key, value] of Object.entries(map)) {
+    const keyProblem = labelKeyProblem(key);
+    if (keyProblem) problems.add(`${field}.${key}`, keyProblem);
+    if (key === Annotations.status) problems.add(`${field}.${key}`, 'is the injector\'s own ledger and cannot be set by a template');
+    if (typeof value !== 'string') problems.add(`${field}.${key}`, 'value must be a string (quote it in YAML)');
+    else if (isLabels && !value.includes('{{')) {
+      const valueProblem = labelValueProblem(value);
+      if (valueProblem) problems.add(`${field}.${key}`, valueProblem);
+    }
+  }
+  return Object.entries(map);
+}
+
+function checkSelector(raw: unknown, field: string, problems: Problems): Selector {
+  try {
+    return parseSelector(raw);
+  } catch (err) {
+    if (err instanceof SelectorError) problems.add(err.field ? `${field}.${err.field}` : field, err.message);
+    else throw err;
+    return parseSelector(undefined);
+  }
+}
+
+/**
+ * Validates and compiles one template document from `file`. Returns the template, or every
+ * problem found (each naming the field) so that a person can fix the file in one pass.
+ */
+export function compileTemplate(doc: unknown, file: string): { template?: Template; problems: TemplateProblem[] } {
+  const problems = new Problems(file);
+  if (!isObject(doc)) {
+    problems.add('', 'a template must be a YAML map');
+    return { problems: problems.list };
+  }
+  for (const key of Object.keys(doc)) {
+    if (!topLevelFields.has(key)) problems.add(key, `unknown field (expected one of ${[...topLevelFields].join(', ')})`);
+  }
+  const name = doc.name;
+  if (typeof name !== 'string' || !isDns1123Label(name)) {
+    problems.add('name', 'is required and must be a DNS-1123 label (lowercase letters, digits and "-", at most 63)');
+  }
+  const description = doc.description ?? '';
+  if (typeof description !== 'string') problems.add('description', 'must be a string');
+  const injection = doc.injection ?? 'automatic';
+  if (injection !== 'automatic' && injection !== 'on-request') problems.add('injection', 'must be "automatic" or "on-request"');
+  const placement = doc.placement ?? 'last';
+  if (placement !== 'first' && placement !== 'last') problems.add('placement', 'must be "first" or "last"');
+
+  const params: Record<string, ParamValue> = {};
+  if (doc.parameters !== undefined && doc.parameters !== null) {
+    if (!isObject(doc.parameters)) problems.add('parameters', 'must be a map of names to values');
+    else {
+      for (const [key, value] of Object.entries(doc.parameters)) {
+        if (!/^[A-Za-z_][A-Za-z0-9_-]*$/.test(key)) problems.add(`parameters.${key}`, 'parameter names are letters, digits, "_" and "-"');
+        if (typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean') {
+          if (typeof value === 'string' && value.includes('{{')) problems.add(`parameters.${key}`, 'parameter values cannot hold placeholders');
+          params[key] = value;
+        } else problems.add(`parameters.${key}`, 'must be a string, number or boolean');
+      }
+    }
+  }
+  const paramNames = new Set(Object.keys(params));
+  const namespaceSelector = checkSelector(doc.namespaceSelector, 'namespaceSelector', problems);
+  const objectSelector = checkSelector(doc.objectSelector, 'objectSelector', problems);
+
+  const containerNames = new Set<string>();
+  const containers = checkNamedList(doc.containers, 'containers', problems, containerNames, 'container');
+  const initContainers = checkNamedList(doc.initContainers, 'initContainers', problems, containerNames, 'container');
+  const volumeNames = new Set<string>();
+  const volumes = checkNamedList(doc.volumes, 'volumes', problems, volumeNames, 'volume');
+  checkContainers(containers, 'containers', volumeNames, problems);
+  checkContainers(initContainers, 'initContainers', volumeNames, problems);
+
+  let appEnv: unknown[] = [];
+  let appEnvFrom: unknown[] = [];
+  let appMounts: unknown[] = [];
+  const app = doc.appContainers;
+  if (app !== undefined && app !== null) {
+    if (!isObject(app)) problems.add('appContainers', 'must be a map with env, envFrom and/or volumeMounts');
+    else {
+      for (const key of Object.keys(app)) {
+        if (!appContainerFields.has(key)) problems.add(`appContainers.${key}`, 'unknown field (expected env, envFrom or volumeMounts)');
+      }
+      appEnv = checkEnv(app.env, 'appContainers.env', problems);
+      appEnvFrom = checkEnvFrom(app.envFrom, 'appContainers.envFrom', problems);
+      if (app.volumeMounts !== undefined && app.volumeMounts !== null) {
+        if (!Array.isArray(app.volumeMounts)) problems.add('appContainers.volumeMounts', 'must be a list');
+        else {
+          appMounts = app.volumeMounts;
+          checkMounts(appMounts, 'appContainers.volumeMounts', volumeNames, problems);
+        }
+      }
+    }
+  }
+  const labels = checkStringMap(doc.labels, 'labels', problems, true);
+  const annotations = checkStringMap(doc.annotations, 'annotations', problems, false);
+  const pullSecrets = checkNamedList(doc.imagePullSecrets, 'imagePullSecrets', problems, new Set(), 'imagePullSecret');
+
+  const compileList = (list: readonly unknown[], field: string) =>
+    list.map((item, i) => compileValue(item, `${field}[${i}]`, paramNames, problems, namingFields));
+  const compileMap = (entries: [string, unknown][], field: string) =>
+    entries.map(([k, v]) => [k, compileValue(v, `${field}.${k}`, paramNames, problems, namingFields)] as const);
+  const body: TemplateBody = {
+    containers: compileList(containers, 'containers'),
+    initContainers: compileList(initContainers, 'initContainers'),
+    volumes: compileList(volumes, 'volumes'),
+    appEnv: compileList(appEnv, 'appContainers.env'),
+    appEnvFrom: compileList(appEnvFrom, 'appContainers.envFrom'),
+    appVolumeMounts: compileList(appMounts, 'appContainers.volumeMounts'),
+    labels: compileMap(labels, 'labels'),
+    annotations: compileMap(annotations, 'annotations'),
+    imagePullSecrets: compileList(pullSecrets, 'imagePullSecrets'),
+  };
+  if (problems.list.length > 0) return { problems: problems.list };
+  const hash = createHash('sha256').update(canonicalJson(doc)).digest('hex').slice(0, 12);
+  const template: Template = {
+    name: name as string,
+    description: description as string,
+    file,
+    hash,
+    injection: injection as InjectionMode,
+    placement: placement as Placement,
+    namespaceSelector,
+    objectSelector,
+    params: Object.freeze(params),
+    body,
+  };
+  return { template, problems: [] };
+}
