@@ -269,18 +269,22 @@ function mergeEntries(before: LedgerEntry | undefined, added: LedgerEntry): Ledg
   if (!before) return added;
   const out: LedgerEntry = { ...before, hash: added.hash };
   for (const kind of podItemKinds) {
-    if (added[kind]) out[kind] = [...(before[kind] ?? []), ...added[kind]];
+    if (added[kind]) out[kind] = union(before[kind], added[kind]);
   }
   if (added.appContainers) {
     const apps: Record<string, AppContainerItems> = { ...(before.appContainers ?? {}) };
     for (const [container, items] of Object.entries(added.appContainers)) {
       const merged = { ...(apps[container] ?? {}) };
       for (const kind of appItemKinds) {
-        if (items[kind]) merged[kind] = [...(merged[kind] ?? []), ...items[kind]];
+        if (items[kind]) merged[kind] = union(merged[kind], items[kind]);
       }
       apps[container] = merged;
     }
     out.appContainers = apps;
   }
   return out;
+}
+
+function union(before: readonly string[] | undefined, added: readonly string[]): string[] {
+  return [...new Set([...(before ?? []), ...added])];
 }

@@ -1,0 +1,188 @@
+import test from 'ava';
+import { applyPatchV4, applyServiceAccountPlugin, applyDefaults, validationProblems } from '../../test/helpers/apiserver.js';
+import { logShipperDoc, proxyDoc, templateSet } from '../../test/helpers/templates.js';
+import type { RenderContext } from '../templates/placeholders.js';
+import { render } from '../templates/render.js';
+import { diff } from './diff.js';
+import { inject } from './inject.js';
+import { indexLedger, parseLedger, serializeLedger } from './ledger.js';
+import { readPod } from './pod.js';
+
+const set = templateSet(logShipperDoc, proxyDoc);
+const context: RenderContext = {
+  pod: { name: 'web', generateName: '', namespace: 'shop', serviceAccountName: 'default', labels: { app: 'web' }, annotations: {} },
+  namespace: { name: 'shop', labels: {} },
+};
+
+function run(pod: Record<string, any>, names = ['logs', 'proxy']) {
+  const parts = readPod(pod);
+  const { ledger } = parseLedger(parts.annotations['sidecar-injector.io/status']);
+  const rendered = names.map((n) => render(set.byName.get(n)!, context));
+  return inject(pod, parts, ledger, indexLedger(ledger), rendered);
+}
+
+function basePod(): Record<string, any> {
+  return {
+    metadata: { generateName: 'web-', labels: { app: 'web' } },
+    spec: {
+      initContainers: [{ name: 'istio-init', image: 'istio/proxyv2' }],
+      containers: [
+        { name: 'web', image: 'nginx', env: [{ name: 'PORT', value: '80' }] },
+        { name: 'worker', image: 'worker' },
+      ],
+    },
+  };
+}
+
+test('adds every kind of item and records each in the ledger', (t) => {
+  const pod = basePod();
+  const result = run(pod);
+  t.true(result.changed);
+  t.deepEqual(result.injected, ['logs', 'proxy']);
+  const out = result.pod as any;
+  t.deepEqual(out.spec.initContainers.map((c: any) => c.name), ['proxy', 'istio-init']);
+  t.deepEqual(out.spec.containers.map((c: any) => c.name), ['web', 'worker', 'log-shipper']);
+  t.deepEqual(out.spec.containers[0].env.map((e: any) => e.name), ['PORT', 'LOG_DIR']);
+  t.deepEqual(out.spec.containers[1].env.map((e: any) => e.name), ['LOG_DIR']);
+  t.deepEqual(out.spec.containers[1].volumeMounts, [{ name: 'app-logs', mountPath: '/var/log/app' }]);
+  t.deepEqual(out.spec.containers[1].envFrom, [{ configMapRef: { name: 'logging-env' } }]);
+  t.deepEqual(out.spec.volumes, [{ name: 'app-logs', emptyDir: {} }]);
+  t.deepEqual(out.spec.imagePullSecrets, [{ name: 'registry' }]);
+  t.is(out.metadata.labels['logging.example.com/shipped'], 'true');
+  t.is(out.metadata.annotations['logging.example.com/by'], 'shop');
+  t.deepEqual(JSON.parse(out.metadata.annotations['sidecar-injector.io/status']), {
+    v: 1,
+    templates: {
+      logs: {
+        hash: set.byName.get('logs')!.hash,
+        containers: ['log-shipper'],
+        volumes: ['app-logs'],
+        imagePullSecrets: ['registry'],
+        labels: ['logging.example.com/shipped'],
+        annotations: ['logging.example.com/by'],
+        appContainers: {
+          web: { env: ['LOG_DIR'], envFrom: ['configMap:logging-env:'], volumeMounts: ['/var/log/app'] },
+          worker: { env: ['LOG_DIR'], envFrom: ['configMap:logging-env:'], volumeMounts: ['/var/log/app'] },
+        },
+      },
+      proxy: { hash: set.byName.get('proxy')!.hash, initContainers: ['proxy'] },
+    },
+  });
+  t.deepEqual(validationProblems(out), []);
+});
+
+test('never mutates the pod it was given', (t) => {
+  const pod = basePod();
+  const copy = structuredClone(pod);
+  run(pod);
+  t.deepEqual(pod, copy);
+});
+
+test('is a fixed point: the output, defaulted and given token mounts, yields nothing', (t) => {
+  const first = run(basePod());
+  const again = applyServiceAccountPlugin(applyDefaults(structuredClone(first.pod)));
+  const second = run(again);
+  t.false(second.changed);
+  t.is(second.pod, again);
+  t.deepEqual(second.injected, []);
+  t.deepEqual(second.present, ['logs', 'proxy']);
+  t.deepEqual(second.warnings, []);
+});
+
+test("leaves the user's container of the same name alone and says so", (t) => {
+  const pod = basePod();
+  pod.spec.containers.push({ name: 'log-shipper', image: 'my/own' });
+  const result = run(pod);
+  const out = result.pod as any;
+  const mine = out.spec.containers.filter((c: any) => c.name === 'log-shipper');
+  t.is(mine.length, 1);
+  t.is(mine[0].image, 'my/own');
+  t.true(result.warnings.some((w) => w.includes('container log-shipper already exists')));
+  t.false(JSON.parse(out.metadata.annotations['sidecar-injector.io/status']).templates.logs.containers?.includes('log-shipper') ?? false);
+  // The user's log-shipper container is an app container: it gets the env like the others.
+  t.deepEqual(validationProblems(out), []);
+});
+
+test("never touches another webhook's init container or the user's env, mounts and volumes", (t) => {
+  const pod = basePod();
+  pod.spec.containers[0].env.push({ name: 'LOG_DIR', value: '/mine' });
+  pod.spec.containers[0].volumeMounts = [{ name: 'mine', mountPath: '/var/log/app' }];
+  pod.spec.volumes = [{ name: 'mine', emptyDir: {} }];
+  const result = run(pod);
+  const out = result.pod as any;
+  t.deepEqual(out.spec.initContainers[1], { name: 'istio-init', image: 'istio/proxyv2' });
+  t.deepEqual(out.spec.containers[0].env, [{ name: 'PORT', value: '80' }, { name: 'LOG_DIR', value: '/mine' }]);
+  t.deepEqual(out.spec.containers[0].volumeMounts, [{ name: 'mine', mountPath: '/var/log/app' }]);
+  t.true(result.warnings.some((w) => w.includes('env LOG_DIR in container web')));
+  t.true(result.warnings.some((w) => w.includes('mountPath /var/log/app in container web')));
+  t.deepEqual(validationProblems(out), []);
+});
+
+test('an existing equal label is not a collision and is not claimed', (t) => {
+  const pod = basePod();
+  pod.metadata.labels['logging.example.com/shipped'] = 'true';
+  const result = run(pod, ['logs']);
+  t.deepEqual(result.warnings, []);
+  t.is(JSON.parse((result.pod as any).metadata.annotations['sidecar-injector.io/status']).templates.logs.labels, undefined);
+});
+
+test('re-adds an item of ours that is missing, without duplicating the rest', (t) => {
+  const first = run(basePod()).pod as any;
+  const damaged = structuredClone(first);
+  damaged.spec.containers = damaged.spec.containers.filter((c: any) => c.name !== 'log-shipper');
+  const result = run(damaged);
+  t.true(result.changed);
+  const out = result.pod as any;
+  t.deepEqual(out.spec.containers.map((c: any) => c.name), ['web', 'worker', 'log-shipper']);
+  t.deepEqual(validationProblems(out), []);
+  t.deepEqual(JSON.parse(out.metadata.annotations['sidecar-injector.io/status']), JSON.parse(first.metadata.annotations['sidecar-injector.io/status']));
+});
+
+test('a malformed ledger is ignored with a warning and nothing is duplicated', (t) => {
+  const first = run(basePod()).pod as any;
+  const edited = structuredClone(first);
+  edited.metadata.annotations['sidecar-injector.io/status'] = '{not json';
+  const parts = readPod(edited);
+  const { ledger, problem } = parseLedger(parts.annotations['sidecar-injector.io/status']);
+  t.regex(problem ?? '', /not JSON/);
+  const result = inject(edited, parts, ledger, indexLedger(ledger), [render(set.byName.get('logs')!, context)]);
+  const out = result.pod as any;
+  t.deepEqual(validationProblems(out), []);
+  t.deepEqual(out.spec.containers.map((c: any) => c.name), ['web', 'worker', 'log-shipper']);
+  t.deepEqual(out.spec.volumes.map((v: any) => v.name), ['app-logs']);
+  t.true(result.warnings.some((w) => w.includes('container log-shipper already exists')));
+});
+
+test('an invalid rendered label value is skipped with a warning', (t) => {
+  const s = templateSet({ name: 'lbl', labels: { 'example.com/app': '{{ pod.labels.app }}' } });
+  const pod = basePod();
+  const parts = readPod(pod);
+  const { ledger } = parseLedger(undefined);
+  const ctx = { ...context, pod: { ...context.pod, labels: { app: 'has spaces\nand a newline' } } };
+  const result = inject(pod, parts, ledger, indexLedger(ledger), [render(s.byName.get('lbl')!, ctx)]);
+  t.false(result.changed);
+  t.true(result.warnings.some((w) => w.includes('label example.com/app not added')));
+});
+
+test('two templates claiming the same volume: the second shares it and says so', (t) => {
+  const s = templateSet(
+    { name: 'a', volumes: [{ name: 'shared', emptyDir: {} }] },
+    { name: 'b', volumes: [{ name: 'shared', emptyDir: { medium: 'Memory' } }] },
+  );
+  const pod = basePod();
+  const parts = readPod(pod);
+  const { ledger } = parseLedger(undefined);
+  const result = inject(pod, parts, ledger, indexLedger(ledger), s.templates.map((tpl) => render(tpl, context)));
+  t.deepEqual((result.pod as any).spec.volumes, [{ name: 'shared', emptyDir: {} }]);
+  t.true(result.warnings.some((w) => w.includes('already exists')));
+});
+
+test('the patch applies under json-patch v4 rules and reproduces the injected pod', (t) => {
+  const pod = basePod();
+  const result = run(pod);
+  t.deepEqual(applyPatchV4(pod, diff(pod, result.pod)), result.pod);
+});
+
+test('the ledger serialises templates in name order', (t) => {
+  t.is(serializeLedger({ v: 1, templates: { b: { hash: '2' }, a: { hash: '1' } } }), '{"v":1,"templates":{"a":{"hash":"1"},"b":{"hash":"2"}}}');
+});
