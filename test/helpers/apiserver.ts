@@ -283,3 +283,28 @@ export function validationProblems(pod: Json): string[] {
   }
   return problems;
 }
+
+/**
+ * Checks that a patch only adds: every op is `add`, and an `add` into an object never lands on
+ * a key that already exists (which json-patch v4 would silently overwrite, R-55). Returns the
+ * problems found; an empty list means nothing that was there before is changed.
+ */
+export function overwrites(document: unknown, patch: Json[]): string[] {
+  const problems: string[] = [];
+  let doc = structuredClone(document);
+  // The status annotation is the injector's own key: rewriting it is how the ledger grows.
+  const ownKey = '/metadata/annotations/sidecar-injector.io~1status';
+  for (const op of patch) {
+    if (op.path === ownKey && (op.op === 'add' || op.op === 'replace')) {
+      doc = applyPatchV4(doc, [op]);
+      continue;
+    }
+    if (op.op !== 'add') problems.push(`${op.op} ${op.path}`);
+    else {
+      const { parent, key } = container(doc, parsePath(op.path), 'add');
+      if (!Array.isArray(parent) && Object.hasOwn(parent, key)) problems.push(`add over existing ${op.path}`);
+    }
+    doc = applyPatchV4(doc, [op]);
+  }
+  return problems;
+}

@@ -1,0 +1,40 @@
+import test from 'ava';
+import { loadConfig } from './config.js';
+import { ConfigError } from './errors.js';
+
+test('defaults', (t) => {
+  const config = loadConfig({}, []);
+  t.like(config, { host: '0.0.0.0', port: 8443, templatesDir: 'templates', maxBodyBytes: 7 * 1024 * 1024, logLevel: 'info' });
+  t.deepEqual(config.timeouts, { headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, keepAliveTimeoutMs: 120_000 });
+  t.is(config.tlsCertFile, undefined);
+  t.true(Object.isFrozen(config));
+});
+
+test('flags win over the environment', (t) => {
+  const config = loadConfig({ SIDECAR_INJECTOR_PORT: '9000', SIDECAR_INJECTOR_TEMPLATES: '/env' }, ['--port', '9443']);
+  t.is(config.port, 9443);
+  t.is(config.templatesDir, '/env');
+});
+
+test('namespace labels from repeated flags', (t) => {
+  const config = loadConfig({}, ['--namespace-label', 'shop:sidecar-injector.io/injection=enabled', '--namespace-label', 'shop:team=a']);
+  t.deepEqual(config.namespaceLabels, { shop: { 'sidecar-injector.io/injection': 'enabled', team: 'a' } });
+});
+
+test('collects every problem in one error', (t) => {
+  const err = t.throws(
+    () => loadConfig({ SIDECAR_INJECTOR_MAX_BODY_BYTES: 'lots' }, ['--port', '70000', '--tls-cert', 'c.pem', '--log-level', 'loud', '--namespace-label', 'bad']),
+    { instanceOf: ConfigError },
+  );
+  t.is(err?.code, 'ERR_CONFIG');
+  t.is(err?.problems.length, 5);
+  t.regex(err?.message ?? '', /--port/);
+  t.regex(err?.message ?? '', /--max-body-bytes/);
+  t.regex(err?.message ?? '', /--tls-cert and --tls-key go together/);
+  t.regex(err?.message ?? '', /--log-level/);
+  t.regex(err?.message ?? '', /NAMESPACE:KEY=VALUE/);
+});
+
+test('unknown flags are refused', (t) => {
+  t.throws(() => loadConfig({}, ['--prot', '1']), { instanceOf: ConfigError, message: /--prot/ });
+});

@@ -1,0 +1,79 @@
+/** The README's run command, as a real process: dev certificate, bundled templates, sample review. */
+import test from 'ava';
+import { spawn } from 'node:child_process';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import https from 'node:https';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { decodePatch } from './helpers/apiserver.js';
+
+const entry = join('dist', 'src', 'cli', 'main.js');
+
+function post(port: number, ca: string, body: string): Promise<any> {
+  return new Promise((resolve, reject) => {
+    const req = https.request({ host: '127.0.0.1', port, path: '/mutate?timeout=10s', method: 'POST', ca, servername: 'localhost', headers: { 'content-type': 'application/json' } }, (res) => {
+      let text = '';
+      res.on('data', (c) => (text += c));
+      res.on('end', () => resolve(JSON.parse(text)));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+test('serve runs on the bundled templates with a throw-away certificate and stops on SIGTERM', async (t) => {
+  const child = spawn(process.execPath, [entry, 'serve', '--host', '127.0.0.1', '--port', '0', '--namespace-labels', 'dev/namespaces.yaml'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const lines = createInterface({ input: child.stdout });
+  let caFile = '';
+  let port = 0;
+  for await (const line of lines) {
+    const record = JSON.parse(line);
+    if (record.caFile) caFile = record.caFile;
+    if (record.msg === 'listening') {
+      port = record.port;
+      t.is(record.namespaceSource, 'local');
+      t.deepEqual(record.templates.map((s: string) => s.split('@')[0]), ['log-shipper', 'proxy']);
+      break;
+    }
+  }
+  t.truthy(caFile);
+  const ca = await readFile(caFile, 'utf8');
+  const review = await post(port, ca, await readFile(join('dev', 'sample-review.json'), 'utf8'));
+  t.is(review.response.uid, '705ab4f5-6393-11e8-b7cc-42010a800002');
+  const paths = decodePatch(review.response).map((op) => op.path);
+  t.true(paths.includes('/spec/initContainers'));
+  t.true(paths.includes('/spec/containers/1'));
+  child.kill('SIGTERM');
+  t.is(await exited, 0);
+});
+
+async function runFailing(args: string[]): Promise<{ code: number | null; stderr: string }> {
+  const child = spawn(process.execPath, [entry, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (c) => (stderr += c));
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  return { code, stderr };
+}
+
+test('serve refuses to start on invalid configuration, listing the problems', async (t) => {
+  const { code, stderr } = await runFailing(['serve', '--port', 'x', '--tls-key', 'k.pem']);
+  t.is(code, 1);
+  t.regex(stderr, /--port/);
+  t.regex(stderr, /--tls-cert and --tls-key go together/);
+});
+
+test('serve refuses to start on a broken template, naming the file and the field', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-test-'));
+  await writeFile(join(dir, 'broken.yaml'), 'name: broken\ncontainers:\n  - name: x\n    image: "{{ pod.secret }}"\n');
+  const { code, stderr } = await runFailing(['serve', '--templates', dir, '--port', '0']);
+  t.is(code, 1);
+  t.regex(stderr, /broken\.yaml: containers\[0\]\.image: unknown placeholder \{\{ pod\.secret \}\}/);
+});
+
+test('an unknown command exits 2 with the usage', async (t) => {
+  const { code, stderr } = await runFailing(['frobnicate']);
+  t.is(code, 2);
+  t.regex(stderr, /Usage: sidecar-injector/);
+});

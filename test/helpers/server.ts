@@ -1,0 +1,99 @@
+/** A real HTTPS injector on 127.0.0.1:0 with a throw-away certificate, and a client for it. */
+import https from 'node:https';
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
+import { createApp } from '../../src/app.js';
+import { createLocalNamespaceSource, type NamespaceLabelSource } from '../../src/selection/namespace-labels.js';
+import { defaultTimeouts, startServer, type RunningServer, type ServerTimeouts } from '../../src/server.js';
+import type { TemplateSet } from '../../src/templates/load.js';
+import { createCertificates, type CertificateBundle } from '../../src/tls/certificates.js';
+
+let certificates: Promise<CertificateBundle> | undefined;
+/** One certificate bundle per test process. */
+export function testCertificates(): Promise<CertificateBundle> {
+  certificates ??= createCertificates(['localhost'], ['127.0.0.1'], 1);
+  return certificates;
+}
+
+/** Namespaces used by the tests: `shop` and `default` opted in, `plain` not. */
+export const testNamespaces = createLocalNamespaceSource({
+  shop: { 'sidecar-injector.io/injection': 'enabled' },
+  default: { 'sidecar-injector.io/injection': 'enabled' },
+  test: { 'sidecar-injector.io/injection': 'enabled' },
+  'kube-public': { 'sidecar-injector.io/injection': 'enabled' },
+  plain: {},
+});
+
+export interface TestServer extends RunningServer {
+  readonly url: string;
+  readonly agent: https.Agent;
+  /** Parsed log lines written so far. */
+  readonly logs: Record<string, unknown>[];
+  ready: boolean;
+  request(method: string, path: string, body?: string | Buffer, headers?: Record<string, string>): Promise<{ status: number; headers: Record<string, unknown>; text: string; json: any }>;
+  post(body: unknown, path?: string): Promise<{ status: number; json: any }>;
+  stop(): Promise<void>;
+}
+
+/** Starts the injector over HTTPS on an ephemeral loopback port. */
+export async function startTestServer(options: { templates: TemplateSet; namespaces?: NamespaceLabelSource; maxBodyBytes?: number; timeouts?: Partial<ServerTimeouts> }): Promise<TestServer> {
+  const certs = await testCertificates();
+  const logs: Record<string, unknown>[] = [];
+  const sink = new Writable({
+    write(chunk, _enc, done) {
+      for (const line of String(chunk).split('\n')) if (line.trim()) logs.push(JSON.parse(line));
+      done();
+    },
+  });
+  const state = { ready: true };
+  const app = createApp({
+    log: pino({ level: 'info' }, sink),
+    maxBodyBytes: options.maxBodyBytes ?? 7 * 1024 * 1024,
+    templates: () => options.templates,
+    namespaces: options.namespaces ?? testNamespaces,
+    isReady: () => state.ready,
+  });
+  const running = await startServer(app.callback(), { host: '127.0.0.1', port: 0, key: certs.key, cert: certs.cert, timeouts: { ...defaultTimeouts, ...options.timeouts } });
+  const agent = new https.Agent({ keepAlive: true, ca: certs.caCert, maxSockets: 32 });
+  const url = `https://127.0.0.1:${running.port}`;
+  const request: TestServer['request'] = (method, path, body, headers = {}) =>
+    new Promise((resolve, reject) => {
+      const req = https.request(`${url}${path}`, { method, agent, headers }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          let json: unknown;
+          try {
+            json = JSON.parse(text);
+          } catch {
+            json = undefined;
+          }
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json });
+        });
+        res.on('error', reject);
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+  const server: TestServer = {
+    ...running,
+    url,
+    agent,
+    logs,
+    get ready() {
+      return state.ready;
+    },
+    set ready(value: boolean) {
+      state.ready = value;
+    },
+    request,
+    post: (body, path = '/mutate?timeout=10s') => request('POST', path, JSON.stringify(body), { 'content-type': 'application/json' }),
+    stop: async () => {
+      agent.destroy();
+      running.server.closeAllConnections();
+      await running.close();
+    },
+  };
+  return server;
+}
