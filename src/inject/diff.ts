@@ -79,7 +79,7 @@ function walkArray(before: unknown[], after: unknown[], path: string, ops: Opera
       continue;
     }
     // An insertion is only possible while `after` still has more items left than `before`.
-    if (after.length - j > before.length - i && (key === undefined || !stillAhead(key, i))) {
+    if (after.length - j > before.length - i && (key === undefined || i >= before.length || !stillAhead(key, i))) {
       local.push({ op: 'add', path: `${path}/${j}`, value: item });
       continue;
     }

@@ -45,6 +45,11 @@ function envFromKey(source: JsonObject): string {
   return `${kind}:${String(ref?.name ?? '')}:${String(source.prefix ?? '')}`;
 }
 
+/** The key an item of an app container's list is known by: env name, envFrom source, mountPath. */
+function itemKey(kind: AppItemKind, item: JsonObject): string {
+  return kind === 'env' ? String(item.name) : kind === 'envFrom' ? envFromKey(item) : String(item.mountPath);
+}
+
 function sameJson(a: unknown, b: unknown): boolean {
   return a === b || JSON.stringify(a) === JSON.stringify(b);
 }
@@ -63,8 +68,8 @@ class PodBuilder {
   private readonly pullSecrets: JsonObject[] = [];
   /** App container index → additions by list. */
   private readonly appAdds = new Map<number, { env: JsonObject[]; envFrom: JsonObject[]; volumeMounts: JsonObject[] }>();
-  /** App container index → keys present per list (built lazily, once per container). */
-  private readonly appKeys = new Map<number, Record<AppItemKind, Map<string, JsonObject>>>();
+  /** App container index and list → keys present (built lazily, once per container and list). */
+  private readonly appKeys = new Map<string, Set<string>>();
   /** Indexes of the pod's own (app) containers. */
   readonly appContainers: number[] = [];
 
@@ -143,18 +148,14 @@ class PodBuilder {
     return true;
   }
 
-  private keysOf(index: number): Record<AppItemKind, Map<string, JsonObject>> {
-    let keys = this.appKeys.get(index);
+  private keysOf(index: number, kind: AppItemKind): Set<string> {
+    const id = `${index}/${kind}`;
+    let keys = this.appKeys.get(id);
     if (!keys) {
-      const container = this.parts.containers[index]!;
-      const byKey = (list: unknown, key: (item: JsonObject) => string) =>
-        new Map(((list as JsonObject[] | undefined) ?? []).map((item) => [key(item), item] as const));
-      keys = {
-        env: byKey(container.env, (e) => String(e.name)),
-        envFrom: byKey(container.envFrom, envFromKey),
-        volumeMounts: byKey(container.volumeMounts, (m) => String(m.mountPath)),
-      };
-      this.appKeys.set(index, keys);
+      const list = (this.parts.containers[index]![kind] as JsonObject[] | undefined) ?? [];
+      keys = new Set();
+      for (const item of list) keys.add(itemKey(kind, item));
+      this.appKeys.set(id, keys);
     }
     return keys;
   }
@@ -162,17 +163,18 @@ class PodBuilder {
   addToApp(index: number, kind: AppItemKind, item: JsonObject, template: string): string | undefined {
     const container = this.parts.containers[index]!;
     const containerName = container.name as string;
-    const key = kind === 'env' ? String(item.name) : kind === 'envFrom' ? envFromKey(item) : String(item.mountPath);
-    const keys = this.keysOf(index);
-    const existing = keys[kind].get(key);
-    if (existing) {
+    const key = itemKey(kind, item);
+    const keys = this.keysOf(index, kind);
+    if (keys.has(key)) {
+      // Rare: find the existing item to tell an equal one (no warning) from a collision.
+      const existing = [...((container[kind] as JsonObject[] | undefined) ?? []), ...(this.appAdds.get(index)?.[kind] ?? [])].find((e) => itemKey(kind, e) === key);
       if (!sameJson(existing, item)) {
         const what = kind === 'env' ? `env ${key}` : kind === 'envFrom' ? `envFrom ${key}` : `mountPath ${key}`;
         this.warn(this.collision(`${what} in container`, containerName, this.owner.app(containerName, kind, key), template));
       }
       return undefined;
     }
-    keys[kind].set(key, item);
+    keys.add(key);
     let adds = this.appAdds.get(index);
     if (!adds) this.appAdds.set(index, (adds = { env: [], envFrom: [], volumeMounts: [] }));
     adds[kind].push(item);
