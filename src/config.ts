@@ -19,6 +19,8 @@ export interface Config {
   /** PEM files of the serving certificate; both or neither. Neither → a throw-away development CA. */
   readonly tlsCertFile?: string;
   readonly tlsKeyFile?: string;
+  /** Where a local run writes its throw-away development CA. @default '.dev-certs' */
+  readonly devCertDir: string;
   /** A YAML/JSON file mapping namespace names to labels (the local namespace label source). */
   readonly namespaceLabelsFile?: string;
   /** Labels given as `--namespace-label NS:KEY=VALUE`; they override the file. */
@@ -37,6 +39,7 @@ export const envNames = {
   templates: 'SIDECAR_INJECTOR_TEMPLATES',
   'tls-cert': 'SIDECAR_INJECTOR_TLS_CERT',
   'tls-key': 'SIDECAR_INJECTOR_TLS_KEY',
+  'dev-cert-dir': 'SIDECAR_INJECTOR_DEV_CERT_DIR',
   'namespace-labels': 'SIDECAR_INJECTOR_NAMESPACE_LABELS',
   'max-body-bytes': 'SIDECAR_INJECTOR_MAX_BODY_BYTES',
   'log-level': 'SIDECAR_INJECTOR_LOG_LEVEL',
@@ -56,6 +59,7 @@ export const serveUsage = `Usage: sidecar-injector serve [options]
   --tls-cert FILE              serving certificate (PEM)            ${envNames['tls-cert']}
   --tls-key FILE               its private key (PEM)                ${envNames['tls-key']}
                                neither: a throw-away development CA and certificate
+  --dev-cert-dir DIR           where that CA is written (default .dev-certs) ${envNames['dev-cert-dir']}
   --namespace-labels FILE      YAML map: namespace -> labels        ${envNames['namespace-labels']}
   --namespace-label NS:K=V     one namespace label (repeatable)
   --max-body-bytes N           body limit (default 7340032)         ${envNames['max-body-bytes']}
@@ -81,6 +85,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
         templates: { type: 'string' },
         'tls-cert': { type: 'string' },
         'tls-key': { type: 'string' },
+        'dev-cert-dir': { type: 'string' },
         'namespace-labels': { type: 'string' },
         'namespace-label': { type: 'string', multiple: true },
         'max-body-bytes': { type: 'string' },
@@ -136,6 +141,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
     host: option('host') ?? '0.0.0.0',
     port,
     templatesDir: option('templates') ?? 'templates',
+    devCertDir: option('dev-cert-dir') ?? '.dev-certs',
     ...(tlsCertFile !== undefined && tlsKeyFile !== undefined ? { tlsCertFile, tlsKeyFile } : {}),
     ...(namespaceLabelsFile !== undefined ? { namespaceLabelsFile } : {}),
     namespaceLabels,

@@ -23,7 +23,8 @@ function post(port: number, ca: string, body: string): Promise<any> {
 }
 
 test('serve runs on the bundled templates with a throw-away certificate and stops on SIGTERM', async (t) => {
-  const child = spawn(process.execPath, [entry, 'serve', '--host', '127.0.0.1', '--port', '0', '--namespace-labels', 'dev/namespaces.yaml'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const certDir = await mkdtemp(join(tmpdir(), 'sidecar-injector-test-'));
+  const child = spawn(process.execPath, [entry, 'serve', '--host', '127.0.0.1', '--port', '0', '--namespace-labels', 'dev/namespaces.yaml', '--dev-cert-dir', certDir], { stdio: ['ignore', 'pipe', 'pipe'] });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const lines = createInterface({ input: child.stdout });
   let caFile = '';
@@ -38,7 +39,7 @@ test('serve runs on the bundled templates with a throw-away certificate and stop
       break;
     }
   }
-  t.truthy(caFile);
+  t.is(caFile, join(certDir, 'ca.crt'));
   const ca = await readFile(caFile, 'utf8');
   const review = await post(port, ca, await readFile(join('dev', 'sample-review.json'), 'utf8'));
   t.is(review.response.uid, '705ab4f5-6393-11e8-b7cc-42010a800002');

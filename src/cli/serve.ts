@@ -2,8 +2,7 @@
  * `sidecar-injector serve`: composes config → logger → templates → namespace source → app →
  * server, and stops cleanly on SIGTERM/SIGINT.
  */
-import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pino, type Logger } from 'pino';
 import { parse as parseYaml } from 'yaml';
@@ -49,8 +48,8 @@ async function loadTls(config: Config, log: Logger): Promise<{ key: string; cert
     }
   }
   const bundle = await createCertificates(['localhost'], ['127.0.0.1', '::1'], 7);
-  const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-dev-'));
-  const caFile = join(dir, 'ca.crt');
+  await mkdir(config.devCertDir, { recursive: true });
+  const caFile = join(config.devCertDir, 'ca.crt');
   await writeFile(caFile, bundle.caCert);
   log.warn({ caFile }, 'no --tls-cert/--tls-key given: serving a throw-away development certificate for localhost and 127.0.0.1; trust it with curl --cacert');
   return { key: bundle.key, cert: bundle.cert };
