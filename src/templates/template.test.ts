@@ -43,6 +43,7 @@ const broken: [string, unknown, string, string][] = [
   ['mount of an undeclared volume', { name: 'a', containers: [{ name: 'x', image: 'i', volumeMounts: [{ name: 'nope', mountPath: '/x' }] }] }, 'containers[0].volumeMounts[0].name', 'must name a volume declared'],
   ['relative mountPath', { name: 'a', volumes: [{ name: 'v', emptyDir: {} }], appContainers: { volumeMounts: [{ name: 'v', mountPath: 'logs' }] } }, 'appContainers.volumeMounts[0].mountPath', 'absolute path'],
   ['same app mountPath twice', { name: 'a', volumes: [{ name: 'v', emptyDir: {} }], appContainers: { volumeMounts: [{ name: 'v', mountPath: '/l' }, { name: 'v', mountPath: '/l' }] } }, 'appContainers.volumeMounts[1].mountPath', 'used twice'],
+  ['sidecar env twice', { name: 'a', containers: [{ name: 'a', image: 'i', env: [{ name: 'X', value: '1' }, { name: 'X', value: '2' }] }] }, 'containers[0].env[1].name', 'set twice'],
   ['app env twice', { name: 'a', appContainers: { env: [{ name: 'A', value: '1' }, { name: 'A', value: '2' }] } }, 'appContainers.env[1].name', 'set twice'],
   ['app envFrom without a ref', { name: 'a', appContainers: { envFrom: [{ prefix: 'X_' }] } }, 'appContainers.envFrom[0]', 'configMapRef or secretRef'],
   ['unknown appContainers field', { name: 'a', appContainers: { ports: [] } }, 'appContainers.ports', 'unknown field'],

@@ -157,6 +157,7 @@ function checkContainers(list: JsonObject[], field: string, volumes: ReadonlySet
     if (typeof container.image !== 'string' || container.image.trim() === '') {
       problems.add(`${field}[${i}].image`, 'a container needs an image');
     }
+    checkEnv(container.env, `${field}[${i}].env`, problems);
     const mounts = container.volumeMounts;
     if (mounts === undefined) return;
     if (!Array.isArray(mounts)) return problems.add(`${field}[${i}].volumeMounts`, 'must be a list');
