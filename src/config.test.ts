@@ -38,3 +38,14 @@ test('collects every problem in one error', (t) => {
 test('unknown flags are refused', (t) => {
   t.throws(() => loadConfig({}, ['--prot', '1']), { instanceOf: ConfigError, message: /--prot/ });
 });
+
+test('the namespace source: auto picks cluster inside a cluster or with a kubeconfig, else local', (t) => {
+  t.is(loadConfig({}, []).namespaceSource, 'local');
+  t.is(loadConfig({ KUBERNETES_SERVICE_HOST: '10.0.0.1' }, []).namespaceSource, 'cluster');
+  t.is(loadConfig({}, ['--kubeconfig', 'kc.yaml']).namespaceSource, 'cluster');
+  t.is(loadConfig({ KUBERNETES_SERVICE_HOST: '10.0.0.1' }, ['--namespace-source', 'local']).namespaceSource, 'local');
+  t.is(loadConfig({}, []).namespaceFailurePolicy, 'deny');
+  t.is(loadConfig({ SIDECAR_INJECTOR_NAMESPACE_FAILURE_POLICY: 'allow' }, []).namespaceFailurePolicy, 'allow');
+  const err = t.throws(() => loadConfig({}, ['--namespace-source', 'etcd', '--namespace-failure-policy', 'maybe']), { instanceOf: ConfigError });
+  t.is(err?.problems.length, 2);
+});

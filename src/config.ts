@@ -6,7 +6,7 @@ import { parseArgs } from 'node:util';
 import { ConfigError } from './errors.js';
 import { defaultMaxBodyBytes } from './http/body.js';
 import { defaultTimeouts, type ServerTimeouts } from './server.js';
-import { parseNamespaceLabelFlag } from './selection/namespace-labels.js';
+import { parseNamespaceLabelFlag, type NamespaceFailurePolicy } from './selection/namespace-labels.js';
 
 /** Everything `serve` needs to know. */
 export interface Config {
@@ -25,6 +25,17 @@ export interface Config {
   readonly namespaceLabelsFile?: string;
   /** Labels given as `--namespace-label NS:KEY=VALUE`; they override the file. */
   readonly namespaceLabels: Readonly<Record<string, Readonly<Record<string, string>>>>;
+  /**
+   * Where namespace labels come from: `local` (file and flags) or `cluster` (list and watch of
+   * Namespaces). `auto` picks `cluster` inside a cluster or with --kubeconfig. @default 'auto'
+   */
+  readonly namespaceSource: 'local' | 'cluster';
+  /** A kubeconfig file for the cluster source outside a cluster. */
+  readonly kubeconfig?: string;
+  /** What a review gets when namespace labels cannot be known. @default 'deny' */
+  readonly namespaceFailurePolicy: NamespaceFailurePolicy;
+  /** Timeout of a live namespace look-up on a cache miss. @default 2000 */
+  readonly namespaceLookupTimeoutMs: number;
   /** @default 7 MiB */
   readonly maxBodyBytes: number;
   /** pino level. @default 'info' */
@@ -41,6 +52,10 @@ export const envNames = {
   'tls-key': 'SIDECAR_INJECTOR_TLS_KEY',
   'dev-cert-dir': 'SIDECAR_INJECTOR_DEV_CERT_DIR',
   'namespace-labels': 'SIDECAR_INJECTOR_NAMESPACE_LABELS',
+  'namespace-source': 'SIDECAR_INJECTOR_NAMESPACE_SOURCE',
+  kubeconfig: 'SIDECAR_INJECTOR_KUBECONFIG',
+  'namespace-failure-policy': 'SIDECAR_INJECTOR_NAMESPACE_FAILURE_POLICY',
+  'namespace-lookup-timeout-ms': 'SIDECAR_INJECTOR_NAMESPACE_LOOKUP_TIMEOUT_MS',
   'max-body-bytes': 'SIDECAR_INJECTOR_MAX_BODY_BYTES',
   'log-level': 'SIDECAR_INJECTOR_LOG_LEVEL',
   'headers-timeout-ms': 'SIDECAR_INJECTOR_HEADERS_TIMEOUT_MS',
@@ -62,6 +77,10 @@ export const serveUsage = `Usage: sidecar-injector serve [options]
   --dev-cert-dir DIR           where that CA is written (default .dev-certs) ${envNames['dev-cert-dir']}
   --namespace-labels FILE      YAML map: namespace -> labels        ${envNames['namespace-labels']}
   --namespace-label NS:K=V     one namespace label (repeatable)
+  --namespace-source SRC       auto | local | cluster (default auto)  ${envNames['namespace-source']}
+  --kubeconfig FILE            cluster source outside a cluster     ${envNames.kubeconfig}
+  --namespace-failure-policy P deny | allow (default deny)          ${envNames['namespace-failure-policy']}
+  --namespace-lookup-timeout-ms N  live look-up timeout (default 2000) ${envNames['namespace-lookup-timeout-ms']}
   --max-body-bytes N           body limit (default 7340032)         ${envNames['max-body-bytes']}
   --log-level LEVEL            pino level (default info)            ${envNames['log-level']}
   --headers-timeout-ms N       (default 10000)                      ${envNames['headers-timeout-ms']}
@@ -88,6 +107,10 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
         'dev-cert-dir': { type: 'string' },
         'namespace-labels': { type: 'string' },
         'namespace-label': { type: 'string', multiple: true },
+        'namespace-source': { type: 'string' },
+        kubeconfig: { type: 'string' },
+        'namespace-failure-policy': { type: 'string' },
+        'namespace-lookup-timeout-ms': { type: 'string' },
         'max-body-bytes': { type: 'string' },
         'log-level': { type: 'string' },
         'headers-timeout-ms': { type: 'string' },
@@ -124,6 +147,16 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
     keepAliveTimeoutMs: integer('keep-alive-timeout-ms', defaultTimeouts.keepAliveTimeoutMs, 100, 3_600_000),
   };
   if (timeouts.requestTimeoutMs < timeouts.headersTimeoutMs) problems.push('--request-timeout-ms must be at least --headers-timeout-ms');
+  const kubeconfig = option('kubeconfig');
+  const sourceOption = option('namespace-source') ?? 'auto';
+  if (!['auto', 'local', 'cluster'].includes(sourceOption)) problems.push(`--namespace-source: expected auto, local or cluster (got ${JSON.stringify(sourceOption)})`);
+  const inCluster = Boolean(env.KUBERNETES_SERVICE_HOST);
+  const namespaceSource = sourceOption === 'auto' ? (inCluster || kubeconfig ? 'cluster' : 'local') : (sourceOption as 'local' | 'cluster');
+  const namespaceFailurePolicy = option('namespace-failure-policy') ?? 'deny';
+  if (namespaceFailurePolicy !== 'deny' && namespaceFailurePolicy !== 'allow') {
+    problems.push(`--namespace-failure-policy: expected deny or allow (got ${JSON.stringify(namespaceFailurePolicy)})`);
+  }
+  const namespaceLookupTimeoutMs = integer('namespace-lookup-timeout-ms', 2000, 50, 30_000);
   const logLevel = option('log-level') ?? 'info';
   if (!logLevels.has(logLevel)) problems.push(`--log-level: expected one of ${[...logLevels].join(', ')} (got ${JSON.stringify(logLevel)})`);
   const tlsCertFile = option('tls-cert');
@@ -145,6 +178,10 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
     ...(tlsCertFile !== undefined && tlsKeyFile !== undefined ? { tlsCertFile, tlsKeyFile } : {}),
     ...(namespaceLabelsFile !== undefined ? { namespaceLabelsFile } : {}),
     namespaceLabels,
+    namespaceSource,
+    ...(kubeconfig !== undefined ? { kubeconfig } : {}),
+    namespaceFailurePolicy: namespaceFailurePolicy as NamespaceFailurePolicy,
+    namespaceLookupTimeoutMs,
     maxBodyBytes,
     logLevel,
     timeouts: Object.freeze(timeouts),

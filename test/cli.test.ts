@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { decodePatch } from './helpers/apiserver.js';
+import { FakeApiServer } from './helpers/fake-apiserver.js';
 
 const entry = join('dist', 'src', 'cli', 'main.js');
 
@@ -77,4 +78,33 @@ test('an unknown command exits 2 with the usage', async (t) => {
   const { code, stderr } = await runFailing(['frobnicate']);
   t.is(code, 2);
   t.regex(stderr, /Usage: sidecar-injector/);
+});
+
+test('serve with --kubeconfig uses the cluster source, says so, and injects by live namespace labels', async (t) => {
+  const api = new FakeApiServer();
+  await api.start();
+  api.create('demo', { 'sidecar-injector.io/injection': 'enabled' });
+  const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-test-'));
+  const kubeconfig = join(dir, 'kubeconfig');
+  await writeFile(kubeconfig, (await api.kubeConfig()).exportConfig());
+  const child = spawn(process.execPath, [entry, 'serve', '--host', '127.0.0.1', '--port', '0', '--kubeconfig', kubeconfig, '--dev-cert-dir', dir], { stdio: ['ignore', 'pipe', 'pipe'] });
+  t.teardown(async () => {
+    child.kill('SIGTERM');
+    await api.stop();
+  });
+  let port = 0;
+  let listed = false;
+  for await (const line of createInterface({ input: child.stdout })) {
+    const record = JSON.parse(line);
+    if (record.msg === 'listening') {
+      port = record.port;
+      t.is(record.namespaceSource, 'cluster');
+      t.is(record.namespaceFailurePolicy, 'deny');
+    }
+    if (record.msg === 'namespaces listed') listed = true;
+    if (port && listed) break;
+  }
+  const ca = await readFile(join(dir, 'ca.crt'), 'utf8');
+  const review = await post(port, ca, await readFile(join('dev', 'sample-review.json'), 'utf8'));
+  t.is(review.response.patchType, 'JSONPatch');
 });

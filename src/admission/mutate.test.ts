@@ -1,8 +1,8 @@
 import test from 'ava';
-import { AdmissionError, RequestError } from '../errors.js';
+import { RequestError } from '../errors.js';
 import { applyPatchV4, createReview, decodePatch, prepareCreate, reinvocationInput } from '../../test/helpers/apiserver.js';
 import { logShipperDoc, proxyDoc, templateSet } from '../../test/helpers/templates.js';
-import { createLocalNamespaceSource, type NamespaceLabelSource } from '../selection/namespace-labels.js';
+import { createLocalNamespaceSource, NamespaceLabelsUnavailable, type NamespaceLabelSource } from '../selection/namespace-labels.js';
 import { mutate, type MutateDeps, type Reason } from './mutate.js';
 
 const set = templateSet(logShipperDoc, proxyDoc);
@@ -181,10 +181,23 @@ test('malformed reviews are RequestErrors naming the field', async (t) => {
   }
 });
 
-test('a namespace source that cannot answer propagates (never a silent skip)', async (t) => {
-  const failing: NamespaceLabelSource = { kind: 'test', isReady: () => true, labelsOf: async () => Promise.reject(new AdmissionError('ERR_NAMESPACE_UNKNOWN', 'labels of namespace shop cannot be known', 503)) };
-  const outcome = await mutate(review(), { templates: () => set, namespaces: failing });
-  t.is(outcome.decision, 'denied');
-  t.is(outcome.reason, 'namespace-unknown');
-  t.is(outcome.response.response.status?.code, 503);
-});
+for (const policy of ['deny', 'allow'] as const) {
+  test(`a namespace source that cannot answer applies its failure policy: ${policy}`, async (t) => {
+    const failing: NamespaceLabelSource = {
+      kind: 'test',
+      isReady: () => true,
+      labelsOf: async (ns) => Promise.reject(new NamespaceLabelsUnavailable(ns, 'the Kubernetes API did not answer', policy)),
+    };
+    const outcome = await mutate(review(), { templates: () => set, namespaces: failing });
+    t.is(outcome.reason, 'namespace-unknown');
+    if (policy === 'deny') {
+      t.is(outcome.decision, 'denied');
+      t.is(outcome.response.response.status?.code, 503);
+      t.regex(outcome.response.response.status?.message ?? '', /labels of namespace shop cannot be known: the Kubernetes API did not answer; the pod is refused/);
+    } else {
+      t.is(outcome.decision, 'allowed');
+      t.deepEqual(outcome.response.response.warnings, ['no sidecars injected: labels of namespace shop cannot be known: the Kubernetes API did not answer']);
+      t.is(outcome.response.response.patch, undefined);
+    }
+  });
+}

@@ -11,7 +11,7 @@ import { Annotations } from '../inject/keys.js';
 import { indexLedger, parseLedger } from '../inject/ledger.js';
 import { podDisplayName, readPod, type PodParts } from '../inject/pod.js';
 import { requestedTemplates, select, type PodSkipReason } from '../selection/decide.js';
-import type { NamespaceLabelSource } from '../selection/namespace-labels.js';
+import { NamespaceLabelsUnavailable, type NamespaceLabelSource } from '../selection/namespace-labels.js';
 import type { TemplateSet } from '../templates/load.js';
 import type { RenderContext } from '../templates/placeholders.js';
 import { render } from '../templates/render.js';
@@ -143,8 +143,13 @@ export async function mutate(body: unknown, deps: MutateDeps): Promise<ReviewOut
       message: `injected ${result.injected.join(', ')}`,
     };
   } catch (err) {
+    if (err instanceof NamespaceLabelsUnavailable) {
+      if (err.policy === 'allow') return pass('namespace-unknown', err.message, [`no sidecars injected: ${err.message}`]);
+      const message = `${err.message}; the pod is refused so that it does not start without its sidecars, and its controller will retry`;
+      return { ...base, response: denied(version, request.uid, 503, message), decision: 'denied', reason: 'namespace-unknown', message };
+    }
     if (!(err instanceof AdmissionError)) throw err;
-    const reason: Reason = err.code === 'ERR_UNKNOWN_TEMPLATE' ? 'unknown-template' : err.code === 'ERR_NAMESPACE_UNKNOWN' ? 'namespace-unknown' : 'invalid-pod';
+    const reason: Reason = err.code === 'ERR_UNKNOWN_TEMPLATE' ? 'unknown-template' : 'invalid-pod';
     return { ...base, response: denied(version, request.uid, err.httpCode, err.message), decision: 'denied', reason, message: err.message };
   }
 }

@@ -9,6 +9,8 @@ import { parse as parseYaml } from 'yaml';
 import { createApp } from '../app.js';
 import { loadConfig, type Config } from '../config.js';
 import { ConfigError } from '../errors.js';
+import { KubeConfig } from '@kubernetes/client-node';
+import { ClusterNamespaceSource } from '../selection/cluster-namespaces.js';
 import { createLocalNamespaceSource, parseNamespaceLabelMap, type NamespaceLabelSource } from '../selection/namespace-labels.js';
 import { startServer, type RunningServer } from '../server.js';
 import { loadTemplateDir } from '../templates/load.js';
@@ -38,6 +40,27 @@ export async function loadLocalNamespaceSource(config: Config): Promise<Namespac
   return createLocalNamespaceSource(merged);
 }
 
+/** The namespace label source the configuration asks for; a cluster source is started. */
+async function createNamespaceSource(config: Config, log: Logger): Promise<NamespaceLabelSource & { stop?: () => void }> {
+  if (config.namespaceSource === 'local') return loadLocalNamespaceSource(config);
+  const kubeConfig = new KubeConfig();
+  try {
+    if (config.kubeconfig) kubeConfig.loadFromFile(config.kubeconfig);
+    else kubeConfig.loadFromCluster();
+  } catch (err) {
+    throw new ConfigError([`cannot load the Kubernetes client configuration: ${(err as Error).message}`]);
+  }
+  if (!kubeConfig.getCurrentCluster()?.server) throw new ConfigError(['the Kubernetes client configuration names no API server']);
+  const source = new ClusterNamespaceSource({
+    kubeConfig,
+    log: log.child({ component: 'namespaces' }),
+    failurePolicy: config.namespaceFailurePolicy,
+    lookupTimeoutMs: config.namespaceLookupTimeoutMs,
+  });
+  source.start();
+  return source;
+}
+
 /** The serving key and certificate: from files, or a throw-away development CA. */
 async function loadTls(config: Config, log: Logger): Promise<{ key: string; cert: string }> {
   if (config.tlsCertFile && config.tlsKeyFile) {
@@ -60,7 +83,7 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
   const config = loadConfig(env, argv);
   const log = pino({ level: config.logLevel, base: { service: 'sidecar-injector' } });
   const templates = await loadTemplateDir(config.templatesDir);
-  const namespaces = await loadLocalNamespaceSource(config);
+  const namespaces = await createNamespaceSource(config, log);
   const tls = await loadTls(config, log);
   const app = createApp({
     log,
@@ -71,7 +94,13 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
   });
   const running = await startServer(app.callback(), { host: config.host, port: config.port, key: tls.key, cert: tls.cert, timeouts: config.timeouts });
   log.info(
-    { port: running.port, host: config.host, templates: templates.templates.map((t) => `${t.name}@${t.hash}`), namespaceSource: namespaces.kind },
+    {
+      port: running.port,
+      host: config.host,
+      templates: templates.templates.map((t) => `${t.name}@${t.hash}`),
+      namespaceSource: namespaces.kind,
+      ...(namespaces.kind === 'cluster' ? { namespaceFailurePolicy: config.namespaceFailurePolicy } : {}),
+    },
     'listening',
   );
   let stopping = false;
@@ -79,6 +108,7 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
     if (stopping) return;
     stopping = true;
     log.info({ signal }, 'shutting down');
+    namespaces.stop?.();
     void running.close().then(() => process.exit(0));
   };
   process.once('SIGTERM', () => stop('SIGTERM'));

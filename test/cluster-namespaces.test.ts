@@ -1,0 +1,226 @@
+import test from 'ava';
+import { once } from 'node:events';
+import { pino } from 'pino';
+import { mutate } from '../src/admission/mutate.js';
+import { ClusterNamespaceSource } from '../src/selection/cluster-namespaces.js';
+import { NamespaceLabelsUnavailable, type NamespaceFailurePolicy } from '../src/selection/namespace-labels.js';
+import { createReview, prepareCreate } from './helpers/apiserver.js';
+import { FakeApiServer } from './helpers/fake-apiserver.js';
+import { startTestServer } from './helpers/server.js';
+import { logShipperDoc, templateSet } from './helpers/templates.js';
+
+const enabled = { 'sidecar-injector.io/injection': 'enabled' };
+const silent = pino({ level: 'silent' });
+
+async function setup(t: { teardown: (fn: () => unknown) => void }, options: { policy?: NamespaceFailurePolicy; lookupTimeoutMs?: number; before?: (api: FakeApiServer) => void } = {}) {
+  const api = new FakeApiServer();
+  await api.start();
+  options.before?.(api);
+  const source = new ClusterNamespaceSource({
+    kubeConfig: await api.kubeConfig(),
+    log: silent,
+    failurePolicy: options.policy ?? 'deny',
+    lookupTimeoutMs: options.lookupTimeoutMs ?? 2000,
+    backoffInitialMs: 5,
+    backoffMaxMs: 50,
+    negativeCacheMs: 0,
+  });
+  t.teardown(async () => {
+    source.stop();
+    await api.stop();
+  });
+  return { api, source };
+}
+
+/** Resolves when `predicate` holds, re-checking after every cache event (no sleeping). */
+function until(source: ClusterNamespaceSource, predicate: () => boolean | Promise<boolean>): Promise<void> {
+  return new Promise((resolve) => {
+    const check = async () => {
+      if (await predicate()) {
+        source.events.off('change', check);
+        source.events.off('list', check);
+        resolve();
+      }
+    };
+    source.events.on('change', check);
+    source.events.on('list', check);
+    void check();
+  });
+}
+
+const labelsIn = async (source: ClusterNamespaceSource, name: string) => (await source.labelsOf(name).catch(() => undefined))?.team;
+
+test('lists every namespace, then watches from the list resourceVersion with bookmarks', async (t) => {
+  const { api, source } = await setup(t, { before: (a) => (a.create('shop', { ...enabled, team: 'payments' }), a.create('plain')) });
+  const watching = once(api.events, 'watch');
+  source.start();
+  await watching;
+  t.true(source.isReady());
+  t.is(source.size(), 2);
+  t.deepEqual(await source.labelsOf('shop'), { ...enabled, team: 'payments', 'kubernetes.io/metadata.name': 'shop' });
+  t.is(api.watchRequests[0]?.resourceVersion, '102');
+  t.is(api.watchRequests[0]?.allowWatchBookmarks, 'true');
+  t.is(api.watchRequests[0]?.timeoutSeconds, '300');
+  t.deepEqual(api.getRequests, []);
+});
+
+test('is not ready until the first list has completed', async (t) => {
+  let release!: () => void;
+  const { api, source } = await setup(t, { before: (a) => ((a.listGate = new Promise((r) => (release = r))), a.create('shop', enabled)) });
+  source.start();
+  t.false(source.isReady());
+  const listed = once(source.events, 'list');
+  release();
+  await listed;
+  t.true(source.isReady());
+  t.is(api.listCount, 1);
+});
+
+test('applies add, modify and delete events', async (t) => {
+  const { api, source } = await setup(t);
+  const watching = once(api.events, 'watch');
+  source.start();
+  await watching;
+  api.create('a', { team: 'one' });
+  await until(source, async () => (await labelsIn(source, 'a')) === 'one');
+  api.update('a', { team: 'two' });
+  await until(source, async () => (await labelsIn(source, 'a')) === 'two');
+  api.delete('a');
+  await until(source, () => source.size() === 0);
+  t.is(source.size(), 0);
+});
+
+for (const asHttp of [false, true]) {
+  test(`relists after 410 Gone (${asHttp ? 'HTTP status' : 'ERROR event'}) and sees what changed meanwhile, deletions too`, async (t) => {
+    const { api, source } = await setup(t, { before: (a) => ((a.goneAsHttpStatus = asHttp), a.create('old', { team: 'x' }), a.create('kept', { team: 'k' })) });
+    let watching = once(api.events, 'watch');
+    source.start();
+    await watching;
+    t.is(api.listCount, 1);
+    // While no watch is connected: a deletion, a change and a creation, then the history is compacted.
+    api.endWatches();
+    api.delete('old');
+    api.update('kept', { team: 'changed' });
+    api.create('new', { team: 'n' });
+    api.compact();
+    watching = once(api.events, 'watch');
+    await watching;
+    t.is(api.listCount, 2);
+    t.is(await labelsIn(source, 'kept'), 'changed');
+    t.is(await labelsIn(source, 'new'), 'n');
+    t.is(source.size(), 2);
+    t.deepEqual(api.getRequests, [], 'no live look-ups were needed');
+  });
+}
+
+test('reconnects after the connection drops mid-watch and misses no change', async (t) => {
+  const { api, source } = await setup(t, { before: (a) => a.create('shop', { team: 'a' }) });
+  let watching = once(api.events, 'watch');
+  source.start();
+  await watching;
+  api.update('shop', { team: 'b' });
+  await until(source, async () => (await labelsIn(source, 'shop')) === 'b');
+  const resumeFrom = api.watchRequests.length;
+  watching = once(api.events, 'watch');
+  api.dropWatches();
+  // Changes while the client is away are replayed on resume (history is retained).
+  api.update('shop', { team: 'c' });
+  api.create('late', { team: 'l' });
+  await watching;
+  await until(source, async () => (await labelsIn(source, 'late')) === 'l');
+  t.is(await labelsIn(source, 'shop'), 'c');
+  t.is(api.listCount, 1, 'resumed the watch without listing again');
+  t.is(api.watchRequests[resumeFrom]?.resourceVersion, '102', 'resumed from the last event seen');
+});
+
+test('a bookmark advances the resourceVersion a resumed watch starts from', async (t) => {
+  const { api, source } = await setup(t, { before: (a) => a.create('shop') });
+  let watching = once(api.events, 'watch');
+  source.start();
+  await watching;
+  const rv = api.bookmark();
+  // The bookmark reaches the client before the end of the stream: a change after it proves order.
+  api.create('marker');
+  await until(source, () => source.size() === 2);
+  watching = once(api.events, 'watch');
+  api.endWatches();
+  await watching;
+  t.true(Number(api.watchRequests.at(-1)?.resourceVersion) > Number(rv));
+});
+
+test('retries a failed list with backoff and becomes ready', async (t) => {
+  const { api, source } = await setup(t, { before: (a) => ((a.failLists = 2), a.create('shop')) });
+  const watching = once(api.events, 'watch');
+  source.start();
+  await watching;
+  t.is(api.listCount, 3);
+  t.true(source.isReady());
+});
+
+test('a cache miss costs one live GET, shared by concurrent look-ups, and is cached', async (t) => {
+  const { api, source } = await setup(t);
+  const watching = once(api.events, 'watch');
+  source.start();
+  await watching;
+  // Created a moment before its first pod: the watch event has not arrived yet.
+  api.create('fresh', { ...enabled, team: 'f' }, { silently: true });
+  const [a, b] = await Promise.all([source.labelsOf('fresh'), source.labelsOf('fresh')]);
+  t.is(a.team, 'f');
+  t.is(b, a);
+  t.deepEqual(api.getRequests, ['fresh']);
+  await source.labelsOf('fresh');
+  t.deepEqual(api.getRequests, ['fresh']);
+  api.release();
+});
+
+for (const failure of ['error', 'hang'] as const) {
+  test(`a failed look-up (${failure}) raises NamespaceLabelsUnavailable with the configured policy`, async (t) => {
+    const { api, source } = await setup(t, { policy: 'allow', lookupTimeoutMs: 200, before: (a) => (a.getFailure = failure) });
+    const watching = once(api.events, 'watch');
+    source.start();
+    await watching;
+    const err = await t.throwsAsync(source.labelsOf('ghost'), { instanceOf: NamespaceLabelsUnavailable });
+    t.is(err?.policy, 'allow');
+    t.regex(err?.message ?? '', failure === 'hang' ? /no answer within 200 ms/ : /HTTP 500/);
+  });
+}
+
+test('a namespace that does not exist is reported as such', async (t) => {
+  const { api, source } = await setup(t);
+  const watching = once(api.events, 'watch');
+  source.start();
+  await watching;
+  const err = await t.throwsAsync(source.labelsOf('nowhere'), { instanceOf: NamespaceLabelsUnavailable });
+  t.regex(err?.message ?? '', /namespace nowhere does not exist/);
+});
+
+for (const policy of ['deny', 'allow'] as const) {
+  test(`through a review: labels that cannot be known are answered per policy (${policy})`, async (t) => {
+    const { api, source } = await setup(t, { policy, before: (a) => (a.getFailure = 'error') });
+    const watching = once(api.events, 'watch');
+    source.start();
+    await watching;
+    const set = templateSet(logShipperDoc);
+    const pod = { metadata: { generateName: 'w-' }, spec: { containers: [{ name: 'w', image: 'x' }] } };
+    const outcome = await mutate(createReview(prepareCreate(pod, 'ghost'), { namespace: 'ghost' }), { templates: () => set, namespaces: source });
+    t.is(outcome.reason, 'namespace-unknown');
+    t.is(outcome.decision, policy === 'deny' ? 'denied' : 'allowed');
+  });
+}
+
+test('selects by live labels: a namespace opted in by a label change is injected', async (t) => {
+  const { api, source } = await setup(t, { before: (a) => a.create('shop') });
+  const watching = once(api.events, 'watch');
+  source.start();
+  await watching;
+  const set = templateSet(logShipperDoc);
+  const server = await startTestServer({ templates: set, namespaces: source });
+  t.teardown(() => server.stop());
+  const pod = { metadata: { generateName: 'w-' }, spec: { containers: [{ name: 'w', image: 'x' }] } };
+  const before = await server.post(createReview(prepareCreate(pod, 'shop'), { namespace: 'shop' }));
+  t.is(before.json.response.patch, undefined);
+  api.update('shop', enabled);
+  await until(source, async () => (await source.labelsOf('shop'))['sidecar-injector.io/injection'] === 'enabled');
+  const after = await server.post(createReview(prepareCreate(pod, 'shop'), { namespace: 'shop' }));
+  t.is(after.json.response.patchType, 'JSONPatch');
+});

@@ -1,0 +1,217 @@
+/**
+ * A small in-process HTTPS server that speaks the Kubernetes API's wire format for Namespaces:
+ * list (`GET /api/v1/namespaces`), watch (`?watch=true`, newline-delimited JSON events with
+ * resourceVersions, BOOKMARK events, `410 Gone` for a compacted history) and get
+ * (`GET /api/v1/namespaces/NAME`, 404 as a Status). No Kubernetes API server can run on the
+ * machines this project is tested on; this one is just enough of it to test the namespace
+ * cache against real HTTP, TLS, bearer tokens and streaming.
+ */
+import { EventEmitter } from 'node:events';
+import https from 'node:https';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { KubeConfig } from '@kubernetes/client-node';
+import { testCertificates } from './server.js';
+
+interface NamespaceObject {
+  kind: 'Namespace';
+  apiVersion: 'v1';
+  metadata: { name: string; uid: string; resourceVersion: string; labels: Record<string, string>; creationTimestamp: string };
+  spec: { finalizers: string[] };
+  status: { phase: string };
+}
+
+interface WatchEvent {
+  type: 'ADDED' | 'MODIFIED' | 'DELETED';
+  object: NamespaceObject;
+  rv: number;
+}
+
+/** A watch request as the server saw it. */
+export interface WatchRequest {
+  resourceVersion: string;
+  allowWatchBookmarks: string | null;
+  timeoutSeconds: string | null;
+}
+
+const token = 'test-token-0123';
+
+function status(code: number, reason: string, message: string) {
+  return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, code };
+}
+
+export class FakeApiServer {
+  private server!: https.Server;
+  private rv = 100;
+  /** Events at or below this resourceVersion are no longer retained (compaction). */
+  private compactedAt = 100;
+  private readonly store = new Map<string, NamespaceObject>();
+  private readonly history: WatchEvent[] = [];
+  private readonly watchers = new Set<{ from: number; res: ServerResponse }>();
+  /** Emits `watch` when a watch stream opens, `list` when a list is answered. */
+  readonly events = new EventEmitter();
+  readonly watchRequests: WatchRequest[] = [];
+  readonly getRequests: string[] = [];
+  listCount = 0;
+  /** While set, list requests wait for it. */
+  listGate: Promise<void> | undefined;
+  /** Number of list requests to answer with 500 before answering normally. */
+  failLists = 0;
+  /** How get requests fail: not at all, with 500, or never answering. */
+  getFailure: 'none' | 'error' | 'hang' = 'none';
+  /** Answer an expired watch with HTTP 410 instead of a 200 stream with an ERROR event. */
+  goneAsHttpStatus = false;
+  port = 0;
+
+  async start(): Promise<void> {
+    const { key, cert } = await testCertificates();
+    this.server = https.createServer({ key, cert }, (req, res) => void this.handle(req, res));
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    this.port = (this.server.address() as AddressInfo).port;
+  }
+
+  async stop(): Promise<void> {
+    for (const w of this.watchers) w.res.destroy();
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  /** A kubeconfig pointing at this server with its CA and bearer token. */
+  async kubeConfig(): Promise<KubeConfig> {
+    const { caCert } = await testCertificates();
+    const kc = new KubeConfig();
+    kc.loadFromOptions({
+      clusters: [{ name: 'fake', server: `https://127.0.0.1:${this.port}`, caData: Buffer.from(caCert).toString('base64'), skipTLSVerify: false }],
+      users: [{ name: 'injector', token }],
+      contexts: [{ name: 'fake', cluster: 'fake', user: 'injector' }],
+      currentContext: 'fake',
+    });
+    return kc;
+  }
+
+  private object(name: string, labels: Record<string, string>): NamespaceObject {
+    return {
+      kind: 'Namespace',
+      apiVersion: 'v1',
+      metadata: { name, uid: `uid-${name}`, resourceVersion: String(++this.rv), labels: { ...labels, 'kubernetes.io/metadata.name': name }, creationTimestamp: '2026-11-22T00:00:00Z' },
+      spec: { finalizers: ['kubernetes'] },
+      status: { phase: 'Active' },
+    };
+  }
+
+  private emit(type: WatchEvent['type'], object: NamespaceObject): void {
+    const event = { type, object, rv: Number(object.metadata.resourceVersion) };
+    this.history.push(event);
+    for (const w of this.watchers) if (event.rv > w.from) w.res.write(`${JSON.stringify({ type, object })}\n`);
+  }
+
+  /** Creates a namespace; with `silently`, its watch event is held back until `release()` (a slow watch). */
+  create(name: string, labels: Record<string, string> = {}, options: { silently?: boolean } = {}): void {
+    const object = this.object(name, labels);
+    this.store.set(name, object);
+    if (options.silently) this.held.push(object);
+    else this.emit('ADDED', object);
+  }
+
+  private readonly held: NamespaceObject[] = [];
+  /** Sends the held-back events. */
+  release(): void {
+    for (const object of this.held.splice(0)) this.emit('ADDED', object);
+  }
+
+  update(name: string, labels: Record<string, string>): void {
+    const object = this.object(name, labels);
+    this.store.set(name, object);
+    this.emit('MODIFIED', object);
+  }
+
+  delete(name: string): void {
+    const previous = this.store.get(name);
+    if (!previous) return;
+    this.store.delete(name);
+    this.emit('DELETED', { ...previous, metadata: { ...previous.metadata, resourceVersion: String(++this.rv) } });
+  }
+
+  /** Changes made while no watch can see them: forgets the history (as etcd compaction does). */
+  compact(): void {
+    this.compactedAt = this.rv;
+    this.history.length = 0;
+  }
+
+  /** Sends a BOOKMARK with the current resourceVersion to every watch. */
+  bookmark(): string {
+    const rv = String(++this.rv);
+    for (const w of this.watchers) {
+      w.res.write(`${JSON.stringify({ type: 'BOOKMARK', object: { kind: 'Namespace', apiVersion: 'v1', metadata: { resourceVersion: rv } } })}\n`);
+    }
+    return rv;
+  }
+
+  /** Drops every watch connection mid-stream (a network failure). */
+  dropWatches(): void {
+    for (const w of this.watchers) w.res.socket?.destroy();
+    this.watchers.clear();
+  }
+
+  /** Ends every watch normally (as the server does after timeoutSeconds). */
+  endWatches(): void {
+    for (const w of this.watchers) w.res.end();
+    this.watchers.clear();
+  }
+
+  get activeWatches(): number {
+    return this.watchers.size;
+  }
+
+  private send(res: ServerResponse, code: number, body: unknown): void {
+    res.writeHead(code, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(body));
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (req.headers.authorization !== `Bearer ${token}`) return this.send(res, 401, status(401, 'Unauthorized', 'Unauthorized'));
+    const url = new URL(req.url ?? '/', 'https://x');
+    const match = /^\/api\/v1\/namespaces(?:\/([^/]+))?$/.exec(url.pathname);
+    if (!match || req.method !== 'GET') return this.send(res, 404, status(404, 'NotFound', 'the server could not find the requested resource'));
+    const name = match[1] && decodeURIComponent(match[1]);
+    if (name) {
+      this.getRequests.push(name);
+      if (this.getFailure === 'hang') return;
+      if (this.getFailure === 'error') return this.send(res, 500, status(500, 'InternalError', 'etcd is sad'));
+      const object = this.store.get(name);
+      if (!object) return this.send(res, 404, status(404, 'NotFound', `namespaces "${name}" not found`));
+      return this.send(res, 200, object);
+    }
+    if (url.searchParams.get('watch') === 'true') {
+      const from = Number(url.searchParams.get('resourceVersion') ?? '0');
+      this.watchRequests.push({
+        resourceVersion: url.searchParams.get('resourceVersion') ?? '',
+        allowWatchBookmarks: url.searchParams.get('allowWatchBookmarks'),
+        timeoutSeconds: url.searchParams.get('timeoutSeconds'),
+      });
+      if (from < this.compactedAt) {
+        const body = status(410, 'Expired', `too old resource version: ${from} (${this.compactedAt})`);
+        if (this.goneAsHttpStatus) return this.send(res, 410, body);
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(`${JSON.stringify({ type: 'ERROR', object: body })}\n`);
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
+      res.flushHeaders();
+      for (const event of this.history) if (event.rv > from) res.write(`${JSON.stringify({ type: event.type, object: event.object })}\n`);
+      const watcher = { from, res };
+      this.watchers.add(watcher);
+      res.on('close', () => this.watchers.delete(watcher));
+      this.events.emit('watch', from);
+      return;
+    }
+    this.listCount++;
+    if (this.listGate) await this.listGate;
+    if (this.failLists > 0) {
+      this.failLists--;
+      return this.send(res, 500, status(500, 'InternalError', 'try again'));
+    }
+    this.send(res, 200, { kind: 'NamespaceList', apiVersion: 'v1', metadata: { resourceVersion: String(this.rv) }, items: [...this.store.values()] });
+    this.events.emit('list');
+  }
+}
