@@ -1,12 +1,19 @@
-# Thin wrappers over npm scripts; `make help` lists them.
-.PHONY: help install build test run bench clean
+# Thin wrappers over npm scripts and the CLI; `make help` lists the targets.
+IMAGE ?= sidecar-injector:0.1.0
+OVERLAY ?= manifests/overlays/self-signed
+
+.PHONY: help install build test run certs manifests deploy image bench clean
 
 help:
-	@echo "make install  - npm ci"
-	@echo "make build    - compile TypeScript to dist/"
-	@echo "make test     - the whole test suite (what CI runs)"
-	@echo "make run      - serve the bundled templates locally with a throw-away certificate"
-	@echo "make bench    - benchmarks"
+	@echo "make install    npm ci"
+	@echo "make build      compile TypeScript to dist/"
+	@echo "make test       the whole test suite (what CI runs)"
+	@echo "make run        serve the bundled templates locally with a throw-away certificate"
+	@echo "make certs      write a CA, a serving certificate and the overlay $(OVERLAY)"
+	@echo "make manifests  render the base and every overlay with kubectl kustomize"
+	@echo "make deploy     make certs, then kubectl apply -k $(OVERLAY)"
+	@echo "make image      docker build -t $(IMAGE) ."
+	@echo "make bench      benchmarks"
 
 node_modules: package-lock.json
 	npm ci --no-audit --no-fund
@@ -22,6 +29,19 @@ test: node_modules
 
 run: node_modules
 	npm start
+
+certs: build
+	node dist/src/cli/main.js certs --out $(OVERLAY)
+
+manifests:
+	kubectl kustomize manifests
+	kubectl kustomize manifests/overlays/cert-manager
+
+deploy: certs
+	kubectl apply -k $(OVERLAY)
+
+image:
+	docker build -t $(IMAGE) .
 
 bench: node_modules
 	npm run bench

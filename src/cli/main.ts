@@ -5,14 +5,17 @@
  */
 import { serveUsage } from '../config.js';
 import { ConfigError, TemplateError } from '../errors.js';
+import { certs, certsUsage } from './certs.js';
 import { serve } from './serve.js';
 
 const usage = `Usage: sidecar-injector <command> [options]
 
 Commands:
   serve     run the admission webhook over HTTPS
+  certs     write a CA, a serving certificate and a kustomize overlay for them
 
-${serveUsage}`;
+${serveUsage}
+${certsUsage}`;
 
 async function main(argv: readonly string[]): Promise<void> {
   const [command, ...rest] = argv;
@@ -26,6 +29,19 @@ async function main(argv: readonly string[]): Promise<void> {
       return;
     }
     await serve(rest, process.env);
+    return;
+  }
+  if (command === 'certs') {
+    if (rest.includes('--help') || rest.includes('-h')) {
+      process.stdout.write(certsUsage);
+      return;
+    }
+    const result = await certs(rest);
+    process.stdout.write(
+      `${result.reusedCa ? 'reused the CA in' : 'wrote a new CA to'} ${result.out}\n` +
+        `serving certificate for ${result.dnsNames.join(', ')}, valid until ${result.notAfter.toISOString()}\n` +
+        `apply with: kubectl apply -k ${result.out}\n`,
+    );
     return;
   }
   process.stderr.write(`sidecar-injector: unknown command ${JSON.stringify(command)}\n\n${usage}`);

@@ -15,6 +15,7 @@ import { createLocalNamespaceSource, parseNamespaceLabelMap, type NamespaceLabel
 import { startServer, type RunningServer } from '../server.js';
 import { loadTemplateDir } from '../templates/load.js';
 import { createCertificates } from '../tls/certificates.js';
+import { CertificateReloader, checkKeyPair, readKeyPair, type KeyPair } from '../tls/reloader.js';
 
 /** Builds the local namespace source from the labels file and the flags (flags win). */
 export async function loadLocalNamespaceSource(config: Config): Promise<NamespaceLabelSource> {
@@ -61,13 +62,13 @@ async function createNamespaceSource(config: Config, log: Logger): Promise<Names
   return source;
 }
 
-/** The serving key and certificate: from files, or a throw-away development CA. */
-async function loadTls(config: Config, log: Logger): Promise<{ key: string; cert: string }> {
+/** The serving key pair: from files (checked to match), or a throw-away development CA. */
+async function loadTls(config: Config, log: Logger): Promise<KeyPair> {
   if (config.tlsCertFile && config.tlsKeyFile) {
     try {
-      return { cert: await readFile(config.tlsCertFile, 'utf8'), key: await readFile(config.tlsKeyFile, 'utf8') };
+      return await readKeyPair(config.tlsCertFile, config.tlsKeyFile);
     } catch (err) {
-      throw new ConfigError([`cannot read the TLS certificate or key: ${(err as Error).message}`]);
+      throw new ConfigError([`cannot use the TLS certificate and key: ${(err as Error).message}`]);
     }
   }
   const bundle = await createCertificates(['localhost'], ['127.0.0.1', '::1'], 7);
@@ -75,7 +76,7 @@ async function loadTls(config: Config, log: Logger): Promise<{ key: string; cert
   const caFile = join(config.devCertDir, 'ca.crt');
   await writeFile(caFile, bundle.caCert);
   log.warn({ caFile }, 'no --tls-cert/--tls-key given: serving a throw-away development certificate for localhost and 127.0.0.1; trust it with curl --cacert');
-  return { key: bundle.key, cert: bundle.cert };
+  return checkKeyPair(bundle.cert, bundle.key);
 }
 
 /** Runs the server until a signal stops it. Resolves with the running server (for tests). */
@@ -93,6 +94,15 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
     isReady: () => namespaces.isReady(),
   });
   const running = await startServer(app.callback(), { host: config.host, port: config.port, key: tls.key, cert: tls.cert, timeouts: config.timeouts });
+  log.info({ notAfter: tls.notAfter.toISOString(), fingerprint256: tls.fingerprint256 }, 'serving certificate');
+  let reloader: CertificateReloader | undefined;
+  if (config.tlsCertFile && config.tlsKeyFile) {
+    // A Secret update swaps the mounted files: new handshakes get the new pair, open connections keep theirs.
+    reloader = new CertificateReloader(config.tlsCertFile, config.tlsKeyFile, tls, (pair) => running.server.setSecureContext({ key: pair.key, cert: pair.cert }));
+    reloader.on('reload', (pair: KeyPair) => log.info({ notAfter: pair.notAfter.toISOString(), fingerprint256: pair.fingerprint256 }, 'serving certificate reloaded'));
+    reloader.on('error', (err: Error) => log.warn({ err: err.message }, 'serving certificate files hold no valid pair; keeping the current one'));
+    reloader.start();
+  }
   log.info(
     {
       port: running.port,
@@ -109,6 +119,7 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
     stopping = true;
     log.info({ signal }, 'shutting down');
     namespaces.stop?.();
+    reloader?.stop();
     void running.close().then(() => process.exit(0));
   };
   process.once('SIGTERM', () => stop('SIGTERM'));

@@ -14,6 +14,11 @@ export interface TemplateSet {
   readonly byName: ReadonlyMap<string, Template>;
 }
 
+/** True for a file name the loader reads as a template. */
+export function isTemplateFileName(name: string): boolean {
+  return !name.startsWith('.') && /\.(ya?ml|json)$/i.test(name) && !/^kustomization\.ya?ml$/i.test(name);
+}
+
 /** Builds a set from compiled templates; throws TemplateError when two share a name. */
 export function createTemplateSet(templates: readonly Template[]): TemplateSet {
   const byName = new Map<string, Template>();
@@ -41,8 +46,9 @@ export function parseTemplateText(text: string, file: string): { template?: Temp
 }
 
 /**
- * Reads and validates every template in `dir` (files whose names start with `.` are skipped,
- * as are the `..data` links of a mounted ConfigMap). Throws TemplateError listing every problem
+ * Reads and validates every template in `dir`. Skipped: names starting with `.` (the `..data`
+ * links of a mounted ConfigMap) and `kustomization.yaml`, which makes the directory a kustomize
+ * base (see manifests/). Throws TemplateError listing every problem
  * in every file, or when the directory holds no template.
  */
 export async function loadTemplateDir(dir: string): Promise<TemplateSet> {
@@ -52,7 +58,7 @@ export async function loadTemplateDir(dir: string): Promise<TemplateSet> {
   } catch (err) {
     throw new TemplateError([{ file: dir, field: '', message: `cannot read the templates directory: ${(err as Error).message}` }]);
   }
-  const files = names.filter((n) => !n.startsWith('.') && /\.(ya?ml|json)$/i.test(n)).sort();
+  const files = names.filter(isTemplateFileName).sort();
   const templates: Template[] = [];
   const problems: TemplateProblem[] = [];
   for (const name of files) {

@@ -1,8 +1,15 @@
 /**
- * Certificates: a CA and a serving certificate signed by it. Used for the throw-away
- * development certificate of a local run, and by tests.
+ * Certificates: a CA, and serving certificates it signs. Used for the throw-away development
+ * certificate of a local run, by `sidecar-injector certs`, and by tests.
  */
+import { X509Certificate } from 'node:crypto';
 import { generate } from 'selfsigned';
+
+/** PEM texts of a certificate and its private key. */
+export interface Pem {
+  readonly cert: string;
+  readonly key: string;
+}
 
 /** PEM texts of a CA and of a serving certificate it signed. */
 export interface CertificateBundle {
@@ -14,29 +21,33 @@ export interface CertificateBundle {
 
 const day = 24 * 60 * 60 * 1000;
 
-/**
- * Creates a CA and a serving certificate for `dnsNames` and `ipAddresses`, valid for
- * `days` days (EC P-256 keys: fast to make, accepted by Go's TLS stack).
- */
-export async function createCertificates(dnsNames: readonly string[], ipAddresses: readonly string[], days = 365): Promise<CertificateBundle> {
+function validity(days: number): { notBeforeDate: Date; notAfterDate: Date } {
+  // Back-dated a minute: clocks in a cluster are not perfectly in step.
   const notBeforeDate = new Date(Date.now() - 60_000);
-  const notAfterDate = new Date(notBeforeDate.getTime() + days * day);
-  const ca = await generate([{ name: 'commonName', value: 'sidecar-injector CA' }], {
+  return { notBeforeDate, notAfterDate: new Date(notBeforeDate.getTime() + days * day) };
+}
+
+/** Creates a CA valid for `days` days (EC P-256 keys: fast to make, accepted by Go's TLS stack). */
+export async function createCa(days: number, commonName = 'sidecar-injector CA'): Promise<Pem> {
+  const ca = await generate([{ name: 'commonName', value: commonName }], {
     keyType: 'ec',
     algorithm: 'sha256',
-    notBeforeDate,
-    notAfterDate,
+    ...validity(days),
     extensions: [
       { name: 'basicConstraints', cA: true, critical: true },
       { name: 'keyUsage', keyCertSign: true, cRLSign: true, digitalSignature: true, critical: true },
     ],
   });
+  return { cert: ca.cert, key: ca.private };
+}
+
+/** Creates a serving certificate for `dnsNames` and `ipAddresses`, signed by `ca`, valid for `days` days. */
+export async function createServingCertificate(ca: Pem, dnsNames: readonly string[], ipAddresses: readonly string[], days: number): Promise<Pem> {
   const serving = await generate([{ name: 'commonName', value: dnsNames[0] ?? ipAddresses[0] ?? 'sidecar-injector' }], {
     keyType: 'ec',
     algorithm: 'sha256',
-    notBeforeDate,
-    notAfterDate,
-    ca: { key: ca.private, cert: ca.cert },
+    ...validity(days),
+    ca: { key: ca.key, cert: ca.cert },
     extensions: [
       { name: 'basicConstraints', cA: false },
       { name: 'keyUsage', digitalSignature: true, keyEncipherment: true, critical: true },
@@ -47,5 +58,17 @@ export async function createCertificates(dnsNames: readonly string[], ipAddresse
       },
     ],
   });
-  return { caCert: ca.cert, caKey: ca.private, cert: serving.cert, key: serving.private };
+  return { cert: serving.cert, key: serving.private };
+}
+
+/** Creates a CA and a serving certificate it signed, both valid for `days` days. */
+export async function createCertificates(dnsNames: readonly string[], ipAddresses: readonly string[], days = 365): Promise<CertificateBundle> {
+  const ca = await createCa(days);
+  const serving = await createServingCertificate(ca, dnsNames, ipAddresses, days);
+  return { caCert: ca.cert, caKey: ca.key, cert: serving.cert, key: serving.key };
+}
+
+/** Days until a PEM certificate expires (negative when expired). */
+export function daysLeft(cert: string, now = Date.now()): number {
+  return (new Date(new X509Certificate(cert).validTo).getTime() - now) / day;
 }

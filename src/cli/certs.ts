@@ -1,0 +1,118 @@
+/**
+ * `sidecar-injector certs`: certificates without cert-manager. Writes a CA (kept and reused,
+ * so that re-running rotates only the serving certificate), a serving certificate for
+ * `<service>.<namespace>.svc`, and a kustomize overlay that adds the Secret and sets the
+ * webhook's caBundle. Re-running it and re-applying the overlay rotates the certificate; the
+ * running injector reloads it without a restart.
+ */
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { join, relative } from 'node:path';
+import { parseArgs } from 'node:util';
+import { ConfigError } from '../errors.js';
+import { checkKeyPair } from '../tls/reloader.js';
+import { createCa, createServingCertificate, daysLeft, type Pem } from '../tls/certificates.js';
+
+export const certsUsage = `Usage: sidecar-injector certs [options]
+
+  --out DIR          where to write the overlay (default manifests/overlays/self-signed)
+  --base DIR         the kustomize base it builds on (default manifests/base)
+  --service NAME     the webhook Service (default sidecar-injector)
+  --namespace NS     its namespace (default sidecar-injector)
+  --days N           serving certificate lifetime in days (default 90)
+  --ca-days N        CA lifetime in days, when a new CA is made (default 3650)
+
+Writes DIR/ca.crt, DIR/ca.key, DIR/tls.crt, DIR/tls.key and DIR/kustomization.yaml.
+Keep ca.key secret; it is reused on the next run unless it expires within 30 days.
+`;
+
+/** What `certs` wrote. */
+export interface CertsResult {
+  readonly out: string;
+  readonly reusedCa: boolean;
+  readonly dnsNames: readonly string[];
+  readonly notAfter: Date;
+}
+
+function positive(value: string | undefined, name: string, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (!/^\d+$/.test(value) || Number(value) < 1) throw new ConfigError([`--${name}: expected a whole number of days (got ${JSON.stringify(value)})`]);
+  return Number(value);
+}
+
+async function existingCa(out: string): Promise<Pem | undefined> {
+  try {
+    const [cert, key] = await Promise.all([readFile(join(out, 'ca.crt'), 'utf8'), readFile(join(out, 'ca.key'), 'utf8')]);
+    checkKeyPair(cert, key);
+    return daysLeft(cert) > 30 ? { cert, key } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The overlay's kustomization: the base, the TLS Secret, the caBundle. */
+function kustomization(base: string, service: string, namespace: string, caCert: string): string {
+  return `# Written by \`sidecar-injector certs\`: the base plus the serving certificate and the CA.
+# Contains references to private keys in this directory; do not commit it.
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - ${base}
+secretGenerator:
+  - name: ${service}-tls
+    namespace: ${namespace}
+    type: kubernetes.io/tls
+    files:
+      - tls.crt
+      - tls.key
+    options:
+      # Same name on rotation: the mounted Secret is updated in place and hot-reloaded.
+      disableNameSuffixHash: true
+patches:
+  - target:
+      kind: MutatingWebhookConfiguration
+      name: ${service}
+    patch: |-
+      - op: add
+        path: /webhooks/0/clientConfig/caBundle
+        value: ${Buffer.from(caCert).toString('base64')}
+`;
+}
+
+/** Runs `certs` with its arguments; returns what it wrote. */
+export async function certs(argv: readonly string[]): Promise<CertsResult> {
+  let values: Record<string, string | undefined>;
+  try {
+    values = parseArgs({
+      args: [...argv],
+      options: {
+        out: { type: 'string' },
+        base: { type: 'string' },
+        service: { type: 'string' },
+        namespace: { type: 'string' },
+        days: { type: 'string' },
+        'ca-days': { type: 'string' },
+      },
+      strict: true,
+      allowPositionals: false,
+    }).values as Record<string, string | undefined>;
+  } catch (err) {
+    throw new ConfigError([(err as Error).message]);
+  }
+  const out = values.out ?? join('manifests', 'overlays', 'self-signed');
+  const base = values.base ?? join('manifests', 'base');
+  const service = values.service ?? 'sidecar-injector';
+  const namespace = values.namespace ?? 'sidecar-injector';
+  const days = positive(values.days, 'days', 90);
+  const caDays = positive(values['ca-days'], 'ca-days', 3650);
+  await mkdir(out, { recursive: true });
+  const previous = await existingCa(out);
+  const ca = previous ?? (await createCa(caDays));
+  const dnsNames = [`${service}.${namespace}.svc`, `${service}.${namespace}.svc.cluster.local`, `${service}.${namespace}`, service];
+  const serving = await createServingCertificate(ca, dnsNames, [], days);
+  await writeFile(join(out, 'ca.crt'), ca.cert);
+  await writeFile(join(out, 'ca.key'), ca.key, { mode: 0o600 });
+  await writeFile(join(out, 'tls.crt'), serving.cert);
+  await writeFile(join(out, 'tls.key'), serving.key, { mode: 0o600 });
+  await writeFile(join(out, 'kustomization.yaml'), kustomization(relative(out, base) || '.', service, namespace, ca.cert));
+  return { out, reusedCa: previous !== undefined, dnsNames, notAfter: checkKeyPair(serving.cert, serving.key).notAfter };
+}

@@ -1,0 +1,110 @@
+/**
+ * Serving certificate files that change under a running server. A mounted Secret is updated
+ * by swapping a `..data` symlink, so both files change at once, but a reader can straddle the
+ * swap: a pair is only taken when the key matches the certificate. Changes are noticed by
+ * watching the directories and, because file events are unreliable on some volume types, by a
+ * periodic check as well (as controller-runtime's certwatcher does).
+ */
+import { X509Certificate, createPrivateKey } from 'node:crypto';
+import { EventEmitter } from 'node:events';
+import { watch, type FSWatcher } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { dirname } from 'node:path';
+
+/** A certificate and its key, checked to belong together. */
+export interface KeyPair {
+  readonly cert: string;
+  readonly key: string;
+  /** When the serving certificate expires. */
+  readonly notAfter: Date;
+  readonly fingerprint256: string;
+}
+
+/** Checks that `key` is the private key of `cert` and reads the certificate's expiry. Throws otherwise. */
+export function checkKeyPair(cert: string, key: string): KeyPair {
+  const x509 = new X509Certificate(cert);
+  if (!x509.checkPrivateKey(createPrivateKey(key))) throw new Error('the private key does not belong to the certificate');
+  return { cert, key, notAfter: new Date(x509.validTo), fingerprint256: x509.fingerprint256 };
+}
+
+/** Reads and checks a key pair from files. */
+export async function readKeyPair(certFile: string, keyFile: string): Promise<KeyPair> {
+  const [cert, key] = await Promise.all([readFile(certFile, 'utf8'), readFile(keyFile, 'utf8')]);
+  return checkKeyPair(cert, key);
+}
+
+/**
+ * Watches a certificate and key file and calls `apply` with each new valid pair. Emits `reload`
+ * (pair) after applying one and `error` (err) when the files hold no valid pair (the last good
+ * pair stays in use).
+ */
+export class CertificateReloader extends EventEmitter {
+  private watchers: FSWatcher[] = [];
+  private timer: NodeJS.Timeout | undefined;
+  private checking: Promise<void> | undefined;
+  private again = false;
+
+  constructor(
+    private readonly certFile: string,
+    private readonly keyFile: string,
+    private current: KeyPair,
+    private readonly apply: (pair: KeyPair) => void,
+    private readonly intervalMs = 10_000,
+  ) {
+    super();
+    // Without a listener an 'error' event would throw; a bad pair is reported, never fatal.
+    this.on('error', () => undefined);
+  }
+
+  /** The pair in use. */
+  get pair(): KeyPair {
+    return this.current;
+  }
+
+  start(): void {
+    for (const dir of new Set([dirname(this.certFile), dirname(this.keyFile)])) {
+      try {
+        const watcher = watch(dir, () => void this.check());
+        watcher.on('error', () => undefined);
+        this.watchers.push(watcher);
+      } catch {
+        // The periodic check still covers this directory.
+      }
+    }
+    this.timer = setInterval(() => void this.check(), this.intervalMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+    for (const w of this.watchers) w.close();
+    this.watchers = [];
+  }
+
+  /** Reads the files now and applies them if they changed and are valid. Resolves when done. */
+  check(): Promise<void> {
+    if (this.checking) {
+      // A change during a check is looked at right after it.
+      this.again = true;
+      return this.checking;
+    }
+    this.checking = (async () => {
+      do {
+        this.again = false;
+        try {
+          const pair = await readKeyPair(this.certFile, this.keyFile);
+          if (pair.cert !== this.current.cert || pair.key !== this.current.key) {
+            this.apply(pair);
+            this.current = pair;
+            this.emit('reload', pair);
+          }
+        } catch (err) {
+          this.emit('error', err);
+        }
+      } while (this.again);
+    })().finally(() => {
+      this.checking = undefined;
+    });
+    return this.checking;
+  }
+}

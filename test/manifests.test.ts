@@ -1,0 +1,187 @@
+/**
+ * The install: `kubectl kustomize` renders the base and each overlay (offline), every object
+ * validates against the Kubernetes schemas, and the webhook configuration has the safety
+ * properties the README promises — one test per property.
+ */
+import test from 'ava';
+import { execFileSync } from 'node:child_process';
+import { X509Certificate } from 'node:crypto';
+import { mkdtemp, readdir, readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { parseAllDocuments } from 'yaml';
+import { certs } from '../src/cli/certs.js';
+import { isTemplateFileName, parseTemplateText } from '../src/templates/load.js';
+import { schemaProblems } from './helpers/kube-schema.js';
+
+type Obj = Record<string, any>;
+
+function kustomize(dir: string): Obj[] {
+  const text = execFileSync('kubectl', ['kustomize', dir], { encoding: 'utf8' });
+  return parseAllDocuments(text).map((d) => d.toJS() as Obj);
+}
+
+const base = kustomize('manifests');
+const certManager = kustomize(join('manifests', 'overlays', 'cert-manager'));
+let generated: Obj[] = [];
+let generatedDir = '';
+test.before(async () => {
+  generatedDir = join(await mkdtemp(join(tmpdir(), 'sidecar-injector-certs-')), 'overlay');
+  await certs(['--out', generatedDir, '--base', join('manifests', 'base')]);
+  generated = kustomize(generatedDir);
+});
+
+const find = (objects: Obj[], kind: string) => objects.filter((o) => o.kind === kind);
+const one = (objects: Obj[], kind: string): Obj => {
+  const found = find(objects, kind);
+  if (found.length !== 1) throw new Error(`expected one ${kind}, found ${found.length}`);
+  return found[0]!;
+};
+const webhook = () => one(base, 'MutatingWebhookConfiguration').webhooks[0];
+const deployment = () => one(base, 'Deployment');
+const injector = () => deployment().spec.template.spec.containers[0];
+const arg = (name: string) => (injector().args as string[]).find((a) => a.startsWith(`--${name}=`))?.split('=')[1];
+
+test('every object of the base and of both overlays validates against the Kubernetes schemas', async (t) => {
+  t.deepEqual(await schemaProblems(base), []);
+  t.deepEqual(await schemaProblems(certManager), []);
+  t.deepEqual(await schemaProblems(generated), []);
+  t.deepEqual(base.map((o) => o.kind).sort(), ['ClusterRole', 'ClusterRoleBinding', 'ConfigMap', 'Deployment', 'MutatingWebhookConfiguration', 'Namespace', 'PodDisruptionBudget', 'Service', 'ServiceAccount']);
+});
+
+test('a broken object is caught by the schema validation (the check can fail)', async (t) => {
+  const broken = structuredClone(deployment());
+  broken.spec.template.spec.containers[0].ports[0].containerPort = 'https';
+  t.is((await schemaProblems([broken])).length, 1);
+});
+
+test('webhook: only pod CREATE is intercepted', (t) => {
+  t.deepEqual(webhook().rules, [{ operations: ['CREATE'], apiGroups: [''], apiVersions: ['v1'], resources: ['pods'], scope: 'Namespaced' }]);
+});
+
+test('webhook: only opted-in namespaces, never the system namespaces or our own', (t) => {
+  const expressions = webhook().namespaceSelector.matchExpressions as Obj[];
+  t.deepEqual(expressions.find((e) => e.key === 'sidecar-injector.io/injection'), { key: 'sidecar-injector.io/injection', operator: 'In', values: ['enabled'] });
+  const excluded = expressions.find((e) => e.key === 'kubernetes.io/metadata.name');
+  t.is(excluded?.operator, 'NotIn');
+  for (const ns of ['kube-system', 'kube-public', 'kube-node-lease', deployment().metadata.namespace]) t.true(excluded?.values.includes(ns), ns);
+});
+
+test('webhook: the pod opt-out label is excluded by the objectSelector', (t) => {
+  t.deepEqual(webhook().objectSelector, { matchExpressions: [{ key: 'sidecar-injector.io/inject', operator: 'NotIn', values: ['disabled'] }] });
+});
+
+test('webhook: reinvocationPolicy IfNeeded', (t) => t.is(webhook().reinvocationPolicy, 'IfNeeded'));
+test('webhook: sideEffects None', (t) => t.is(webhook().sideEffects, 'None'));
+test('webhook: admissionReviewVersions v1 then v1beta1', (t) => t.deepEqual(webhook().admissionReviewVersions, ['v1', 'v1beta1']));
+test('webhook: matchPolicy Equivalent', (t) => t.is(webhook().matchPolicy, 'Equivalent'));
+test('webhook: an explicit timeoutSeconds below the 10 s default', (t) => t.true(webhook().timeoutSeconds >= 1 && webhook().timeoutSeconds < 10));
+
+test('webhook: an explicit failurePolicy with its reason written beside it', async (t) => {
+  t.true(['Fail', 'Ignore'].includes(webhook().failurePolicy));
+  const source = await readFile(join('manifests', 'base', 'mutatingwebhookconfiguration.yaml'), 'utf8');
+  const lines = source.split('\n');
+  const at = lines.findIndex((l) => l.includes('failurePolicy:'));
+  t.regex(lines.slice(Math.max(0, at - 6), at).join('\n'), /# Fail: /);
+});
+
+test('webhook: calls the Service on /mutate, and the Service reaches the container port', (t) => {
+  const service = one(base, 'Service');
+  t.deepEqual(webhook().clientConfig.service, { name: service.metadata.name, namespace: service.metadata.namespace, path: '/mutate', port: 443 });
+  t.is(service.spec.ports[0].port, 443);
+  const port = injector().ports.find((p: Obj) => p.name === service.spec.ports[0].targetPort);
+  t.is(port?.containerPort, 10250);
+  t.is(arg('port'), '10250');
+  t.like(service.spec.selector, deployment().spec.selector.matchLabels);
+});
+
+test('deployment: two replicas spread across nodes, and a PodDisruptionBudget', (t) => {
+  const spec = deployment().spec;
+  t.is(spec.replicas, 2);
+  t.is(spec.template.spec.topologySpreadConstraints[0].topologyKey, 'kubernetes.io/hostname');
+  const pdb = one(base, 'PodDisruptionBudget');
+  t.is(pdb.spec.minAvailable, 1);
+  t.deepEqual(pdb.spec.selector.matchLabels, spec.selector.matchLabels);
+});
+
+test('deployment: readiness on /readyz and liveness on /healthz over HTTPS', (t) => {
+  t.like(injector().readinessProbe.httpGet, { path: '/readyz', port: 'https', scheme: 'HTTPS' });
+  t.like(injector().livenessProbe.httpGet, { path: '/healthz', port: 'https', scheme: 'HTTPS' });
+});
+
+test('deployment: resource requests and limits', (t) => {
+  t.truthy(injector().resources.requests.cpu);
+  t.truthy(injector().resources.requests.memory);
+  t.truthy(injector().resources.limits.memory);
+});
+
+test('deployment: restricted pod security', (t) => {
+  const pod = deployment().spec.template.spec;
+  t.true(pod.securityContext.runAsNonRoot);
+  t.is(pod.securityContext.seccompProfile.type, 'RuntimeDefault');
+  t.like(injector().securityContext, { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, runAsNonRoot: true });
+  t.deepEqual(injector().securityContext.capabilities.drop, ['ALL']);
+  t.is(one(base, 'Namespace').metadata.labels['pod-security.kubernetes.io/enforce'], 'restricted');
+});
+
+test('deployment: mounts the templates where --templates points, from the ConfigMap generated from templates/', async (t) => {
+  const mount = injector().volumeMounts.find((m: Obj) => m.mountPath === arg('templates'));
+  const volume = deployment().spec.template.spec.volumes.find((v: Obj) => v.name === mount?.name);
+  const configMap = one(base, 'ConfigMap');
+  t.is(volume?.configMap?.name, configMap.metadata.name);
+  const files = (await readdir('templates')).filter(isTemplateFileName).sort();
+  t.deepEqual(Object.keys(configMap.data).sort(), files, 'templates/kustomization.yaml lists every template file');
+  for (const [file, text] of Object.entries(configMap.data as Record<string, string>)) {
+    t.deepEqual(parseTemplateText(text, file).problems, []);
+  }
+});
+
+test('deployment: mounts the TLS Secret where --tls-cert and --tls-key point', (t) => {
+  const certDir = dirname(arg('tls-cert') ?? '');
+  t.is(dirname(arg('tls-key') ?? ''), certDir);
+  const mount = injector().volumeMounts.find((m: Obj) => m.mountPath === certDir);
+  const volume = deployment().spec.template.spec.volumes.find((v: Obj) => v.name === mount?.name);
+  t.is(volume?.secret?.secretName, 'sidecar-injector-tls');
+  t.is(arg('tls-cert'), `${certDir}/tls.crt`);
+  t.is(arg('tls-key'), `${certDir}/tls.key`);
+});
+
+test('rbac: get, list and watch on namespaces, nothing more, bound to the Deployment\'s service account', (t) => {
+  t.deepEqual(one(base, 'ClusterRole').rules, [{ apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list', 'watch'] }]);
+  const binding = one(base, 'ClusterRoleBinding');
+  t.deepEqual(binding.subjects, [{ kind: 'ServiceAccount', name: deployment().spec.template.spec.serviceAccountName, namespace: deployment().metadata.namespace }]);
+  t.is(binding.roleRef.name, one(base, 'ClusterRole').metadata.name);
+  t.is(arg('namespace-source'), 'cluster');
+});
+
+test('cert-manager overlay: the serving Certificate fills the mounted Secret and its CA is injected into the webhook', (t) => {
+  const serving = find(certManager, 'Certificate').find((c) => !c.spec.isCA);
+  t.is(serving?.spec.secretName, 'sidecar-injector-tls');
+  t.true(serving?.spec.dnsNames.includes('sidecar-injector.sidecar-injector.svc'));
+  const hook = one(certManager, 'MutatingWebhookConfiguration');
+  t.is(hook.metadata.annotations['cert-manager.io/inject-ca-from'], `${serving?.metadata.namespace}/${serving?.metadata.name}`);
+});
+
+test('certs overlay: a TLS Secret and the CA in caBundle; the certificate is for the Service name and signed by that CA', async (t) => {
+  const secret = one(generated, 'Secret');
+  t.is(secret.type, 'kubernetes.io/tls');
+  t.is(secret.metadata.name, 'sidecar-injector-tls');
+  t.is(secret.metadata.namespace, 'sidecar-injector');
+  const ca = await readFile(join(generatedDir, 'ca.crt'), 'utf8');
+  t.is(one(generated, 'MutatingWebhookConfiguration').webhooks[0].clientConfig.caBundle, Buffer.from(ca).toString('base64'));
+  const cert = new X509Certificate(Buffer.from(secret.data['tls.crt'], 'base64'));
+  t.true(cert.verify(new X509Certificate(ca).publicKey));
+  t.is(cert.checkHost('sidecar-injector.sidecar-injector.svc'), 'sidecar-injector.sidecar-injector.svc');
+});
+
+test('certs: a second run keeps the CA and issues a new serving certificate', async (t) => {
+  const dir = join(await mkdtemp(join(tmpdir(), 'sidecar-injector-certs-')), 'o');
+  const first = await certs(['--out', dir, '--base', join('manifests', 'base'), '--days', '30']);
+  const ca1 = await readFile(join(dir, 'ca.crt'), 'utf8');
+  const tls1 = await readFile(join(dir, 'tls.crt'), 'utf8');
+  const second = await certs(['--out', dir, '--base', join('manifests', 'base')]);
+  t.false(first.reusedCa);
+  t.true(second.reusedCa);
+  t.is(await readFile(join(dir, 'ca.crt'), 'utf8'), ca1);
+  t.not(await readFile(join(dir, 'tls.crt'), 'utf8'), tls1);
+});

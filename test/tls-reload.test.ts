@@ -1,0 +1,124 @@
+/**
+ * Certificate rotation under a running server, the way a Secret update does it: new files in
+ * a new timestamped directory, then the `..data` symlink swapped atomically. Requests keep
+ * flowing throughout, on kept-alive and on new connections.
+ */
+import test from 'ava';
+import { once } from 'node:events';
+import { mkdir, mkdtemp, rename, symlink, writeFile } from 'node:fs/promises';
+import https from 'node:https';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { TLSSocket } from 'node:tls';
+import { pino } from 'pino';
+import { createApp } from '../src/app.js';
+import { startServer } from '../src/server.js';
+import { defaultTimeouts } from '../src/server.js';
+import { createCa, createServingCertificate, type Pem } from '../src/tls/certificates.js';
+import { CertificateReloader, checkKeyPair, readKeyPair } from '../src/tls/reloader.js';
+import { createReview, prepareCreate } from './helpers/apiserver.js';
+import { testNamespaces } from './helpers/server.js';
+import { logShipperDoc, templateSet } from './helpers/templates.js';
+
+let generation = 0;
+/** Writes a pair into a new `..<timestamp>` directory and swaps `..data` to it atomically. */
+async function publish(dir: string, pair: Pem, key = pair.key): Promise<void> {
+  const version = join(dir, `..2026_11_22_${++generation}`);
+  await mkdir(version);
+  await writeFile(join(version, 'tls.crt'), pair.cert);
+  await writeFile(join(version, 'tls.key'), key);
+  await symlink(version, join(dir, '..data_tmp'));
+  await rename(join(dir, '..data_tmp'), join(dir, '..data'));
+}
+
+function request(port: number, ca: string, agent: https.Agent | false, body: string): Promise<{ status: number; fingerprint: string }> {
+  return new Promise((resolve, reject) => {
+    const req = https.request({ host: '127.0.0.1', port, servername: 'localhost', path: '/mutate', method: 'POST', ca, agent, headers: { 'content-type': 'application/json' } }, (res) => {
+      const fingerprint = (res.socket as TLSSocket).getPeerCertificate().fingerprint256;
+      res.resume();
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, fingerprint }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+test('a replaced certificate is served on the next handshake, and no request fails', async (t) => {
+  const ca = await createCa(1);
+  const first = await createServingCertificate(ca, ['localhost'], ['127.0.0.1'], 1);
+  const second = await createServingCertificate(ca, ['localhost'], ['127.0.0.1'], 1);
+  const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-tls-'));
+  await publish(dir, first);
+  await symlink('..data/tls.crt', join(dir, 'tls.crt'));
+  await symlink('..data/tls.key', join(dir, 'tls.key'));
+
+  const initial = await readKeyPair(join(dir, 'tls.crt'), join(dir, 'tls.key'));
+  const set = templateSet(logShipperDoc);
+  const app = createApp({ log: pino({ level: 'silent' }), maxBodyBytes: 1 << 20, templates: () => set, namespaces: testNamespaces, isReady: () => true });
+  const running = await startServer(app.callback(), { host: '127.0.0.1', port: 0, key: initial.key, cert: initial.cert, timeouts: defaultTimeouts });
+  const reloader = new CertificateReloader(join(dir, 'tls.crt'), join(dir, 'tls.key'), initial, (pair) => running.server.setSecureContext({ key: pair.key, cert: pair.cert }), 50);
+  reloader.start();
+  const agent = new https.Agent({ keepAlive: true, maxSockets: 4 });
+  t.teardown(async () => {
+    reloader.stop();
+    agent.destroy();
+    running.server.closeAllConnections();
+    await running.close();
+  });
+
+  const body = JSON.stringify(createReview(prepareCreate({ metadata: { generateName: 'w-' }, spec: { containers: [{ name: 'w', image: 'x' }] } }, 'shop'), { namespace: 'shop' }));
+  const results: { status: number; fingerprint: string }[] = [];
+  const failures: unknown[] = [];
+  let loading = true;
+  const load = Array.from({ length: 4 }, (_, i) =>
+    (async () => {
+      while (loading) {
+        try {
+          results.push(await request(running.port, ca.cert, i % 2 === 0 ? agent : false, body));
+        } catch (err) {
+          failures.push(err);
+        }
+      }
+    })(),
+  );
+  while (results.length < 20) await new Promise((r) => setImmediate(r));
+  const reloaded = once(reloader, 'reload');
+  await publish(dir, second);
+  const [pair] = (await reloaded) as [ReturnType<typeof checkKeyPair>];
+  const before = results.length;
+  while (results.length < before + 20) await new Promise((r) => setImmediate(r));
+  loading = false;
+  await Promise.all(load);
+
+  const expected = checkKeyPair(second.cert, second.key).fingerprint256;
+  t.is(pair.fingerprint256, expected);
+  const fresh = await request(running.port, ca.cert, false, body);
+  t.is(fresh.fingerprint, expected, 'the next handshake presents the new certificate');
+  t.deepEqual(failures, []);
+  t.true(results.every((r) => r.status === 200));
+  t.true(results.some((r) => r.fingerprint === initial.fingerprint256));
+  t.true(results.some((r) => r.fingerprint === expected));
+});
+
+test('files that hold no matching pair are refused and the current pair stays', async (t) => {
+  const ca = await createCa(1);
+  const first = await createServingCertificate(ca, ['localhost'], [], 1);
+  const second = await createServingCertificate(ca, ['localhost'], [], 1);
+  const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-tls-'));
+  await publish(dir, first);
+  await symlink('..data/tls.crt', join(dir, 'tls.crt'));
+  await symlink('..data/tls.key', join(dir, 'tls.key'));
+  const initial = await readKeyPair(join(dir, 'tls.crt'), join(dir, 'tls.key'));
+  const applied: string[] = [];
+  const reloader = new CertificateReloader(join(dir, 'tls.crt'), join(dir, 'tls.key'), initial, (p) => applied.push(p.fingerprint256), 60_000);
+  const errors: Error[] = [];
+  reloader.on('error', (err: Error) => errors.push(err));
+  await publish(dir, second, first.key);
+  await reloader.check();
+  t.deepEqual(applied, []);
+  t.is(reloader.pair, initial);
+  t.regex(errors[0]?.message ?? '', /does not belong to the certificate/);
+  await publish(dir, second);
+  await reloader.check();
+  t.deepEqual(applied, [checkKeyPair(second.cert, second.key).fingerprint256]);
+});
