@@ -1,7 +1,7 @@
 /**
- * The koa application: routes, middleware order, error answers. It never listens; the server
- * module owns sockets and TLS. Route on the path only: the API server appends `?timeout=10s`
- * (R-26) and strips a trailing slash (R-29).
+ * The koa application: routes, middleware order, error answers, the per-review log line and
+ * metrics. It never listens; the server module owns sockets and TLS. Route on the path only:
+ * the API server appends `?timeout=10s` (R-26) and strips a trailing slash (R-29).
  */
 import Koa from 'koa';
 import Router from '@koa/router';
@@ -9,14 +9,20 @@ import type { Logger } from 'pino';
 import { mutate, type MutateDeps } from './admission/mutate.js';
 import { RequestError } from './errors.js';
 import { readJsonBody } from './http/body.js';
+import type { Metrics } from './metrics.js';
 
 /** What the app needs; everything comes in as an argument. */
 export interface AppDeps extends MutateDeps {
   readonly log: Logger;
+  readonly metrics: Metrics;
   /** Largest accepted body in bytes (413 above). */
   readonly maxBodyBytes: number;
-  /** True when the process can serve reviews (templates loaded, namespace source synced). */
+  /** True when the process can serve reviews (templates loaded, namespace source synced, not shutting down). */
   readonly isReady: () => boolean;
+  /** True once shutdown has begun: answers carry `Connection: close` so clients move on. */
+  readonly isDraining?: () => boolean;
+  /** The JSON shown on GET /status. */
+  readonly status?: () => unknown;
 }
 
 function sendError(ctx: Koa.Context, status: number, code: string, message: string): void {
@@ -25,19 +31,23 @@ function sendError(ctx: Koa.Context, status: number, code: string, message: stri
   ctx.body = JSON.stringify({ code, message });
 }
 
-/** Creates the koa app serving `/mutate`, `/healthz` and `/readyz`. */
+/** Creates the koa app serving `/mutate`, `/healthz`, `/readyz`, `/metrics` and `/status`. */
 export function createApp(deps: AppDeps): Koa {
   const app = new Koa();
   const router = new Router();
-  const { log } = deps;
+  const { log, metrics } = deps;
 
   router.post('/mutate', async (ctx) => {
-    const started = process.hrtime.bigint();
     const body = await readJsonBody(ctx.req, deps.maxBodyBytes);
+    const started = process.hrtime.bigint();
     const outcome = await mutate(body, deps);
+    const text = JSON.stringify(outcome.response);
+    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     ctx.type = 'application/json';
-    ctx.body = JSON.stringify(outcome.response);
-    const durationMs = Number(process.hrtime.bigint() - started) / 1e6;
+    ctx.body = text;
+    metrics.reviews.inc({ operation: outcome.operation, decision: outcome.decision, reason: outcome.reason });
+    for (const template of outcome.injected) metrics.injections.inc({ template });
+    metrics.reviewDuration.observe(seconds);
     // One line per review; never pod contents (env values can be secrets).
     log.info(
       {
@@ -50,7 +60,7 @@ export function createApp(deps: AppDeps): Koa {
         reason: outcome.reason,
         templates: outcome.templates,
         patchOps: outcome.patchOps,
-        durationMs: Math.round(durationMs * 1000) / 1000,
+        durationMs: Math.round(seconds * 1e6) / 1000,
       },
       outcome.message,
     );
@@ -63,26 +73,38 @@ export function createApp(deps: AppDeps): Koa {
     ctx.status = ready ? 200 : 503;
     ctx.body = { status: ready ? 'ready' : 'not ready' };
   });
+  router.get('/metrics', async (ctx) => {
+    ctx.type = metrics.registry.contentType;
+    ctx.body = await metrics.registry.metrics();
+  });
+  router.get('/status', (ctx) => {
+    ctx.body = { ready: deps.isReady(), ...((deps.status?.() as object | undefined) ?? {}) };
+  });
 
   app.use(async (ctx, next) => {
+    if (deps.isDraining?.()) ctx.set('Connection', 'close');
     try {
       await next();
       if (ctx.status === 404 && ctx.body === undefined) {
+        metrics.errors.inc({ code: 'ERR_NOT_FOUND' });
         sendError(ctx, 404, 'ERR_NOT_FOUND', `no route for ${ctx.method} ${ctx.path}; reviews go to POST /mutate`);
       }
     } catch (err) {
       if (err instanceof RequestError) {
         if (err.status === 413) ctx.set('Connection', 'close');
+        metrics.errors.inc({ code: err.code });
         log.warn({ status: err.status, code: err.code, path: ctx.path }, err.message);
         sendError(ctx, err.status, err.code, err.message);
         return;
       }
       const status = (err as { status?: unknown }).status;
       if (status === 405 || status === 501) {
+        metrics.errors.inc({ code: 'ERR_METHOD_NOT_ALLOWED' });
         sendError(ctx, status, 'ERR_METHOD_NOT_ALLOWED', `${ctx.method} is not allowed on ${ctx.path}`);
         return;
       }
       // A bug, not bad input: answer 500 so that the webhook's failurePolicy decides (R-30).
+      metrics.errors.inc({ code: 'ERR_INTERNAL' });
       log.error({ err, path: ctx.path }, 'internal error');
       sendError(ctx, 500, 'ERR_INTERNAL', 'internal error while handling the review; see the injector log');
     }

@@ -38,6 +38,15 @@ export interface Config {
   readonly namespaceLookupTimeoutMs: number;
   /** @default 7 MiB */
   readonly maxBodyBytes: number;
+  /**
+   * On SIGTERM: how long readiness is false while requests are still served, so that endpoints
+   * stop sending traffic before the listener closes. @default 5000
+   */
+  readonly shutdownDelayMs: number;
+  /** On SIGTERM: the longest wait for in-flight reviews after the listener closes. @default 20000 */
+  readonly shutdownTimeoutMs: number;
+  /** How often the templates directory is checked for changes (besides file events). @default 5000 */
+  readonly templateCheckIntervalMs: number;
   /** pino level. @default 'info' */
   readonly logLevel: string;
   readonly timeouts: ServerTimeouts;
@@ -58,6 +67,9 @@ export const envNames = {
   'namespace-lookup-timeout-ms': 'SIDECAR_INJECTOR_NAMESPACE_LOOKUP_TIMEOUT_MS',
   'max-body-bytes': 'SIDECAR_INJECTOR_MAX_BODY_BYTES',
   'log-level': 'SIDECAR_INJECTOR_LOG_LEVEL',
+  'shutdown-delay-ms': 'SIDECAR_INJECTOR_SHUTDOWN_DELAY_MS',
+  'shutdown-timeout-ms': 'SIDECAR_INJECTOR_SHUTDOWN_TIMEOUT_MS',
+  'template-check-interval-ms': 'SIDECAR_INJECTOR_TEMPLATE_CHECK_INTERVAL_MS',
   'headers-timeout-ms': 'SIDECAR_INJECTOR_HEADERS_TIMEOUT_MS',
   'request-timeout-ms': 'SIDECAR_INJECTOR_REQUEST_TIMEOUT_MS',
   'keep-alive-timeout-ms': 'SIDECAR_INJECTOR_KEEP_ALIVE_TIMEOUT_MS',
@@ -83,6 +95,9 @@ export const serveUsage = `Usage: sidecar-injector serve [options]
   --namespace-lookup-timeout-ms N  live look-up timeout (default 2000) ${envNames['namespace-lookup-timeout-ms']}
   --max-body-bytes N           body limit (default 7340032)         ${envNames['max-body-bytes']}
   --log-level LEVEL            pino level (default info)            ${envNames['log-level']}
+  --shutdown-delay-ms N        unready before closing (default 5000) ${envNames['shutdown-delay-ms']}
+  --shutdown-timeout-ms N      wait for in-flight (default 20000)   ${envNames['shutdown-timeout-ms']}
+  --template-check-interval-ms N  (default 5000)                    ${envNames['template-check-interval-ms']}
   --headers-timeout-ms N       (default 10000)                      ${envNames['headers-timeout-ms']}
   --request-timeout-ms N       (default 30000)                      ${envNames['request-timeout-ms']}
   --keep-alive-timeout-ms N    (default 120000)                     ${envNames['keep-alive-timeout-ms']}
@@ -113,6 +128,9 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
         'namespace-lookup-timeout-ms': { type: 'string' },
         'max-body-bytes': { type: 'string' },
         'log-level': { type: 'string' },
+        'shutdown-delay-ms': { type: 'string' },
+        'shutdown-timeout-ms': { type: 'string' },
+        'template-check-interval-ms': { type: 'string' },
         'headers-timeout-ms': { type: 'string' },
         'request-timeout-ms': { type: 'string' },
         'keep-alive-timeout-ms': { type: 'string' },
@@ -157,6 +175,9 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
     problems.push(`--namespace-failure-policy: expected deny or allow (got ${JSON.stringify(namespaceFailurePolicy)})`);
   }
   const namespaceLookupTimeoutMs = integer('namespace-lookup-timeout-ms', 2000, 50, 30_000);
+  const shutdownDelayMs = integer('shutdown-delay-ms', 5000, 0, 600_000);
+  const shutdownTimeoutMs = integer('shutdown-timeout-ms', 20_000, 100, 600_000);
+  const templateCheckIntervalMs = integer('template-check-interval-ms', 5000, 100, 3_600_000);
   const logLevel = option('log-level') ?? 'info';
   if (!logLevels.has(logLevel)) problems.push(`--log-level: expected one of ${[...logLevels].join(', ')} (got ${JSON.stringify(logLevel)})`);
   const tlsCertFile = option('tls-cert');
@@ -183,6 +204,9 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
     namespaceFailurePolicy: namespaceFailurePolicy as NamespaceFailurePolicy,
     namespaceLookupTimeoutMs,
     maxBodyBytes,
+    shutdownDelayMs,
+    shutdownTimeoutMs,
+    templateCheckIntervalMs,
     logLevel,
     timeouts: Object.freeze(timeouts),
   });

@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import type { TLSSocket } from 'node:tls';
 import { pino } from 'pino';
 import { createApp } from '../src/app.js';
+import { createMetrics } from '../src/metrics.js';
 import { startServer } from '../src/server.js';
 import { defaultTimeouts } from '../src/server.js';
 import { createCa, createServingCertificate, type Pem } from '../src/tls/certificates.js';
@@ -54,7 +55,7 @@ test('a replaced certificate is served on the next handshake, and no request fai
 
   const initial = await readKeyPair(join(dir, 'tls.crt'), join(dir, 'tls.key'));
   const set = templateSet(logShipperDoc);
-  const app = createApp({ log: pino({ level: 'silent' }), maxBodyBytes: 1 << 20, templates: () => set, namespaces: testNamespaces, isReady: () => true });
+  const app = createApp({ log: pino({ level: 'silent' }), metrics: createMetrics(), maxBodyBytes: 1 << 20, templates: () => set, namespaces: testNamespaces, isReady: () => true });
   const running = await startServer(app.callback(), { host: '127.0.0.1', port: 0, key: initial.key, cert: initial.cert, timeouts: defaultTimeouts });
   const reloader = new CertificateReloader(join(dir, 'tls.crt'), join(dir, 'tls.key'), initial, (pair) => running.server.setSecureContext({ key: pair.key, cert: pair.cert }), 50);
   reloader.start();

@@ -1,24 +1,26 @@
 /**
- * `sidecar-injector serve`: composes config → logger → templates → namespace source → app →
- * server, and stops cleanly on SIGTERM/SIGINT.
+ * `sidecar-injector serve`: composes config → logger → metrics → templates → namespace source
+ * → TLS → app → server; reloads templates and certificates as they change; shuts down
+ * gracefully on SIGTERM/SIGINT.
  */
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { KubeConfig } from '@kubernetes/client-node';
 import { pino, type Logger } from 'pino';
 import { parse as parseYaml } from 'yaml';
 import { createApp } from '../app.js';
 import { loadConfig, type Config } from '../config.js';
 import { ConfigError } from '../errors.js';
-import { KubeConfig } from '@kubernetes/client-node';
+import { createMetrics, type Metrics } from '../metrics.js';
 import { ClusterNamespaceSource } from '../selection/cluster-namespaces.js';
 import { createLocalNamespaceSource, parseNamespaceLabelMap, type NamespaceLabelSource } from '../selection/namespace-labels.js';
 import { startServer, type RunningServer } from '../server.js';
-import { loadTemplateDir } from '../templates/load.js';
+import { TemplateStore } from '../templates/store.js';
 import { createCertificates } from '../tls/certificates.js';
 import { CertificateReloader, checkKeyPair, readKeyPair, type KeyPair } from '../tls/reloader.js';
 
 /** Builds the local namespace source from the labels file and the flags (flags win). */
-export async function loadLocalNamespaceSource(config: Config): Promise<NamespaceLabelSource> {
+export async function loadLocalNamespaceSource(config: Pick<Config, 'namespaceLabelsFile' | 'namespaceLabels'>): Promise<NamespaceLabelSource> {
   const merged: Record<string, Record<string, string>> = {};
   if (config.namespaceLabelsFile) {
     let text: string;
@@ -41,9 +43,12 @@ export async function loadLocalNamespaceSource(config: Config): Promise<Namespac
   return createLocalNamespaceSource(merged);
 }
 
-/** The namespace label source the configuration asks for; a cluster source is started. */
-async function createNamespaceSource(config: Config, log: Logger): Promise<NamespaceLabelSource & { stop?: () => void }> {
-  if (config.namespaceSource === 'local') return loadLocalNamespaceSource(config);
+/** The namespace label source the configuration asks for; a cluster source is started and measured. */
+async function createNamespaceSource(config: Config, log: Logger, metrics: Metrics): Promise<NamespaceLabelSource & { stop?: () => void; status?: () => object }> {
+  if (config.namespaceSource === 'local') {
+    const local = await loadLocalNamespaceSource(config);
+    return { ...local, status: () => ({ source: 'local', ready: true }) };
+  }
   const kubeConfig = new KubeConfig();
   try {
     if (config.kubeconfig) kubeConfig.loadFromFile(config.kubeconfig);
@@ -58,8 +63,18 @@ async function createNamespaceSource(config: Config, log: Logger): Promise<Names
     failurePolicy: config.namespaceFailurePolicy,
     lookupTimeoutMs: config.namespaceLookupTimeoutMs,
   });
+  const measure = () => {
+    metrics.namespaceCacheSize.set(source.size());
+    metrics.namespaceCacheSynced.set(source.isReady() ? 1 : 0);
+  };
+  measure();
+  source.events.on('list', measure);
+  source.events.on('change', measure);
+  source.events.on('lookup-failed', () => metrics.namespaceLookupFailures.inc());
   source.start();
-  return source;
+  return Object.assign(source, {
+    status: () => ({ source: 'cluster', ready: source.isReady(), namespaces: source.size(), failurePolicy: config.namespaceFailurePolicy }),
+  });
 }
 
 /** The serving key pair: from files (checked to match), or a throw-away development CA. */
@@ -79,27 +94,62 @@ async function loadTls(config: Config, log: Logger): Promise<KeyPair> {
   return checkKeyPair(bundle.cert, bundle.key);
 }
 
-/** Runs the server until a signal stops it. Resolves with the running server (for tests). */
-export async function serve(argv: readonly string[], env: Readonly<Record<string, string | undefined>>): Promise<RunningServer> {
+/** A running injector. */
+export interface Injector {
+  readonly server: RunningServer;
+  /** Readiness false, wait the shutdown delay, close, wait for in-flight reviews (bounded). */
+  shutdown(reason: string): Promise<void>;
+}
+
+/** Starts the injector; installs SIGTERM/SIGINT handlers that shut it down and exit 0. */
+export async function serve(argv: readonly string[], env: Readonly<Record<string, string | undefined>>): Promise<Injector> {
   const config = loadConfig(env, argv);
   const log = pino({ level: config.logLevel, base: { service: 'sidecar-injector' } });
-  const templates = await loadTemplateDir(config.templatesDir);
-  const namespaces = await createNamespaceSource(config, log);
+  const metrics = createMetrics();
+  const templates = await TemplateStore.load(config.templatesDir);
+  metrics.templateGeneration.set(templates.generation);
+  metrics.templateSetCurrent.set(1);
+  templates.on('reload', () => {
+    metrics.templateGeneration.set(templates.generation);
+    metrics.templateSetCurrent.set(1);
+    log.info(templates.status(), 'templates reloaded');
+  });
+  templates.on('rejected', (err: Error) => {
+    metrics.templateReloadFailures.inc();
+    metrics.templateSetCurrent.set(0);
+    log.error({ err: err.message, keptGeneration: templates.generation }, 'templates on disk refused; the last good set stays in use');
+  });
+  templates.start(config.templateCheckIntervalMs);
+
+  const namespaces = await createNamespaceSource(config, log, metrics);
   const tls = await loadTls(config, log);
+  metrics.certificateExpiry.set(tls.notAfter.getTime() / 1000);
+  let draining = false;
+  let reloader: CertificateReloader | undefined;
   const app = createApp({
     log,
+    metrics,
     maxBodyBytes: config.maxBodyBytes,
-    templates: () => templates,
+    templates: () => templates.current(),
     namespaces,
-    isReady: () => namespaces.isReady(),
+    isReady: () => !draining && namespaces.isReady(),
+    isDraining: () => draining,
+    status: () => ({
+      draining,
+      templates: templates.status(),
+      namespaces: namespaces.status?.(),
+      certificate: { notAfter: (reloader?.pair ?? tls).notAfter.toISOString() },
+    }),
   });
   const running = await startServer(app.callback(), { host: config.host, port: config.port, key: tls.key, cert: tls.cert, timeouts: config.timeouts });
   log.info({ notAfter: tls.notAfter.toISOString(), fingerprint256: tls.fingerprint256 }, 'serving certificate');
-  let reloader: CertificateReloader | undefined;
   if (config.tlsCertFile && config.tlsKeyFile) {
     // A Secret update swaps the mounted files: new handshakes get the new pair, open connections keep theirs.
     reloader = new CertificateReloader(config.tlsCertFile, config.tlsKeyFile, tls, (pair) => running.server.setSecureContext({ key: pair.key, cert: pair.cert }));
-    reloader.on('reload', (pair: KeyPair) => log.info({ notAfter: pair.notAfter.toISOString(), fingerprint256: pair.fingerprint256 }, 'serving certificate reloaded'));
+    reloader.on('reload', (pair: KeyPair) => {
+      metrics.certificateExpiry.set(pair.notAfter.getTime() / 1000);
+      log.info({ notAfter: pair.notAfter.toISOString(), fingerprint256: pair.fingerprint256 }, 'serving certificate reloaded');
+    });
     reloader.on('error', (err: Error) => log.warn({ err: err.message }, 'serving certificate files hold no valid pair; keeping the current one'));
     reloader.start();
   }
@@ -107,22 +157,33 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
     {
       port: running.port,
       host: config.host,
-      templates: templates.templates.map((t) => `${t.name}@${t.hash}`),
+      templates: templates.status().templates,
       namespaceSource: namespaces.kind,
       ...(namespaces.kind === 'cluster' ? { namespaceFailurePolicy: config.namespaceFailurePolicy } : {}),
     },
     'listening',
   );
-  let stopping = false;
-  const stop = (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    log.info({ signal }, 'shutting down');
-    namespaces.stop?.();
-    reloader?.stop();
-    void running.close().then(() => process.exit(0));
-  };
-  process.once('SIGTERM', () => stop('SIGTERM'));
-  process.once('SIGINT', () => stop('SIGINT'));
-  return running;
+
+  let stopping: Promise<void> | undefined;
+  const shutdown = (reason: string): Promise<void> =>
+    (stopping ??= (async () => {
+      draining = true;
+      log.info({ reason, delayMs: config.shutdownDelayMs }, 'shutting down: not ready, still serving');
+      await new Promise((resolve) => setTimeout(resolve, config.shutdownDelayMs));
+      const closed = running.close();
+      const deadline = new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), config.shutdownTimeoutMs).unref());
+      const result = await Promise.race([closed.then(() => 'closed' as const), deadline]);
+      if (result === 'timeout') {
+        log.warn({ timeoutMs: config.shutdownTimeoutMs }, 'in-flight requests did not finish in time; closing their connections');
+        running.server.closeAllConnections();
+      }
+      templates.stop();
+      reloader?.stop();
+      namespaces.stop?.();
+      log.info({ reason }, 'stopped');
+    })());
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+    process.once(signal, () => void shutdown(signal).then(() => process.exit(0)));
+  }
+  return { server: running, shutdown };
 }

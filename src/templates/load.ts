@@ -45,24 +45,34 @@ export function parseTemplateText(text: string, file: string): { template?: Temp
   return compileTemplate(doc.toJS({ maxAliasCount: 100 }), file);
 }
 
+/** The template files of a directory, as text. */
+export interface TemplateFile {
+  readonly name: string;
+  readonly text: string;
+}
+
 /**
- * Reads and validates every template in `dir`. Skipped: names starting with `.` (the `..data`
- * links of a mounted ConfigMap) and `kustomization.yaml`, which makes the directory a kustomize
- * base (see manifests/). Throws TemplateError listing every problem
- * in every file, or when the directory holds no template.
+ * Reads every template file in `dir`. Skipped: names starting with `.` (the `..data` links of
+ * a mounted ConfigMap) and `kustomization.yaml`, which makes the directory a kustomize base
+ * (see manifests/). Throws TemplateError when the directory cannot be read.
  */
-export async function loadTemplateDir(dir: string): Promise<TemplateSet> {
+export async function readTemplateFiles(dir: string): Promise<TemplateFile[]> {
   let names: string[];
   try {
     names = await readdir(dir);
   } catch (err) {
     throw new TemplateError([{ file: dir, field: '', message: `cannot read the templates directory: ${(err as Error).message}` }]);
   }
-  const files = names.filter(isTemplateFileName).sort();
+  const files: TemplateFile[] = [];
+  for (const name of names.filter(isTemplateFileName).sort()) files.push({ name, text: await readFile(join(dir, name), 'utf8') });
+  return files;
+}
+
+/** Compiles template files into a set; throws TemplateError listing every problem in every file. */
+export function compileTemplateFiles(files: readonly TemplateFile[], dir: string): TemplateSet {
   const templates: Template[] = [];
   const problems: TemplateProblem[] = [];
-  for (const name of files) {
-    const text = await readFile(join(dir, name), 'utf8');
+  for (const { name, text } of files) {
     const result = parseTemplateText(text, name);
     problems.push(...result.problems);
     if (result.template) templates.push(result.template);
@@ -70,4 +80,9 @@ export async function loadTemplateDir(dir: string): Promise<TemplateSet> {
   if (files.length === 0) problems.push({ file: dir, field: '', message: 'no template files (*.yaml, *.yml, *.json) found' });
   if (problems.length > 0) throw new TemplateError(problems);
   return createTemplateSet(templates);
+}
+
+/** Reads and validates every template in `dir`; throws TemplateError listing every problem. */
+export async function loadTemplateDir(dir: string): Promise<TemplateSet> {
+  return compileTemplateFiles(await readTemplateFiles(dir), dir);
 }

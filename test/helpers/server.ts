@@ -3,6 +3,7 @@ import https from 'node:https';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { createApp } from '../../src/app.js';
+import { createMetrics, type Metrics } from '../../src/metrics.js';
 import { createLocalNamespaceSource, type NamespaceLabelSource } from '../../src/selection/namespace-labels.js';
 import { defaultTimeouts, startServer, type RunningServer, type ServerTimeouts } from '../../src/server.js';
 import type { TemplateSet } from '../../src/templates/load.js';
@@ -29,6 +30,7 @@ export interface TestServer extends RunningServer {
   readonly agent: https.Agent;
   /** Parsed log lines written so far. */
   readonly logs: Record<string, unknown>[];
+  readonly metrics: Metrics;
   ready: boolean;
   request(method: string, path: string, body?: string | Buffer, headers?: Record<string, string>): Promise<{ status: number; headers: Record<string, unknown>; text: string; json: any }>;
   post(body: unknown, path?: string): Promise<{ status: number; json: any }>;
@@ -46,8 +48,10 @@ export async function startTestServer(options: { templates: TemplateSet; namespa
     },
   });
   const state = { ready: true };
+  const metrics = createMetrics();
   const app = createApp({
     log: pino({ level: 'info' }, sink),
+    metrics,
     maxBodyBytes: options.maxBodyBytes ?? 7 * 1024 * 1024,
     templates: () => options.templates,
     namespaces: options.namespaces ?? testNamespaces,
@@ -81,6 +85,7 @@ export async function startTestServer(options: { templates: TemplateSet; namespa
     url,
     agent,
     logs,
+    metrics,
     get ready() {
       return state.ready;
     },

@@ -1,0 +1,55 @@
+/**
+ * Prometheus metrics (prom-client), one registry per process (tests make several). Names are
+ * prefixed `sidecar_injector_`; labels are bounded sets (reason ids, template names, codes).
+ */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** The injector's metrics. */
+export interface Metrics {
+  readonly registry: Registry;
+  /** Reviews by operation, decision (patched/allowed/denied) and reason id. */
+  readonly reviews: Counter<'operation' | 'decision' | 'reason'>;
+  /** Injections by template (a template that added something to a pod). */
+  readonly injections: Counter<'template'>;
+  /** Time from receiving a review's body to having its answer. */
+  readonly reviewDuration: Histogram;
+  /** Requests refused or failed, by error code (ERR_BODY_TOO_LARGE, ERR_INTERNAL, …). */
+  readonly errors: Counter<'code'>;
+  /** Increases by one each time a new template set is taken into use. */
+  readonly templateGeneration: Gauge;
+  /** 1 while the templates on disk are the set in use, 0 while a broken set is being refused. */
+  readonly templateSetCurrent: Gauge;
+  readonly templateReloadFailures: Counter;
+  /** Expiry of the serving certificate, as a Unix time in seconds. */
+  readonly certificateExpiry: Gauge;
+  readonly namespaceCacheSize: Gauge;
+  /** 1 once the cluster namespace source has completed its first list. */
+  readonly namespaceCacheSynced: Gauge;
+  readonly namespaceLookupFailures: Counter;
+}
+
+/** Creates the metrics in a fresh registry, with Node's default process metrics. */
+export function createMetrics(): Metrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'sidecar_injector_' });
+  const registers = [registry];
+  return {
+    registry,
+    reviews: new Counter({ name: 'sidecar_injector_reviews_total', help: 'AdmissionReviews answered, by operation, decision and reason', labelNames: ['operation', 'decision', 'reason'], registers }),
+    injections: new Counter({ name: 'sidecar_injector_injections_total', help: 'Pods a template added something to', labelNames: ['template'], registers }),
+    reviewDuration: new Histogram({
+      name: 'sidecar_injector_review_duration_seconds',
+      help: 'Time to answer an AdmissionReview once its body is read',
+      buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5],
+      registers,
+    }),
+    errors: new Counter({ name: 'sidecar_injector_errors_total', help: 'Requests refused or failed, by error code', labelNames: ['code'], registers }),
+    templateGeneration: new Gauge({ name: 'sidecar_injector_template_generation', help: 'Generation of the template set in use (1 at start, +1 per reload)', registers }),
+    templateSetCurrent: new Gauge({ name: 'sidecar_injector_template_set_current', help: '1 when the templates on disk are in use, 0 while a broken set is refused', registers }),
+    templateReloadFailures: new Counter({ name: 'sidecar_injector_template_reload_failures_total', help: 'Template sets refused on reload', registers }),
+    certificateExpiry: new Gauge({ name: 'sidecar_injector_serving_certificate_expiry_timestamp_seconds', help: 'Expiry of the serving certificate (Unix time)', registers }),
+    namespaceCacheSize: new Gauge({ name: 'sidecar_injector_namespace_cache_size', help: 'Namespaces in the label cache (cluster source)', registers }),
+    namespaceCacheSynced: new Gauge({ name: 'sidecar_injector_namespace_cache_synced', help: '1 once the first namespace list has completed (cluster source)', registers }),
+    namespaceLookupFailures: new Counter({ name: 'sidecar_injector_namespace_lookup_failures_total', help: 'Namespace look-ups that failed (labels could not be known)', registers }),
+  };
+}

@@ -1,0 +1,144 @@
+/**
+ * The template set in force, and hot reload. The directory is watched (a mounted ConfigMap
+ * changes by swapping its `..data` symlink) and checked periodically; a changed directory is
+ * read and the *whole* new set validated before it replaces the old one in a single
+ * assignment, so a review sees either the old set or the new one, never a mix. A broken set
+ * is refused: the last good set stays in use, and the failure is logged, counted and shown
+ * on /status until the directory is fixed.
+ */
+import { createHash } from 'node:crypto';
+import { EventEmitter } from 'node:events';
+import { watch, type FSWatcher } from 'node:fs';
+import { TemplateError } from '../errors.js';
+import { compileTemplateFiles, readTemplateFiles, type TemplateFile, type TemplateSet } from './load.js';
+
+/** What /status shows about templates. */
+export interface TemplateStatus {
+  readonly dir: string;
+  readonly generation: number;
+  readonly loadedAt: string;
+  readonly templates: readonly string[];
+  /** Set while the directory holds a set that was refused. */
+  readonly lastError?: { readonly at: string; readonly message: string };
+}
+
+function fingerprint(files: readonly TemplateFile[]): string {
+  const hash = createHash('sha256');
+  for (const file of files) hash.update(file.name).update('\0').update(file.text).update('\0');
+  return hash.digest('hex');
+}
+
+/** Holds the template set in use. Emits `reload` (set) and `rejected` (error). */
+export class TemplateStore extends EventEmitter {
+  private set: TemplateSet;
+  private generationCount = 1;
+  private loadedAt = new Date();
+  private lastSeen: string;
+  private lastError: { at: string; message: string } | undefined;
+  private watcher: FSWatcher | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private checking: Promise<void> | undefined;
+  private again = false;
+
+  private constructor(
+    readonly dir: string,
+    files: readonly TemplateFile[],
+    set: TemplateSet,
+  ) {
+    super();
+    this.set = set;
+    this.lastSeen = fingerprint(files);
+  }
+
+  /** Loads the directory; throws TemplateError when the first set is invalid (nothing to fall back to). */
+  static async load(dir: string): Promise<TemplateStore> {
+    const files = await readTemplateFiles(dir);
+    return new TemplateStore(dir, files, compileTemplateFiles(files, dir));
+  }
+
+  /** The set in use. */
+  current(): TemplateSet {
+    return this.set;
+  }
+
+  get generation(): number {
+    return this.generationCount;
+  }
+
+  status(): TemplateStatus {
+    return {
+      dir: this.dir,
+      generation: this.generationCount,
+      loadedAt: this.loadedAt.toISOString(),
+      templates: this.set.templates.map((t) => `${t.name}@${t.hash}`),
+      ...(this.lastError ? { lastError: this.lastError } : {}),
+    };
+  }
+
+  /** Watches the directory and checks it every `intervalMs`. */
+  start(intervalMs = 5000): void {
+    try {
+      this.watcher = watch(this.dir, () => void this.check());
+      this.watcher.on('error', () => undefined);
+    } catch {
+      // The periodic check still covers the directory.
+    }
+    this.timer = setInterval(() => void this.check(), intervalMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+    this.watcher?.close();
+  }
+
+  /** Reads the directory now; takes a changed, valid set into use. Resolves when done. */
+  check(): Promise<void> {
+    if (this.checking) {
+      this.again = true;
+      return this.checking;
+    }
+    this.checking = (async () => {
+      do {
+        this.again = false;
+        await this.checkOnce();
+      } while (this.again);
+    })().finally(() => {
+      this.checking = undefined;
+    });
+    return this.checking;
+  }
+
+  private async checkOnce(): Promise<void> {
+    let files: TemplateFile[];
+    try {
+      files = await readTemplateFiles(this.dir);
+    } catch (err) {
+      const seen = `unreadable:${(err as Error).message}`;
+      if (seen !== this.lastSeen) this.reject(err as Error, seen);
+      return;
+    }
+    const seen = fingerprint(files);
+    if (seen === this.lastSeen) return;
+    this.lastSeen = seen;
+    let set: TemplateSet;
+    try {
+      set = compileTemplateFiles(files, this.dir);
+    } catch (err) {
+      return this.reject(err as Error, seen);
+    }
+    // One assignment: a review reads either the old set or the new one.
+    this.set = set;
+    this.generationCount++;
+    this.loadedAt = new Date();
+    this.lastError = undefined;
+    this.emit('reload', set);
+  }
+
+  private reject(err: Error, seen: string): void {
+    this.lastSeen = seen;
+    const message = err instanceof TemplateError ? err.message : `cannot read the templates: ${err.message}`;
+    this.lastError = { at: new Date().toISOString(), message };
+    this.emit('rejected', err);
+  }
+}
