@@ -6,15 +6,21 @@
 import { serveUsage } from '../config.js';
 import { ConfigError, TemplateError } from '../errors.js';
 import { certs, certsUsage } from './certs.js';
+import { check, checkUsage } from './check.js';
+import { render, renderUsage } from './render.js';
 import { serve } from './serve.js';
 
 const usage = `Usage: sidecar-injector <command> [options]
 
 Commands:
   serve     run the admission webhook over HTTPS
+  render    inject manifests offline, as the webhook would (preview; --explain says why)
+  check     validate a templates directory
   certs     write a CA, a serving certificate and a kustomize overlay for them
 
 ${serveUsage}
+${renderUsage}
+${checkUsage}
 ${certsUsage}`;
 
 async function main(argv: readonly string[]): Promise<void> {
@@ -29,6 +35,24 @@ async function main(argv: readonly string[]): Promise<void> {
       return;
     }
     await serve(rest, process.env);
+    return;
+  }
+  if (command === 'render') {
+    if (rest.includes('--help') || rest.includes('-h')) {
+      process.stdout.write(renderUsage);
+      return;
+    }
+    process.exitCode = await render(rest, { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr });
+    return;
+  }
+  if (command === 'check') {
+    if (rest.includes('--help') || rest.includes('-h')) {
+      process.stdout.write(checkUsage);
+      return;
+    }
+    const dir = rest[0] ?? 'templates';
+    const set = await check(dir);
+    process.stdout.write(`ok: ${dir}: ${set.templates.map((t) => `${t.name}@${t.hash}`).join(', ')}\n`);
     return;
   }
   if (command === 'certs') {

@@ -261,28 +261,8 @@ export function decodePatch(response: Json): Json[] {
   return JSON.parse(Buffer.from(patch, 'base64').toString('utf8'));
 }
 
-/** Names that must be unique for the pod to pass validation (R-59); returns the duplicates found. */
-export function validationProblems(pod: Json): string[] {
-  const problems: string[] = [];
-  const seen = (label: string, values: string[]) => {
-    const set = new Set<string>();
-    for (const v of values) {
-      if (set.has(v)) problems.push(`${label}: ${v}`);
-      set.add(v);
-    }
-  };
-  const spec = pod.spec;
-  const all = [...(spec.initContainers ?? []), ...(spec.containers ?? [])];
-  seen('container name', all.map((c: Json) => c.name));
-  seen('volume name', (spec.volumes ?? []).map((v: Json) => v.name));
-  const volumeNames = new Set((spec.volumes ?? []).map((v: Json) => v.name));
-  for (const c of all) {
-    seen(`mountPath in ${c.name}`, (c.volumeMounts ?? []).map((m: Json) => m.mountPath));
-    seen(`env in ${c.name}`, (c.env ?? []).map((e: Json) => e.name));
-    for (const m of c.volumeMounts ?? []) if (!volumeNames.has(m.name)) problems.push(`mount of missing volume ${m.name} in ${c.name}`);
-  }
-  return problems;
-}
+/** What pod validation would refuse in `pod` (R-59); the production check, re-exported for tests. */
+export { podProblems as validationProblems } from '../../src/inject/validate.js';
 
 /**
  * Checks that a patch only adds: every op is `add`, and an `add` into an object never lands on

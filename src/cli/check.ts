@@ -1,0 +1,109 @@
+/**
+ * `sidecar-injector check [DIR]`: validates a templates directory before it reaches a cluster:
+ * schema, selectors and placeholders (as `serve` does at start), the kustomization that turns
+ * it into the ConfigMap, and — for each template — a render into a sample pod checked against
+ * the Kubernetes Pod schema and pod validation's uniqueness rules.
+ */
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Pod } from 'kubernetes-models/v1/Pod';
+import { parse as parseYaml } from 'yaml';
+import { TemplateError, type TemplateProblem } from '../errors.js';
+import { inject } from '../inject/inject.js';
+import { emptyLedger, indexLedger } from '../inject/ledger.js';
+import { readPod } from '../inject/pod.js';
+import { podProblems } from '../inject/validate.js';
+import { compileTemplateFiles, readTemplateFiles, type TemplateSet } from '../templates/load.js';
+import { render } from '../templates/render.js';
+import type { JsonObject, Template } from '../templates/template.js';
+
+export const checkUsage = `Usage: sidecar-injector check [DIR]
+
+Validates the templates in DIR (default templates): every file, the kustomization.yaml that
+lists them (when present), and each template rendered into a sample pod against the
+Kubernetes Pod schema. Exits 1 and names the file and the field of every problem.
+`;
+
+/** A sample Deployment pod, as the webhook receives it (no name, generateName set). */
+function samplePod(): JsonObject {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { generateName: 'sample-6d4cf56db6-', namespace: 'sample', labels: { app: 'sample', 'app.kubernetes.io/name': 'sample' } },
+    spec: {
+      serviceAccountName: 'default',
+      containers: [
+        { name: 'app', image: 'registry.example.com/sample/app:1.0.0', ports: [{ containerPort: 8080 }] },
+        { name: 'worker', image: 'registry.example.com/sample/worker:1.0.0' },
+      ],
+    },
+  };
+}
+
+/** `data/spec/containers/0/image must be string` → `spec.containers[0].image must be string`. */
+function schemaPath(message: string): string {
+  return message
+    .split(', ')
+    .map((m) => m.replace(/^data\//, '').replace(/\/(\d+)(?=\/|\s|$)/g, '[$1]').replace(/\//g, '.'))
+    .join('; ');
+}
+
+/** Renders one template into the sample pod and returns the problems of the result. */
+export function checkRendered(template: Template): TemplateProblem[] {
+  const pod = samplePod();
+  const parts = readPod(pod);
+  const metadata = pod.metadata as { labels: Record<string, string> };
+  const context = {
+    pod: { name: 'sample-6d4cf56db6', generateName: 'sample-6d4cf56db6-', namespace: 'sample', serviceAccountName: 'default', labels: metadata.labels, annotations: {} },
+    namespace: { name: 'sample', labels: { 'kubernetes.io/metadata.name': 'sample', 'sidecar-injector.io/injection': 'enabled' } },
+  };
+  const ledger = emptyLedger();
+  const result = inject(pod, parts, ledger, indexLedger(ledger), [render(template, context)]);
+  const problems: TemplateProblem[] = [];
+  const add = (message: string) => problems.push({ file: template.file, field: 'rendered into a sample pod', message });
+  for (const warning of result.warnings) add(warning);
+  for (const problem of podProblems(result.pod)) add(problem);
+  try {
+    new Pod(result.pod as ConstructorParameters<typeof Pod>[0]).validate();
+  } catch (err) {
+    add(`does not match the Kubernetes Pod schema: ${schemaPath((err as Error).message)}`);
+  }
+  return problems;
+}
+
+/** Checks that `kustomization.yaml` (when present) lists exactly the template files. */
+async function checkKustomization(dir: string, files: readonly string[]): Promise<TemplateProblem[]> {
+  let text: string;
+  try {
+    text = await readFile(join(dir, 'kustomization.yaml'), 'utf8');
+  } catch {
+    return [];
+  }
+  const doc = parseYaml(text) as { configMapGenerator?: { files?: string[] }[] } | null;
+  const listed = new Set((doc?.configMapGenerator ?? []).flatMap((g) => (g.files ?? []).map((f) => f.split('=').pop() ?? f)));
+  const problems: TemplateProblem[] = [];
+  for (const file of files) {
+    if (!listed.has(file)) problems.push({ file: 'kustomization.yaml', field: 'configMapGenerator.files', message: `does not list ${file}: it would not reach the cluster` });
+  }
+  for (const file of listed) {
+    if (!files.includes(file)) problems.push({ file: 'kustomization.yaml', field: 'configMapGenerator.files', message: `lists ${file}, which is not a template file here` });
+  }
+  return problems;
+}
+
+/** Runs every check on `dir`; resolves with the set, or rejects with TemplateError listing every problem. */
+export async function check(dir: string): Promise<TemplateSet> {
+  const files = await readTemplateFiles(dir);
+  const problems: TemplateProblem[] = [];
+  let set: TemplateSet | undefined;
+  try {
+    set = compileTemplateFiles(files, dir);
+  } catch (err) {
+    if (!(err instanceof TemplateError)) throw err;
+    problems.push(...err.problems);
+  }
+  problems.push(...(await checkKustomization(dir, files.map((f) => f.name))));
+  for (const template of set?.templates ?? []) problems.push(...checkRendered(template));
+  if (problems.length > 0 || !set) throw new TemplateError(problems);
+  return set;
+}

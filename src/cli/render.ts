@@ -1,0 +1,119 @@
+/**
+ * `sidecar-injector render`: offline preview. Reads manifests (multi-document YAML or JSON,
+ * a file or stdin), injects every pod template with the same code as the webhook, writes the
+ * result as YAML on stdout (ready for `kubectl apply -f -`); `--explain` says on stderr, per
+ * object, which templates were injected or skipped and why.
+ */
+import { readFile } from 'node:fs/promises';
+import { parseArgs } from 'node:util';
+import { parseAllDocuments, stringify } from 'yaml';
+import { ConfigError } from '../errors.js';
+import { LabelValues, Labels } from '../inject/keys.js';
+import { renderObject, type RenderedObject } from '../render/workloads.js';
+import { parseNamespaceLabelFlag, metadataNameLabel, type NamespaceLabelSource } from '../selection/namespace-labels.js';
+import { loadTemplateDir } from '../templates/load.js';
+import { loadLocalNamespaceSource } from './serve.js';
+
+export const renderUsage = `Usage: sidecar-injector render -f FILE|- [options]
+
+  -f, --filename FILE          manifests to inject (- for stdin): YAML documents or JSON
+  --templates DIR              template directory (default templates)
+  --namespace NS               namespace for every object (default: each object's own, else default)
+  --namespace-labels FILE      YAML map: namespace -> labels
+  --namespace-label NS:K=V     one namespace label (repeatable)
+                               with neither, every namespace counts as opted in
+  --explain                    say on stderr, per object, what was injected or skipped and why
+
+Pods, Deployments, StatefulSets, DaemonSets, ReplicaSets, ReplicationControllers, Jobs and
+CronJobs are injected; other objects are written back unchanged.
+`;
+
+/** Output streams and stdin, so that tests need no process. */
+export interface RenderIo {
+  readonly stdin: AsyncIterable<Buffer | string>;
+  readonly stdout: { write(text: string): unknown };
+  readonly stderr: { write(text: string): unknown };
+}
+
+/** A source that treats every namespace as opted in (a preview with no labels given). */
+const optedInEverywhere: NamespaceLabelSource = {
+  kind: 'assumed',
+  isReady: () => true,
+  labelsOf: async (namespace) => ({ [Labels.namespaceOptIn]: LabelValues.enabled, [metadataNameLabel]: namespace }),
+};
+
+async function readInput(file: string, io: RenderIo): Promise<string> {
+  if (file === '-') {
+    let text = '';
+    for await (const chunk of io.stdin) text += typeof chunk === 'string' ? chunk : chunk.toString('utf8');
+    return text;
+  }
+  try {
+    return await readFile(file, 'utf8');
+  } catch (err) {
+    throw new ConfigError([`-f ${file}: ${(err as Error).message}`]);
+  }
+}
+
+/** Runs `render`; returns the exit code (0, or 1 when a pod would be refused). */
+export async function render(argv: readonly string[], io: RenderIo): Promise<number> {
+  let values: Record<string, string | string[] | boolean | undefined>;
+  try {
+    values = parseArgs({
+      args: [...argv],
+      options: {
+        filename: { type: 'string', short: 'f' },
+        templates: { type: 'string' },
+        namespace: { type: 'string' },
+        'namespace-labels': { type: 'string' },
+        'namespace-label': { type: 'string', multiple: true },
+        explain: { type: 'boolean' },
+      },
+      strict: true,
+      allowPositionals: false,
+    }).values;
+  } catch (err) {
+    throw new ConfigError([(err as Error).message]);
+  }
+  const file = values.filename as string | undefined;
+  if (!file) throw new ConfigError(['-f FILE (or -f - for stdin) is required']);
+  const labelFlags = (values['namespace-label'] as string[] | undefined) ?? [];
+  const namespaceLabels: Record<string, Record<string, string>> = {};
+  const problems: string[] = [];
+  for (const flag of labelFlags) {
+    const parsed = parseNamespaceLabelFlag(flag);
+    if (typeof parsed === 'string') problems.push(parsed);
+    else (namespaceLabels[parsed.namespace] ??= {})[parsed.key] = parsed.value;
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+  const labelsFile = values['namespace-labels'] as string | undefined;
+  const assumedOptIn = labelsFile === undefined && labelFlags.length === 0;
+  const namespaces = assumedOptIn ? optedInEverywhere : await loadLocalNamespaceSource({ namespaceLabels, ...(labelsFile ? { namespaceLabelsFile: labelsFile } : {}) });
+  const set = await loadTemplateDir((values.templates as string | undefined) ?? 'templates');
+
+  const text = await readInput(file, io);
+  const documents = parseAllDocuments(text, { uniqueKeys: true });
+  const docs = Array.isArray(documents) ? documents : [documents];
+  const parseProblems = docs.flatMap((d, i) => d.errors.map((e) => `${file}: document ${i + 1}: ${e.message.split('\n')[0]}`));
+  if (parseProblems.length > 0) throw new ConfigError(parseProblems);
+
+  const namespaceOption = values.namespace as string | undefined;
+  const options = { ...(namespaceOption ? { namespace: namespaceOption } : {}), defaultNamespace: 'default', assumedOptIn };
+  const deps = { templates: () => set, namespaces };
+  const out: string[] = [];
+  let refused = 0;
+  for (const doc of docs) {
+    const object = doc.toJS({ maxAliasCount: 100 }) as unknown;
+    if (object === null || object === undefined) continue;
+    const result: RenderedObject = await renderObject(object, options, deps);
+    // Unchanged objects are written as they were read, comments included.
+    // The separator is written between documents below; a document's own `---` is dropped.
+    out.push(result.changed ? stringify(result.object, { lineWidth: 0 }) : doc.toString({ lineWidth: 0 }).replace(/^---[ \t]*\n/, ''));
+    if (result.refused) refused++;
+    if (values.explain || result.refused) {
+      io.stderr.write(`${result.label}: ${result.explanation[0] ?? ''}\n${result.explanation.slice(1).map((l) => `  ${l}\n`).join('')}`);
+    }
+  }
+  io.stdout.write(out.map((d) => (d.endsWith('\n') ? d : `${d}\n`)).join('---\n'));
+  return refused > 0 ? 1 : 0;
+}

@@ -1,0 +1,131 @@
+/**
+ * Offline injection of manifests: finds the pod template of each workload (Pod, Deployment,
+ * StatefulSet, DaemonSet, ReplicaSet, ReplicationController, Job, CronJob; List items too),
+ * runs the very same admission code as the webhook on it, and writes the result back. Every
+ * other object is left exactly as it is. Explains each decision in sentences.
+ */
+import { admitPod, type AdmitDeps, type PodOutcome } from '../inject/admit.js';
+import type { LedgerEntry } from '../inject/ledger.js';
+import { isJsonObject } from '../inject/pod.js';
+import type { JsonObject } from '../templates/template.js';
+
+/** Where the pod template of each supported kind lives. */
+const podTemplatePaths: Record<string, readonly string[]> = {
+  Deployment: ['spec', 'template'],
+  StatefulSet: ['spec', 'template'],
+  DaemonSet: ['spec', 'template'],
+  ReplicaSet: ['spec', 'template'],
+  ReplicationController: ['spec', 'template'],
+  Job: ['spec', 'template'],
+  CronJob: ['spec', 'jobTemplate', 'spec', 'template'],
+};
+
+/** What happened to one object. */
+export interface RenderedObject {
+  /** The object to write: the input itself when unchanged. */
+  readonly object: unknown;
+  readonly changed: boolean;
+  /** True when the webhook would refuse the pod (explained in `explanation`). */
+  readonly refused: boolean;
+  /** `Kind namespace/name`. */
+  readonly label: string;
+  /** Sentences for `--explain`; the first says what happened. */
+  readonly explanation: readonly string[];
+}
+
+function describeEntry(entry: LedgerEntry | undefined): string {
+  if (!entry) return '';
+  const parts: string[] = [];
+  for (const kind of ['initContainers', 'containers', 'volumes', 'imagePullSecrets', 'labels', 'annotations'] as const) {
+    if (entry[kind]?.length) parts.push(`${kind} ${entry[kind]!.join(', ')}`);
+  }
+  for (const [container, items] of Object.entries(entry.appContainers ?? {})) {
+    const added = [...(items.env ?? []).map((e) => `env ${e}`), ...(items.envFrom ?? []).map((e) => `envFrom ${e}`), ...(items.volumeMounts ?? []).map((m) => `mount ${m}`)];
+    if (added.length) parts.push(`${added.join(', ')} in ${container}`);
+  }
+  return parts.length ? ` (${parts.join('; ')})` : '';
+}
+
+/** The sentences explaining an outcome. */
+export function explain(outcome: PodOutcome, assumedOptIn: boolean): string[] {
+  const lines: string[] = [];
+  if (outcome.decision === 'denied') {
+    lines.push(`refused: ${outcome.message}`);
+    return lines;
+  }
+  if (outcome.decision === 'patched') lines.push(`injected ${outcome.injection.injected.join(', ')}`);
+  else if (outcome.reason === 'already-injected') lines.push(`unchanged: already carries ${outcome.templates.map((t) => t.name).join(', ')}`);
+  else lines.push(`not injected: ${outcome.message}`);
+  if (assumedOptIn && outcome.reason !== 'namespace-not-enabled' && outcome.reason !== 'pod-opted-out') lines.push(`namespace ${outcome.namespace}: assumed opted in (no --namespace-labels or --namespace-label given)`);
+  const injection = outcome.injection;
+  for (const template of outcome.templates) {
+    if (injection?.injected.includes(template.name)) {
+      lines.push(`${template.name}: injected${describeEntry(injection.ledger.templates[template.name])}`);
+    } else if (injection?.present.includes(template.name)) {
+      lines.push(`${template.name}: selected; nothing to add (already present)`);
+    }
+  }
+  for (const skip of outcome.selection?.skipped ?? []) lines.push(`${skip.template}: skipped — ${skip.message.replace(`${skip.template}: `, '')}`);
+  for (const warning of outcome.warnings) lines.push(`warning: ${warning}`);
+  return lines;
+}
+
+function getPath(object: JsonObject, path: readonly string[]): JsonObject | undefined {
+  let node: unknown = object;
+  for (const key of path) node = isJsonObject(node) ? node[key] : undefined;
+  return isJsonObject(node) ? node : undefined;
+}
+
+function setPath(object: JsonObject, path: readonly string[], value: JsonObject): JsonObject {
+  const [key, ...rest] = path;
+  if (key === undefined) return value;
+  return { ...object, [key]: setPath((object[key] ?? {}) as JsonObject, rest, value) };
+}
+
+/** Options of an offline render. */
+export interface RenderOptions {
+  /** Namespace for objects that name none (and overriding theirs when set). */
+  readonly namespace?: string;
+  readonly defaultNamespace: string;
+  /** True when no namespace labels were given and every namespace counts as opted in. */
+  readonly assumedOptIn: boolean;
+}
+
+/** Injects one object (recursing into `List` items). */
+export async function renderObject(object: unknown, options: RenderOptions, deps: AdmitDeps): Promise<RenderedObject> {
+  if (!isJsonObject(object)) return { object, changed: false, refused: false, label: 'a document that is not an object', explanation: ['left as is'] };
+  const kind = typeof object.kind === 'string' ? object.kind : '';
+  const metadata = isJsonObject(object.metadata) ? object.metadata : {};
+  const name = typeof metadata.name === 'string' ? metadata.name : '';
+  const namespace = options.namespace ?? (typeof metadata.namespace === 'string' && metadata.namespace ? metadata.namespace : options.defaultNamespace);
+  const label = `${kind || 'object'} ${namespace}/${name}`;
+  if (kind === 'List' && Array.isArray(object.items)) {
+    const items = await Promise.all(object.items.map((item) => renderObject(item, options, deps)));
+    const changed = items.some((i) => i.changed);
+    return {
+      object: changed ? { ...object, items: items.map((i) => i.object) } : object,
+      changed,
+      refused: items.some((i) => i.refused),
+      label: `List (${items.length} items)`,
+      explanation: items.flatMap((i) => [`${i.label}: ${i.explanation[0] ?? ''}`, ...i.explanation.slice(1).map((l) => `  ${l}`)]),
+    };
+  }
+  if (kind === 'Pod') {
+    const outcome = await admitPod({ pod: object, namespace, name }, deps);
+    const changed = outcome.decision === 'patched';
+    return { object: changed ? outcome.injection.pod : object, changed, refused: outcome.decision === 'denied', label, explanation: explain(outcome, options.assumedOptIn) };
+  }
+  const path = podTemplatePaths[kind];
+  if (!path) return { object, changed: false, refused: false, label, explanation: ['not a workload; left as is'] };
+  const template = getPath(object, path);
+  if (!template) return { object, changed: false, refused: false, label, explanation: ['has no pod template; left as is'] };
+  const templateMetadata = isJsonObject(template.metadata) ? template.metadata : {};
+  // The pod its controller would create: generateName from the workload, the namespace filled (R-24).
+  const pod = { apiVersion: 'v1', kind: 'Pod', metadata: { ...templateMetadata, generateName: `${name}-`, namespace }, spec: template.spec };
+  const outcome = await admitPod({ pod, namespace, name: '' }, deps);
+  if (outcome.decision !== 'patched') return { object, changed: false, refused: outcome.decision === 'denied', label, explanation: explain(outcome, options.assumedOptIn) };
+  const injected = outcome.injection.pod;
+  const { generateName: _generateName, namespace: _namespace, ...newMetadata } = injected.metadata as JsonObject;
+  const newTemplate = { ...template, metadata: newMetadata, spec: injected.spec };
+  return { object: setPath(object, path, newTemplate), changed: true, refused: false, label, explanation: explain(outcome, options.assumedOptIn) };
+}

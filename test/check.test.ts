@@ -1,0 +1,52 @@
+import test from 'ava';
+import { spawn } from 'node:child_process';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { check } from '../src/cli/check.js';
+import { TemplateError } from '../src/errors.js';
+
+async function dirWith(files: Record<string, string>): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-check-'));
+  for (const [name, text] of Object.entries(files)) await writeFile(join(dir, name), text);
+  return dir;
+}
+
+const good = 'name: agent\ncontainers:\n  - name: agent\n    image: example/agent:1\n';
+
+test('the bundled templates pass', async (t) => {
+  const set = await check('templates');
+  t.deepEqual(set.templates.map((x) => x.name), ['log-shipper', 'proxy']);
+});
+
+// [title, files, file named, field named, message fragment]
+const broken: [string, Record<string, string>, string, string, RegExp][] = [
+  ['invalid YAML', { 'a.yaml': 'name: [a' }, 'a.yaml', '', /YAML/],
+  ['unknown placeholder', { 'a.yaml': 'name: a\ncontainers:\n  - name: a\n    image: "{{ pod.image }}"\n' }, 'a.yaml', 'containers[0].image', /unknown placeholder \{\{ pod\.image \}\}/],
+  ['invalid selector', { 'a.yaml': `${good}objectSelector:\n  matchExpressions:\n    - { key: a, operator: Gt, values: ["1"] }\n`.replace('name: agent\n', 'name: a\n') }, 'a.yaml', 'objectSelector.matchExpressions[0].operator', /not a valid label selector operator/],
+  ['a rendered pod that breaks the Pod schema', { 'a.yaml': 'name: a\nparameters: { port: http }\ncontainers:\n  - name: a\n    image: x\n    ports: [{ containerPort: "{{ params.port }}" }]\n' }, 'a.yaml', 'rendered into a sample pod', /Pod schema: spec\.containers\[2\]\.ports\[0\]\.containerPort must be integer/],
+  ['a rendered pod that collides with the sample app', { 'a.yaml': 'name: a\ncontainers:\n  - name: app\n    image: x\n' }, 'a.yaml', 'rendered into a sample pod', /container app already exists/],
+  ['two files, one name', { 'a.yaml': good, 'b.yaml': good }, 'b.yaml', 'name', /also used by a\.yaml/],
+  ['a kustomization that misses a file', { 'a.yaml': good, 'kustomization.yaml': 'configMapGenerator:\n  - name: t\n    files: [b.yaml]\n' }, 'kustomization.yaml', 'configMapGenerator.files', /does not list a\.yaml/],
+  ['an empty directory', {}, '', '', /no template files/],
+];
+
+for (const [title, files, file, field, message] of broken) {
+  test(`check names the file and field: ${title}`, async (t) => {
+    const dir = await dirWith(files);
+    const err = await t.throwsAsync(check(dir), { instanceOf: TemplateError });
+    const hit = err?.problems.find((p) => (file === '' || p.file === file) && (field === '' || p.field === field) && message.test(p.message));
+    t.truthy(hit, JSON.stringify(err?.problems));
+  });
+}
+
+test('the check command exits 1 and prints every problem', async (t) => {
+  const dir = await dirWith({ 'a.yaml': 'name: Bad\n', 'b.yaml': 'name: b\ncontainers: [{ name: b }]\n' });
+  const child = spawn(process.execPath, [join('dist', 'src', 'cli', 'main.js'), 'check', dir], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (c) => (stderr += c));
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  t.is(code, 1);
+  t.regex(stderr, /a\.yaml: name: is required and must be a DNS-1123 label/);
+  t.regex(stderr, /b\.yaml: containers\[0\]\.image: a container needs an image/);
+});

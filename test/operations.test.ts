@@ -1,0 +1,218 @@
+/** Operating it: metrics that move, template hot reload under load, /status, SIGTERM under load. */
+import test from 'ava';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
+import { mkdir, mkdtemp, readFile, rename, rm, symlink, writeFile } from 'node:fs/promises';
+import https from 'node:https';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { createMetrics } from '../src/metrics.js';
+import { TemplateStore } from '../src/templates/store.js';
+import { createApp } from '../src/app.js';
+import { pino } from 'pino';
+import { startServer, defaultTimeouts } from '../src/server.js';
+import { createReview, decodePatch, prepareCreate } from './helpers/apiserver.js';
+import { startTestServer, testCertificates, testNamespaces } from './helpers/server.js';
+import { logShipperDoc, templateSet } from './helpers/templates.js';
+
+const podBody = { metadata: { generateName: 'web-', labels: { app: 'web' } }, spec: { containers: [{ name: 'web', image: 'nginx' }] } };
+const review = () => createReview(prepareCreate(podBody, 'shop'), { namespace: 'shop' });
+
+function metricValue(text: string, line: string): number {
+  const found = text.split('\n').find((l) => l.startsWith(`${line} `));
+  return found ? Number(found.slice(line.length + 1)) : 0;
+}
+
+test('metrics are exposed and move with reviews and errors', async (t) => {
+  const server = await startTestServer({ templates: templateSet(logShipperDoc) });
+  t.teardown(() => server.stop());
+  const patchedLine = 'sidecar_injector_reviews_total{operation="CREATE",decision="patched",reason="injected"}';
+  const before = (await server.request('GET', '/metrics')).text;
+  t.is(metricValue(before, patchedLine), 0);
+  for (let i = 0; i < 3; i++) await server.post(review());
+  await server.request('POST', '/mutate', '{', { 'content-type': 'application/json' });
+  const skipped = createReview(prepareCreate(podBody, 'plain'), { namespace: 'plain' });
+  await server.post(skipped);
+  const res = await server.request('GET', '/metrics');
+  t.is(res.status, 200);
+  t.regex(String(res.headers['content-type']), /text\/plain/);
+  t.is(metricValue(res.text, patchedLine), 3);
+  t.is(metricValue(res.text, 'sidecar_injector_reviews_total{operation="CREATE",decision="allowed",reason="namespace-not-enabled"}'), 1);
+  t.is(metricValue(res.text, 'sidecar_injector_injections_total{template="logs"}'), 3);
+  t.is(metricValue(res.text, 'sidecar_injector_review_duration_seconds_count'), 4);
+  t.is(metricValue(res.text, 'sidecar_injector_errors_total{code="ERR_MALFORMED_JSON"}'), 1);
+  t.regex(res.text, /sidecar_injector_process_resident_memory_bytes \d+/);
+});
+
+/** A templates directory laid out like a mounted ConfigMap: files are links into `..data`. */
+async function configMapDir(files: Record<string, string>): Promise<{ dir: string; publish: (files: Record<string, string>) => Promise<void> }> {
+  const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-templates-'));
+  let generation = 0;
+  const publish = async (next: Record<string, string>) => {
+    const version = join(dir, `..2026_11_22_${++generation}`);
+    await mkdir(version);
+    for (const [name, text] of Object.entries(next)) await writeFile(join(version, name), text);
+    await symlink(version, join(dir, '..data_tmp'));
+    await rename(join(dir, '..data_tmp'), join(dir, '..data'));
+    for (const name of Object.keys(next)) await symlink(join('..data', name), join(dir, name)).catch(() => undefined);
+  };
+  await publish(files);
+  return { dir, publish };
+}
+
+const logsYaml = readFileSync(join('templates', 'log-shipper.yaml'), 'utf8');
+const proxyYaml = readFileSync(join('templates', 'proxy.yaml'), 'utf8');
+const automaticProxy = proxyYaml.replace('injection: on-request', 'injection: automatic');
+
+test('template reload under load: a valid set is taken, a broken set is refused and the last good one kept, no request fails', async (t) => {
+  const { dir, publish } = await configMapDir({ 'log-shipper.yaml': logsYaml });
+  const store = await TemplateStore.load(dir);
+  const { key, cert, caCert } = await testCertificates();
+  const app = createApp({ log: pino({ level: 'silent' }), metrics: createMetrics(), maxBodyBytes: 1 << 20, templates: () => store.current(), namespaces: testNamespaces, isReady: () => true, status: () => ({ templates: store.status() }) });
+  const running = await startServer(app.callback(), { host: '127.0.0.1', port: 0, key, cert, timeouts: defaultTimeouts });
+  const agent = new https.Agent({ keepAlive: true, ca: caCert });
+  t.teardown(async () => {
+    agent.destroy();
+    running.server.closeAllConnections();
+    await running.close();
+  });
+  const post = () =>
+    new Promise<{ status: number; body: any }>((resolve, reject) => {
+      const req = https.request({ host: '127.0.0.1', port: running.port, path: '/mutate', method: 'POST', agent, servername: 'localhost', headers: { 'content-type': 'application/json' } }, (res) => {
+        let text = '';
+        res.on('data', (c) => (text += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) }));
+      });
+      req.on('error', reject);
+      req.end(JSON.stringify(review()));
+    });
+  const injectedNames = (body: any) => decodePatch(body.response).flatMap((op) => (op.path === '/spec/initContainers' ? op.value.map((c: any) => c.name) : op.path.startsWith('/spec/containers/') && op.value?.image ? [op.value.name] : []));
+  const results: { status: number; names: string[] }[] = [];
+  const failures: unknown[] = [];
+  let loading = true;
+  const load = Array.from({ length: 4 }, () =>
+    (async () => {
+      while (loading) {
+        try {
+          const r = await post();
+          results.push({ status: r.status, names: injectedNames(r.body) });
+        } catch (err) {
+          failures.push(err);
+        }
+      }
+    })(),
+  );
+  const waitFor = async (n: number) => {
+    const target = results.length + n;
+    while (results.length < target) await new Promise((r) => setImmediate(r));
+  };
+  await waitFor(10);
+  t.is(store.generation, 1);
+
+  const reloaded = once(store, 'reload');
+  await publish({ 'log-shipper.yaml': logsYaml, 'proxy.yaml': automaticProxy });
+  await store.check();
+  await reloaded;
+  t.is(store.generation, 2);
+  await waitFor(10);
+  t.deepEqual(results.at(-1)?.names.sort(), ['log-shipper', 'proxy']);
+
+  const rejected = once(store, 'rejected');
+  await publish({ 'log-shipper.yaml': logsYaml, 'proxy.yaml': automaticProxy.replace('{{ params.image }}', '{{ params.imag }}') });
+  await store.check();
+  await rejected;
+  t.is(store.generation, 2, 'the last good set stays');
+  t.regex(store.status().lastError?.message ?? '', /proxy\.yaml: initContainers\[0\]\.image: .*not declared/);
+  await waitFor(10);
+  t.deepEqual(results.at(-1)?.names.sort(), ['log-shipper', 'proxy']);
+  const status = await new Promise<any>((resolve, reject) => {
+    https.get({ host: '127.0.0.1', port: running.port, path: '/status', agent, servername: 'localhost' }, (res) => {
+      let text = '';
+      res.on('data', (c) => (text += c));
+      res.on('end', () => resolve(JSON.parse(text)));
+    }).on('error', reject);
+  });
+  t.is(status.templates.generation, 2);
+  t.truthy(status.templates.lastError);
+
+  // Fixed on disk: taken again, and the error clears.
+  await publish({ 'log-shipper.yaml': logsYaml });
+  await rm(join(dir, 'proxy.yaml'));
+  await store.check();
+  t.is(store.generation, 3);
+  t.is(store.status().lastError, undefined);
+  await waitFor(10);
+  loading = false;
+  await Promise.all(load);
+  t.deepEqual(failures, []);
+  t.true(results.every((r) => r.status === 200));
+  t.deepEqual(results.at(-1)?.names, ['log-shipper']);
+});
+
+test('SIGTERM under load: readiness turns false first, every request is answered, the process exits 0', async (t) => {
+  const certDir = await mkdtemp(join(tmpdir(), 'sidecar-injector-test-'));
+  const child = spawn(
+    process.execPath,
+    [join('dist', 'src', 'cli', 'main.js'), 'serve', '--host', '127.0.0.1', '--port', '0', '--namespace-labels', 'dev/namespaces.yaml', '--dev-cert-dir', certDir, '--shutdown-delay-ms', '400', '--shutdown-timeout-ms', '5000'],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  let port = 0;
+  const lines = createInterface({ input: child.stdout });
+  for await (const line of lines) {
+    const record = JSON.parse(line);
+    if (record.msg === 'listening') {
+      port = record.port;
+      break;
+    }
+  }
+  const ca = await readFile(join(certDir, 'ca.crt'), 'utf8');
+  const agent = new https.Agent({ keepAlive: true, ca, maxSockets: 8 });
+  t.teardown(() => agent.destroy());
+  const call = (method: string, path: string, body?: string) =>
+    new Promise<number>((resolve, reject) => {
+      const req = https.request({ host: '127.0.0.1', port, path, method, agent, servername: 'localhost', headers: { 'content-type': 'application/json' } }, (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+  const body = await readFile(join('dev', 'sample-review.json'), 'utf8');
+  const statuses: number[] = [];
+  const failures: unknown[] = [];
+  // Like endpoints: traffic stops once readiness is seen false.
+  let routable = true;
+  const load = Array.from({ length: 6 }, () =>
+    (async () => {
+      while (routable) {
+        try {
+          statuses.push(await call('POST', '/mutate?timeout=10s', body));
+        } catch (err) {
+          failures.push(err);
+        }
+      }
+    })(),
+  );
+  while (statuses.length < 30) await new Promise((r) => setImmediate(r));
+  child.kill('SIGTERM');
+  while ((await call('GET', '/readyz')) === 200) {
+    /* readiness is polled, as the kubelet does */
+  }
+  routable = false;
+  await Promise.all(load);
+  t.is(await exited, 0);
+  t.deepEqual(failures, []);
+  t.true(statuses.length > 30);
+  t.true(statuses.every((s) => s === 200));
+});
+
+test('serve --help documents every operational flag', async (t) => {
+  const child = spawn(process.execPath, [join('dist', 'src', 'cli', 'main.js'), 'serve', '--help'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let text = '';
+  child.stdout.on('data', (c) => (text += c));
+  await once(child, 'exit');
+  for (const flag of ['--shutdown-delay-ms', '--shutdown-timeout-ms', '--template-check-interval-ms', '--namespace-source', '--tls-cert']) t.true(text.includes(flag), flag);
+});

@@ -1,0 +1,116 @@
+import test from 'ava';
+import { spawn } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { parseAllDocuments } from 'yaml';
+import { mutate } from '../src/admission/mutate.js';
+import { render } from '../src/cli/render.js';
+import { createLocalNamespaceSource } from '../src/selection/namespace-labels.js';
+import { loadTemplateDir } from '../src/templates/load.js';
+import { createReview, prepareCreate } from './helpers/apiserver.js';
+
+const fixture = join('test', 'fixtures', 'render', 'workloads.yaml');
+
+async function run(argv: string[], stdin = ''): Promise<{ code: number; stdout: string; stderr: string }> {
+  let stdout = '';
+  let stderr = '';
+  const code = await render(argv, {
+    stdin: (async function* () {
+      yield stdin;
+    })(),
+    stdout: { write: (s: string) => (stdout += s) },
+    stderr: { write: (s: string) => (stderr += s) },
+  });
+  return { code, stdout, stderr };
+}
+
+const docs = (text: string) => parseAllDocuments(text).map((d) => d.toJS() as Record<string, any>);
+const podSpecOf = (o: Record<string, any>) => (o.kind === 'Pod' ? o.spec : o.kind === 'CronJob' ? o.spec.jobTemplate.spec.template.spec : o.spec.template.spec);
+
+test('injects the pod template of every workload kind and writes other objects back as read, comments included', async (t) => {
+  const { code, stdout } = await run(['-f', fixture]);
+  t.is(code, 0);
+  const out = docs(stdout);
+  t.deepEqual(out.map((o) => o.kind), ['Pod', 'Deployment', 'StatefulSet', 'DaemonSet', 'ReplicaSet', 'Job', 'CronJob', 'ConfigMap']);
+  for (const object of out.slice(0, 7)) {
+    const spec = podSpecOf(object);
+    t.true(spec.containers.some((c: any) => c.name === 'log-shipper'), object.kind);
+    t.deepEqual(spec.volumes.map((v: any) => v.name).includes('app-logs'), true, object.kind);
+  }
+  t.true(podSpecOf(out[1]!).initContainers.some((c: any) => c.name === 'proxy'), 'the Deployment asked for the proxy');
+  t.true(stdout.includes('# Not a workload: written back exactly as read, comments included.\napiVersion: v1\nkind: ConfigMap'));
+  t.true(stdout.includes('metadata: { name: settings, namespace: shop }\ndata:\n  mode: "fast" # trailing comment'));
+  // Workload metadata and the pod template's own fields are untouched.
+  t.is(out[1]!.metadata.name, 'web');
+  t.is(out[1]!.spec.template.metadata.generateName, undefined);
+  t.is(out[1]!.spec.template.metadata.namespace, undefined);
+});
+
+test('is idempotent: its own output comes back unchanged', async (t) => {
+  const first = await run(['-f', fixture]);
+  const second = await run(['-f', '-'], first.stdout);
+  t.is(second.code, 0);
+  t.is(second.stdout, first.stdout);
+});
+
+test('reads JSON, single objects and Lists, from stdin', async (t) => {
+  const pod = { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p' }, spec: { containers: [{ name: 'p', image: 'x' }] } };
+  const list = { apiVersion: 'v1', kind: 'List', items: [pod, { apiVersion: 'v1', kind: 'Service', metadata: { name: 's' }, spec: { ports: [{ port: 80 }] } }] };
+  const single = await run(['-f', '-'], JSON.stringify(pod));
+  t.true(podSpecOf(docs(single.stdout)[0]!).containers.some((c: any) => c.name === 'log-shipper'));
+  const fromList = docs((await run(['-f', '-'], JSON.stringify(list))).stdout)[0]!;
+  t.is(fromList.kind, 'List');
+  t.true(fromList.items[0].spec.containers.some((c: any) => c.name === 'log-shipper'));
+  t.deepEqual(fromList.items[1], list.items[1]);
+});
+
+test('--explain says per object what was injected or skipped, and why', async (t) => {
+  const { stderr } = await run(['-f', fixture, '--explain', '--namespace-label', 'shop:sidecar-injector.io/injection=enabled']);
+  const lines = stderr.split('\n');
+  t.true(lines.includes('Deployment shop/web: injected log-shipper, proxy'));
+  t.true(lines.includes('  log-shipper: injected (containers log-shipper; volumes app-logs; annotations logging.example.com/shipper; env LOG_DIR, mount /var/log/app in web)'));
+  t.true(lines.includes('  proxy: injected (initContainers proxy; volumes proxy-tmp; labels proxy.example.com/injected)'));
+  t.true(lines.includes('StatefulSet shop/db: injected log-shipper'));
+  t.true(lines.includes('  proxy: skipped — proxy is on request and the pod does not name it in sidecar-injector.io/templates'));
+  t.true(lines.includes('ConfigMap shop/settings: not a workload; left as is'));
+  t.false(stderr.includes('assumed opted in'), 'labels were given');
+});
+
+test('with namespace labels, a namespace that has not opted in is left alone and explained', async (t) => {
+  const { stdout, stderr } = await run(['-f', fixture, '--explain', '--namespace', 'quiet', '--namespace-label', 'shop:sidecar-injector.io/injection=enabled']);
+  t.false(stdout.includes('log-shipper'));
+  t.true(stderr.includes('Deployment quiet/web: not injected: namespace quiet does not have label sidecar-injector.io/injection=enabled'));
+});
+
+test('without namespace labels every namespace counts as opted in, and --explain says so', async (t) => {
+  const { stderr } = await run(['-f', fixture, '--explain']);
+  t.true(stderr.includes('  namespace shop: assumed opted in (no --namespace-labels or --namespace-label given)'));
+});
+
+test('a pod the webhook would refuse makes render exit 1 with the reason', async (t) => {
+  const pod = { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', annotations: { 'sidecar-injector.io/templates': 'tracer' } }, spec: { containers: [{ name: 'p', image: 'x' }] } };
+  const { code, stderr } = await run(['-f', '-'], JSON.stringify(pod));
+  t.is(code, 1);
+  t.regex(stderr, /Pod default\/p: refused: annotation sidecar-injector.io\/templates names "tracer"/);
+});
+
+test('offline and in the cluster agree: a pod created from the rendered template gets no patch from the webhook', async (t) => {
+  const { stdout } = await run(['-f', fixture]);
+  const deployment = docs(stdout)[1]!;
+  const set = await loadTemplateDir('templates');
+  const namespaces = createLocalNamespaceSource({ shop: { 'sidecar-injector.io/injection': 'enabled' } });
+  const pod = prepareCreate({ apiVersion: 'v1', kind: 'Pod', metadata: { ...deployment.spec.template.metadata, generateName: 'web-5d8f-' }, spec: deployment.spec.template.spec }, 'shop');
+  const outcome = await mutate(createReview(pod, { namespace: 'shop' }), { templates: () => set, namespaces });
+  t.is(outcome.reason, 'already-injected');
+  t.is(outcome.response.response.patch, undefined);
+});
+
+test('the pipeline from the README: sidecar-injector render -f - reads stdin and writes YAML', async (t) => {
+  const child = spawn(process.execPath, [join('dist', 'src', 'cli', 'main.js'), 'render', '-f', '-'], { stdio: ['pipe', 'pipe', 'pipe'] });
+  child.stdin.end(await readFile(fixture));
+  let stdout = '';
+  child.stdout.on('data', (c) => (stdout += c));
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  t.is(code, 0);
+  t.is(docs(stdout).length, 8);
+});
