@@ -99,8 +99,9 @@ export function createApp(deps: AppDeps): Koa {
       }
       const status = (err as { status?: unknown }).status;
       if (status === 405 || status === 501) {
+        // 501 is the router's answer to a method it does not know at all; still the client's mistake.
         metrics.errors.inc({ code: 'ERR_METHOD_NOT_ALLOWED' });
-        sendError(ctx, status, 'ERR_METHOD_NOT_ALLOWED', `${ctx.method} is not allowed on ${ctx.path}`);
+        sendError(ctx, 405, 'ERR_METHOD_NOT_ALLOWED', `${ctx.method} is not allowed on ${ctx.path}`);
         return;
       }
       // A bug, not bad input: answer 500 so that the webhook's failurePolicy decides (R-30).

@@ -105,7 +105,8 @@ const controlChars = /[\u0000-\u001f\u007f-\u009f]+/g;
 export function sanitizeWarnings(warnings: readonly string[]): string[] {
   const out = new Set<string>();
   for (const raw of warnings) {
-    let text = raw.replace(controlChars, ' ').replace(/\s+/g, ' ').trim();
+    // Cut early: a warning can quote a pod's value, and values can be megabytes long.
+    let text = raw.slice(0, 4 * maxWarningLength).replace(controlChars, ' ').replace(/\s+/g, ' ').trim();
     if (!text) continue;
     if ([...text].length > maxWarningLength) text = `${[...text].slice(0, maxWarningLength - 1).join('')}…`;
     out.add(text);

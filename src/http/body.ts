@@ -14,6 +14,30 @@ export const defaultMaxBodyBytes = 7 * 1024 * 1024;
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
+/**
+ * Deepest JSON nesting accepted. A Pod is nested a dozen levels deep, and the API server's own
+ * decoder refuses 10,000; parsing a body nested hundreds of thousands of levels deep would
+ * stall the event loop for every other review, so such a body is refused before parsing.
+ */
+export const maxJsonDepth = 1000;
+
+/** The nesting depth of JSON text, stopping as soon as it exceeds `limit`. Strings are skipped. */
+export function jsonDepthExceeds(bytes: Uint8Array, limit: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < bytes.length; i++) {
+    const b = bytes[i]!;
+    if (inString) {
+      if (b === 0x5c) i++; // backslash: skip the escaped byte
+      else if (b === 0x22) inString = false;
+    } else if (b === 0x22) inString = true;
+    else if (b === 0x5b || b === 0x7b) {
+      if (++depth > limit) return true;
+    } else if (b === 0x5d || b === 0x7d) depth--;
+  }
+  return false;
+}
+
 /** True when the Content-Type header names JSON (`application/json`, parameters allowed). */
 export function isJsonMediaType(header: string | undefined): boolean {
   if (!header) return false;
@@ -48,6 +72,9 @@ export async function readJsonBody(req: IncomingMessage, limit: number): Promise
     throw new RequestError(415, 'ERR_UNSUPPORTED_MEDIA_TYPE', `Content-Type must be application/json (got ${JSON.stringify(req.headers['content-type'] ?? '')})`);
   }
   const bytes = await readBody(req, limit);
+  if (jsonDepthExceeds(bytes, maxJsonDepth)) {
+    throw new RequestError(400, 'ERR_MALFORMED_JSON', `request body is nested more than ${maxJsonDepth} levels deep; no Kubernetes object is`);
+  }
   let text: string;
   try {
     text = utf8.decode(bytes);

@@ -30,9 +30,10 @@ export interface Injection {
 
 /** Labels and annotations of the pod minus the ones the injector added (per the ledger). */
 export function ownMetadata(parts: PodParts, owner: Ownership): { labels: Record<string, string>; annotations: Record<string, string> } {
-  const labels: Record<string, string> = {};
+  // Null-prototype maps: a hostile key such as "__proto__" stays an ordinary key.
+  const labels: Record<string, string> = Object.create(null);
   for (const key in parts.labels) if (!owner.pod('labels', key)) labels[key] = parts.labels[key]!;
-  const annotations: Record<string, string> = {};
+  const annotations: Record<string, string> = Object.create(null);
   for (const key in parts.annotations) {
     if (key !== Annotations.status && !owner.pod('annotations', key)) annotations[key] = parts.annotations[key]!;
   }
@@ -51,7 +52,13 @@ function itemKey(kind: AppItemKind, item: JsonObject): string {
 }
 
 function sameJson(a: unknown, b: unknown): boolean {
-  return a === b || JSON.stringify(a) === JSON.stringify(b);
+  if (a === b) return true;
+  try {
+    return JSON.stringify(a) === JSON.stringify(b);
+  } catch {
+    // Nested too deeply to serialise: certainly not one of our small items.
+    return false;
+  }
 }
 
 /** Accumulates additions for one call, then assembles the new pod with structural sharing. */

@@ -64,7 +64,8 @@ export function parseLedger(text: string | undefined): { ledger: Ledger; problem
   if (!isJsonObject(doc) || doc.v !== 1 || !isJsonObject(doc.templates)) {
     return { ledger: emptyLedger(), problem: 'status annotation has an unknown format; ignoring it' };
   }
-  const templates: Record<string, LedgerEntry> = {};
+  // Null-prototype maps: keys come from the pod, and "__proto__" must stay an ordinary key.
+  const templates: Record<string, LedgerEntry> = Object.create(null);
   for (const [name, raw] of Object.entries(doc.templates)) {
     if (!isJsonObject(raw) || typeof raw.hash !== 'string') {
       return { ledger: emptyLedger(), problem: `status annotation entry ${JSON.stringify(name)} is malformed; ignoring it` };
@@ -78,7 +79,7 @@ export function parseLedger(text: string | undefined): { ledger: Ledger; problem
     }
     if (raw.appContainers !== undefined) {
       if (!isJsonObject(raw.appContainers)) return { ledger: emptyLedger(), problem: `status annotation ${name}.appContainers is malformed; ignoring it` };
-      const apps: Record<string, AppContainerItems> = {};
+      const apps: Record<string, AppContainerItems> = Object.create(null);
       for (const [container, items] of Object.entries(raw.appContainers)) {
         if (!isJsonObject(items)) return { ledger: emptyLedger(), problem: `status annotation ${name}.appContainers is malformed; ignoring it` };
         const parsed: AppContainerItems = {};
