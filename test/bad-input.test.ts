@@ -153,7 +153,7 @@ const categories: [string, number, fc.Arbitrary<BadRequest>][] = [
 
 let server: TestServer;
 test.before(async () => {
-  server = await startTestServer({ templates: await loadTemplateDir('templates'), timeouts: { headersTimeoutMs: 1000, requestTimeoutMs: 2000 } });
+  server = await startTestServer({ templates: await loadTemplateDir('templates') });
 });
 test.after.always(async () => {
   await server?.stop();
@@ -237,6 +237,9 @@ test('10,000 generated malformed requests: every answer is a 4xx with a message 
 
 test('a client that trickles its body byte by byte is cut off, and other connections are served meanwhile', async (t) => {
   const { caCert } = await testCertificates();
+  // A server of its own, with a short request timeout (the default is 30 s).
+  const server = await startTestServer({ templates: await loadTemplateDir('templates'), timeouts: { headersTimeoutMs: 1000, requestTimeoutMs: 1500 } });
+  t.teardown(() => server.stop());
   const socket = tls.connect({ host: '127.0.0.1', port: server.port, ca: caCert, servername: 'localhost' });
   await new Promise<void>((resolve, reject) => socket.once('secureConnect', resolve).once('error', reject));
   socket.write(`POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${validText.length}\r\n\r\n`);
