@@ -51,7 +51,8 @@ export async function runMicro(budgetMs = 1500): Promise<Result[]> {
   return rows;
 }
 
-function format(rows: Result[]): string {
+/** The rows as a table. */
+export function formatMicro(rows: Result[]): string {
   const lines = ['case                 body bytes   runs    mean µs   p50 µs   p99 µs'];
   for (const r of rows) {
     lines.push(
@@ -63,5 +64,5 @@ function format(rows: Result[]): string {
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   console.log(`injection work per review (node ${process.version}, ${new Date().toISOString().slice(0, 10)})`);
-  console.log(format(await runMicro()));
+  console.log(formatMicro(await runMicro()));
 }

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { allowed, denied, maxWarningLength, patched, sanitizeWarnings } from './review.js';
+import { allowed, denied, encodePatch, maxWarningLength, patched, sanitizeWarnings } from './review.js';
 
 test('allowed carries no patch fields', (t) => {
   t.deepEqual(allowed('admission.k8s.io/v1', 'u'), { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid: 'u', allowed: true } });
@@ -36,4 +36,18 @@ test('warnings lose control characters, are cut to 120 characters and deduplicat
 test('audit annotation keys hold no slash (R-47)', (t) => {
   const { response } = patched('admission.k8s.io/v1', 'u', [{ op: 'add', path: '/x', value: 1 }], { auditAnnotations: { injected: 'a@1' } });
   for (const key of Object.keys(response.auditAnnotations ?? {})) t.false(key.includes('/'));
+});
+
+test('encodePatch gives exactly what JSON.stringify gives, frozen shared values included', (t) => {
+  const shared = Object.freeze({ name: 'proxy', image: 'envoy', ports: Object.freeze([Object.freeze({ containerPort: 1 })]) });
+  const patch = [
+    { op: 'add' as const, path: '/spec/initContainers', value: [shared] },
+    { op: 'add' as const, path: '/spec/containers/1', value: shared },
+    { op: 'add' as const, path: '/metadata/annotations/a~1b', value: 'x"y\n' },
+    { op: 'replace' as const, path: '/x', value: { nested: [1, null, true] } },
+    { op: 'remove' as const, path: '/y' },
+    { op: 'move' as const, path: '/b', from: '/a' },
+  ];
+  t.is(encodePatch(patch), JSON.stringify(patch));
+  t.is(encodePatch(patch), JSON.stringify(patch), 'the second time, from the cache');
 });

@@ -128,11 +128,36 @@ export function allowed(version: ReviewVersion, uid: string, explanation: Explan
   return { apiVersion: version, kind: 'AdmissionReview', response: explained({ uid, allowed: true }, explanation) };
 }
 
+/** JSON text of frozen values: rendered sidecars are frozen and shared, so each is serialised once. */
+const frozenJson = new WeakMap<object, string>();
+
+function toJson(value: unknown): string {
+  if (typeof value !== 'object' || value === null) return JSON.stringify(value);
+  if (Object.isFrozen(value)) {
+    let text = frozenJson.get(value);
+    if (text === undefined) frozenJson.set(value, (text = JSON.stringify(value)));
+    return text;
+  }
+  if (Array.isArray(value)) return `[${value.map(toJson).join(',')}]`;
+  return JSON.stringify(value);
+}
+
+/** The JSON text of a patch; the same text JSON.stringify gives, assembled from cached parts. */
+export function encodePatch(patch: readonly Operation[]): string {
+  const parts: string[] = [];
+  for (const op of patch) {
+    const value = 'value' in op ? `,"value":${toJson(op.value)}` : '';
+    const from = 'from' in op ? `,"from":${JSON.stringify(op.from)}` : '';
+    parts.push(`{"op":${JSON.stringify(op.op)},"path":${JSON.stringify(op.path)}${value}${from}}`);
+  }
+  return `[${parts.join(',')}]`;
+}
+
 /** Allows the object with a JSON Patch; an empty patch is answered as `allowed` (R-51). */
 export function patched(version: ReviewVersion, uid: string, patch: readonly Operation[], explanation: Explanation = {}): ReviewResponse {
   if (patch.length === 0) return allowed(version, uid, explanation);
   // Standard base64 with padding, as Go's []byte decoding requires (R-32).
-  const encoded = Buffer.from(JSON.stringify(patch), 'utf8').toString('base64');
+  const encoded = Buffer.from(encodePatch(patch), 'utf8').toString('base64');
   return {
     apiVersion: version,
     kind: 'AdmissionReview',

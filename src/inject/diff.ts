@@ -35,9 +35,10 @@ function walk(before: unknown, after: unknown, path: string, ops: Operation[]): 
       if (!Object.hasOwn(after, key)) ops.push({ op: 'remove', path: `${path}/${escapePathComponent(key)}` });
     }
     for (const key in after) {
-      const child = `${path}/${escapePathComponent(key)}`;
-      if (!Object.hasOwn(before, key)) ops.push({ op: 'add', path: child, value: after[key] });
-      else walk(before[key], after[key], child, ops);
+      const next = after[key];
+      if (!Object.hasOwn(before, key)) ops.push({ op: 'add', path: `${path}/${escapePathComponent(key)}`, value: next });
+      // The path is only built where something changed: most keys hold the very same object.
+      else if (before[key] !== next) walk(before[key], next, `${path}/${escapePathComponent(key)}`, ops);
     }
     return;
   }

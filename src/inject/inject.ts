@@ -75,8 +75,6 @@ class PodBuilder {
   private readonly pullSecrets: JsonObject[] = [];
   /** App container index → additions by list. */
   private readonly appAdds = new Map<number, { env: JsonObject[]; envFrom: JsonObject[]; volumeMounts: JsonObject[] }>();
-  /** App container index and list → keys present (built lazily, once per container and list). */
-  private readonly appKeys = new Map<string, Set<string>>();
   /** Indexes of the pod's own (app) containers. */
   readonly appContainers: number[] = [];
 
@@ -155,33 +153,30 @@ class PodBuilder {
     return true;
   }
 
-  private keysOf(index: number, kind: AppItemKind): Set<string> {
-    const id = `${index}/${kind}`;
-    let keys = this.appKeys.get(id);
-    if (!keys) {
-      const list = (this.parts.containers[index]![kind] as JsonObject[] | undefined) ?? [];
-      keys = new Set();
-      for (const item of list) keys.add(itemKey(kind, item));
-      this.appKeys.set(id, keys);
-    }
-    return keys;
+  /**
+   * The item of an app container's list with this key, among what the pod has and what this
+   * call added. A linear scan: templates add a handful of items, so k scans of n entries cost
+   * less than hashing every entry of a 1,000-entry env list, and stay linear in the pod's size.
+   */
+  private findInApp(index: number, kind: AppItemKind, key: string): JsonObject | undefined {
+    const own = (this.parts.containers[index]![kind] as JsonObject[] | undefined) ?? [];
+    for (const item of own) if (itemKey(kind, item) === key) return item;
+    for (const item of this.appAdds.get(index)?.[kind] ?? []) if (itemKey(kind, item) === key) return item;
+    return undefined;
   }
 
   addToApp(index: number, kind: AppItemKind, item: JsonObject, template: string): string | undefined {
     const container = this.parts.containers[index]!;
     const containerName = container.name as string;
     const key = itemKey(kind, item);
-    const keys = this.keysOf(index, kind);
-    if (keys.has(key)) {
-      // Rare: find the existing item to tell an equal one (no warning) from a collision.
-      const existing = [...((container[kind] as JsonObject[] | undefined) ?? []), ...(this.appAdds.get(index)?.[kind] ?? [])].find((e) => itemKey(kind, e) === key);
+    const existing = this.findInApp(index, kind, key);
+    if (existing) {
       if (!sameJson(existing, item)) {
         const what = kind === 'env' ? `env ${key}` : kind === 'envFrom' ? `envFrom ${key}` : `mountPath ${key}`;
         this.warn(this.collision(`${what} in container`, containerName, this.owner.app(containerName, kind, key), template));
       }
       return undefined;
     }
-    keys.add(key);
     let adds = this.appAdds.get(index);
     if (!adds) this.appAdds.set(index, (adds = { env: [], envFrom: [], volumeMounts: [] }));
     adds[kind].push(item);

@@ -73,10 +73,19 @@ test('a missing value without default renders as the empty string', (t) => {
   t.deepEqual(c.args, ['--app=', '--name=', '--verbose=true']);
 });
 
-test('renders fresh objects: changing one result does not change the next', (t) => {
+test('rendered output is frozen: changing it throws, and the next render is unaffected', (t) => {
   const first = render(template, context());
-  (first.containers[0]!.ports as { containerPort: number }[])[0]!.containerPort = 1;
+  t.throws(() => {
+    (first.containers[0]!.ports as { containerPort: number }[])[0]!.containerPort = 1;
+  }, { instanceOf: TypeError });
   t.deepEqual(render(template, context()).containers[0]!.ports, [{ name: 'metrics', containerPort: 9090 }]);
+});
+
+test('renders once per distinct set of referenced values', (t) => {
+  const a = render(template, context());
+  t.is(render(template, context()), a, 'same values: the same rendering');
+  t.not(render(template, context({ name: 'other-pod' })), a, 'a referenced value changed: a new rendering');
+  t.deepEqual(template.references.map((r) => r.source).sort(), ['namespace.labels', 'pod.annotations', 'pod.labels', 'pod.labels', 'pod.name', 'pod.namespace', 'pod.serviceAccountName', 'namespace.name'].sort());
 });
 
 const hostile = [

@@ -2,8 +2,8 @@
  * Renders a compiled template for one pod. Structure comes only from the template: values
  * from the pod are substituted into string leaves and can never add a key or a list item.
  */
-import type { Compiled, JsonObject, Template } from './template.js';
-import { renderSegments, type RenderContext } from './placeholders.js';
+import { deepFreeze, type Compiled, type JsonObject, type Template } from './template.js';
+import { renderSegments, resolve, type RenderContext } from './placeholders.js';
 
 /** A template rendered for one pod: plain JSON, owned by the caller. */
 export interface RenderedTemplate {
@@ -21,21 +21,11 @@ export interface RenderedTemplate {
   readonly imagePullSecrets: JsonObject[];
 }
 
-/** A deep copy of plain JSON, so that rendered output never shares objects with the template. */
-export function cloneJson<T>(value: T): T {
-  if (Array.isArray(value)) return value.map(cloneJson) as T;
-  if (typeof value === 'object' && value !== null) {
-    const out: JsonObject = {};
-    for (const key of Object.keys(value)) out[key] = cloneJson((value as JsonObject)[key]);
-    return out as T;
-  }
-  return value;
-}
-
 function build(node: Compiled, context: RenderContext, template: Template): unknown {
   switch (node.kind) {
     case 'static':
-      return cloneJson(node.value);
+      // Frozen at compile time: shared, never copied.
+      return node.value;
     case 'string':
       return renderSegments(node.segments, context, template.params);
     case 'param':
@@ -50,8 +40,30 @@ function build(node: Compiled, context: RenderContext, template: Template): unkn
   }
 }
 
-/** Renders `template` with the values in `context`. Pure; never throws for any pod value. */
+/** Most recent renderings per template, keyed by the values the template reads. */
+const cache = new WeakMap<Template, Map<string, RenderedTemplate>>();
+/** Entries kept per template: pods of one ReplicaSet share their values, so a few hundred go far. */
+const cacheEntries = 256;
+
+/**
+ * Renders `template` with the values in `context`. Pure; never throws for any pod value. The
+ * result is deeply frozen and may be shared with other calls that read the same values: a
+ * rendering depends only on the template and the values it references, so pods of one
+ * Deployment render once.
+ */
 export function render(template: Template, context: RenderContext): RenderedTemplate {
+  const key = JSON.stringify(template.references.map((ref) => resolve(ref, context, template.params) ?? null));
+  let entries = cache.get(template);
+  if (!entries) cache.set(template, (entries = new Map()));
+  const hit = entries.get(key);
+  if (hit) return hit;
+  const rendered = deepFreeze(renderFresh(template, context));
+  if (entries.size >= cacheEntries) entries.delete(entries.keys().next().value as string);
+  entries.set(key, rendered);
+  return rendered;
+}
+
+function renderFresh(template: Template, context: RenderContext): RenderedTemplate {
   const list = (nodes: readonly Compiled[]) => nodes.map((n) => build(n, context, template) as JsonObject);
   const map = (entries: readonly (readonly [string, Compiled])[]) => {
     const out: Record<string, string> = {};

@@ -7,7 +7,7 @@ import type { TemplateProblem } from '../errors.js';
 import { SelectorError } from '../errors.js';
 import { parseSelector, type Selector } from '../selection/selector.js';
 import { isDns1123Label, labelKeyProblem, labelValueProblem } from '../selection/label-syntax.js';
-import { hasPlaceholder, parseSegments, PlaceholderError, type ParamValue, type Segment } from './placeholders.js';
+import { hasPlaceholder, parseSegments, PlaceholderError, type ParamValue, type Reference, type Segment } from './placeholders.js';
 import { Annotations } from '../inject/keys.js';
 
 /** `automatic`: injected wherever the selectors match; `on-request`: only when the pod names it too. */
@@ -53,6 +53,8 @@ export interface Template {
   readonly objectSelector: Selector;
   readonly params: Readonly<Record<string, ParamValue>>;
   readonly body: TemplateBody;
+  /** Every value of the pod or namespace the template reads; a rendering depends on these only. */
+  readonly references: readonly Reference[];
 }
 
 const topLevelFields = new Set([
@@ -77,6 +79,25 @@ function canonicalJson(value: unknown): string {
   return JSON.stringify(value);
 }
 
+/** Freezes a JSON value and everything in it; rendered output shares such values between pods. */
+export function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    for (const key of Object.keys(value)) deepFreeze((value as JsonObject)[key]);
+    Object.freeze(value);
+  }
+  return value;
+}
+
+/** The references that depend on the pod or namespace (not literals, not parameters), each once. */
+function uniqueReferences(references: readonly Reference[]): Reference[] {
+  const seen = new Map<string, Reference>();
+  for (const ref of references) {
+    if (ref.source === 'literal' || ref.source === 'params') continue;
+    seen.set(JSON.stringify(ref), ref);
+  }
+  return [...seen.values()];
+}
+
 /** Collects problems for one file while compiling it. */
 class Problems {
   readonly list: TemplateProblem[] = [];
@@ -91,7 +112,7 @@ class Problems {
  * a string that is exactly one `{{ params.X }}` keeps the parameter's type.
  * `literalFields` lists property names whose values must not hold placeholders (they name things).
  */
-function compileValue(value: unknown, field: string, params: ReadonlySet<string>, problems: Problems, literalFields: ReadonlySet<string>): Compiled {
+function compileValue(value: unknown, field: string, params: ReadonlySet<string>, problems: Problems, literalFields: ReadonlySet<string>, references: Reference[]): Compiled {
   if (typeof value === 'string') {
     let segments: Segment[];
     try {
@@ -101,6 +122,7 @@ function compileValue(value: unknown, field: string, params: ReadonlySet<string>
       return { kind: 'static', value };
     }
     if (!hasPlaceholder(segments)) return { kind: 'static', value };
+    for (const segment of segments) if (segment.kind === 'placeholder') references.push(segment.ref);
     const lastKey = field.slice(field.lastIndexOf('.') + 1);
     if (literalFields.has(lastKey)) {
       problems.add(field, 'names a thing and must be literal text: placeholders are not allowed here');
@@ -113,15 +135,15 @@ function compileValue(value: unknown, field: string, params: ReadonlySet<string>
     return { kind: 'string', segments };
   }
   if (Array.isArray(value)) {
-    const items = value.map((item, i) => compileValue(item, `${field}[${i}]`, params, problems, literalFields));
-    return items.every((c) => c.kind === 'static') ? { kind: 'static', value } : { kind: 'array', items };
+    const items = value.map((item, i) => compileValue(item, `${field}[${i}]`, params, problems, literalFields, references));
+    return items.every((c) => c.kind === 'static') ? { kind: 'static', value: deepFreeze(value) } : { kind: 'array', items };
   }
   if (isObject(value)) {
     const entries = Object.entries(value).map(([k, v]) => {
       if (k.includes('{{')) problems.add(`${field}.${k}`, 'map keys must be literal: placeholders are not allowed in keys');
-      return [k, compileValue(v, `${field}.${k}`, params, problems, literalFields)] as const;
+      return [k, compileValue(v, `${field}.${k}`, params, problems, literalFields, references)] as const;
     });
-    return entries.every(([, c]) => c.kind === 'static') ? { kind: 'static', value } : { kind: 'object', entries };
+    return entries.every(([, c]) => c.kind === 'static') ? { kind: 'static', value: deepFreeze(value) } : { kind: 'object', entries };
   }
   if (value === null || typeof value === 'number' || typeof value === 'boolean') return { kind: 'static', value };
   problems.add(field, `unsupported value of type ${typeof value}`);
@@ -315,10 +337,11 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
   const annotations = checkStringMap(doc.annotations, 'annotations', problems, false);
   const pullSecrets = checkNamedList(doc.imagePullSecrets, 'imagePullSecrets', problems, new Set(), 'imagePullSecret');
 
+  const allReferences: Reference[] = [];
   const compileList = (list: readonly unknown[], field: string) =>
-    list.map((item, i) => compileValue(item, `${field}[${i}]`, paramNames, problems, namingFields));
+    list.map((item, i) => compileValue(item, `${field}[${i}]`, paramNames, problems, namingFields, allReferences));
   const compileMap = (entries: [string, unknown][], field: string) =>
-    entries.map(([k, v]) => [k, compileValue(v, `${field}.${k}`, paramNames, problems, namingFields)] as const);
+    entries.map(([k, v]) => [k, compileValue(v, `${field}.${k}`, paramNames, problems, namingFields, allReferences)] as const);
   const body: TemplateBody = {
     containers: compileList(containers, 'containers'),
     initContainers: compileList(initContainers, 'initContainers'),
@@ -343,6 +366,7 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
     objectSelector,
     params: Object.freeze(params),
     body,
+    references: uniqueReferences(allReferences),
   };
   return { template, problems: [] };
 }

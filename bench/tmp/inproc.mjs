@@ -1,0 +1,23 @@
+import https from 'node:https'; import fs from 'node:fs';
+import { pino } from '/work/main/node_modules/pino/pino.js';
+import { createApp } from '/work/main/dist/src/app.js';
+import { createMetrics } from '/work/main/dist/src/metrics.js';
+import { startServer, defaultTimeouts } from '/work/main/dist/src/server.js';
+import { loadTemplateDir } from '/work/main/dist/src/templates/load.js';
+import { createLocalNamespaceSource } from '/work/main/dist/src/selection/namespace-labels.js';
+import { reviewText } from '/work/main/dist/bench/reviews.js';
+const set = await loadTemplateDir('/work/main/templates');
+const durations = []; const { Writable } = await import('node:stream'); const sink = new Writable({ write(c, e, d) { const m = /"durationMs":([0-9.]+)/.exec(String(c)); if (m) durations.push(Number(m[1])*1000); d(); } });
+const app = createApp({ log: pino({level: process.argv[2] ?? 'info'}, sink), metrics: createMetrics(), maxBodyBytes: 7<<20, templates: () => set, namespaces: createLocalNamespaceSource({shop:{'sidecar-injector.io/injection':'enabled'}}), isReady: () => true });
+const cb = app.callback();
+const stamps = [];
+const running = await startServer((req, res) => { const t0 = process.hrtime.bigint(); res.on('finish', () => stamps.push(Number(process.hrtime.bigint() - t0)/1000)); return cb(req, res); }, { host: '127.0.0.1', port: 0, key: fs.readFileSync('/tmp/bench/tls.key'), cert: fs.readFileSync('/tmp/bench/tls.crt'), timeouts: defaultTimeouts });
+const ca = fs.readFileSync('/tmp/bench/ca.crt','utf8'); const body = reviewText('typical');
+const agent = new https.Agent({keepAlive:true, maxSockets:1, ca});
+const send = () => new Promise((res, rej) => { const r = https.request({host:'127.0.0.1', port:running.port, path:'/mutate', method:'POST', agent, servername:'localhost', headers:{'content-type':'application/json'}}, (s) => { s.resume(); s.on('end', res); }); r.on('error', rej); r.end(body); });
+for (let i = 0; i < 500; i++) await send();
+stamps.length = 0; durations.length = 0;
+const lat = []; for (let i = 0; i < 2000; i++) { const t0 = performance.now(); await send(); lat.push((performance.now()-t0)*1000); }
+lat.sort((a,b)=>a-b); stamps.sort((a,b)=>a-b);
+durations.sort((a,b)=>a-b); console.log('client p50 us', lat[1000].toFixed(0), 'server handler p50 us', stamps[1000].toFixed(0), 'body->answer p50 us', durations[1000]?.toFixed(0));
+agent.destroy(); await running.close(); process.exit(0);

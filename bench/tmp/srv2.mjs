@@ -1,0 +1,21 @@
+import https from 'node:https'; import fs from 'node:fs';
+import { loadTemplateDir } from '/work/main/dist/src/templates/load.js';
+import { createLocalNamespaceSource } from '/work/main/dist/src/selection/namespace-labels.js';
+import { admitPod } from '/work/main/dist/src/inject/admit.js';
+import { diff } from '/work/main/dist/src/inject/diff.js';
+import { patched, parseReview } from '/work/main/dist/src/admission/review.js';
+const set = await loadTemplateDir('/work/main/templates');
+const deps = { templates: () => set, namespaces: createLocalNamespaceSource({shop:{'sidecar-injector.io/injection':'enabled'}}) };
+const T = { parse: 0, admit: 0, diff: 0, patched: 0, stringify: 0, jsonparse: 0 }; let n = 0;
+process.on('SIGTERM', () => { for (const k in T) console.error(k, (T[k]/n).toFixed(1)); process.exit(0); });
+const now = () => Number(process.hrtime.bigint()) / 1000;
+const handler = (req, res) => { const ch=[]; req.on('data',c=>ch.push(c)); req.on('end',async ()=>{
+  let t = now(); const b=JSON.parse(Buffer.concat(ch).toString()); T.jsonparse += now()-t;
+  t = now(); const { version, request } = parseReview(b); T.parse += now()-t;
+  t = now(); const o = await admitPod({ pod: request.object, namespace: request.namespace, name: request.name }, deps); T.admit += now()-t;
+  t = now(); const ops = diff(o.original, o.injection.pod); T.diff += now()-t;
+  t = now(); const r = patched(version, request.uid, ops, {}); T.patched += now()-t;
+  t = now(); const text = JSON.stringify(r); T.stringify += now()-t; n++;
+  res.setHeader('content-type','application/json'); res.end(text); }); };
+const server = https.createServer({ key: fs.readFileSync('/tmp/bench/tls.key'), cert: fs.readFileSync('/tmp/bench/tls.crt'), keepAliveTimeout: 120000 }, handler);
+server.listen(Number(process.argv[2]), '127.0.0.1');
