@@ -12,18 +12,6 @@ import { ConfigError } from '../errors.js';
 import { checkKeyPair } from '../tls/reloader.js';
 import { createCa, createServingCertificate, daysLeft, type Pem } from '../tls/certificates.js';
 
-export const certsUsage = `Usage: sidecar-injector certs [options]
-
-  --out DIR          where to write the overlay (default manifests/overlays/self-signed)
-  --base DIR         the kustomize base it builds on (default manifests/base)
-  --service NAME     the webhook Service (default sidecar-injector)
-  --namespace NS     its namespace (default sidecar-injector)
-  --days N           serving certificate lifetime in days (default 90)
-  --ca-days N        CA lifetime in days, when a new CA is made (default 3650)
-
-Writes DIR/ca.crt, DIR/ca.key, DIR/tls.crt, DIR/tls.key and DIR/kustomization.yaml.
-Keep ca.key secret; it is reused on the next run unless it expires within 30 days.
-`;
 
 /** What `certs` wrote. */
 export interface CertsResult {

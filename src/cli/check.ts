@@ -17,12 +17,6 @@ import { compileTemplateFiles, readTemplateFiles, type TemplateSet } from '../te
 import { render } from '../templates/render.js';
 import type { JsonObject, Template } from '../templates/template.js';
 
-export const checkUsage = `Usage: sidecar-injector check [DIR]
-
-Validates the templates in DIR (default templates): every file, the kustomization.yaml that
-lists them (when present), and each template rendered into a sample pod against the
-Kubernetes Pod schema. Exits 1 and names the file and the field of every problem.
-`;
 
 /** A sample Deployment pod, as the webhook receives it (no name, generateName set). */
 function samplePod(): JsonObject {

@@ -5,10 +5,7 @@
  */
 import { serveUsage } from '../config.js';
 import { ConfigError, TemplateError } from '../errors.js';
-import { certs, certsUsage } from './certs.js';
-import { check, checkUsage } from './check.js';
-import { render, renderUsage } from './render.js';
-import { serve } from './serve.js';
+import { certsUsage, checkUsage, renderUsage } from './usage.js';
 
 const usage = `Usage: sidecar-injector <command> [options]
 
@@ -34,6 +31,8 @@ async function main(argv: readonly string[]): Promise<void> {
       process.stdout.write(serveUsage);
       return;
     }
+    // Each command loads only what it needs: `serve` stays small (no schema library, no CLI-only code).
+    const { serve } = await import('./serve.js');
     await serve(rest, process.env);
     return;
   }
@@ -42,6 +41,7 @@ async function main(argv: readonly string[]): Promise<void> {
       process.stdout.write(renderUsage);
       return;
     }
+    const { render } = await import('./render.js');
     process.exitCode = await render(rest, { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr });
     return;
   }
@@ -50,6 +50,7 @@ async function main(argv: readonly string[]): Promise<void> {
       process.stdout.write(checkUsage);
       return;
     }
+    const { check } = await import('./check.js');
     const dir = rest[0] ?? 'templates';
     const set = await check(dir);
     process.stdout.write(`ok: ${dir}: ${set.templates.map((t) => `${t.name}@${t.hash}`).join(', ')}\n`);
@@ -60,6 +61,7 @@ async function main(argv: readonly string[]): Promise<void> {
       process.stdout.write(certsUsage);
       return;
     }
+    const { certs } = await import('./certs.js');
     const result = await certs(rest);
     process.stdout.write(
       `${result.reusedCa ? 'reused the CA in' : 'wrote a new CA to'} ${result.out}\n` +

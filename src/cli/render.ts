@@ -12,21 +12,8 @@ import { LabelValues, Labels } from '../inject/keys.js';
 import { renderObject, type RenderedObject } from '../render/workloads.js';
 import { parseNamespaceLabelFlag, metadataNameLabel, type NamespaceLabelSource } from '../selection/namespace-labels.js';
 import { loadTemplateDir } from '../templates/load.js';
-import { loadLocalNamespaceSource } from './serve.js';
+import { loadLocalNamespaceSource } from './namespace-labels-file.js';
 
-export const renderUsage = `Usage: sidecar-injector render -f FILE|- [options]
-
-  -f, --filename FILE          manifests to inject (- for stdin): YAML documents or JSON
-  --templates DIR              template directory (default templates)
-  --namespace NS               namespace for every object (default: each object's own, else default)
-  --namespace-labels FILE      YAML map: namespace -> labels
-  --namespace-label NS:K=V     one namespace label (repeatable)
-                               with neither, every namespace counts as opted in
-  --explain                    say on stderr, per object, what was injected or skipped and why
-
-Pods, Deployments, StatefulSets, DaemonSets, ReplicaSets, ReplicationControllers, Jobs and
-CronJobs are injected; other objects are written back unchanged.
-`;
 
 /** Output streams and stdin, so that tests need no process. */
 export interface RenderIo {

@@ -3,45 +3,19 @@
  * → TLS → app → server; reloads templates and certificates as they change; shuts down
  * gracefully on SIGTERM/SIGINT.
  */
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { KubeConfig } from '@kubernetes/client-node';
 import { pino, type Logger } from 'pino';
-import { parse as parseYaml } from 'yaml';
 import { createApp } from '../app.js';
 import { loadConfig, type Config } from '../config.js';
 import { ConfigError } from '../errors.js';
 import { createMetrics, type Metrics } from '../metrics.js';
-import { ClusterNamespaceSource } from '../selection/cluster-namespaces.js';
-import { createLocalNamespaceSource, parseNamespaceLabelMap, type NamespaceLabelSource } from '../selection/namespace-labels.js';
+import type { NamespaceLabelSource } from '../selection/namespace-labels.js';
+import { loadLocalNamespaceSource } from './namespace-labels-file.js';
 import { startServer, type RunningServer } from '../server.js';
 import { TemplateStore } from '../templates/store.js';
 import { createCertificates } from '../tls/certificates.js';
 import { CertificateReloader, checkKeyPair, readKeyPair, type KeyPair } from '../tls/reloader.js';
-
-/** Builds the local namespace source from the labels file and the flags (flags win). */
-export async function loadLocalNamespaceSource(config: Pick<Config, 'namespaceLabelsFile' | 'namespaceLabels'>): Promise<NamespaceLabelSource> {
-  const merged: Record<string, Record<string, string>> = {};
-  if (config.namespaceLabelsFile) {
-    let text: string;
-    try {
-      text = await readFile(config.namespaceLabelsFile, 'utf8');
-    } catch (err) {
-      throw new ConfigError([`--namespace-labels: cannot read ${config.namespaceLabelsFile}: ${(err as Error).message}`]);
-    }
-    let doc: unknown;
-    try {
-      doc = parseYaml(text);
-    } catch (err) {
-      throw new ConfigError([`--namespace-labels: ${config.namespaceLabelsFile} is not valid YAML: ${(err as Error).message.split('\n')[0]}`]);
-    }
-    const { map, problems } = parseNamespaceLabelMap(doc, config.namespaceLabelsFile);
-    if (problems.length > 0) throw new ConfigError(problems);
-    Object.assign(merged, map);
-  }
-  for (const [namespace, labels] of Object.entries(config.namespaceLabels)) merged[namespace] = { ...(merged[namespace] ?? {}), ...labels };
-  return createLocalNamespaceSource(merged);
-}
 
 /** The namespace label source the configuration asks for; a cluster source is started and measured. */
 async function createNamespaceSource(config: Config, log: Logger, metrics: Metrics): Promise<NamespaceLabelSource & { stop?: () => void; status?: () => object }> {
@@ -49,6 +23,9 @@ async function createNamespaceSource(config: Config, log: Logger, metrics: Metri
     const local = await loadLocalNamespaceSource(config);
     return { ...local, status: () => ({ source: 'local', ready: true }) };
   }
+  // Loaded only for the cluster source: the Kubernetes client is large.
+  const { KubeConfig } = await import('@kubernetes/client-node');
+  const { ClusterNamespaceSource } = await import('../selection/cluster-namespaces.js');
   const kubeConfig = new KubeConfig();
   try {
     if (config.kubeconfig) kubeConfig.loadFromFile(config.kubeconfig);

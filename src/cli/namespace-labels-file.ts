@@ -1,0 +1,33 @@
+/**
+ * The local namespace label source, read from a labels file and `--namespace-label` flags.
+ * Start-up I/O for `serve` and `render`.
+ */
+import { readFile } from 'node:fs/promises';
+import { parse as parseYaml } from 'yaml';
+import type { Config } from '../config.js';
+import { ConfigError } from '../errors.js';
+import { createLocalNamespaceSource, parseNamespaceLabelMap, type NamespaceLabelSource } from '../selection/namespace-labels.js';
+
+/** Builds the local namespace source from the labels file and the flags (flags win). */
+export async function loadLocalNamespaceSource(config: Pick<Config, 'namespaceLabelsFile' | 'namespaceLabels'>): Promise<NamespaceLabelSource> {
+  const merged: Record<string, Record<string, string>> = {};
+  if (config.namespaceLabelsFile) {
+    let text: string;
+    try {
+      text = await readFile(config.namespaceLabelsFile, 'utf8');
+    } catch (err) {
+      throw new ConfigError([`--namespace-labels: cannot read ${config.namespaceLabelsFile}: ${(err as Error).message}`]);
+    }
+    let doc: unknown;
+    try {
+      doc = parseYaml(text);
+    } catch (err) {
+      throw new ConfigError([`--namespace-labels: ${config.namespaceLabelsFile} is not valid YAML: ${(err as Error).message.split('\n')[0]}`]);
+    }
+    const { map, problems } = parseNamespaceLabelMap(doc, config.namespaceLabelsFile);
+    if (problems.length > 0) throw new ConfigError(problems);
+    Object.assign(merged, map);
+  }
+  for (const [namespace, labels] of Object.entries(config.namespaceLabels)) merged[namespace] = { ...(merged[namespace] ?? {}), ...labels };
+  return createLocalNamespaceSource(merged);
+}
