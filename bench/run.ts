@@ -6,7 +6,7 @@
  * server's peak RSS, and each figure's ratio to the limit server. Loopback only; every run is
  * bounded in time.
  *
- * Options: --duration-ms N (per run, default 3000), --runs N (default 2), --skip-micro.
+ * Options: --duration-ms N (per run, default 2500), --runs N (default 2), --skip-micro.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
@@ -18,6 +18,9 @@ import { parseArgs } from 'node:util';
 import { createCertificates } from '../src/tls/certificates.js';
 import { runMicro, formatMicro } from './micro.js';
 import { reviewText, type PodSize } from './reviews.js';
+import { mutate } from '../src/admission/mutate.js';
+import { createLocalNamespaceSource } from '../src/selection/namespace-labels.js';
+import { loadTemplateDir } from '../src/templates/load.js';
 
 interface RunResult {
   readonly rps: number;
@@ -106,7 +109,7 @@ const fmt = (n: number, digits = 2) => n.toFixed(digits);
 
 async function main(): Promise<void> {
   const { values } = parseArgs({ options: { 'duration-ms': { type: 'string' }, runs: { type: 'string' }, 'skip-micro': { type: 'boolean' } } });
-  const durationMs = Number(values['duration-ms'] ?? 3000);
+  const durationMs = Number(values['duration-ms'] ?? 2500);
   const runs = Number(values.runs ?? 2);
   console.log(`sidecar-injector benchmark — ${new Date().toISOString()}, node ${process.version}, ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB`);
   if (!values['skip-micro']) {
@@ -114,6 +117,7 @@ async function main(): Promise<void> {
     console.log(formatMicro(await runMicro()));
   }
 
+  const uid = '11111111-2222-3333-4444-555555555555';
   const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-bench-'));
   const certs = await createCertificates(['localhost'], ['127.0.0.1'], 1);
   await writeFile(join(dir, 'tls.crt'), certs.cert);
@@ -124,26 +128,40 @@ async function main(): Promise<void> {
     (r) => (r.msg === 'listening' ? (r.port as number) : undefined),
   );
   const limit = await startChild(['dist/bench/limit-server.js', join(dir, 'tls.crt'), join(dir, 'tls.key')], (r) => r.port as number | undefined);
+  // The injector's own answers, computed once, for the limit server that sends the same bytes.
+  const set = await loadTemplateDir('templates');
+  const deps = { templates: () => set, namespaces: createLocalNamespaceSource({ shop: { 'sidecar-injector.io/injection': 'enabled' } }) };
+  const patches: Record<string, string> = {};
+  for (const size of ['small', 'typical', 'large'] as PodSize[]) {
+    const body = reviewText(size, { uid });
+    patches[String(Buffer.byteLength(body))] = (await mutate(JSON.parse(body), deps)).response.response.patch ?? '';
+  }
+  await writeFile(join(dir, 'patches.json'), JSON.stringify(patches));
+  const limitPatch = await startChild(['dist/bench/limit-server.js', join(dir, 'tls.crt'), join(dir, 'tls.key'), join(dir, 'patches.json')], (r) => r.port as number | undefined);
   try {
     console.log(`\n## over HTTPS, keep-alive, ${durationMs} ms per run, ${runs} runs per configuration (injector logs at info, to a pipe)\n`);
-    console.log('pod      body    conc  run  server     req/s    p50 ms   p99 ms   max ms  peak RSS MB  errors   ratio to limit (req/s, p99)');
+    console.log('"limit+patch" is the limit server answering with the injector\'s own patch bytes (same answer size).\n');
+    console.log('pod      body    conc  run  server       req/s    p50 ms   p99 ms   max ms  peak RSS MB  errors   ratio to limit (req/s, p99)');
     for (const size of ['small', 'typical', 'large'] as PodSize[]) {
-      const uid = '11111111-2222-3333-4444-555555555555';
       const body = reviewText(size, { uid });
       for (const concurrency of [1, 32]) {
         for (let run = 1; run <= runs; run++) {
           const lim = await drive(limit.port, certs.caCert, body, uid, concurrency, durationMs, limit.child.pid!);
+          const limP = await drive(limitPatch.port, certs.caCert, body, uid, concurrency, durationMs, limitPatch.child.pid!);
           const inj = await drive(injector.port, certs.caCert, body, uid, concurrency, durationMs, injector.child.pid!);
           const row = (name: string, r: RunResult, ratio: string) =>
-            `${size.padEnd(8)} ${String(Math.round(Buffer.byteLength(body) / 100) / 10).padStart(5)}K ${String(concurrency).padStart(5)} ${String(run).padStart(4)}  ${name.padEnd(8)} ${fmt(r.rps, 0).padStart(8)} ${fmt(r.p50Ms, 3).padStart(9)} ${fmt(r.p99Ms, 3).padStart(8)} ${fmt(r.maxMs, 1).padStart(8)} ${fmt(r.peakRssMb, 1).padStart(12)} ${String(r.errors).padStart(7)}   ${ratio}`;
+            `${size.padEnd(8)} ${String(Math.round(Buffer.byteLength(body) / 100) / 10).padStart(5)}K ${String(concurrency).padStart(5)} ${String(run).padStart(4)}  ${name.padEnd(11)} ${fmt(r.rps, 0).padStart(8)} ${fmt(r.p50Ms, 3).padStart(9)} ${fmt(r.p99Ms, 3).padStart(8)} ${fmt(r.maxMs, 1).padStart(8)} ${fmt(r.peakRssMb, 1).padStart(12)} ${String(r.errors).padStart(7)}   ${ratio}`;
+          const ratio = (r: RunResult) => `${fmt((r.rps / lim.rps) * 100, 0)}% of req/s, p99 ×${fmt(r.p99Ms / lim.p99Ms, 2)}`;
           console.log(row('limit', lim, ''));
-          console.log(row('injector', inj, `${fmt((inj.rps / lim.rps) * 100, 0)}% of req/s, p99 ×${fmt(inj.p99Ms / lim.p99Ms, 2)}`));
+          console.log(row('limit+patch', limP, ratio(limP)));
+          console.log(row('injector', inj, `${ratio(inj)}; ${fmt((inj.rps / limP.rps) * 100, 0)}% of limit+patch`));
         }
       }
     }
   } finally {
     injector.child.kill('SIGTERM');
     limit.child.kill('SIGTERM');
+    limitPatch.child.kill('SIGTERM');
   }
 }
 
