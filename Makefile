@@ -2,7 +2,7 @@
 IMAGE ?= sidecar-injector:0.1.0
 OVERLAY ?= manifests/overlays/self-signed
 
-.PHONY: help install build test run certs manifests deploy image bench clean
+.PHONY: help install build test run certs manifests deploy image bench soak clean
 
 help:
 	@echo "make install    npm ci"
@@ -13,7 +13,8 @@ help:
 	@echo "make manifests  render the base and every overlay with kubectl kustomize"
 	@echo "make deploy     make certs, then kubectl apply -k $(OVERLAY)"
 	@echo "make image      docker build -t $(IMAGE) ."
-	@echo "make bench      benchmarks"
+	@echo "make bench      benchmarks (micro and HTTPS against the limit servers)"
+	@echo "make soak       sustained load for 3 minutes, RSS sampled"
 
 node_modules: package-lock.json
 	npm ci --no-audit --no-fund
@@ -48,3 +49,6 @@ bench: node_modules
 
 clean:
 	rm -rf dist
+
+soak: node_modules
+	npm run soak
