@@ -20,58 +20,67 @@ ${renderUsage}
 ${checkUsage}
 ${certsUsage}`;
 
+/** A subcommand: its usage text and how it runs. Code is loaded on demand, so `serve` stays small. */
+interface Command {
+  readonly usage: string;
+  run(args: readonly string[]): Promise<void>;
+}
+
+const commands: Record<string, Command> = {
+  serve: {
+    usage: serveUsage,
+    run: async (args) => {
+      const { serve } = await import('./serve.js');
+      await serve(args, process.env);
+    },
+  },
+  render: {
+    usage: renderUsage,
+    run: async (args) => {
+      const { render } = await import('./render.js');
+      process.exitCode = await render(args, { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr });
+    },
+  },
+  check: {
+    usage: checkUsage,
+    run: async (args) => {
+      const { check } = await import('./check.js');
+      const dir = args[0] ?? 'templates';
+      const set = await check(dir);
+      process.stdout.write(`ok: ${dir}: ${set.templates.map((t) => `${t.name}@${t.hash}`).join(', ')}\n`);
+    },
+  },
+  certs: {
+    usage: certsUsage,
+    run: async (args) => {
+      const { certs } = await import('./certs.js');
+      const result = await certs(args);
+      process.stdout.write(
+        `${result.reusedCa ? 'reused the CA in' : 'wrote a new CA to'} ${result.out}\n` +
+          `serving certificate for ${result.dnsNames.join(', ')}, valid until ${result.notAfter.toISOString()}\n` +
+          `apply with: kubectl apply -k ${result.out}\n`,
+      );
+    },
+  },
+};
+
 async function main(argv: readonly string[]): Promise<void> {
-  const [command, ...rest] = argv;
-  if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
     process.stdout.write(usage);
     return;
   }
-  if (command === 'serve') {
-    if (rest.includes('--help') || rest.includes('-h')) {
-      process.stdout.write(serveUsage);
-      return;
-    }
-    // Each command loads only what it needs: `serve` stays small (no schema library, no CLI-only code).
-    const { serve } = await import('./serve.js');
-    await serve(rest, process.env);
+  const command = Object.hasOwn(commands, name) ? commands[name] : undefined;
+  if (!command) {
+    process.stderr.write(`sidecar-injector: unknown command ${JSON.stringify(name)}\n\n${usage}`);
+    process.exitCode = 2;
     return;
   }
-  if (command === 'render') {
-    if (rest.includes('--help') || rest.includes('-h')) {
-      process.stdout.write(renderUsage);
-      return;
-    }
-    const { render } = await import('./render.js');
-    process.exitCode = await render(rest, { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr });
+  if (rest.includes('--help') || rest.includes('-h')) {
+    process.stdout.write(command.usage);
     return;
   }
-  if (command === 'check') {
-    if (rest.includes('--help') || rest.includes('-h')) {
-      process.stdout.write(checkUsage);
-      return;
-    }
-    const { check } = await import('./check.js');
-    const dir = rest[0] ?? 'templates';
-    const set = await check(dir);
-    process.stdout.write(`ok: ${dir}: ${set.templates.map((t) => `${t.name}@${t.hash}`).join(', ')}\n`);
-    return;
-  }
-  if (command === 'certs') {
-    if (rest.includes('--help') || rest.includes('-h')) {
-      process.stdout.write(certsUsage);
-      return;
-    }
-    const { certs } = await import('./certs.js');
-    const result = await certs(rest);
-    process.stdout.write(
-      `${result.reusedCa ? 'reused the CA in' : 'wrote a new CA to'} ${result.out}\n` +
-        `serving certificate for ${result.dnsNames.join(', ')}, valid until ${result.notAfter.toISOString()}\n` +
-        `apply with: kubectl apply -k ${result.out}\n`,
-    );
-    return;
-  }
-  process.stderr.write(`sidecar-injector: unknown command ${JSON.stringify(command)}\n\n${usage}`);
-  process.exitCode = 2;
+  await command.run(rest);
 }
 
 main(process.argv.slice(2)).catch((err: unknown) => {

@@ -8,8 +8,8 @@
  */
 import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { watch, type FSWatcher } from 'node:fs';
 import { TemplateError } from '../errors.js';
+import { WatchedCheck } from '../fs/watched-check.js';
 import { compileTemplateFiles, readTemplateFiles, type TemplateFile, type TemplateSet } from './load.js';
 
 /** What /status shows about templates. */
@@ -35,10 +35,7 @@ export class TemplateStore extends EventEmitter {
   private loadedAt = new Date();
   private lastSeen: string;
   private lastError: { at: string; message: string } | undefined;
-  private watcher: FSWatcher | undefined;
-  private timer: NodeJS.Timeout | undefined;
-  private checking: Promise<void> | undefined;
-  private again = false;
+  private readonly watched: WatchedCheck;
 
   private constructor(
     readonly dir: string,
@@ -48,6 +45,7 @@ export class TemplateStore extends EventEmitter {
     super();
     this.set = set;
     this.lastSeen = fingerprint(files);
+    this.watched = new WatchedCheck([dir], () => this.checkOnce());
   }
 
   /** Loads the directory; throws TemplateError when the first set is invalid (nothing to fall back to). */
@@ -77,36 +75,16 @@ export class TemplateStore extends EventEmitter {
 
   /** Watches the directory and checks it every `intervalMs`. */
   start(intervalMs = 5000): void {
-    try {
-      this.watcher = watch(this.dir, () => void this.check());
-      this.watcher.on('error', () => undefined);
-    } catch {
-      // The periodic check still covers the directory.
-    }
-    this.timer = setInterval(() => void this.check(), intervalMs);
-    this.timer.unref();
+    this.watched.start(intervalMs);
   }
 
   stop(): void {
-    clearInterval(this.timer);
-    this.watcher?.close();
+    this.watched.stop();
   }
 
   /** Reads the directory now; takes a changed, valid set into use. Resolves when done. */
   check(): Promise<void> {
-    if (this.checking) {
-      this.again = true;
-      return this.checking;
-    }
-    this.checking = (async () => {
-      do {
-        this.again = false;
-        await this.checkOnce();
-      } while (this.again);
-    })().finally(() => {
-      this.checking = undefined;
-    });
-    return this.checking;
+    return this.watched.check();
   }
 
   private async checkOnce(): Promise<void> {

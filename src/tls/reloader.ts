@@ -7,9 +7,9 @@
  */
 import { X509Certificate, createPrivateKey } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { watch, type FSWatcher } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
+import { WatchedCheck } from '../fs/watched-check.js';
 
 /** A certificate and its key, checked to belong together. */
 export interface KeyPair {
@@ -39,10 +39,7 @@ export async function readKeyPair(certFile: string, keyFile: string): Promise<Ke
  * pair stays in use).
  */
 export class CertificateReloader extends EventEmitter {
-  private watchers: FSWatcher[] = [];
-  private timer: NodeJS.Timeout | undefined;
-  private checking: Promise<void> | undefined;
-  private again = false;
+  private readonly watched: WatchedCheck;
 
   constructor(
     private readonly certFile: string,
@@ -54,6 +51,7 @@ export class CertificateReloader extends EventEmitter {
     super();
     // Without a listener an 'error' event would throw; a bad pair is reported, never fatal.
     this.on('error', () => undefined);
+    this.watched = new WatchedCheck([dirname(certFile), dirname(keyFile)], () => this.checkOnce());
   }
 
   /** The pair in use. */
@@ -62,49 +60,28 @@ export class CertificateReloader extends EventEmitter {
   }
 
   start(): void {
-    for (const dir of new Set([dirname(this.certFile), dirname(this.keyFile)])) {
-      try {
-        const watcher = watch(dir, () => void this.check());
-        watcher.on('error', () => undefined);
-        this.watchers.push(watcher);
-      } catch {
-        // The periodic check still covers this directory.
-      }
-    }
-    this.timer = setInterval(() => void this.check(), this.intervalMs);
-    this.timer.unref();
+    this.watched.start(this.intervalMs);
   }
 
   stop(): void {
-    clearInterval(this.timer);
-    for (const w of this.watchers) w.close();
-    this.watchers = [];
+    this.watched.stop();
   }
 
   /** Reads the files now and applies them if they changed and are valid. Resolves when done. */
   check(): Promise<void> {
-    if (this.checking) {
-      // A change during a check is looked at right after it.
-      this.again = true;
-      return this.checking;
+    return this.watched.check();
+  }
+
+  private async checkOnce(): Promise<void> {
+    try {
+      const pair = await readKeyPair(this.certFile, this.keyFile);
+      if (pair.cert !== this.current.cert || pair.key !== this.current.key) {
+        this.apply(pair);
+        this.current = pair;
+        this.emit('reload', pair);
+      }
+    } catch (err) {
+      this.emit('error', err);
     }
-    this.checking = (async () => {
-      do {
-        this.again = false;
-        try {
-          const pair = await readKeyPair(this.certFile, this.keyFile);
-          if (pair.cert !== this.current.cert || pair.key !== this.current.key) {
-            this.apply(pair);
-            this.current = pair;
-            this.emit('reload', pair);
-          }
-        } catch (err) {
-          this.emit('error', err);
-        }
-      } while (this.again);
-    })().finally(() => {
-      this.checking = undefined;
-    });
-    return this.checking;
   }
 }
