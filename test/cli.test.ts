@@ -23,6 +23,16 @@ function post(port: number, ca: string, body: string): Promise<any> {
   });
 }
 
+function get(port: number, ca: string, path: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    https.get({ host: '127.0.0.1', port, path, ca, servername: 'localhost' }, (res) => {
+      let text = '';
+      res.on('data', (c) => (text += c));
+      res.on('end', () => resolve(text));
+    }).on('error', reject);
+  });
+}
+
 test('serve runs on the bundled templates with a throw-away certificate and stops on SIGTERM', async (t) => {
   const certDir = await mkdtemp(join(tmpdir(), 'sidecar-injector-test-'));
   const child = spawn(process.execPath, [entry, 'serve', '--host', '127.0.0.1', '--port', '0', '--namespace-labels', 'dev/namespaces.yaml', '--dev-cert-dir', certDir, '--shutdown-delay-ms', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -107,4 +117,11 @@ test('serve with --kubeconfig uses the cluster source, says so, and injects by l
   const ca = await readFile(join(dir, 'ca.crt'), 'utf8');
   const review = await post(port, ca, await readFile(join('dev', 'sample-review.json'), 'utf8'));
   t.is(review.response.patchType, 'JSONPatch');
+  // The cluster source and the certificate show in the metrics.
+  const metrics = await get(port, ca, '/metrics');
+  t.regex(metrics, /^sidecar_injector_namespace_cache_synced 1$/m);
+  t.regex(metrics, /^sidecar_injector_namespace_cache_size 1$/m);
+  const expiry = Number(/^sidecar_injector_serving_certificate_expiry_timestamp_seconds (\d+)$/m.exec(metrics)?.[1]);
+  t.true(expiry > Date.now() / 1000);
+  t.regex(metrics, /^sidecar_injector_reviews_total\{operation="CREATE",decision="patched",reason="injected"\} 1$/m);
 });
