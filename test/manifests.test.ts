@@ -17,7 +17,12 @@ import { schemaProblems } from './helpers/kube-schema.js';
 type Obj = Record<string, any>;
 
 function kustomize(dir: string): Obj[] {
-  const text = execFileSync('kubectl', ['kustomize', dir], { encoding: 'utf8' });
+  let text: string;
+  try {
+    text = execFileSync('kubectl', ['kustomize', dir], { encoding: 'utf8' });
+  } catch (err) {
+    throw new Error(`kubectl kustomize ${dir} failed (the kubectl client is needed; it renders offline): ${(err as Error).message}`);
+  }
   return parseAllDocuments(text).map((d) => d.toJS() as Obj);
 }
 
