@@ -9,10 +9,10 @@
  */
 import test from 'ava';
 import fc from 'fast-check';
-import https from 'node:https';
 import tls from 'node:tls';
 import { loadTemplateDir } from '../src/templates/load.js';
 import { applyPatchV4, createReview, decodePatch, prepareCreate } from './helpers/apiserver.js';
+import { httpsCall } from './helpers/https.js';
 import { startTestServer, testCertificates, type TestServer } from './helpers/server.js';
 
 interface BadRequest {
@@ -159,17 +159,8 @@ test.after.always(async () => {
   await server?.stop();
 });
 
-function send(request: BadRequest): Promise<{ status: number; headers: Record<string, unknown>; text: string }> {
-  return new Promise((resolve, reject) => {
-    const req = https.request(`${server.url}${request.path}`, { method: request.method, agent: server.agent, headers: { ...request.headers, 'content-length': String(request.body.length) } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }));
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-    req.end(request.body);
-  });
+function send(request: BadRequest) {
+  return httpsCall({ port: server.port, agent: server.agent, method: request.method, path: request.path, body: request.body, headers: { ...request.headers, 'content-length': String(request.body.length) } });
 }
 
 /** Why an answer is unacceptable, or undefined when it is a 4xx with a message or a valid review. */

@@ -2,35 +2,21 @@
 import test from 'ava';
 import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
-import https from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { decodePatch } from './helpers/apiserver.js';
 import { FakeApiServer } from './helpers/fake-apiserver.js';
+import { httpsCall } from './helpers/https.js';
 
 const entry = join('dist', 'src', 'cli', 'main.js');
 
-function post(port: number, ca: string, body: string): Promise<any> {
-  return new Promise((resolve, reject) => {
-    const req = https.request({ host: '127.0.0.1', port, path: '/mutate?timeout=10s', method: 'POST', ca, servername: 'localhost', headers: { 'content-type': 'application/json' } }, (res) => {
-      let text = '';
-      res.on('data', (c) => (text += c));
-      res.on('end', () => resolve(JSON.parse(text)));
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
+async function post(port: number, ca: string, body: string): Promise<any> {
+  return JSON.parse((await httpsCall({ port, ca, path: '/mutate?timeout=10s', body })).text);
 }
 
-function get(port: number, ca: string, path: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    https.get({ host: '127.0.0.1', port, path, ca, servername: 'localhost' }, (res) => {
-      let text = '';
-      res.on('data', (c) => (text += c));
-      res.on('end', () => resolve(text));
-    }).on('error', reject);
-  });
+async function get(port: number, ca: string, path: string): Promise<string> {
+  return (await httpsCall({ port, ca, path })).text;
 }
 
 test('serve runs on the bundled templates with a throw-away certificate and stops on SIGTERM', async (t) => {

@@ -14,6 +14,7 @@ import { createApp } from '../src/app.js';
 import { pino } from 'pino';
 import { startServer, defaultTimeouts } from '../src/server.js';
 import { createReview, decodePatch, prepareCreate } from './helpers/apiserver.js';
+import { httpsCall } from './helpers/https.js';
 import { startTestServer, testCertificates, testNamespaces } from './helpers/server.js';
 import { logShipperDoc, templateSet } from './helpers/templates.js';
 
@@ -78,16 +79,10 @@ test('template reload under load: a valid set is taken, a broken set is refused 
     running.server.closeAllConnections();
     await running.close();
   });
-  const post = () =>
-    new Promise<{ status: number; body: any }>((resolve, reject) => {
-      const req = https.request({ host: '127.0.0.1', port: running.port, path: '/mutate', method: 'POST', agent, servername: 'localhost', headers: { 'content-type': 'application/json' } }, (res) => {
-        let text = '';
-        res.on('data', (c) => (text += c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) }));
-      });
-      req.on('error', reject);
-      req.end(JSON.stringify(review()));
-    });
+  const post = async () => {
+    const answer = await httpsCall({ port: running.port, agent, path: '/mutate', body: JSON.stringify(review()) });
+    return { status: answer.status, body: JSON.parse(answer.text) };
+  };
   const injectedNames = (body: any) => decodePatch(body.response).flatMap((op) => (op.path === '/spec/initContainers' ? op.value.map((c: any) => c.name) : op.path.startsWith('/spec/containers/') && op.value?.image ? [op.value.name] : []));
   const results: { status: number; names: string[] }[] = [];
   const failures: unknown[] = [];
@@ -127,13 +122,7 @@ test('template reload under load: a valid set is taken, a broken set is refused 
   t.regex(store.status().lastError?.message ?? '', /proxy\.yaml: initContainers\[0\]\.image: .*not declared/);
   await waitFor(10);
   t.deepEqual(results.at(-1)?.names.sort(), ['log-shipper', 'proxy']);
-  const status = await new Promise<any>((resolve, reject) => {
-    https.get({ host: '127.0.0.1', port: running.port, path: '/status', agent, servername: 'localhost' }, (res) => {
-      let text = '';
-      res.on('data', (c) => (text += c));
-      res.on('end', () => resolve(JSON.parse(text)));
-    }).on('error', reject);
-  });
+  const status = JSON.parse((await httpsCall({ port: running.port, agent, path: '/status' })).text);
   t.is(status.templates.generation, 2);
   t.truthy(status.templates.lastError);
 
@@ -171,15 +160,7 @@ test('SIGTERM under load: readiness turns false first, every request is answered
   const ca = await readFile(join(certDir, 'ca.crt'), 'utf8');
   const agent = new https.Agent({ keepAlive: true, ca, maxSockets: 8 });
   t.teardown(() => agent.destroy());
-  const call = (method: string, path: string, body?: string) =>
-    new Promise<number>((resolve, reject) => {
-      const req = https.request({ host: '127.0.0.1', port, path, method, agent, servername: 'localhost', headers: { 'content-type': 'application/json' } }, (res) => {
-        res.resume();
-        res.on('end', () => resolve(res.statusCode ?? 0));
-      });
-      req.on('error', reject);
-      req.end(body);
-    });
+  const call = async (method: string, path: string, body?: string) => (await httpsCall({ port, agent, method, path, ...(body === undefined ? {} : { body }) })).status;
   const body = await readFile(join('dev', 'sample-review.json'), 'utf8');
   const statuses: number[] = [];
   const failures: unknown[] = [];

@@ -7,10 +7,10 @@ import test from 'ava';
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { copyFile, cp, mkdtemp, readFile } from 'node:fs/promises';
-import https from 'node:https';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
+import { httpsCall } from './helpers/https.js';
 
 test('the production install starts and answers /healthz', async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-prod-'));
@@ -33,12 +33,7 @@ test('the production install starts and answers /healthz', async (t) => {
     }
   }
   const ca = await readFile(join(dir, 'certs', 'ca.crt'), 'utf8');
-  const status = await new Promise<number>((resolve_, reject) => {
-    https.get({ host: '127.0.0.1', port, path: '/healthz', ca, servername: 'localhost' }, (res) => {
-      res.resume();
-      resolve_(res.statusCode ?? 0);
-    }).on('error', reject);
-  });
+  const { status } = await httpsCall({ port, ca, path: '/healthz' });
   t.is(status, 200);
 });
 

@@ -9,7 +9,6 @@ import { mkdir, mkdtemp, rename, symlink, writeFile } from 'node:fs/promises';
 import https from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { TLSSocket } from 'node:tls';
 import { pino } from 'pino';
 import { createApp } from '../src/app.js';
 import { createMetrics } from '../src/metrics.js';
@@ -18,6 +17,7 @@ import { defaultTimeouts } from '../src/server.js';
 import { createCa, createServingCertificate, type Pem } from '../src/tls/certificates.js';
 import { CertificateReloader, checkKeyPair, readKeyPair } from '../src/tls/reloader.js';
 import { createReview, prepareCreate } from './helpers/apiserver.js';
+import { httpsCall } from './helpers/https.js';
 import { testNamespaces } from './helpers/server.js';
 import { logShipperDoc, templateSet } from './helpers/templates.js';
 
@@ -32,16 +32,9 @@ async function publish(dir: string, pair: Pem, key = pair.key): Promise<void> {
   await rename(join(dir, '..data_tmp'), join(dir, '..data'));
 }
 
-function request(port: number, ca: string, agent: https.Agent | false, body: string): Promise<{ status: number; fingerprint: string }> {
-  return new Promise((resolve, reject) => {
-    const req = https.request({ host: '127.0.0.1', port, servername: 'localhost', path: '/mutate', method: 'POST', ca, agent, headers: { 'content-type': 'application/json' } }, (res) => {
-      const fingerprint = (res.socket as TLSSocket).getPeerCertificate().fingerprint256;
-      res.resume();
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, fingerprint }));
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
+async function request(port: number, ca: string, agent: https.Agent | false, body: string): Promise<{ status: number; fingerprint: string }> {
+  const answer = await httpsCall({ port, ca, agent, path: '/mutate', body });
+  return { status: answer.status, fingerprint: answer.fingerprint256 };
 }
 
 test('a replaced certificate is served on the next handshake, and no request fails', async (t) => {

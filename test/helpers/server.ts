@@ -8,6 +8,7 @@ import { createLocalNamespaceSource, type NamespaceLabelSource } from '../../src
 import { defaultTimeouts, startServer, type RunningServer, type ServerTimeouts } from '../../src/server.js';
 import type { TemplateSet } from '../../src/templates/load.js';
 import { createCertificates, type CertificateBundle } from '../../src/tls/certificates.js';
+import { httpsCall } from './https.js';
 
 let certificates: Promise<CertificateBundle> | undefined;
 /** One certificate bundle per test process. */
@@ -60,26 +61,16 @@ export async function startTestServer(options: { templates: TemplateSet; namespa
   const running = await startServer(app.callback(), { host: '127.0.0.1', port: 0, key: certs.key, cert: certs.cert, timeouts: { ...defaultTimeouts, ...options.timeouts } });
   const agent = new https.Agent({ keepAlive: true, ca: certs.caCert, maxSockets: 32 });
   const url = `https://127.0.0.1:${running.port}`;
-  const request: TestServer['request'] = (method, path, body, headers = {}) =>
-    new Promise((resolve, reject) => {
-      const req = https.request(`${url}${path}`, { method, agent, headers }, (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => {
-          const text = Buffer.concat(chunks).toString('utf8');
-          let json: unknown;
-          try {
-            json = JSON.parse(text);
-          } catch {
-            json = undefined;
-          }
-          resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json });
-        });
-        res.on('error', reject);
-      });
-      req.on('error', reject);
-      req.end(body);
-    });
+  const request: TestServer['request'] = async (method, path, body, headers = {}) => {
+    const answer = await httpsCall({ port: running.port, agent, method, path, headers, ...(body === undefined ? {} : { body }) });
+    let json: unknown;
+    try {
+      json = JSON.parse(answer.text);
+    } catch {
+      json = undefined;
+    }
+    return { status: answer.status, headers: answer.headers, text: answer.text, json };
+  };
   const server: TestServer = {
     ...running,
     url,
