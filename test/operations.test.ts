@@ -15,6 +15,7 @@ import { pino } from 'pino';
 import { startServer, defaultTimeouts } from '../src/server.js';
 import { createReview, decodePatch, prepareCreate } from './helpers/apiserver.js';
 import { httpsCall } from './helpers/https.js';
+import { startLoad } from './helpers/load.js';
 import { startTestServer, testCertificates, testNamespaces } from './helpers/server.js';
 import { logShipperDoc, templateSet } from './helpers/templates.js';
 
@@ -84,25 +85,11 @@ test('template reload under load: a valid set is taken, a broken set is refused 
     return { status: answer.status, body: JSON.parse(answer.text) };
   };
   const injectedNames = (body: any) => decodePatch(body.response).flatMap((op) => (op.path === '/spec/initContainers' ? op.value.map((c: any) => c.name) : op.path.startsWith('/spec/containers/') && op.value?.image ? [op.value.name] : []));
-  const results: { status: number; names: string[] }[] = [];
-  const failures: unknown[] = [];
-  let loading = true;
-  const load = Array.from({ length: 4 }, () =>
-    (async () => {
-      while (loading) {
-        try {
-          const r = await post();
-          results.push({ status: r.status, names: injectedNames(r.body) });
-        } catch (err) {
-          failures.push(err);
-        }
-      }
-    })(),
-  );
-  const waitFor = async (n: number) => {
-    const target = results.length + n;
-    while (results.length < target) await new Promise((r) => setImmediate(r));
-  };
+  const load = startLoad(4, async () => {
+    const r = await post();
+    return { status: r.status, names: injectedNames(r.body) };
+  });
+  const { results, waitFor } = load;
   await waitFor(10);
   t.is(store.generation, 1);
 
@@ -133,9 +120,8 @@ test('template reload under load: a valid set is taken, a broken set is refused 
   t.is(store.generation, 3);
   t.is(store.status().lastError, undefined);
   await waitFor(10);
-  loading = false;
-  await Promise.all(load);
-  t.deepEqual(failures, []);
+  await load.stop();
+  t.deepEqual(load.failures, []);
   t.true(results.every((r) => r.status === 200));
   t.deepEqual(results.at(-1)?.names, ['log-shipper']);
 });
@@ -162,32 +148,18 @@ test('SIGTERM under load: readiness turns false first, every request is answered
   t.teardown(() => agent.destroy());
   const call = async (method: string, path: string, body?: string) => (await httpsCall({ port, agent, method, path, ...(body === undefined ? {} : { body }) })).status;
   const body = await readFile(join('dev', 'sample-review.json'), 'utf8');
-  const statuses: number[] = [];
-  const failures: unknown[] = [];
-  // Like endpoints: traffic stops once readiness is seen false.
-  let routable = true;
-  const load = Array.from({ length: 6 }, () =>
-    (async () => {
-      while (routable) {
-        try {
-          statuses.push(await call('POST', '/mutate?timeout=10s', body));
-        } catch (err) {
-          failures.push(err);
-        }
-      }
-    })(),
-  );
-  while (statuses.length < 30) await new Promise((r) => setImmediate(r));
+  const load = startLoad(6, () => call('POST', '/mutate?timeout=10s', body));
+  await load.waitFor(30);
   child.kill('SIGTERM');
   while ((await call('GET', '/readyz')) === 200) {
     /* readiness is polled, as the kubelet does */
   }
-  routable = false;
-  await Promise.all(load);
+  // Like endpoints: traffic stops once readiness is seen false.
+  await load.stop();
   t.is(await exited, 0);
-  t.deepEqual(failures, []);
-  t.true(statuses.length > 30);
-  t.true(statuses.every((s) => s === 200));
+  t.deepEqual(load.failures, []);
+  t.true(load.results.length > 30);
+  t.true(load.results.every((s) => s === 200));
 });
 
 test('serve --help documents every operational flag', async (t) => {

@@ -18,6 +18,7 @@ import { createCa, createServingCertificate, type Pem } from '../src/tls/certifi
 import { CertificateReloader, checkKeyPair, readKeyPair } from '../src/tls/reloader.js';
 import { createReview, prepareCreate } from './helpers/apiserver.js';
 import { httpsCall } from './helpers/https.js';
+import { startLoad } from './helpers/load.js';
 import { testNamespaces } from './helpers/server.js';
 import { logShipperDoc, templateSet } from './helpers/templates.js';
 
@@ -60,29 +61,20 @@ test('a replaced certificate is served on the next handshake, and no request fai
     await running.close();
   });
 
+  let flip = false;
   const body = JSON.stringify(createReview(prepareCreate({ metadata: { generateName: 'w-' }, spec: { containers: [{ name: 'w', image: 'x' }] } }, 'shop'), { namespace: 'shop' }));
-  const results: { status: number; fingerprint: string }[] = [];
-  const failures: unknown[] = [];
-  let loading = true;
-  const load = Array.from({ length: 4 }, (_, i) =>
-    (async () => {
-      while (loading) {
-        try {
-          results.push(await request(running.port, ca.cert, i % 2 === 0 ? agent : false, body));
-        } catch (err) {
-          failures.push(err);
-        }
-      }
-    })(),
-  );
-  while (results.length < 20) await new Promise((r) => setImmediate(r));
+  const load = startLoad(4, () => {
+    // Half on kept-alive connections, half on a new connection each time.
+    flip = !flip;
+    return request(running.port, ca.cert, flip ? agent : false, body);
+  });
+  await load.waitFor(20);
   const reloaded = once(reloader, 'reload');
   await publish(dir, second);
   const [pair] = (await reloaded) as [ReturnType<typeof checkKeyPair>];
-  const before = results.length;
-  while (results.length < before + 20) await new Promise((r) => setImmediate(r));
-  loading = false;
-  await Promise.all(load);
+  await load.waitFor(20);
+  await load.stop();
+  const { results, failures } = load;
 
   const expected = checkKeyPair(second.cert, second.key).fingerprint256;
   t.is(pair.fingerprint256, expected);
