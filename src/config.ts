@@ -2,7 +2,7 @@
  * Configuration: the only reader of the environment and the command line. Parses, validates
  * (collecting every problem), applies defaults and freezes.
  */
-import { parseArgs } from 'node:util';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { ConfigError } from './errors.js';
 import { defaultMaxBodyBytes } from './http/body.js';
 import { defaultTimeouts, type ServerTimeouts } from './server.js';
@@ -103,44 +103,46 @@ export const serveUsage = `Usage: sidecar-injector serve [options]
   --keep-alive-timeout-ms N    (default 120000)                     ${envNames['keep-alive-timeout-ms']}
 `;
 
+/** Parsed flags: strings, repeated strings, booleans. */
+export type Flags = Record<string, string | string[] | boolean | undefined>;
+
+/** Parses a command's flags strictly (no positionals); an unknown or malformed flag is a ConfigError. */
+export function parseFlags(argv: readonly string[], options: NonNullable<ParseArgsConfig['options']>): Flags {
+  try {
+    return parseArgs({ args: [...argv], options, strict: true, allowPositionals: false }).values as Flags;
+  } catch (err) {
+    throw new ConfigError([(err as Error).message]);
+  }
+}
+
 /**
  * Builds the configuration from the environment and `serve`'s arguments. Throws ConfigError
  * listing every problem.
  */
 export function loadConfig(env: Readonly<Record<string, string | undefined>>, argv: readonly string[]): Config {
   const problems: string[] = [];
-  let values: Record<string, string | string[] | boolean | undefined> = {};
-  try {
-    values = parseArgs({
-      args: [...argv],
-      options: {
-        host: { type: 'string' },
-        port: { type: 'string' },
-        templates: { type: 'string' },
-        'tls-cert': { type: 'string' },
-        'tls-key': { type: 'string' },
-        'dev-cert-dir': { type: 'string' },
-        'namespace-labels': { type: 'string' },
-        'namespace-label': { type: 'string', multiple: true },
-        'namespace-source': { type: 'string' },
-        kubeconfig: { type: 'string' },
-        'namespace-failure-policy': { type: 'string' },
-        'namespace-lookup-timeout-ms': { type: 'string' },
-        'max-body-bytes': { type: 'string' },
-        'log-level': { type: 'string' },
-        'shutdown-delay-ms': { type: 'string' },
-        'shutdown-timeout-ms': { type: 'string' },
-        'template-check-interval-ms': { type: 'string' },
-        'headers-timeout-ms': { type: 'string' },
-        'request-timeout-ms': { type: 'string' },
-        'keep-alive-timeout-ms': { type: 'string' },
-      },
-      strict: true,
-      allowPositionals: false,
-    }).values;
-  } catch (err) {
-    throw new ConfigError([(err as Error).message]);
-  }
+  const values = parseFlags(argv, {
+    host: { type: 'string' },
+    port: { type: 'string' },
+    templates: { type: 'string' },
+    'tls-cert': { type: 'string' },
+    'tls-key': { type: 'string' },
+    'dev-cert-dir': { type: 'string' },
+    'namespace-labels': { type: 'string' },
+    'namespace-label': { type: 'string', multiple: true },
+    'namespace-source': { type: 'string' },
+    kubeconfig: { type: 'string' },
+    'namespace-failure-policy': { type: 'string' },
+    'namespace-lookup-timeout-ms': { type: 'string' },
+    'max-body-bytes': { type: 'string' },
+    'log-level': { type: 'string' },
+    'shutdown-delay-ms': { type: 'string' },
+    'shutdown-timeout-ms': { type: 'string' },
+    'template-check-interval-ms': { type: 'string' },
+    'headers-timeout-ms': { type: 'string' },
+    'request-timeout-ms': { type: 'string' },
+    'keep-alive-timeout-ms': { type: 'string' },
+  });
   const option = (name: keyof typeof envNames): string | undefined => {
     const flag = values[name];
     if (typeof flag === 'string') return flag;

@@ -7,7 +7,7 @@
  */
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join, relative } from 'node:path';
-import { parseArgs } from 'node:util';
+import { parseFlags } from '../config.js';
 import { ConfigError } from '../errors.js';
 import { checkKeyPair } from '../tls/reloader.js';
 import { createCa, createServingCertificate, daysLeft, type Pem } from '../tls/certificates.js';
@@ -68,24 +68,14 @@ patches:
 
 /** Runs `certs` with its arguments; returns what it wrote. */
 export async function certs(argv: readonly string[]): Promise<CertsResult> {
-  let values: Record<string, string | undefined>;
-  try {
-    values = parseArgs({
-      args: [...argv],
-      options: {
-        out: { type: 'string' },
-        base: { type: 'string' },
-        service: { type: 'string' },
-        namespace: { type: 'string' },
-        days: { type: 'string' },
-        'ca-days': { type: 'string' },
-      },
-      strict: true,
-      allowPositionals: false,
-    }).values as Record<string, string | undefined>;
-  } catch (err) {
-    throw new ConfigError([(err as Error).message]);
-  }
+  const values = parseFlags(argv, {
+    out: { type: 'string' },
+    base: { type: 'string' },
+    service: { type: 'string' },
+    namespace: { type: 'string' },
+    days: { type: 'string' },
+    'ca-days': { type: 'string' },
+  }) as Record<string, string | undefined>;
   const out = values.out ?? join('manifests', 'overlays', 'self-signed');
   const base = values.base ?? join('manifests', 'base');
   const service = values.service ?? 'sidecar-injector';

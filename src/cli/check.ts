@@ -9,7 +9,8 @@ import { join } from 'node:path';
 import { Pod } from 'kubernetes-models/v1/Pod';
 import { parse as parseYaml } from 'yaml';
 import { TemplateError, type TemplateProblem } from '../errors.js';
-import { inject } from '../inject/inject.js';
+import { contextFor } from '../inject/admit.js';
+import { inject, ownMetadata } from '../inject/inject.js';
 import { emptyLedger, indexLedger } from '../inject/ledger.js';
 import { readPod } from '../inject/pod.js';
 import { podProblems } from '../inject/validate.js';
@@ -46,13 +47,11 @@ function schemaPath(message: string): string {
 export function checkRendered(template: Template): TemplateProblem[] {
   const pod = samplePod();
   const parts = readPod(pod);
-  const metadata = pod.metadata as { labels: Record<string, string> };
-  const context = {
-    pod: { name: 'sample-6d4cf56db6', generateName: 'sample-6d4cf56db6-', namespace: 'sample', serviceAccountName: 'default', labels: metadata.labels, annotations: {} },
-    namespace: { name: 'sample', labels: { 'kubernetes.io/metadata.name': 'sample', 'sidecar-injector.io/injection': 'enabled' } },
-  };
   const ledger = emptyLedger();
-  const result = inject(pod, parts, ledger, indexLedger(ledger), [render(template, context)]);
+  const owner = indexLedger(ledger);
+  const namespaceLabels = { 'kubernetes.io/metadata.name': 'sample', 'sidecar-injector.io/injection': 'enabled' };
+  const context = contextFor(parts, '', 'sample', ownMetadata(parts, owner), namespaceLabels);
+  const result = inject(pod, parts, ledger, owner, [render(template, context)]);
   const problems: TemplateProblem[] = [];
   const add = (message: string) => problems.push({ file: template.file, field: 'rendered into a sample pod', message });
   for (const warning of result.warnings) add(warning);

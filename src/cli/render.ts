@@ -5,8 +5,8 @@
  * object, which templates were injected or skipped and why.
  */
 import { readFile } from 'node:fs/promises';
-import { parseArgs } from 'node:util';
 import { parseAllDocuments, stringify } from 'yaml';
+import { parseFlags } from '../config.js';
 import { ConfigError } from '../errors.js';
 import { LabelValues, Labels } from '../inject/keys.js';
 import { renderObject, type RenderedObject } from '../render/workloads.js';
@@ -44,24 +44,14 @@ async function readInput(file: string, io: RenderIo): Promise<string> {
 
 /** Runs `render`; returns the exit code (0, or 1 when a pod would be refused). */
 export async function render(argv: readonly string[], io: RenderIo): Promise<number> {
-  let values: Record<string, string | string[] | boolean | undefined>;
-  try {
-    values = parseArgs({
-      args: [...argv],
-      options: {
-        filename: { type: 'string', short: 'f' },
-        templates: { type: 'string' },
-        namespace: { type: 'string' },
-        'namespace-labels': { type: 'string' },
-        'namespace-label': { type: 'string', multiple: true },
-        explain: { type: 'boolean' },
-      },
-      strict: true,
-      allowPositionals: false,
-    }).values;
-  } catch (err) {
-    throw new ConfigError([(err as Error).message]);
-  }
+  const values = parseFlags(argv, {
+    filename: { type: 'string', short: 'f' },
+    templates: { type: 'string' },
+    namespace: { type: 'string' },
+    'namespace-labels': { type: 'string' },
+    'namespace-label': { type: 'string', multiple: true },
+    explain: { type: 'boolean' },
+  });
   const file = values.filename as string | undefined;
   if (!file) throw new ConfigError(['-f FILE (or -f - for stdin) is required']);
   const labelFlags = (values['namespace-label'] as string[] | undefined) ?? [];

@@ -55,39 +55,49 @@ function isStringList(value: unknown): value is string[] {
  */
 export function parseLedger(text: string | undefined): { ledger: Ledger; problem?: string } {
   if (text === undefined) return { ledger: emptyLedger() };
+  try {
+    return { ledger: readLedger(text) };
+  } catch (err) {
+    if (!(err instanceof LedgerProblem)) throw err;
+    return { ledger: emptyLedger(), problem: `status annotation ${err.message}; ignoring it` };
+  }
+}
+
+/** What is wrong with a status annotation, as the end of a sentence. */
+class LedgerProblem extends Error {}
+
+function stringList(value: unknown, where: string): string[] | undefined {
+  if (value === undefined) return undefined;
+  if (!isStringList(value)) throw new LedgerProblem(`${where} is malformed`);
+  return value;
+}
+
+function readLedger(text: string): Ledger {
   let doc: unknown;
   try {
     doc = JSON.parse(text);
   } catch {
-    return { ledger: emptyLedger(), problem: 'status annotation is not JSON; ignoring it' };
+    throw new LedgerProblem('is not JSON');
   }
-  if (!isJsonObject(doc) || doc.v !== 1 || !isJsonObject(doc.templates)) {
-    return { ledger: emptyLedger(), problem: 'status annotation has an unknown format; ignoring it' };
-  }
+  if (!isJsonObject(doc) || doc.v !== 1 || !isJsonObject(doc.templates)) throw new LedgerProblem('has an unknown format');
   // Null-prototype maps: keys come from the pod, and "__proto__" must stay an ordinary key.
   const templates: Record<string, LedgerEntry> = Object.create(null);
   for (const [name, raw] of Object.entries(doc.templates)) {
-    if (!isJsonObject(raw) || typeof raw.hash !== 'string') {
-      return { ledger: emptyLedger(), problem: `status annotation entry ${JSON.stringify(name)} is malformed; ignoring it` };
-    }
+    if (!isJsonObject(raw) || typeof raw.hash !== 'string') throw new LedgerProblem(`entry ${JSON.stringify(name)} is malformed`);
     const entry: LedgerEntry = { hash: raw.hash };
     for (const kind of podItemKinds) {
-      const list = raw[kind];
-      if (list === undefined) continue;
-      if (!isStringList(list)) return { ledger: emptyLedger(), problem: `status annotation ${name}.${kind} is malformed; ignoring it` };
-      entry[kind] = list;
+      const list = stringList(raw[kind], `${name}.${kind}`);
+      if (list) entry[kind] = list;
     }
     if (raw.appContainers !== undefined) {
-      if (!isJsonObject(raw.appContainers)) return { ledger: emptyLedger(), problem: `status annotation ${name}.appContainers is malformed; ignoring it` };
+      if (!isJsonObject(raw.appContainers)) throw new LedgerProblem(`${name}.appContainers is malformed`);
       const apps: Record<string, AppContainerItems> = Object.create(null);
       for (const [container, items] of Object.entries(raw.appContainers)) {
-        if (!isJsonObject(items)) return { ledger: emptyLedger(), problem: `status annotation ${name}.appContainers is malformed; ignoring it` };
+        if (!isJsonObject(items)) throw new LedgerProblem(`${name}.appContainers is malformed`);
         const parsed: AppContainerItems = {};
         for (const kind of appItemKinds) {
-          const list = items[kind];
-          if (list === undefined) continue;
-          if (!isStringList(list)) return { ledger: emptyLedger(), problem: `status annotation ${name}.appContainers is malformed; ignoring it` };
-          parsed[kind] = list;
+          const list = stringList(items[kind], `${name}.appContainers`);
+          if (list) parsed[kind] = list;
         }
         apps[container] = parsed;
       }
@@ -95,7 +105,7 @@ export function parseLedger(text: string | undefined): { ledger: Ledger; problem
     }
     templates[name] = entry;
   }
-  return { ledger: { v: 1, templates } };
+  return { v: 1, templates };
 }
 
 /** The annotation text for a ledger: templates sorted by name, so equal ledgers serialise equally. */

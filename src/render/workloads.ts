@@ -5,7 +5,7 @@
  * other object is left exactly as it is. Explains each decision in sentences.
  */
 import { admitPod, type AdmitDeps, type PodOutcome } from '../inject/admit.js';
-import type { LedgerEntry } from '../inject/ledger.js';
+import { podItemKinds, type LedgerEntry } from '../inject/ledger.js';
 import { isJsonObject } from '../inject/pod.js';
 import type { JsonObject } from '../templates/template.js';
 
@@ -36,7 +36,7 @@ export interface RenderedObject {
 function describeEntry(entry: LedgerEntry | undefined): string {
   if (!entry) return '';
   const parts: string[] = [];
-  for (const kind of ['initContainers', 'containers', 'volumes', 'imagePullSecrets', 'labels', 'annotations'] as const) {
+  for (const kind of podItemKinds) {
     if (entry[kind]?.length) parts.push(`${kind} ${entry[kind]!.join(', ')}`);
   }
   for (const [container, items] of Object.entries(entry.appContainers ?? {})) {

@@ -36,12 +36,8 @@ export function createTemplateSet(templates: readonly Template[]): TemplateSet {
 /** Parses one file's text (YAML or JSON, a single document) and compiles it. */
 export function parseTemplateText(text: string, file: string): { template?: Template; problems: TemplateProblem[] } {
   const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: false });
-  if (doc.errors.length > 0) {
-    return { problems: doc.errors.map((e) => ({ file, field: '', message: `YAML: ${e.message.split('\n')[0]}` })) };
-  }
-  if (doc.warnings.length > 0) {
-    return { problems: doc.warnings.map((e) => ({ file, field: '', message: `YAML: ${e.message.split('\n')[0]}` })) };
-  }
+  const issues = doc.errors.length > 0 ? doc.errors : doc.warnings;
+  if (issues.length > 0) return { problems: issues.map((e) => ({ file, field: '', message: `YAML: ${e.message.split('\n')[0]}` })) };
   return compileTemplate(doc.toJS({ maxAliasCount: 100 }), file);
 }
 
