@@ -6,6 +6,7 @@
 import type { Operation } from 'fast-json-patch';
 import { RequestError } from '../errors.js';
 import { isJsonObject } from '../inject/pod.js';
+import { quote } from '../quote.js';
 
 export const reviewVersions = ['admission.k8s.io/v1', 'admission.k8s.io/v1beta1'] as const;
 export type ReviewVersion = (typeof reviewVersions)[number];
@@ -47,9 +48,9 @@ export function parseReview(body: unknown): ParsedReview {
   if (!isJsonObject(body)) throw malformed('the body must be a JSON object');
   const { apiVersion, kind, request } = body;
   if (!reviewVersions.includes(apiVersion as ReviewVersion)) {
-    throw malformed(`apiVersion must be one of ${reviewVersions.join(', ')} (got ${JSON.stringify(apiVersion) ?? 'nothing'})`);
+    throw malformed(`apiVersion must be one of ${reviewVersions.join(', ')} (got ${apiVersion === undefined ? 'nothing' : quote(apiVersion)})`);
   }
-  if (kind !== 'AdmissionReview') throw malformed(`kind must be AdmissionReview (got ${JSON.stringify(kind) ?? 'nothing'})`);
+  if (kind !== 'AdmissionReview') throw malformed(`kind must be AdmissionReview (got ${kind === undefined ? 'nothing' : quote(kind)})`);
   if (!isJsonObject(request)) throw malformed('request must be an object');
   const { uid, operation } = request;
   if (typeof uid !== 'string' || uid === '') throw malformed('request.uid must be a non-empty string');

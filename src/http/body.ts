@@ -4,6 +4,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import { RequestError } from '../errors.js';
+import { cut, quote } from '../quote.js';
 
 /**
  * Default body limit: 7 MiB. The API server caps a request at 3 MiB of object (etcd's limit),
@@ -94,7 +95,7 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
 /** Reads and parses a JSON body after checking its media type. */
 export async function readJsonBody(req: IncomingMessage, limit: number): Promise<unknown> {
   if (!isJsonMediaType(req.headers['content-type'])) {
-    throw new RequestError(415, 'ERR_UNSUPPORTED_MEDIA_TYPE', `Content-Type must be application/json (got ${JSON.stringify(req.headers['content-type'] ?? '')})`);
+    throw new RequestError(415, 'ERR_UNSUPPORTED_MEDIA_TYPE', `Content-Type must be application/json (got ${quote(req.headers['content-type'] ?? '')})`);
   }
   const bytes = await readBody(req, limit);
   // A body under 64 KiB cannot nest deeply enough to matter; larger ones are scanned.
@@ -111,6 +112,6 @@ export async function readJsonBody(req: IncomingMessage, limit: number): Promise
   try {
     return JSON.parse(text);
   } catch (err) {
-    throw new RequestError(400, 'ERR_MALFORMED_JSON', `request body is not valid JSON: ${(err as Error).message}`);
+    throw new RequestError(400, 'ERR_MALFORMED_JSON', `request body is not valid JSON: ${cut((err as Error).message)}`);
   }
 }

@@ -12,8 +12,11 @@ import { render } from '../templates/render.js';
 import type { JsonObject, Template } from '../templates/template.js';
 import { inject, ownMetadata, type Injection } from './inject.js';
 import { Annotations } from './keys.js';
-import { indexLedger, parseLedger } from './ledger.js';
-import { podDisplayName, readPod, type PodParts } from './pod.js';
+import { indexLedger, parseLedger, type Ledger } from './ledger.js';
+import { podDisplayName, podOs, readPod, type PodParts } from './pod.js';
+import { checkLedger } from './trust.js';
+import { admissionProblem, annotationBytes, maxAnnotationBytes } from './validate.js';
+import { cut } from '../quote.js';
 
 /** What admission needs from the rest of the process. */
 export interface AdmitDeps {
@@ -27,8 +30,11 @@ export type AdmitReason =
   | 'injected'
   | 'already-injected'
   | 'nothing-to-add'
+  | 'template-conflict'
   | PodSkipReason
   | 'invalid-pod'
+  | 'pod-too-large'
+  | 'annotations-over-limit'
   | 'unknown-template'
   | 'namespace-unknown';
 
@@ -75,8 +81,9 @@ export function contextFor(parts: PodParts, requestName: string, namespace: stri
 
 /** Decides and injects one pod. */
 export async function admitPod(input: PodInput, deps: AdmitDeps): Promise<PodOutcome> {
-  let podName = input.name;
-  let namespace = input.namespace;
+  // Cut for messages and logs: these come from the request and are validated only below.
+  let podName = cut(input.name, 100);
+  let namespace = cut(input.namespace, 100);
   const denial = (reason: AdmitReason, code: number, message: string, templates: readonly Template[] = []): PodOutcome => ({
     decision: 'denied',
     reason,
@@ -90,39 +97,66 @@ export async function admitPod(input: PodInput, deps: AdmitDeps): Promise<PodOut
   try {
     const parts = readPod(input.pod);
     const pod = input.pod as JsonObject;
-    podName = podDisplayName(parts.metadata) || input.name;
+    podName = cut(podDisplayName(parts.metadata) || input.name, 100);
     // Controller-created pods had no metadata.namespace before Kubernetes 1.24 (R-24).
     namespace = input.namespace || (typeof parts.metadata.namespace === 'string' ? parts.metadata.namespace : '');
     if (!namespace) return denial('invalid-pod', 400, 'the pod has no namespace: request.namespace and metadata.namespace are both empty');
+    // Before any work: a pod the API server will reject, or one out of proportion to any real pod.
+    const problem = admissionProblem(parts, namespace);
+    if (problem) {
+      return problem.kind === 'invalid' ? denial('invalid-pod', 400, problem.message) : denial('pod-too-large', 400, problem.message);
+    }
 
-    const { ledger, problem } = parseLedger(parts.annotations[Annotations.status]);
+    const set = deps.templates();
+    const { ledger: claimed, problem: ledgerProblem } = parseLedger(parts.annotations[Annotations.status]);
+    // The ledger is a claim: only what the pod really holds of a template counts as ours.
+    const checked = checkLedger(claimed, parts, set);
+    const ledger = checked.believed;
     const owner = indexLedger(ledger);
     const own = ownMetadata(parts, owner);
-    const warnings: string[] = problem ? [problem] : [];
+    const warnings: string[] = ledgerProblem ? [ledgerProblem] : [];
+    warnings.push(...checked.doubts);
     const namespaceLabels = await deps.namespaces.labelsOf(namespace);
-    const set = deps.templates();
-    const selection = select({ namespace, namespaceLabels, podLabels: own.labels, podAnnotations: own.annotations }, set);
+    const selection = select({ namespace, namespaceLabels, podLabels: own.labels, podAnnotations: own.annotations, podOs: podOs(parts) }, set);
     const common = { podName, namespace, warnings, selection, templates: selection.templates };
     // A template the pod asked for by name and did not get deserves a sentence.
     const requested = new Set(requestedTemplates(own.annotations));
-    for (const skip of selection.skipped) if (requested.has(skip.template)) warnings.push(skip.message);
+    // So does a template skipped because of the pod's operating system.
+    for (const skip of selection.skipped) if (requested.has(skip.template) || skip.reason === 'os') warnings.push(skip.message);
     if (selection.reason) {
       if (selection.reason === 'namespace-not-enabled' && requested.size > 0) warnings.push(`${selection.message}; requested templates are not injected`);
       return { ...common, decision: 'allowed', reason: selection.reason, message: selection.message };
     }
     const context = contextFor(parts, input.name, namespace, own, namespaceLabels);
     const rendered = selection.templates.map((t) => render(t, context));
-    const injection = inject(pod, parts, ledger, owner, rendered);
+    // Entries of retired templates are carried over as written; they decide nothing.
+    const written = { v: 1 as const, templates: Object.assign(Object.create(null) as Ledger['templates'], checked.retired, ledger.templates) };
+    const injection = inject(pod, parts, written, owner, rendered);
     warnings.push(...injection.warnings);
     if (!injection.changed) {
       const all = selection.templates.every((t) => Object.hasOwn(ledger.templates, t.name));
+      const conflict = injection.conflicts.length > 0;
       return {
         ...common,
         decision: 'allowed',
-        reason: all ? 'already-injected' : 'nothing-to-add',
-        message: all ? 'the pod already carries its sidecars' : 'every item of the selected templates is already in the pod',
+        reason: conflict ? 'template-conflict' : all ? 'already-injected' : 'nothing-to-add',
+        message: conflict
+          ? `not injected: ${injection.conflicts.join(', ')} (the pod's own items are in the way)`
+          : all
+            ? 'the pod already carries its sidecars'
+            : 'every item of the selected templates is already in the pod',
         injection,
       };
+    }
+    // The API server refuses a pod whose annotations exceed the limit (R-66): say so ourselves, precisely.
+    const bytes = annotationBytes((injection.pod.metadata as JsonObject).annotations as Record<string, string>);
+    if (bytes > maxAnnotationBytes) {
+      return denial(
+        'annotations-over-limit',
+        400,
+        `injecting ${injection.injected.join(', ')} would take the pod's annotations to ${bytes} bytes, over the API server's limit of ${maxAnnotationBytes}; shorten the pod's annotations`,
+        selection.templates,
+      );
     }
     return { ...common, decision: 'patched', reason: 'injected', message: `injected ${injection.injected.join(', ')}`, original: pod, injection };
   } catch (err) {

@@ -87,7 +87,8 @@ function walkArray(before: unknown[], after: unknown[], path: string, ops: Opera
     return fallback(before, after, path, ops);
   }
   if (i !== before.length) return fallback(before, after, path, ops);
-  ops.push(...local);
+  // A loop, not push(...local): a spread of 100,000 operations overflows the stack.
+  for (const op of local) ops.push(op);
 }
 
 function fallback(before: unknown[], after: unknown[], path: string, ops: Operation[]): void {

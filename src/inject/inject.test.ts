@@ -164,7 +164,7 @@ test('an invalid rendered label value is skipped with a warning', (t) => {
   t.true(result.warnings.some((w) => w.includes('label example.com/app not added')));
 });
 
-test('two templates claiming the same volume: the second shares it and says so', (t) => {
+test('two templates claiming one volume name with different content: the second is not injected at all, and says so', (t) => {
   const s = templateSet(
     { name: 'a', volumes: [{ name: 'shared', emptyDir: {} }] },
     { name: 'b', volumes: [{ name: 'shared', emptyDir: { medium: 'Memory' } }] },
@@ -174,7 +174,23 @@ test('two templates claiming the same volume: the second shares it and says so',
   const { ledger } = parseLedger(undefined);
   const result = inject(pod, parts, ledger, indexLedger(ledger), s.templates.map((tpl) => render(tpl, context)));
   t.deepEqual((result.pod as any).spec.volumes, [{ name: 'shared', emptyDir: {} }]);
-  t.true(result.warnings.some((w) => w.includes('already exists')));
+  t.deepEqual(result.injected, ['a']);
+  t.deepEqual(result.conflicts, ['b']);
+  t.true(result.warnings.some((w) => w.includes("b not injected: the pod's volume shared is not this template's")));
+});
+
+test('two templates declaring the very same volume share it', (t) => {
+  const s = templateSet(
+    { name: 'a', volumes: [{ name: 'shared', emptyDir: {} }] },
+    { name: 'b', volumes: [{ name: 'shared', emptyDir: {} }], annotations: { 'b.example.com/x': 'y' } },
+  );
+  const pod = basePod();
+  const parts = readPod(pod);
+  const { ledger } = parseLedger(undefined);
+  const result = inject(pod, parts, ledger, indexLedger(ledger), s.templates.map((tpl) => render(tpl, context)));
+  t.deepEqual((result.pod as any).spec.volumes, [{ name: 'shared', emptyDir: {} }]);
+  t.deepEqual(result.injected, ['a', 'b']);
+  t.deepEqual(result.conflicts, []);
 });
 
 test('the patch applies under json-patch v4 rules and reproduces the injected pod', (t) => {

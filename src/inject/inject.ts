@@ -11,8 +11,9 @@ import type { JsonObject } from '../templates/template.js';
 import type { RenderedTemplate } from '../templates/render.js';
 import { labelValueProblem } from '../selection/label-syntax.js';
 import { Annotations } from './keys.js';
-import { appItemKinds, podItemKinds, serializeLedger, type AppContainerItems, type AppItemKind, type Ledger, type LedgerEntry, type Ownership, type PodItemKind } from './ledger.js';
+import { appItemKinds, itemKey, podItemKinds, serializeLedger, type AppContainerItems, type AppItemKind, type Ledger, type LedgerEntry, type Ownership, type PodItemKind } from './ledger.js';
 import type { PodParts } from './pod.js';
+import { contains } from './contains.js';
 
 /** The result of injection. `pod` is the input object itself when nothing was added. */
 export interface Injection {
@@ -22,6 +23,8 @@ export interface Injection {
   readonly injected: readonly string[];
   /** Names of templates whose items were all present already (earlier injection). */
   readonly present: readonly string[];
+  /** Templates not injected at all because the pod's own items are in their way. */
+  readonly conflicts: readonly string[];
   /** Sentences for the person reading kubectl output: collisions and skipped items. */
   readonly warnings: readonly string[];
   /** The ledger after this call. */
@@ -40,17 +43,6 @@ export function ownMetadata(parts: PodParts, owner: Ownership): { labels: Record
   return { labels, annotations };
 }
 
-function envFromKey(source: JsonObject): string {
-  const ref = (source.configMapRef ?? source.secretRef) as JsonObject | undefined;
-  const kind = source.configMapRef ? 'configMap' : 'secret';
-  return `${kind}:${String(ref?.name ?? '')}:${String(source.prefix ?? '')}`;
-}
-
-/** The key an item of an app container's list is known by: env name, envFrom source, mountPath. */
-function itemKey(kind: AppItemKind, item: JsonObject): string {
-  return kind === 'env' ? String(item.name) : kind === 'envFrom' ? envFromKey(item) : String(item.mountPath);
-}
-
 function sameJson(a: unknown, b: unknown): boolean {
   if (a === b) return true;
   try {
@@ -67,8 +59,9 @@ class PodBuilder {
   private readonly containerNames = new Set<string>();
   private readonly volumeNames: Set<string>;
   private readonly pullSecretNames: Set<string>;
-  private readonly labels: Record<string, string> = {};
-  private readonly annotations: Record<string, string> = {};
+  // Null-prototype maps: keys come from templates and pods; "__proto__" or "constructor" stay ordinary keys.
+  private readonly labels: Record<string, string> = Object.create(null);
+  private readonly annotations: Record<string, string> = Object.create(null);
   private readonly front = { containers: [] as JsonObject[], initContainers: [] as JsonObject[] };
   private readonly back = { containers: [] as JsonObject[], initContainers: [] as JsonObject[] };
   private readonly volumes: JsonObject[] = [];
@@ -112,6 +105,22 @@ class PodBuilder {
     this.containerNames.add(name);
     (placement === 'first' ? this.front : this.back)[list].push(container);
     return true;
+  }
+
+  /**
+   * The name of a volume of `template` that the pod already has as something else, if any.
+   * Such a template is not injected at all: its mounts would bind to the pod's own data
+   * (a Secret named like our emptyDir) — a partial injection is worse than none.
+   */
+  foreignVolume(volumes: readonly JsonObject[], template: string): string | undefined {
+    for (const volume of volumes) {
+      const name = volume.name as string;
+      if (!this.volumeNames.has(name) || this.owner.pod('volumes', name) === template) continue;
+      const existing = this.parts.volumes.find((v) => v.name === name) ?? this.volumes.find((v) => v.name === name);
+      // The same volume (say, the same emptyDir another template or the user declared) is no conflict.
+      if (!existing || !contains(volume, existing)) return name;
+    }
+    return undefined;
   }
 
   addVolume(volume: JsonObject, template: string): boolean {
@@ -226,11 +235,18 @@ function push(entry: LedgerEntry, kind: PodItemKind, key: string): void {
  */
 export function inject(pod: JsonObject, parts: PodParts, previous: Ledger, owner: Ownership, rendered: readonly RenderedTemplate[]): Injection {
   const builder = new PodBuilder(parts, owner);
-  const next: Ledger = { v: 1, templates: { ...previous.templates } };
+  const next: Ledger = { v: 1, templates: Object.assign(Object.create(null) as Ledger['templates'], previous.templates) };
   const injected: string[] = [];
   const present: string[] = [];
+  const conflicts: string[] = [];
 
   for (const t of rendered) {
+    const foreign = builder.foreignVolume(t.volumes, t.name);
+    if (foreign !== undefined) {
+      conflicts.push(t.name);
+      builder.warnings.push(`${t.name} not injected: the pod's volume ${foreign} is not this template's, and its mounts would use that data; rename the volume`);
+      continue;
+    }
     const entry: LedgerEntry = { hash: t.hash };
     let added = 0;
     const record = (kind: PodItemKind, key: string, ok: boolean) => {
@@ -251,7 +267,8 @@ export function inject(pod: JsonObject, parts: PodParts, previous: Ledger, owner
         for (const item of items) {
           const key = builder.addToApp(index, kind, item, t.name);
           if (key === undefined) continue;
-          const apps = (entry.appContainers ??= {});
+          // Container names come from the pod: a null-prototype map keeps "constructor" an ordinary key.
+          const apps = (entry.appContainers ??= Object.create(null) as Record<string, AppContainerItems>);
           ((apps[containerName] ??= {})[kind] ??= []).push(key);
           added++;
         }
@@ -263,9 +280,9 @@ export function inject(pod: JsonObject, parts: PodParts, previous: Ledger, owner
     } else present.push(t.name);
   }
 
-  if (injected.length === 0) return { pod, changed: false, injected, present, warnings: builder.warnings, ledger: previous };
+  if (injected.length === 0) return { pod, changed: false, injected, present, conflicts, warnings: builder.warnings, ledger: previous };
   const newPod = builder.build(pod, serializeLedger(next));
-  return { pod: newPod, changed: true, injected, present, warnings: builder.warnings, ledger: next };
+  return { pod: newPod, changed: true, injected, present, conflicts, warnings: builder.warnings, ledger: next };
 }
 
 /** The earlier entry of a template plus what this call added, under the current hash. */
@@ -276,9 +293,9 @@ function mergeEntries(before: LedgerEntry | undefined, added: LedgerEntry): Ledg
     if (added[kind]) out[kind] = union(before[kind], added[kind]);
   }
   if (added.appContainers) {
-    const apps: Record<string, AppContainerItems> = { ...(before.appContainers ?? {}) };
+    const apps: Record<string, AppContainerItems> = Object.assign(Object.create(null), before.appContainers);
     for (const [container, items] of Object.entries(added.appContainers)) {
-      const merged = { ...(apps[container] ?? {}) };
+      const merged: AppContainerItems = { ...(Object.hasOwn(apps, container) ? apps[container] : {}) };
       for (const kind of appItemKinds) {
         if (items[kind]) merged[kind] = union(merged[kind], items[kind]);
       }

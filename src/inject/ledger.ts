@@ -4,6 +4,8 @@
  * R-62) and how the injector knows what it owns: anything not in the ledger belongs to
  * someone else and is never modified.
  */
+import { quote } from '../quote.js';
+import type { JsonObject } from '../templates/template.js';
 import { isJsonObject } from './pod.js';
 
 /** Items added to one of the pod's own containers, by key. */
@@ -39,9 +41,20 @@ export type AppItemKind = keyof AppContainerItems;
 export const podItemKinds: readonly PodItemKind[] = ['containers', 'initContainers', 'volumes', 'imagePullSecrets', 'labels', 'annotations'];
 export const appItemKinds: readonly AppItemKind[] = ['env', 'envFrom', 'volumeMounts'];
 
+function envFromKey(source: JsonObject): string {
+  const ref = (source.configMapRef ?? source.secretRef) as JsonObject | undefined;
+  const kind = source.configMapRef ? 'configMap' : 'secret';
+  return `${kind}:${String(ref?.name ?? '')}:${String(source.prefix ?? '')}`;
+}
+
+/** The key an item of an app container's list is known by: env name, envFrom source, mountPath. */
+export function itemKey(kind: AppItemKind, item: JsonObject): string {
+  return kind === 'env' ? String(item.name) : kind === 'envFrom' ? envFromKey(item) : String(item.mountPath);
+}
+
 /** An empty ledger. */
 export function emptyLedger(): Ledger {
-  return { v: 1, templates: {} };
+  return { v: 1, templates: Object.create(null) };
 }
 
 function isStringList(value: unknown): value is string[] {
@@ -83,7 +96,7 @@ function readLedger(text: string): Ledger {
   // Null-prototype maps: keys come from the pod, and "__proto__" must stay an ordinary key.
   const templates: Record<string, LedgerEntry> = Object.create(null);
   for (const [name, raw] of Object.entries(doc.templates)) {
-    if (!isJsonObject(raw) || typeof raw.hash !== 'string') throw new LedgerProblem(`entry ${JSON.stringify(name)} is malformed`);
+    if (!isJsonObject(raw) || typeof raw.hash !== 'string') throw new LedgerProblem(`entry ${quote(name)} is malformed`);
     const entry: LedgerEntry = { hash: raw.hash };
     for (const kind of podItemKinds) {
       const list = stringList(raw[kind], `${name}.${kind}`);
@@ -110,7 +123,8 @@ function readLedger(text: string): Ledger {
 
 /** The annotation text for a ledger: templates sorted by name, so equal ledgers serialise equally. */
 export function serializeLedger(ledger: Ledger): string {
-  const templates: Record<string, LedgerEntry> = {};
+  // Null prototype: a ledger read from a pod may hold any template name, "__proto__" included.
+  const templates: Record<string, LedgerEntry> = Object.create(null);
   for (const name of Object.keys(ledger.templates).sort()) templates[name] = ledger.templates[name]!;
   return JSON.stringify({ v: 1, templates });
 }

@@ -3,6 +3,7 @@
  * this module only checks the few shapes injection relies on and reads values from them.
  */
 import { AdmissionError } from '../errors.js';
+import { quote } from '../quote.js';
 import type { JsonObject } from '../templates/template.js';
 
 /** The fields injection reads, checked once. The objects are the pod's own (never copies). */
@@ -30,7 +31,7 @@ function stringMap(value: unknown, field: string): Readonly<Record<string, strin
   if (value === undefined || value === null) return {};
   if (!isJsonObject(value)) throw invalid(field, 'must be a map of strings');
   for (const key in value) {
-    if (typeof value[key] !== 'string') throw invalid(`${field}[${JSON.stringify(key)}]`, 'must be a string');
+    if (typeof value[key] !== 'string') throw invalid(`${field}[${quote(key)}]`, 'must be a string');
   }
   return value as Record<string, string>;
 }
@@ -92,4 +93,15 @@ export function podDisplayName(metadata: JsonObject): string {
   if (typeof metadata.name === 'string' && metadata.name) return metadata.name;
   if (typeof metadata.generateName === 'string' && metadata.generateName) return metadata.generateName;
   return '';
+}
+
+/**
+ * The operating system the pod runs on: `spec.os.name`, else the `kubernetes.io/os` node
+ * selector, else linux (what a pod without either lands on in nearly every cluster).
+ */
+export function podOs(parts: PodParts): 'linux' | 'windows' {
+  const os = isJsonObject(parts.spec.os) ? parts.spec.os.name : undefined;
+  if (os === 'windows' || os === 'linux') return os;
+  const selector = isJsonObject(parts.spec.nodeSelector) ? parts.spec.nodeSelector['kubernetes.io/os'] : undefined;
+  return selector === 'windows' ? 'windows' : 'linux';
 }

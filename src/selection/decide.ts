@@ -2,16 +2,17 @@
  * Which templates apply to a pod, and why the others do not. Pure.
  */
 import { AdmissionError } from '../errors.js';
+import { quoteList } from '../quote.js';
 import { Annotations, LabelValues, Labels as LabelKeys } from '../inject/keys.js';
 import type { TemplateSet } from '../templates/load.js';
-import type { Template } from '../templates/template.js';
+import type { PodOs, Template } from '../templates/template.js';
 import { matches, type Labels } from './selector.js';
 
 /** Why a pod gets no template at all; each id is a metric label and has a sentence. */
 export type PodSkipReason = 'pod-opted-out' | 'namespace-not-enabled' | 'no-template-matched';
 
 /** Why one template was not selected. */
-export type TemplateSkipReason = 'namespace-selector' | 'object-selector' | 'not-requested';
+export type TemplateSkipReason = 'namespace-selector' | 'object-selector' | 'not-requested' | 'os';
 
 export interface TemplateSkip {
   readonly template: string;
@@ -34,6 +35,8 @@ export interface SelectionInput {
   readonly namespaceLabels: Labels;
   readonly podLabels: Labels;
   readonly podAnnotations: Readonly<Record<string, string>>;
+  /** The pod's operating system (`spec.os.name`); absent means linux. */
+  readonly podOs?: PodOs;
 }
 
 /** The template names a pod requests with `sidecar-injector.io/templates: a,b`. */
@@ -67,7 +70,7 @@ export function select(input: SelectionInput, set: TemplateSet): Selection {
     const available = set.templates.map((t) => t.name).join(', ') || 'none';
     throw new AdmissionError(
       'ERR_UNKNOWN_TEMPLATE',
-      `annotation ${Annotations.request} names ${unknown.map((n) => JSON.stringify(n)).join(', ')}, which ${unknown.length === 1 ? 'is' : 'are'} not a sidecar template here (available: ${available}); fix the annotation or add the template`,
+      `annotation ${Annotations.request} names ${quoteList(unknown)}, which ${unknown.length === 1 ? 'is' : 'are'} not a sidecar template here (available: ${available}); fix the annotation or add the template`,
     );
   }
   const requestedSet = new Set(requested);
@@ -76,6 +79,8 @@ export function select(input: SelectionInput, set: TemplateSet): Selection {
   for (const template of set.templates) {
     if (template.injection === 'on-request' && !requestedSet.has(template.name)) {
       skipped.push({ template: template.name, reason: 'not-requested', message: `${template.name} is on request and the pod does not name it in ${Annotations.request}` });
+    } else if (!template.os.includes(input.podOs ?? 'linux')) {
+      skipped.push({ template: template.name, reason: 'os', message: `${template.name} is not injected: it supports ${template.os.join(', ')} and the pod runs on ${input.podOs ?? 'linux'}` });
     } else if (!matches(template.namespaceSelector, namespaceLabels)) {
       skipped.push({ template: template.name, reason: 'namespace-selector', message: `${template.name}: namespace ${namespace} does not match its namespaceSelector` });
     } else if (!matches(template.objectSelector, podLabels)) {

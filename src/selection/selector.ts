@@ -3,6 +3,7 @@
  * (CONTRACT.md R-12..R-14, apimachinery labels.Requirement.Matches).
  */
 import { SelectorError } from '../errors.js';
+import { quote } from '../quote.js';
 import { labelKeyProblem, labelValueProblem } from './label-syntax.js';
 
 /** A label map as found in `metadata.labels`. */
@@ -41,7 +42,7 @@ export function parseSelector(raw: unknown): Selector {
   if (!isPlainObject(raw)) throw new SelectorError('', 'a selector must be an object with matchLabels and/or matchExpressions');
   for (const key of Object.keys(raw)) {
     if (key !== 'matchLabels' && key !== 'matchExpressions') {
-      throw new SelectorError(key, `unknown field ${JSON.stringify(key)} (expected matchLabels or matchExpressions)`);
+      throw new SelectorError(key, `unknown field ${quote(key)} (expected matchLabels or matchExpressions)`);
     }
   }
   const requirements: Requirement[] = [];
@@ -49,7 +50,7 @@ export function parseSelector(raw: unknown): Selector {
   if (matchLabels !== undefined && matchLabels !== null) {
     if (!isPlainObject(matchLabels)) throw new SelectorError('matchLabels', 'must be a map of label keys to values');
     for (const [key, value] of Object.entries(matchLabels)) {
-      const field = `matchLabels[${JSON.stringify(key)}]`;
+      const field = `matchLabels[${quote(key)}]`;
       const keyProblem = labelKeyProblem(key);
       if (keyProblem) throw new SelectorError(field, keyProblem);
       if (typeof value !== 'string') throw new SelectorError(field, 'value must be a string (quote it in YAML)');
@@ -72,7 +73,7 @@ function parseExpression(expr: unknown, field: string): Requirement {
   const keyProblem = labelKeyProblem(key);
   if (keyProblem) throw new SelectorError(`${field}.key`, keyProblem);
   if (typeof operator !== 'string' || !operators.has(operator)) {
-    throw new SelectorError(`${field}.operator`, `${JSON.stringify(operator)} is not a valid label selector operator (In, NotIn, Exists, DoesNotExist)`);
+    throw new SelectorError(`${field}.operator`, `${quote(operator)} is not a valid label selector operator (In, NotIn, Exists, DoesNotExist)`);
   }
   const list = values === undefined || values === null ? [] : values;
   if (!Array.isArray(list)) throw new SelectorError(`${field}.values`, 'must be a list of strings');

@@ -3,7 +3,7 @@
  * from the pod are substituted into string leaves and can never add a key or a list item.
  */
 import { deepFreeze, type Compiled, type JsonObject, type Template } from './template.js';
-import { renderSegments, resolve, type RenderContext } from './placeholders.js';
+import { renderSegments, resolve, type RenderContext, type Segment } from './placeholders.js';
 
 /** A template rendered for one pod: plain JSON, owned by the caller. */
 export interface RenderedTemplate {
@@ -21,29 +21,52 @@ export interface RenderedTemplate {
   readonly imagePullSecrets: JsonObject[];
 }
 
-function build(node: Compiled, context: RenderContext, template: Template): unknown {
+/**
+ * Stands for a value that depends on the pod or its namespace, in a template's skeleton: any
+ * value is accepted there when a pod's item is compared with what the template adds.
+ */
+export const anyValue: unique symbol = Symbol('any value');
+
+/** The context a skeleton is built with: reading it is a bug (pod-dependent strings become anyValue). */
+const noContext = undefined as unknown as RenderContext;
+
+function dependsOnPod(segments: readonly Segment[]): boolean {
+  return segments.some((s) => s.kind === 'placeholder' && s.ref.source !== 'params' && s.ref.source !== 'literal');
+}
+
+function build(node: Compiled, context: RenderContext, template: Template, skeleton = false): unknown {
   switch (node.kind) {
     case 'static':
       // Frozen at compile time: shared, never copied.
       return node.value;
     case 'string':
+      if (skeleton && dependsOnPod(node.segments)) return anyValue;
       return renderSegments(node.segments, context, template.params);
     case 'param':
       return template.params[node.key];
     case 'array':
-      return node.items.map((item) => build(item, context, template));
+      return node.items.map((item) => build(item, context, template, skeleton));
     case 'object': {
       const out: JsonObject = {};
-      for (const [key, value] of node.entries) out[key] = build(value, context, template);
+      for (const [key, value] of node.entries) out[key] = build(value, context, template, skeleton);
       return out;
     }
   }
 }
 
-/** Most recent renderings per template, keyed by the values the template reads. */
-const cache = new WeakMap<Template, Map<string, RenderedTemplate>>();
-/** Entries kept per template: pods of one ReplicaSet share their values, so a few hundred go far. */
-const cacheEntries = 256;
+/** A template's renderings, most recent last, keyed by the values the template reads; bounded in count and bytes. */
+interface RenderCache {
+  readonly entries: Map<string, { readonly rendered: RenderedTemplate; readonly bytes: number }>;
+  bytes: number;
+}
+
+const cache = new WeakMap<Template, RenderCache>();
+/**
+ * Bounds of each template's cache. Pods of one ReplicaSet share their values, so a few hundred
+ * entries go far; values referenced by a template can be long (an annotation), so renderings
+ * whose values exceed `maxKeyBytes` are not cached at all, and the total is bounded in bytes.
+ */
+export const renderCacheLimits = { entries: 256, maxKeyBytes: 2048, bytes: 4 * 1024 * 1024 } as const;
 
 /**
  * Renders `template` with the values in `context`. Pure; never throws for any pod value. The
@@ -54,20 +77,53 @@ const cacheEntries = 256;
 export function render(template: Template, context: RenderContext): RenderedTemplate {
   const key = JSON.stringify(template.references.map((ref) => resolve(ref, context, template.params) ?? null));
   let entries = cache.get(template);
-  if (!entries) cache.set(template, (entries = new Map()));
-  const hit = entries.get(key);
-  if (hit) return hit;
+  if (!entries) cache.set(template, (entries = { entries: new Map(), bytes: 0 }));
+  const hit = entries.entries.get(key);
+  if (hit) return hit.rendered;
   const rendered = deepFreeze(renderFresh(template, context));
-  if (entries.size >= cacheEntries) entries.delete(entries.keys().next().value as string);
-  entries.set(key, rendered);
+  // Long values are rare and would pin memory: render them, do not keep them.
+  if (key.length > renderCacheLimits.maxKeyBytes) return rendered;
+  // Each substituted value can appear in several fields: count it once per reference use.
+  const bytes = 2 * key.length * Math.max(1, template.placeholderCount) + template.staticBytes;
+  entries.entries.set(key, { rendered, bytes });
+  entries.bytes += bytes;
+  while (entries.entries.size > renderCacheLimits.entries || entries.bytes > renderCacheLimits.bytes) {
+    const [oldestKey, oldest] = entries.entries.entries().next().value as [string, { bytes: number }];
+    entries.entries.delete(oldestKey);
+    entries.bytes -= oldest.bytes;
+  }
   return rendered;
 }
 
-function renderFresh(template: Template, context: RenderContext): RenderedTemplate {
-  const list = (nodes: readonly Compiled[]) => nodes.map((n) => build(n, context, template) as JsonObject);
+/** What the render cache of `template` holds: entries and the bytes accounted (for tests and /status). */
+export function renderCacheSize(template: Template): { entries: number; bytes: number } {
+  const entries = cache.get(template);
+  return { entries: entries?.entries.size ?? 0, bytes: entries?.bytes ?? 0 };
+}
+
+/** A template rendered without a pod: pod-dependent strings are `anyValue`. Deeply frozen, computed once. */
+export type Skeleton = RenderedTemplate;
+const skeletons = new WeakMap<Template, Skeleton>();
+
+/**
+ * The part of a template's output that is the same for every pod. An item in a pod that
+ * contains this (fields the API server defaulted may be added) is what the template adds;
+ * it is how a ledger's claim is checked against the pod (see inject/trust.ts).
+ */
+export function skeletonOf(template: Template): Skeleton {
+  let skeleton = skeletons.get(template);
+  if (!skeleton) skeletons.set(template, (skeleton = deepFreeze(renderFresh(template, noContext, true))));
+  return skeleton;
+}
+
+function renderFresh(template: Template, context: RenderContext, skeleton = false): RenderedTemplate {
+  const list = (nodes: readonly Compiled[]) => nodes.map((n) => build(n, context, template, skeleton) as JsonObject);
   const map = (entries: readonly (readonly [string, Compiled])[]) => {
     const out: Record<string, string> = {};
-    for (const [key, value] of entries) out[key] = String(build(value, context, template));
+    for (const [key, value] of entries) {
+      const built = build(value, context, template, skeleton);
+      out[key] = built === anyValue ? (anyValue as unknown as string) : String(built);
+    }
     return out;
   };
   const { body } = template;

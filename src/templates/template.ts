@@ -16,6 +16,18 @@ export type InjectionMode = 'automatic' | 'on-request';
 /** Where a template's containers go in `containers` / `initContainers`. */
 export type Placement = 'first' | 'last';
 
+/** A pod's operating system, as `spec.os.name` names it. */
+export type PodOs = 'linux' | 'windows';
+
+/**
+ * securityContext fields pod validation forbids in the containers of a Windows pod
+ * (validateWindows, CONTRACT R-68): a template that supports windows may not set them.
+ */
+export const linuxOnlySecurityFields = [
+  'seLinuxOptions', 'seccompProfile', 'appArmorProfile', 'capabilities', 'readOnlyRootFilesystem',
+  'privileged', 'allowPrivilegeEscalation', 'procMount', 'runAsUser', 'runAsGroup',
+] as const;
+
 /** A JSON object as found in a pod or template. */
 export type JsonObject = Record<string, unknown>;
 
@@ -53,13 +65,19 @@ export interface Template {
   readonly objectSelector: Selector;
   readonly params: Readonly<Record<string, ParamValue>>;
   readonly body: TemplateBody;
+  /** The pod operating systems (`spec.os.name`) the template's containers run on; other pods skip it. */
+  readonly os: readonly PodOs[];
   /** Every value of the pod or namespace the template reads; a rendering depends on these only. */
   readonly references: readonly Reference[];
+  /** Placeholders in the template (each may repeat a value in the output): sizes the render cache's accounting. */
+  readonly placeholderCount: number;
+  /** Size of the template's JSON text: the rendered output is about this size plus the substituted values. */
+  readonly staticBytes: number;
 }
 
 const topLevelFields = new Set([
   'name', 'description', 'injection', 'placement', 'namespaceSelector', 'objectSelector', 'parameters',
-  'containers', 'initContainers', 'volumes', 'appContainers', 'labels', 'annotations', 'imagePullSecrets',
+  'containers', 'initContainers', 'volumes', 'appContainers', 'labels', 'annotations', 'imagePullSecrets', 'os',
 ]);
 const appContainerFields = new Set(['env', 'envFrom', 'volumeMounts']);
 
@@ -253,6 +271,25 @@ function checkStringMap(map: unknown, field: string, problems: Problems, isLabel
   return Object.entries(map);
 }
 
+/** `os: [linux]` (the default) or a list of linux and windows; windows forbids Linux-only security fields. */
+function checkOs(raw: unknown, containers: readonly unknown[], problems: Problems): PodOs[] {
+  if (raw === undefined || raw === null) return ['linux'];
+  if (!Array.isArray(raw) || raw.length === 0 || raw.some((v) => v !== 'linux' && v !== 'windows')) {
+    problems.add('os', 'must be a non-empty list of linux and/or windows');
+    return ['linux'];
+  }
+  const os = [...new Set(raw as PodOs[])];
+  if (os.includes('windows')) {
+    containers.forEach((container, i) => {
+      const context = isObject(container) && isObject(container.securityContext) ? container.securityContext : {};
+      for (const field of linuxOnlySecurityFields) {
+        if (Object.hasOwn(context, field)) problems.add(`os`, `lists windows, but container ${i} sets securityContext.${field}, which Windows pods may not set`);
+      }
+    });
+  }
+  return os;
+}
+
 function checkSelector(raw: unknown, field: string, problems: Problems): Selector {
   try {
     return parseSelector(raw);
@@ -336,6 +373,7 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
   const labels = checkStringMap(doc.labels, 'labels', problems, true);
   const annotations = checkStringMap(doc.annotations, 'annotations', problems, false);
   const pullSecrets = checkNamedList(doc.imagePullSecrets, 'imagePullSecrets', problems, new Set(), 'imagePullSecret');
+  const os = checkOs(doc.os, [...containers, ...initContainers], problems);
 
   const allReferences: Reference[] = [];
   const compileList = (list: readonly unknown[], field: string) =>
@@ -354,7 +392,8 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
     imagePullSecrets: compileList(pullSecrets, 'imagePullSecrets'),
   };
   if (problems.list.length > 0) return { problems: problems.list };
-  const hash = createHash('sha256').update(canonicalJson(doc)).digest('hex').slice(0, 12);
+  const canonical = canonicalJson(doc);
+  const hash = createHash('sha256').update(canonical).digest('hex').slice(0, 12);
   const template: Template = {
     name: name as string,
     description: description as string,
@@ -366,7 +405,10 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
     objectSelector,
     params: Object.freeze(params),
     body,
+    os,
     references: uniqueReferences(allReferences),
+    placeholderCount: allReferences.length,
+    staticBytes: canonical.length,
   };
   return { template, problems: [] };
 }

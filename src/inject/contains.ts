@@ -1,0 +1,97 @@
+/**
+ * "Does the pod's item hold what the template adds?" Pure.
+ *
+ * Between our answer and the next call the API server defaults fields (R-58), the
+ * ServiceAccount plugin appends its token mount to every container (R-62), and every
+ * resource quantity comes back in canonical form (`0.1` → `100m`, `1024Mi` → `1Gi`). So an
+ * item of ours is recognised by containment, not equality: every field of the template's
+ * skeleton is present with the same value; lists of objects may hold more items; strings
+ * that depend on the pod match any string; quantities compare by value; an image matches
+ * across a registry mirror or a digest pin.
+ */
+import { anyValue } from '../templates/render.js';
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+const quantityRe = /^([+-]?)(\d+(?:\.\d*)?|\.\d+)(?:(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)|[eE]([+-]?\d{1,3}))?$/;
+const binary: Record<string, number> = { Ki: 10, Mi: 20, Gi: 30, Ti: 40, Pi: 50, Ei: 60 };
+const decimal: Record<string, number> = { n: -9, u: -6, m: -3, k: 3, M: 6, G: 9, T: 12, P: 15, E: 18 };
+
+/** A Kubernetes quantity as an exact fraction `num / den`, or undefined when the text is not one. */
+function quantity(value: unknown): { num: bigint; den: bigint } | undefined {
+  const text = typeof value === 'number' && Number.isFinite(value) ? String(value) : value;
+  if (typeof text !== 'string' || text.length > 64) return undefined;
+  const m = quantityRe.exec(text);
+  if (!m) return undefined;
+  const [, sign, digits, suffix, exponent] = m;
+  const [whole, fraction = ''] = digits!.split('.');
+  let num = BigInt(`${whole || '0'}${fraction}`) * (sign === '-' ? -1n : 1n);
+  let den = 10n ** BigInt(fraction.length);
+  const scale = suffix ? decimal[suffix] : exponent ? Number(exponent) : 0;
+  if (suffix && binary[suffix] !== undefined) num *= 2n ** BigInt(binary[suffix]!);
+  else if (scale !== undefined && scale > 0) num *= 10n ** BigInt(scale);
+  else if (scale !== undefined && scale < 0) den *= 10n ** BigInt(-scale);
+  return { num, den };
+}
+
+/** True when two scalars are equal, or are the same Kubernetes quantity written differently. */
+export function sameScalar(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  const qa = quantity(a);
+  if (!qa) return false;
+  const qb = quantity(b);
+  return qb !== undefined && qa.num * qb.den === qb.num * qa.den;
+}
+
+/** `registry.example.com/library/nginx:1.2@sha256:…` → `nginx:1.2`; the part that names what runs. */
+function imageName(image: string): { repository: string; tag: string | undefined } {
+  const withoutDigest = image.split('@', 1)[0]!;
+  const parts = withoutDigest.split('/');
+  // A first component with a dot, a colon or "localhost" is a registry host.
+  if (parts.length > 1 && /[.:]|^localhost$/.test(parts[0]!)) parts.shift();
+  if (parts.length > 1 && parts[0] === 'library') parts.shift();
+  const last = parts.pop()!;
+  const colon = last.indexOf(':');
+  const repository = [...parts, colon === -1 ? last : last.slice(0, colon)].join('/');
+  return { repository, tag: colon === -1 ? undefined : last.slice(colon + 1) };
+}
+
+/**
+ * True when `actual` runs the image `expected` names: equal, or the same repository and tag
+ * from another registry (a mirror a later webhook rewrote it to), or pinned to a digest.
+ */
+export function sameImage(expected: string, actual: string): boolean {
+  if (expected === actual) return true;
+  const a = imageName(expected);
+  const b = imageName(actual);
+  if (a.repository !== b.repository) {
+    // A mirror may keep the original registry as a path component (mirror.example.com/docker.io/fluent/fluent-bit).
+    if (!b.repository.endsWith(`/${a.repository}`)) return false;
+  }
+  return a.tag === undefined || b.tag === undefined || a.tag === b.tag;
+}
+
+/** True when `actual` holds everything `skeleton` says (see the module comment). */
+export function contains(skeleton: unknown, actual: unknown, key = ''): boolean {
+  if (skeleton === anyValue) return actual !== undefined && actual !== null;
+  if (Array.isArray(skeleton)) {
+    if (!Array.isArray(actual)) return false;
+    if (skeleton.every((item) => !isObject(item))) {
+      // Lists of strings (command, args, capabilities): same length, same order.
+      return skeleton.length === actual.length && skeleton.every((item, i) => contains(item, actual[i]));
+    }
+    return skeleton.every((item) => actual.some((candidate) => contains(item, candidate)));
+  }
+  if (isObject(skeleton)) {
+    if (!isObject(actual)) return false;
+    for (const field in skeleton) {
+      if (!Object.hasOwn(actual, field)) return false;
+      if (!contains(skeleton[field], actual[field], field)) return false;
+    }
+    return true;
+  }
+  if (key === 'image' && typeof skeleton === 'string' && typeof actual === 'string') return sameImage(skeleton, actual);
+  return sameScalar(skeleton, actual);
+}

@@ -1,0 +1,205 @@
+/**
+ * The ledger is a claim; the pod is the truth.
+ *
+ * The `sidecar-injector.io/status` annotation arrives with the pod, and anyone who may create
+ * a pod can write it. What it claims decides three things: which labels and annotations are
+ * ours (and so hidden from template selectors and placeholders), which containers are ours
+ * (and so receive no app-container items), and whether a template counts as already injected.
+ * So a claim is believed only when the pod holds what the claimed template would add:
+ *
+ * - the template exists in the set in force and adds an item with that key;
+ * - the pod's item contains the template's skeleton (every pod-independent field, with the
+ *   API server's defaults, token mounts and canonical quantities allowed; see contains.ts);
+ * - a label or annotation has the template's value (any value where it comes from the pod).
+ *
+ * A claimed item that is absent from the pod is kept (it was ours and someone removed it; it
+ * is added back). Entries of templates that no longer exist are kept as written and used for
+ * nothing. A claim that fails is dropped and explained in a warning, and the item is treated
+ * as the pod's own: a forged ledger can hide from selection only a label a template adds with
+ * that very value, and can make a sidecar count as present only by holding that sidecar.
+ */
+import { cut } from '../quote.js';
+import { skeletonOf, type Skeleton } from '../templates/render.js';
+import type { TemplateSet } from '../templates/load.js';
+import type { JsonObject, Template } from '../templates/template.js';
+import { contains } from './contains.js';
+import { appItemKinds, emptyLedger, itemKey, podItemKinds, type AppContainerItems, type AppItemKind, type Ledger, type LedgerEntry, type PodItemKind } from './ledger.js';
+import type { PodParts } from './pod.js';
+
+/** A ledger after its claims were checked against the pod. */
+export interface CheckedLedger {
+  /** Entries of templates in the set, holding only believed items. */
+  readonly believed: Ledger;
+  /** Entries of templates that are not in the set: carried over as written, trusted for nothing. */
+  readonly retired: Readonly<Record<string, LedgerEntry>>;
+  /** One sentence per disbelieved claim (at most a few, then a count). */
+  readonly doubts: readonly string[];
+}
+
+const maxDoubts = 3;
+
+/** Skeleton items of a template by key, per kind; computed once per template. */
+interface SkeletonIndex {
+  readonly pod: Record<PodItemKind, ReadonlyMap<string, unknown>>;
+  readonly app: Record<AppItemKind, ReadonlyMap<string, unknown>>;
+}
+
+const indexes = new WeakMap<Template, SkeletonIndex>();
+
+function skeletonIndex(template: Template): SkeletonIndex {
+  let index = indexes.get(template);
+  if (index) return index;
+  const s: Skeleton = skeletonOf(template);
+  const byName = (items: readonly JsonObject[]) => new Map(items.map((item) => [item.name as string, item as unknown]));
+  index = {
+    pod: {
+      containers: byName(s.containers),
+      initContainers: byName(s.initContainers),
+      volumes: byName(s.volumes),
+      imagePullSecrets: byName(s.imagePullSecrets),
+      labels: new Map(Object.entries(s.labels)),
+      annotations: new Map(Object.entries(s.annotations)),
+    },
+    app: {
+      env: new Map(s.appEnv.map((item) => [itemKey('env', item), item as unknown])),
+      envFrom: new Map(s.appEnvFrom.map((item) => [itemKey('envFrom', item), item as unknown])),
+      volumeMounts: new Map(s.appVolumeMounts.map((item) => [itemKey('volumeMounts', item), item as unknown])),
+    },
+  };
+  indexes.set(template, index);
+  return index;
+}
+
+/** The pod's items by key, built once per review. */
+class PodIndex {
+  private readonly containers = new Map<string, JsonObject>();
+  private readonly initContainers = new Map<string, JsonObject>();
+  private readonly volumes = new Map<string, JsonObject>();
+  private readonly appItems = new Map<string, Map<string, JsonObject>>();
+
+  constructor(private readonly parts: PodParts) {
+    for (const c of parts.containers) this.containers.set(c.name as string, c);
+    for (const c of parts.initContainers) this.initContainers.set(c.name as string, c);
+    for (const v of parts.volumes) this.volumes.set(v.name as string, v);
+  }
+
+  /** The pod's item of this kind and key; `null` when absent. */
+  item(kind: PodItemKind, key: string): unknown {
+    switch (kind) {
+      case 'containers':
+        return this.containers.get(key) ?? null;
+      case 'initContainers':
+        return this.initContainers.get(key) ?? null;
+      case 'volumes':
+        return this.volumes.get(key) ?? null;
+      case 'labels':
+        return Object.hasOwn(this.parts.labels, key) ? this.parts.labels[key] : null;
+      case 'annotations':
+        return Object.hasOwn(this.parts.annotations, key) ? this.parts.annotations[key] : null;
+      case 'imagePullSecrets':
+        return this.parts.imagePullSecrets.find((s) => s.name === key) ?? null;
+    }
+  }
+
+  container(name: string): JsonObject | undefined {
+    return this.containers.get(name);
+  }
+
+  /** An app container's item with this key; `null` when absent. Each list is indexed once. */
+  appItem(container: JsonObject, kind: AppItemKind, key: string): JsonObject | null {
+    const id = `${container.name as string}\0${kind}`;
+    let items = this.appItems.get(id);
+    if (!items) {
+      items = new Map();
+      for (const item of (container[kind] as JsonObject[] | undefined) ?? []) if (!items.has(itemKey(kind, item))) items.set(itemKey(kind, item), item);
+      this.appItems.set(id, items);
+    }
+    return items.get(key) ?? null;
+  }
+}
+
+/** Checks every claim of `claimed` against the pod and the templates in force. */
+export function checkLedger(claimed: Ledger, parts: PodParts, set: TemplateSet): CheckedLedger {
+  const believed = emptyLedger();
+  const retired: Record<string, LedgerEntry> = Object.create(null);
+  const doubts: string[] = [];
+  let doubted = 0;
+  const doubt = (template: string, what: string, reason: string) => {
+    if (++doubted <= maxDoubts) doubts.push(`${template}: status annotation claims ${cut(what, 60)}, ${reason}; not treated as injected`);
+  };
+  const pod = new PodIndex(parts);
+  // Containers believed ours: they are not app containers, so their app-item claims are void.
+  const ours = new Set<string>();
+  const entries = Object.entries(claimed.templates);
+
+  for (const [name, entry] of entries) {
+    const template = set.byName.get(name);
+    if (!template) {
+      retired[name] = entry;
+      continue;
+    }
+    const skeleton = skeletonIndex(template);
+    const kept: LedgerEntry = { hash: entry.hash };
+    let items = 0;
+    for (const kind of podItemKinds) {
+      // Deduplicated: a forged list may repeat one key a hundred thousand times.
+      for (const key of new Set(entry[kind] ?? [])) {
+        const expected = skeleton.pod[kind].get(key);
+        const what = `${kind === 'labels' ? 'label' : kind === 'annotations' ? 'annotation' : kind.replace(/s$/, '')} ${key}`;
+        if (expected === undefined) {
+          doubt(name, what, 'which the template does not add');
+          continue;
+        }
+        const actual = pod.item(kind, key);
+        if (actual !== null && !contains(expected, actual)) {
+          doubt(name, what, 'which does not match the template');
+          continue;
+        }
+        (kept[kind] ??= []).push(key);
+        items++;
+        if (actual !== null && (kind === 'containers' || kind === 'initContainers')) ours.add(key);
+      }
+    }
+    if (items > 0 || entry.appContainers) believed.templates[name] = kept;
+  }
+
+  // App-container claims last: they hold only for containers that are not ours.
+  for (const [name, entry] of entries) {
+    const template = set.byName.get(name);
+    const kept = believed.templates[name];
+    if (!template || !kept || !entry.appContainers) continue;
+    const skeleton = skeletonIndex(template);
+    const apps: Record<string, AppContainerItems> = Object.create(null);
+    let items = 0;
+    for (const [containerName, claims] of Object.entries(entry.appContainers)) {
+      const container = pod.container(containerName);
+      const own: AppContainerItems = {};
+      for (const kind of appItemKinds) {
+        for (const key of new Set(claims[kind] ?? [])) {
+          const expected = skeleton.app[kind].get(key);
+          const what = `${kind === 'volumeMounts' ? 'mountPath' : kind} ${key} in container ${containerName}`;
+          if (expected === undefined) {
+            doubt(name, what, 'which the template does not add');
+            continue;
+          }
+          if (container && ours.has(containerName)) {
+            doubt(name, what, 'but that container is a sidecar');
+            continue;
+          }
+          const actual = container ? pod.appItem(container, kind, key) : null;
+          if (actual !== null && !contains(expected, actual)) {
+            doubt(name, what, 'which does not match the template');
+            continue;
+          }
+          (own[kind] ??= []).push(key);
+          items++;
+        }
+      }
+      if (Object.keys(own).length > 0) apps[containerName] = own;
+    }
+    if (items > 0) kept.appContainers = apps;
+    else if (podItemKinds.every((kind) => !kept[kind])) delete believed.templates[name];
+  }
+  if (doubted > maxDoubts) doubts.push(`status annotation: ${doubted - maxDoubts} more claims not treated as injected`);
+  return { believed, retired, doubts };
+}
