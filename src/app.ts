@@ -8,7 +8,8 @@ import Router from '@koa/router';
 import type { Logger } from 'pino';
 import { mutate, type MutateDeps } from './admission/mutate.js';
 import { RequestError } from './errors.js';
-import { readJsonBody } from './http/body.js';
+import { BodyBudget, defaultMaxBodyBytesInFlight, readJsonBody } from './http/body.js';
+import { Liveness } from './liveness.js';
 import type { Metrics } from './metrics.js';
 
 /** What the app needs; everything comes in as an argument. */
@@ -17,12 +18,16 @@ export interface AppDeps extends MutateDeps {
   readonly metrics: Metrics;
   /** Largest accepted body in bytes (413 above). */
   readonly maxBodyBytes: number;
+  /** Sum of bodies held at once (503 above). @default defaultMaxBodyBytesInFlight */
+  readonly maxBodyBytesInFlight?: number;
   /** True when the process can serve reviews (templates loaded, namespace source synced, not shutting down). */
   readonly isReady: () => boolean;
   /** True once shutdown has begun: answers carry `Connection: close` so clients move on. */
   readonly isDraining?: () => boolean;
   /** The JSON shown on GET /status. */
   readonly status?: () => unknown;
+  /** Liveness: /healthz answers 503 while it reports problems. */
+  readonly liveness?: Liveness;
 }
 
 function sendError(ctx: Koa.Context, status: number, code: string, message: string): void {
@@ -36,12 +41,22 @@ export function createApp(deps: AppDeps): Koa {
   const app = new Koa();
   const router = new Router();
   const { log, metrics } = deps;
+  const liveness = deps.liveness ?? new Liveness();
 
+  const budget = new BodyBudget(deps.maxBodyBytesInFlight ?? defaultMaxBodyBytesInFlight);
   router.post('/mutate', async (ctx) => {
-    const body = await readJsonBody(ctx.req, deps.maxBodyBytes);
+    let held = 0;
+    try {
+      await review(ctx, await readJsonBody(ctx.req, deps.maxBodyBytes, budget, (bytes) => (held = bytes)));
+    } finally {
+      budget.give(held);
+    }
+  });
+  const review = async (ctx: Koa.Context, body: unknown) => {
     const started = process.hrtime.bigint();
     const outcome = await mutate(body, deps);
     const text = JSON.stringify(outcome.response);
+    liveness.reviewAnswered();
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     ctx.type = 'application/json';
     ctx.body = text;
@@ -64,8 +79,15 @@ export function createApp(deps: AppDeps): Koa {
       },
       outcome.message,
     );
-  });
-  router.get('/healthz', (ctx) => {
+  };
+  router.get('/healthz', async (ctx) => {
+    const problems = await liveness.problems();
+    if (problems.length > 0) {
+      ctx.status = 503;
+      ctx.body = { status: 'unhealthy', problems };
+      log.error({ problems }, 'unhealthy: the kubelet should restart this replica');
+      return;
+    }
     ctx.body = { status: 'ok' };
   });
   router.get('/readyz', (ctx) => {
@@ -91,7 +113,7 @@ export function createApp(deps: AppDeps): Koa {
       }
     } catch (err) {
       if (err instanceof RequestError) {
-        if (err.status === 413) ctx.set('Connection', 'close');
+        if (err.status === 413 || err.status === 503) ctx.set('Connection', 'close');
         metrics.errors.inc({ code: err.code });
         log.warn({ status: err.status, code: err.code, path: ctx.path }, err.message);
         sendError(ctx, err.status, err.code, err.message);
@@ -105,6 +127,7 @@ export function createApp(deps: AppDeps): Koa {
         return;
       }
       // A bug, not bad input: answer 500 so that the webhook's failurePolicy decides (R-30).
+      if (ctx.path === '/mutate') liveness.reviewFailed();
       metrics.errors.inc({ code: 'ERR_INTERNAL' });
       log.error({ err, path: ctx.path }, 'internal error');
       sendError(ctx, 500, 'ERR_INTERNAL', 'internal error while handling the review; see the injector log');

@@ -12,7 +12,8 @@ export type RequestErrorCode =
   | 'ERR_MALFORMED_REVIEW'
   | 'ERR_BODY_ABORTED'
   | 'ERR_NOT_FOUND'
-  | 'ERR_METHOD_NOT_ALLOWED';
+  | 'ERR_METHOD_NOT_ALLOWED'
+  | 'ERR_OVERLOADED';
 
 /** A request we refuse before we know its uid: answered as HTTP `status` with `{ code, message }`. */
 export class RequestError extends Error {

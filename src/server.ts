@@ -1,12 +1,14 @@
 /**
- * The HTTPS server: TLS, timeouts, listen and close. It runs whatever request handler it is
- * given (the koa app's callback).
+ * The HTTPS server: TLS, timeouts, connection limits, listen and a close that delivers every
+ * answer already written. It runs whatever request handler it is given (the koa app's callback).
  */
 import https from 'node:https';
+import net from 'node:net';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { TLSSocket } from 'node:tls';
 
-/** Timeouts that keep slow or idle clients from holding connections forever. */
+/** Timeouts that keep slow, idle or non-reading clients from holding connections forever. */
 export interface ServerTimeouts {
   /** Time to receive a request's headers. @default 10000 */
   readonly headersTimeoutMs: number;
@@ -18,9 +20,20 @@ export interface ServerTimeouts {
    * that the client, not the server, closes idle connections. @default 120000
    */
   readonly keepAliveTimeoutMs: number;
+  /**
+   * Time a written answer may wait for the client to read it. A client that never reads
+   * would otherwise hold the connection and the buffered answer forever. @default 10000
+   */
+  readonly writeTimeoutMs?: number;
 }
 
-export const defaultTimeouts: ServerTimeouts = { headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, keepAliveTimeoutMs: 120_000 };
+export const defaultTimeouts: ServerTimeouts = { headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, keepAliveTimeoutMs: 120_000, writeTimeoutMs: 10_000 };
+
+/**
+ * Open connections accepted at once. The API server keeps a small pool per replica; each idle
+ * TLS connection costs about 60 KB, so this bounds what idle connections can pin (≈ 60 MB).
+ */
+export const defaultMaxConnections = 1000;
 
 /** What to serve and where. */
 export interface ServerOptions {
@@ -29,19 +42,32 @@ export interface ServerOptions {
   readonly key: string;
   readonly cert: string;
   readonly timeouts: ServerTimeouts;
+  /** @default defaultMaxConnections */
+  readonly maxConnections?: number;
 }
 
 /** A listening server. */
 export interface RunningServer {
   readonly server: https.Server;
   readonly port: number;
-  /** Stops accepting connections, closes idle ones and resolves when all are gone. */
+  /**
+   * Stops accepting connections; ends idle ones once their written answers are flushed, and
+   * busy ones after their answer; resolves when all are gone. Never cuts an answer short.
+   */
   close(): Promise<void>;
+}
+
+/** Per-connection state: requests not yet answered. */
+interface Connection {
+  active: number;
 }
 
 /** Starts an HTTPS server with `handler` and resolves once it listens. */
 export async function startServer(handler: (req: IncomingMessage, res: ServerResponse) => Promise<void> | void, options: ServerOptions): Promise<RunningServer> {
   const { timeouts } = options;
+  const writeTimeoutMs = timeouts.writeTimeoutMs ?? defaultTimeouts.writeTimeoutMs!;
+  const connections = new Map<TLSSocket, Connection>();
+  let closing = false;
   const server = https.createServer(
     {
       key: options.key,
@@ -55,9 +81,31 @@ export async function startServer(handler: (req: IncomingMessage, res: ServerRes
       keepAliveTimeout: timeouts.keepAliveTimeoutMs,
     },
     (req, res) => {
+      const socket = req.socket as TLSSocket;
+      const connection = connections.get(socket);
+      if (connection) connection.active++;
+      res.once('finish', () => {
+        // The answer is handed to the socket; a client that does not read it within the write
+        // timeout loses the connection instead of pinning the buffered answer.
+        if (socket.writableLength > 0) {
+          const timer = setTimeout(() => socket.destroy(), writeTimeoutMs);
+          timer.unref();
+          socket.once('drain', () => clearTimeout(timer));
+          socket.once('close', () => clearTimeout(timer));
+        }
+      });
+      res.once('close', () => {
+        if (connection) connection.active--;
+        if (closing && connection?.active === 0) socket.end();
+      });
       void handler(req, res);
     },
   );
+  server.maxConnections = options.maxConnections ?? defaultMaxConnections;
+  server.on('secureConnection', (socket: TLSSocket) => {
+    connections.set(socket, { active: 0 });
+    socket.once('close', () => connections.delete(socket));
+  });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port, options.host, () => {
@@ -71,8 +119,12 @@ export async function startServer(handler: (req: IncomingMessage, res: ServerRes
     port,
     close: () =>
       new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeIdleConnections();
+        closing = true;
+        // net.Server's close, not http.Server's: the latter destroys idle connections at once,
+        // cutting an answer that is written but not yet flushed to a slow reader.
+        net.Server.prototype.close.call(server, () => resolve());
+        // end() sends what is buffered, then closes: an idle connection goes once its answer is out.
+        for (const [socket, connection] of connections) if (connection.active === 0) socket.end();
       }),
   };
 }

@@ -191,7 +191,7 @@ test('a namespace that does not exist is reported as such', async (t) => {
   source.start();
   await watching;
   const err = await t.throwsAsync(source.labelsOf('nowhere'), { instanceOf: NamespaceLabelsUnavailable });
-  t.regex(err?.message ?? '', /namespace nowhere does not exist/);
+  t.regex(err?.message ?? '', /namespace nowhere cannot be known: it does not exist/);
 });
 
 for (const policy of ['deny', 'allow'] as const) {

@@ -196,7 +196,7 @@ for (const policy of ['deny', 'allow'] as const) {
       t.regex(outcome.response.response.status?.message ?? '', /labels of namespace shop cannot be known: the Kubernetes API did not answer; the pod is refused/);
     } else {
       t.is(outcome.decision, 'allowed');
-      t.deepEqual(outcome.response.response.warnings, ['no sidecars injected: labels of namespace shop cannot be known: the Kubernetes API did not answer']);
+      t.deepEqual(outcome.response.response.warnings, ['no sidecars injected: labels of namespace shop unknown: the Kubernetes API did not answer']);
       t.is(outcome.response.response.patch, undefined);
     }
   });

@@ -14,13 +14,13 @@ import { inject, ownMetadata } from '../inject/inject.js';
 import { emptyLedger, indexLedger } from '../inject/ledger.js';
 import { readPod } from '../inject/pod.js';
 import { podProblems } from '../inject/validate.js';
-import { compileTemplateFiles, readTemplateFiles, type TemplateSet } from '../templates/load.js';
+import { compileTemplateFiles, readTemplateFiles, type TemplateFile, type TemplateSet } from '../templates/load.js';
 import { render } from '../templates/render.js';
 import type { JsonObject, Template } from '../templates/template.js';
 
 
 /** A sample Deployment pod, as the webhook receives it (no name, generateName set). */
-function samplePod(): JsonObject {
+export function samplePod(): JsonObject {
   return {
     apiVersion: 'v1',
     kind: 'Pod',
@@ -86,7 +86,14 @@ async function checkKustomization(dir: string, files: readonly string[]): Promis
 
 /** Runs every check on `dir`; resolves with the set, or rejects with TemplateError listing every problem. */
 export async function check(dir: string): Promise<TemplateSet> {
-  const files = await readTemplateFiles(dir);
+  return checkTemplateFiles(await readTemplateFiles(dir), dir);
+}
+
+/**
+ * Every check on template files already read: `check` runs it on a directory, and `serve` on
+ * every set it loads (at start and on each reload), so a set `check` refuses is never served.
+ */
+export async function checkTemplateFiles(files: readonly TemplateFile[], dir: string): Promise<TemplateSet> {
   const problems: TemplateProblem[] = [];
   let set: TemplateSet | undefined;
   try {

@@ -7,6 +7,10 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pino, type Logger } from 'pino';
 import { createApp } from '../app.js';
+import { admitPod } from '../inject/admit.js';
+import { LabelValues, Labels } from '../inject/keys.js';
+import { Liveness } from '../liveness.js';
+import { createLocalNamespaceSource } from '../selection/namespace-labels.js';
 import { loadConfig, type Config } from '../config.js';
 import { ConfigError } from '../errors.js';
 import { createMetrics, type Metrics } from '../metrics.js';
@@ -83,7 +87,10 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
   const config = loadConfig(env, argv);
   const log = pino({ level: config.logLevel, base: { service: 'sidecar-injector' } });
   const metrics = createMetrics();
-  const templates = await TemplateStore.load(config.templatesDir);
+  // The very checks `sidecar-injector check` runs, at start and on every reload: a set that
+  // check refuses (a containerPort rendered as a string, say) would fail every pod creation.
+  const { checkTemplateFiles, samplePod } = await import('./check.js');
+  const templates = await TemplateStore.load(config.templatesDir, checkTemplateFiles);
   metrics.templateGeneration.set(templates.generation);
   metrics.templateSetCurrent.set(1);
   templates.on('reload', () => {
@@ -103,7 +110,16 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
   metrics.certificateExpiry.set(tls.notAfter.getTime() / 1000);
   let draining = false;
   let reloader: CertificateReloader | undefined;
+  // Liveness runs a sample pod through the real pipeline (namespace labels from a fixed map, so
+  // that a slow API server never fails the probe): a replica that cannot inject is restarted.
+  const canaryNamespace = 'sidecar-injector-canary';
+  const canaryNamespaces = createLocalNamespaceSource({ [canaryNamespace]: { [Labels.namespaceOptIn]: LabelValues.enabled } });
+  const liveness = new Liveness(async () => {
+    const outcome = await admitPod({ pod: samplePod(), namespace: canaryNamespace, name: '' }, { templates: () => templates.current(), namespaces: canaryNamespaces });
+    if (outcome.decision === 'denied') throw new Error(outcome.message);
+  });
   const app = createApp({
+    liveness,
     log,
     metrics,
     maxBodyBytes: config.maxBodyBytes,

@@ -49,11 +49,48 @@ export function isJsonMediaType(header: string | undefined): boolean {
   return type === 'application/json';
 }
 
-/** Reads the whole body as bytes, refusing (413) as soon as it exceeds `limit`. */
-export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+/**
+ * Bytes of request bodies held at once, across all requests. Each body is bounded by the body
+ * limit; this bounds their sum, so that a hundred clients sending 7 MiB each cannot take the
+ * process past its memory limit. A body that does not fit is refused with 503 (the API server
+ * then applies the webhook's failurePolicy; a retry a moment later fits again).
+ */
+export class BodyBudget {
+  private held = 0;
+  constructor(readonly maxBytes: number) {}
+
+  /** Takes `bytes` from the budget; false (and nothing taken) when they do not fit. */
+  take(bytes: number): boolean {
+    if (this.held + bytes > this.maxBytes) return false;
+    this.held += bytes;
+    return true;
+  }
+
+  give(bytes: number): void {
+    this.held = Math.max(0, this.held - bytes);
+  }
+
+  get inUse(): number {
+    return this.held;
+  }
+}
+
+/** Default sum of bodies held at once: 64 MiB, about nine bodies at the 7 MiB limit, thousands of real ones. */
+export const defaultMaxBodyBytesInFlight = 64 * 1024 * 1024;
+
+function overloaded(budget: BodyBudget): RequestError {
+  return new RequestError(503, 'ERR_OVERLOADED', `too many large reviews in flight (${budget.inUse} bytes of bodies held, limit ${budget.maxBytes}); try again`);
+}
+
+/**
+ * Reads the whole body as bytes, refusing (413) as soon as it exceeds `limit`. With a budget,
+ * the bytes read are taken from it as they arrive and stay taken until the caller gives them
+ * back (after answering); on a refusal they are given back here.
+ */
+export function readBody(req: IncomingMessage, limit: number, budget?: BodyBudget): Promise<Buffer> {
   const declared = req.headers['content-length'];
   if (declared !== undefined && Number(declared) > limit) {
-    return Promise.reject(new RequestError(413, 'ERR_BODY_TOO_LARGE', `request body of ${declared} bytes exceeds the limit of ${limit} bytes`));
+    return Promise.reject(new RequestError(413, 'ERR_BODY_TOO_LARGE', `request body of ${cut(declared, 40)} bytes exceeds the limit of ${limit} bytes`));
   }
   // Plain listeners rather than an async iterator: this runs for every review.
   return new Promise((resolve, reject) => {
@@ -65,15 +102,17 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
       req.off('error', onError);
       req.off('aborted', onAborted);
     };
+    const refuse = (error: RequestError) => {
+      cleanup();
+      budget?.give(size);
+      // Stop reading; the answer carries Connection: close.
+      req.pause();
+      reject(error);
+    };
     const onData = (chunk: Buffer) => {
+      if (budget && !budget.take(chunk.length)) return refuse(overloaded(budget));
       size += chunk.length;
-      if (size > limit) {
-        cleanup();
-        // Stop reading; the answer carries Connection: close.
-        req.pause();
-        reject(new RequestError(413, 'ERR_BODY_TOO_LARGE', `request body exceeds the limit of ${limit} bytes`));
-        return;
-      }
+      if (size > limit) return refuse(new RequestError(413, 'ERR_BODY_TOO_LARGE', `request body exceeds the limit of ${limit} bytes`));
       chunks.push(chunk);
     };
     const onEnd = () => {
@@ -82,6 +121,7 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
     };
     const onError = (err: Error) => {
       cleanup();
+      budget?.give(size);
       reject(new RequestError(400, 'ERR_BODY_ABORTED', `request body could not be read: ${err.message}`));
     };
     const onAborted = () => onError(new Error('the client went away'));
@@ -92,12 +132,16 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   });
 }
 
-/** Reads and parses a JSON body after checking its media type. */
-export async function readJsonBody(req: IncomingMessage, limit: number): Promise<unknown> {
+/**
+ * Reads and parses a JSON body after checking its media type. With a budget, the body's bytes
+ * stay taken from it until the caller gives back `bytes.length` (the parsed object lives as long).
+ */
+export async function readJsonBody(req: IncomingMessage, limit: number, budget?: BodyBudget, onRead?: (bytes: number) => void): Promise<unknown> {
   if (!isJsonMediaType(req.headers['content-type'])) {
     throw new RequestError(415, 'ERR_UNSUPPORTED_MEDIA_TYPE', `Content-Type must be application/json (got ${quote(req.headers['content-type'] ?? '')})`);
   }
-  const bytes = await readBody(req, limit);
+  const bytes = await readBody(req, limit, budget);
+  onRead?.(bytes.length);
   // A body under 64 KiB cannot nest deeply enough to matter; larger ones are scanned.
   if (bytes.length > depthScanThreshold && jsonDepthExceeds(bytes, maxJsonDepth)) {
     throw new RequestError(400, 'ERR_MALFORMED_JSON', `request body is nested more than ${maxJsonDepth} levels deep; no Kubernetes object is`);

@@ -162,7 +162,7 @@ export async function admitPod(input: PodInput, deps: AdmitDeps): Promise<PodOut
   } catch (err) {
     if (err instanceof NamespaceLabelsUnavailable) {
       if (err.policy === 'allow') {
-        return { decision: 'allowed', reason: 'namespace-unknown', message: err.message, warnings: [`no sidecars injected: ${err.message}`], podName, namespace, templates: [] };
+        return { decision: 'allowed', reason: 'namespace-unknown', message: err.message, warnings: [`no sidecars injected: labels of namespace ${namespace} unknown: ${err.reason}`], podName, namespace, templates: [] };
       }
       return denial('namespace-unknown', 503, `${err.message}; the pod is refused so that it does not start without its sidecars, and its controller will retry`);
     }

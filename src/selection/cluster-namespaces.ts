@@ -27,8 +27,23 @@ export interface ClusterSourceOptions {
   readonly log: Logger;
   /** What a review gets when labels cannot be known. */
   readonly failurePolicy: NamespaceFailurePolicy;
-  /** Timeout of the live GET on a cache miss, and of each list. @default 2000 */
+  /** Timeout of the live GET on a cache miss. @default 2000 */
   readonly lookupTimeoutMs?: number;
+  /** Timeout of each page of a list: a large cluster's list takes longer than a look-up. @default 60000 */
+  readonly listTimeoutMs?: number;
+  /** Namespaces per list page (`limit`). @default 500 */
+  readonly listPageSize?: number;
+  /**
+   * A watch that delivers nothing (no event, no BOOKMARK) for this long is presumed dead and
+   * restarted: the API server sends a BOOKMARK about once a minute. @default 120000
+   */
+  readonly watchStallMs?: number;
+  /** Live look-ups of namespaces missing from the cache: at most this many at once… @default 4 */
+  readonly maxConcurrentLookups?: number;
+  /** …and at most this many per second. @default 20 */
+  readonly maxLookupsPerSecond?: number;
+  /** Failed look-ups remembered at most (the oldest are forgotten first). @default 1024 */
+  readonly maxRememberedFailures?: number;
   /** First and largest retry delay after a failed list or watch. @default 500, 30000 */
   readonly backoffInitialMs?: number;
   readonly backoffMaxMs?: number;
@@ -72,6 +87,16 @@ export class ClusterNamespaceSource implements NamespaceLabelSource {
   private readonly backoffMaxMs: number;
   private readonly watchTimeoutSeconds: number;
   private readonly negativeCacheMs: number;
+  private readonly listTimeoutMs: number;
+  private readonly listPageSize: number;
+  private readonly watchStallMs: number;
+  private readonly maxConcurrentLookups: number;
+  private readonly maxLookupsPerSecond: number;
+  private readonly maxRememberedFailures: number;
+  /** When the current watch last delivered anything (an event or a BOOKMARK). */
+  private lastWatchActivity = 0;
+  private stallTimer: NodeJS.Timeout | undefined;
+  private lookupsThisSecond = { second: 0, count: 0 };
 
   constructor(private readonly options: ClusterSourceOptions) {
     this.watch = new Watch(options.kubeConfig);
@@ -80,6 +105,12 @@ export class ClusterNamespaceSource implements NamespaceLabelSource {
     this.backoffMaxMs = options.backoffMaxMs ?? 30_000;
     this.watchTimeoutSeconds = options.watchTimeoutSeconds ?? 300;
     this.negativeCacheMs = options.negativeCacheMs ?? 1000;
+    this.listTimeoutMs = options.listTimeoutMs ?? 60_000;
+    this.listPageSize = options.listPageSize ?? 500;
+    this.watchStallMs = options.watchStallMs ?? 120_000;
+    this.maxConcurrentLookups = options.maxConcurrentLookups ?? 4;
+    this.maxLookupsPerSecond = options.maxLookupsPerSecond ?? 20;
+    this.maxRememberedFailures = options.maxRememberedFailures ?? 1024;
     this.backoffMs = this.backoffInitialMs;
     // An EventEmitter without an error listener throws on 'error'; failures are reported, not fatal.
     this.events.on('error', () => undefined);
@@ -106,6 +137,8 @@ export class ClusterNamespaceSource implements NamespaceLabelSource {
   stop(): void {
     this.stopped = true;
     clearTimeout(this.retryTimer);
+    clearInterval(this.stallTimer);
+    this.stallTimer = undefined;
     this.watchController?.abort();
     this.watchController = undefined;
   }
@@ -117,10 +150,37 @@ export class ClusterNamespaceSource implements NamespaceLabelSource {
     if (failed && failed.until > Date.now()) throw failed.error;
     let pending = this.inFlight.get(namespace);
     if (!pending) {
+      // Look-ups are bounded: a storm of reviews naming unknown namespaces is not a storm of GETs.
+      const refusal = this.lookupRefusal();
+      if (refusal) {
+        this.events.emit('lookup-failed', namespace);
+        throw new NamespaceLabelsUnavailable(namespace, refusal, this.options.failurePolicy);
+      }
       pending = this.lookup(namespace).finally(() => this.inFlight.delete(namespace));
       this.inFlight.set(namespace, pending);
     }
     return pending;
+  }
+
+  /** Why a live look-up may not start now, or undefined. */
+  private lookupRefusal(): string | undefined {
+    if (this.inFlight.size >= this.maxConcurrentLookups) return `not in the cache, and ${this.inFlight.size} look-ups are already running`;
+    const second = Math.floor(Date.now() / 1000);
+    if (this.lookupsThisSecond.second !== second) this.lookupsThisSecond = { second, count: 0 };
+    if (this.lookupsThisSecond.count >= this.maxLookupsPerSecond) return `not in the cache, and ${this.maxLookupsPerSecond} look-ups were made this second`;
+    this.lookupsThisSecond.count++;
+    return undefined;
+  }
+
+  /** Remembers a failed look-up for a moment; the map is bounded, oldest first out. */
+  private rememberFailure(namespace: string, error: NamespaceLabelsUnavailable): void {
+    const now = Date.now();
+    this.failures.delete(namespace);
+    if (this.failures.size >= this.maxRememberedFailures) {
+      for (const [name, failure] of this.failures) if (failure.until <= now) this.failures.delete(name);
+      while (this.failures.size >= this.maxRememberedFailures) this.failures.delete(this.failures.keys().next().value as string);
+    }
+    this.failures.set(namespace, { until: now + this.negativeCacheMs, error });
   }
 
   /** One live GET of a namespace missing from the cache (created a moment before its first pod). */
@@ -130,12 +190,10 @@ export class ClusterNamespaceSource implements NamespaceLabelSource {
       // A watch event may have arrived meanwhile; it is at least as new as this answer.
       return this.labels.get(namespace) ?? this.store(object);
     } catch (err) {
-      const reason =
-        err instanceof HttpStatusError && err.statusCode === 404
-          ? `namespace ${namespace} does not exist`
-          : `the Kubernetes API did not answer a look-up of namespace ${namespace} (${(err as Error).message})`;
+      // The cause first: warnings are cut at 120 characters.
+      const reason = err instanceof HttpStatusError && err.statusCode === 404 ? 'it does not exist' : `API look-up failed: ${(err as Error).message}`;
       const error = new NamespaceLabelsUnavailable(namespace, reason, this.options.failurePolicy);
-      this.failures.set(namespace, { until: Date.now() + this.negativeCacheMs, error });
+      this.rememberFailure(namespace, error);
       this.options.log.warn({ namespace, err: (err as Error).message, policy: this.options.failurePolicy }, 'namespace labels unavailable');
       this.events.emit('lookup-failed', namespace);
       throw error;
@@ -153,11 +211,11 @@ export class ClusterNamespaceSource implements NamespaceLabelSource {
   private async relist(): Promise<void> {
     if (this.stopped) return;
     try {
-      const list = (await this.request('/api/v1/namespaces')) as { metadata?: { resourceVersion?: string }; items?: NamespaceObject[] };
+      const { items, resourceVersion } = await this.listAll();
       if (this.stopped) return;
       this.labels.clear();
-      for (const item of list.items ?? []) this.store(item);
-      this.resourceVersion = list.metadata?.resourceVersion ?? '';
+      for (const item of items) this.store(item);
+      this.resourceVersion = resourceVersion;
       this.synced = true;
       this.backoffMs = this.backoffInitialMs;
       this.options.log.info({ namespaces: this.labels.size, resourceVersion: this.resourceVersion }, 'namespaces listed');
@@ -168,12 +226,62 @@ export class ClusterNamespaceSource implements NamespaceLabelSource {
     }
   }
 
+  /**
+   * Lists every namespace, page by page (`limit`, `continue`), each page with the list
+   * timeout. An expired continue token (410) restarts the list from the beginning.
+   */
+  private async listAll(): Promise<{ items: NamespaceObject[]; resourceVersion: string }> {
+    type Page = { metadata?: { resourceVersion?: string; continue?: string }; items?: NamespaceObject[] };
+    for (let attempt = 0; ; attempt++) {
+      const items: NamespaceObject[] = [];
+      let token = '';
+      let resourceVersion = '';
+      try {
+        do {
+          const query = new URLSearchParams({ limit: String(this.listPageSize) });
+          if (token) query.set('continue', token);
+          const page = (await this.request(`/api/v1/namespaces?${query}`, this.listTimeoutMs)) as Page;
+          for (const item of page.items ?? []) items.push(item);
+          resourceVersion = page.metadata?.resourceVersion ?? resourceVersion;
+          token = page.metadata?.continue ?? '';
+          if (this.stopped) return { items, resourceVersion };
+        } while (token);
+        return { items, resourceVersion };
+      } catch (err) {
+        if (!(err instanceof HttpStatusError && err.statusCode === 410 && token && attempt < 3)) throw err;
+        this.options.log.info('namespace list continue token expired (410 Gone); listing again from the start');
+      }
+    }
+  }
+
+  /** Restarts a watch that has delivered nothing for `watchStallMs` (a silently dead connection). */
+  private watchForStall(): void {
+    clearInterval(this.stallTimer);
+    this.stallTimer = setInterval(() => {
+      if (!this.watchController || Date.now() - this.lastWatchActivity < this.watchStallMs) return;
+      this.options.log.warn({ silentForMs: Date.now() - this.lastWatchActivity, resourceVersion: this.resourceVersion }, 'namespace watch delivered nothing, not even a bookmark; restarting it');
+      this.events.emit('stall');
+      const controller = this.watchController;
+      this.watchController = undefined;
+      this.stalled = true;
+      controller.abort();
+    }, Math.max(10, Math.min(10_000, this.watchStallMs / 4)));
+    this.stallTimer.unref();
+  }
+
+  private stalled = false;
+
   private async startWatch(): Promise<void> {
     if (this.stopped) return;
     const from = this.resourceVersion;
     let relistNeeded = false;
+    let errorEvent: string | undefined;
     let eventsSeen = 0;
+    const started = Date.now();
+    this.lastWatchActivity = started;
+    this.stalled = false;
     const onEvent = (type: string, object: NamespaceObject & { code?: number; message?: string }) => {
+      this.lastWatchActivity = Date.now();
       switch (type) {
         case 'ADDED':
         case 'MODIFIED':
@@ -187,6 +295,7 @@ export class ClusterNamespaceSource implements NamespaceLabelSource {
         case 'ERROR':
           // The API server reports an expired resourceVersion as an ERROR event with code 410.
           if (object.code === 410) relistNeeded = true;
+          else errorEvent = `ERROR event, code ${String(object.code)}: ${String(object.message ?? '').slice(0, 200)}`;
           this.options.log.warn({ code: object.code, message: object.message }, 'namespace watch error event');
           return;
         default:
@@ -204,8 +313,13 @@ export class ClusterNamespaceSource implements NamespaceLabelSource {
         this.options.log.info({ resourceVersion: this.resourceVersion }, 'namespace watch expired (410 Gone); listing again');
         this.resourceVersion = '';
         void this.relist();
-      } else if (err) {
-        this.retry('watch', err as Error, () => this.startWatch());
+      } else if (this.stalled) {
+        this.retry('watch', new Error(`no event or bookmark for ${this.watchStallMs} ms`), () => this.startWatch());
+      } else if (err || errorEvent) {
+        this.retry('watch', err instanceof Error ? err : new Error(errorEvent ?? String(err)), () => this.startWatch());
+      } else if (eventsSeen === 0 && Date.now() - started < 1000) {
+        // Ended at once with nothing delivered: a failure in disguise, not the server's timeout.
+        this.retry('watch', new Error('the watch ended at once without events'), () => this.startWatch());
       } else {
         // The server ended the watch (timeoutSeconds): resume from the last resourceVersion.
         if (eventsSeen > 0) this.backoffMs = this.backoffInitialMs;
@@ -219,6 +333,7 @@ export class ClusterNamespaceSource implements NamespaceLabelSource {
         onEvent,
         onDone,
       );
+      this.watchForStall();
       this.events.emit('watch', from);
     } catch (err) {
       this.retry('watch', err as Error, () => this.startWatch());
@@ -237,14 +352,14 @@ export class ClusterNamespaceSource implements NamespaceLabelSource {
   }
 
   /** A GET with the kubeconfig's TLS and credentials, and a timeout. */
-  private async request(path: string): Promise<unknown> {
+  private async request(path: string, timeoutMs = this.lookupTimeoutMs): Promise<unknown> {
     const cluster = this.options.kubeConfig.getCurrentCluster();
     if (!cluster) throw new Error('no current cluster in the kubeconfig');
     const options: https.RequestOptions = { method: 'GET', headers: { accept: 'application/json' } };
     await this.options.kubeConfig.applyToHTTPSOptions(options);
     const url = new URL(cluster.server + path);
     return new Promise((resolve, reject) => {
-      const req = https.request(url, { ...options, agent: undefined, signal: AbortSignal.timeout(this.lookupTimeoutMs) }, (res) => {
+      const req = https.request(url, { ...options, agent: undefined, signal: AbortSignal.timeout(timeoutMs) }, (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
         res.on('error', reject);
@@ -259,7 +374,7 @@ export class ClusterNamespaceSource implements NamespaceLabelSource {
           }
         });
       });
-      req.on('error', (err) => reject(err.name === 'AbortError' ? new Error(`GET ${path}: no answer within ${this.lookupTimeoutMs} ms`) : err));
+      req.on('error', (err) => reject(err.name === 'AbortError' || err.name === 'TimeoutError' ? new Error(`GET ${path}: no answer within ${timeoutMs} ms`) : err));
       req.end();
     });
   }

@@ -28,6 +28,9 @@ function fingerprint(files: readonly TemplateFile[]): string {
   return hash.digest('hex');
 }
 
+/** Validates and compiles template files; throws TemplateError listing every problem. */
+export type TemplateCompiler = (files: readonly TemplateFile[], dir: string) => TemplateSet | Promise<TemplateSet>;
+
 /** Holds the template set in use. Emits `reload` (set) and `rejected` (error). */
 export class TemplateStore extends EventEmitter {
   private set: TemplateSet;
@@ -41,6 +44,7 @@ export class TemplateStore extends EventEmitter {
     readonly dir: string,
     files: readonly TemplateFile[],
     set: TemplateSet,
+    private readonly compile: TemplateCompiler,
   ) {
     super();
     this.set = set;
@@ -48,10 +52,14 @@ export class TemplateStore extends EventEmitter {
     this.watched = new WatchedCheck([dir], () => this.checkOnce());
   }
 
-  /** Loads the directory; throws TemplateError when the first set is invalid (nothing to fall back to). */
-  static async load(dir: string): Promise<TemplateStore> {
+  /**
+   * Loads the directory; throws TemplateError when the first set is invalid (nothing to fall
+   * back to). `compile` validates and compiles a set, at start and on every reload (`serve`
+   * passes the full `check`).
+   */
+  static async load(dir: string, compile: TemplateCompiler = compileTemplateFiles): Promise<TemplateStore> {
     const files = await readTemplateFiles(dir);
-    return new TemplateStore(dir, files, compileTemplateFiles(files, dir));
+    return new TemplateStore(dir, files, await compile(files, dir), compile);
   }
 
   /** The set in use. */
@@ -101,7 +109,7 @@ export class TemplateStore extends EventEmitter {
     this.lastSeen = seen;
     let set: TemplateSet;
     try {
-      set = compileTemplateFiles(files, this.dir);
+      set = await this.compile(files, this.dir);
     } catch (err) {
       return this.reject(err as Error, seen);
     }
