@@ -2,7 +2,7 @@ import test from 'ava';
 import { once } from 'node:events';
 import { pino } from 'pino';
 import { mutate } from '../src/admission/mutate.js';
-import { ClusterNamespaceSource } from '../src/selection/cluster-namespaces.js';
+import { ClusterNamespaceSource, type ClusterSourceOptions } from '../src/selection/cluster-namespaces.js';
 import { NamespaceLabelsUnavailable, type NamespaceFailurePolicy } from '../src/selection/namespace-labels.js';
 import { createReview, prepareCreate } from './helpers/apiserver.js';
 import { FakeApiServer } from './helpers/fake-apiserver.js';
@@ -12,7 +12,10 @@ import { logShipperDoc, templateSet } from './helpers/templates.js';
 const enabled = { 'sidecar-injector.io/injection': 'enabled' };
 const silent = pino({ level: 'silent' });
 
-async function setup(t: { teardown: (fn: () => unknown) => void }, options: { policy?: NamespaceFailurePolicy; lookupTimeoutMs?: number; before?: (api: FakeApiServer) => void } = {}) {
+async function setup(
+  t: { teardown: (fn: () => unknown) => void },
+  options: { policy?: NamespaceFailurePolicy; lookupTimeoutMs?: number; before?: (api: FakeApiServer) => void; tuning?: Partial<ClusterSourceOptions> } = {},
+) {
   const api = new FakeApiServer();
   await api.start();
   options.before?.(api);
@@ -24,6 +27,7 @@ async function setup(t: { teardown: (fn: () => unknown) => void }, options: { po
     backoffInitialMs: 5,
     backoffMaxMs: 50,
     negativeCacheMs: 0,
+    ...options.tuning,
   });
   t.teardown(async () => {
     source.stop();
@@ -223,4 +227,114 @@ test('selects by live labels: a namespace opted in by a label change is injected
   await until(source, async () => (await source.labelsOf('shop'))['sidecar-injector.io/injection'] === 'enabled');
   const after = await server.post(createReview(prepareCreate(pod, 'shop'), { namespace: 'shop' }));
   t.is(after.json.response.patchType, 'JSONPatch');
+});
+
+// --- Issue 9: a source that fails gently, and notices when it is failing ---------------------
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+for (const failure of ['end-at-once', 'error-event'] as const) {
+  test(`a watch that fails at once (${failure}) is retried with backoff, not in a tight loop`, async (t) => {
+    const { api, source } = await setup(t, { before: (a) => a.create('shop', enabled), tuning: { backoffInitialMs: 50, backoffMaxMs: 400 } });
+    api.watchFailure = failure;
+    source.start();
+    await sleep(1500);
+    // Backoff 50, 100, 200, 400, 400… ms (±20 %): about six attempts in 1.5 s, never hundreds.
+    t.true(api.watchRequests.length >= 3, `only ${api.watchRequests.length} watch attempts`);
+    t.true(api.watchRequests.length <= 10, `${api.watchRequests.length} watch attempts in 1.5 s`);
+    t.true(source.isReady(), 'the list succeeded, so the cache is ready');
+  });
+}
+
+test('lists page by page (limit and continue), each page with the list timeout, not the look-up timeout', async (t) => {
+  const { api, source } = await setup(t, {
+    lookupTimeoutMs: 100,
+    before: (a) => {
+      for (let i = 0; i < 25; i++) a.create(`ns-${i}`, i === 3 ? enabled : {});
+      a.listDelayMs = 150;
+    },
+    tuning: { listPageSize: 10, listTimeoutMs: 5000 },
+  });
+  const watching = once(api.events, 'watch');
+  source.start();
+  await watching;
+  t.true(source.isReady());
+  t.is(source.size(), 25);
+  t.deepEqual(api.listLimits, ['10', '10', '10']);
+  t.is((await source.labelsOf('ns-3'))['sidecar-injector.io/injection'], 'enabled');
+});
+
+test('an expired continue token (410) restarts the list from the beginning', async (t) => {
+  const { api, source } = await setup(t, {
+    before: (a) => {
+      for (let i = 0; i < 15; i++) a.create(`ns-${i}`);
+      a.expireContinueTokens = 1;
+    },
+    tuning: { listPageSize: 10 },
+  });
+  const watching = once(api.events, 'watch');
+  source.start();
+  await watching;
+  t.is(source.size(), 15);
+  // First page, expired second page, then both pages again.
+  t.deepEqual(api.listLimits, ['10', '10', '10', '10']);
+});
+
+test('a watch that silently stops delivering is noticed and restarted, and then sees changes', async (t) => {
+  const { api, source } = await setup(t, { before: (a) => a.create('shop', enabled), tuning: { watchStallMs: 300 } });
+  api.watchFailure = 'silent';
+  const stalled = once(source.events, 'stall');
+  const firstWatch = once(api.events, 'watch');
+  source.start();
+  await firstWatch;
+  const secondWatch = once(api.events, 'watch');
+  api.watchFailure = 'none';
+  await stalled;
+  await secondWatch;
+  t.is(api.watchRequests.length, 2, 'the stalled watch was replaced');
+  t.is(source.size(), 1);
+  api.create('late', { team: 'late' });
+  await until(source, () => source.size() === 2);
+  t.deepEqual(api.getRequests, [], 'the change came through the new watch, not a look-up');
+});
+
+test('a watch with bookmarks is not taken for a stalled one', async (t) => {
+  const { api, source } = await setup(t, { before: (a) => a.create('shop', enabled), tuning: { watchStallMs: 300 } });
+  let stalls = 0;
+  source.events.on('stall', () => stalls++);
+  const watching = once(api.events, 'watch');
+  source.start();
+  await watching;
+  for (let i = 0; i < 8; i++) {
+    await sleep(100);
+    api.bookmark();
+  }
+  t.is(stalls, 0);
+  t.is(api.watchRequests.length, 1);
+});
+
+test('live look-ups of unknown namespaces are bounded in number at once and per second', async (t) => {
+  const { api, source } = await setup(t, { tuning: { maxConcurrentLookups: 2, maxLookupsPerSecond: 5 } });
+  api.getFailure = 'hang';
+  const watching = once(api.events, 'watch');
+  source.start();
+  await watching;
+  const attempts = await Promise.allSettled(Array.from({ length: 50 }, (_, i) => source.labelsOf(`unknown-${i}`)));
+  t.is(api.getRequests.length, 2, 'at most two GETs in flight');
+  const refused = attempts.filter((a) => a.status === 'rejected' && /look-ups are already running/.test(String((a.reason as Error).message)));
+  t.true(refused.length >= 48);
+});
+
+test('the memory of failed look-ups is bounded', async (t) => {
+  const { api, source } = await setup(t, { tuning: { maxRememberedFailures: 10, negativeCacheMs: 60_000, maxLookupsPerSecond: 1000, maxConcurrentLookups: 1000 } });
+  const watching = once(api.events, 'watch');
+  source.start();
+  await watching;
+  for (let i = 0; i < 100; i++) await source.labelsOf(`gone-${i}`).catch(() => undefined);
+  t.is(api.getRequests.length, 100);
+  const failures = (source as unknown as { failures: Map<string, unknown> }).failures;
+  t.true(failures.size <= 10, `${failures.size} failures remembered`);
+  // The most recent ones are still remembered: no second GET for them.
+  await source.labelsOf('gone-99').catch(() => undefined);
+  t.is(api.getRequests.length, 100);
 });

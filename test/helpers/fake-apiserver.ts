@@ -61,6 +61,17 @@ export class FakeApiServer {
   getFailure: 'none' | 'error' | 'hang' = 'none';
   /** Answer an expired watch with HTTP 410 instead of a 200 stream with an ERROR event. */
   goneAsHttpStatus = false;
+  /**
+   * How watches misbehave: `end-at-once` closes the stream with no event, `error-event` sends
+   * an ERROR event with code 500 and closes, `silent` keeps the stream open and never writes.
+   */
+  watchFailure: 'none' | 'end-at-once' | 'error-event' | 'silent' = 'none';
+  /** Continue tokens to answer with 410 Expired (as after compaction) before honouring them. */
+  expireContinueTokens = 0;
+  /** Delay before each list page is answered. */
+  listDelayMs = 0;
+  /** `limit` values of the list requests seen. */
+  readonly listLimits: (string | null)[] = [];
   port = 0;
 
   async start(): Promise<void> {
@@ -189,6 +200,11 @@ export class FakeApiServer {
         allowWatchBookmarks: url.searchParams.get('allowWatchBookmarks'),
         timeoutSeconds: url.searchParams.get('timeoutSeconds'),
       });
+      if (this.watchFailure === 'end-at-once') return void res.writeHead(200, { 'content-type': 'application/json' }).end();
+      if (this.watchFailure === 'error-event') {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        return void res.end(`${JSON.stringify({ type: 'ERROR', object: status(500, 'InternalError', 'etcd leader changed') })}\n`);
+      }
       if (from < this.compactedAt) {
         const body = status(410, 'Expired', `too old resource version: ${from} (${this.compactedAt})`);
         if (this.goneAsHttpStatus) return this.send(res, 410, body);
@@ -198,6 +214,11 @@ export class FakeApiServer {
       }
       res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
       res.flushHeaders();
+      if (this.watchFailure === 'silent') {
+        // Open and mute: a connection that silently stopped delivering.
+        this.events.emit('watch', from);
+        return;
+      }
       for (const event of this.history) if (event.rv > from) res.write(`${JSON.stringify({ type: event.type, object: event.object })}\n`);
       const watcher = { from, res };
       this.watchers.add(watcher);
@@ -211,7 +232,21 @@ export class FakeApiServer {
       this.failLists--;
       return this.send(res, 500, status(500, 'InternalError', 'try again'));
     }
-    this.send(res, 200, { kind: 'NamespaceList', apiVersion: 'v1', metadata: { resourceVersion: String(this.rv) }, items: [...this.store.values()] });
-    this.events.emit('list');
+    if (this.listDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, this.listDelayMs));
+    // Pagination as the API server does it: `limit` items, and an opaque `continue` token.
+    const limit = Number(url.searchParams.get('limit') ?? '0');
+    this.listLimits.push(url.searchParams.get('limit'));
+    const continueToken = url.searchParams.get('continue');
+    if (continueToken && this.expireContinueTokens > 0) {
+      this.expireContinueTokens--;
+      return this.send(res, 410, status(410, 'Expired', 'The provided continue parameter is too old'));
+    }
+    const all = [...this.store.values()];
+    const start = continueToken ? Number(Buffer.from(continueToken, 'base64').toString('utf8')) : 0;
+    const items = limit > 0 ? all.slice(start, start + limit) : all.slice(start);
+    const more = limit > 0 && start + limit < all.length;
+    const metadata = { resourceVersion: String(this.rv), ...(more ? { continue: Buffer.from(String(start + limit)).toString('base64') } : {}) };
+    this.send(res, 200, { kind: 'NamespaceList', apiVersion: 'v1', metadata, items });
+    if (!more) this.events.emit('list');
   }
 }
