@@ -84,15 +84,15 @@ export async function startServer(handler: (req: IncomingMessage, res: ServerRes
       const socket = req.socket as TLSSocket;
       const connection = connections.get(socket);
       if (connection) connection.active++;
-      res.once('finish', () => {
-        // The answer is handed to the socket; a client that does not read it within the write
-        // timeout loses the connection instead of pinning the buffered answer.
-        if (socket.writableLength > 0) {
-          const timer = setTimeout(() => socket.destroy(), writeTimeoutMs);
-          timer.unref();
-          socket.once('drain', () => clearTimeout(timer));
-          socket.once('close', () => clearTimeout(timer));
-        }
+      // 'prefinish': the whole answer is written (end() was called). It must reach the client
+      // within the write timeout ('finish' fires once it is flushed); a client that does not
+      // read it loses the connection instead of pinning the buffered answer.
+      res.once('prefinish', () => {
+        if (res.writableFinished) return;
+        const timer = setTimeout(() => socket.destroy(), writeTimeoutMs);
+        timer.unref();
+        res.once('finish', () => clearTimeout(timer));
+        res.once('close', () => clearTimeout(timer));
       });
       res.once('close', () => {
         if (connection) connection.active--;

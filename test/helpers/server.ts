@@ -3,6 +3,7 @@ import https from 'node:https';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { createApp } from '../../src/app.js';
+import type { Liveness } from '../../src/liveness.js';
 import { createMetrics, type Metrics } from '../../src/metrics.js';
 import { createLocalNamespaceSource, type NamespaceLabelSource } from '../../src/selection/namespace-labels.js';
 import { defaultTimeouts, startServer, type RunningServer, type ServerTimeouts } from '../../src/server.js';
@@ -39,7 +40,15 @@ export interface TestServer extends RunningServer {
 }
 
 /** Starts the injector over HTTPS on an ephemeral loopback port. */
-export async function startTestServer(options: { templates: TemplateSet; namespaces?: NamespaceLabelSource; maxBodyBytes?: number; timeouts?: Partial<ServerTimeouts> }): Promise<TestServer> {
+export async function startTestServer(options: {
+  templates: TemplateSet | (() => TemplateSet);
+  namespaces?: NamespaceLabelSource;
+  maxBodyBytes?: number;
+  maxBodyBytesInFlight?: number;
+  maxConnections?: number;
+  timeouts?: Partial<ServerTimeouts>;
+  liveness?: Liveness;
+}): Promise<TestServer> {
   const certs = await testCertificates();
   const logs: Record<string, unknown>[] = [];
   const sink = new Writable({
@@ -54,11 +63,13 @@ export async function startTestServer(options: { templates: TemplateSet; namespa
     log: pino({ level: 'info' }, sink),
     metrics,
     maxBodyBytes: options.maxBodyBytes ?? 7 * 1024 * 1024,
-    templates: () => options.templates,
+    ...(options.maxBodyBytesInFlight ? { maxBodyBytesInFlight: options.maxBodyBytesInFlight } : {}),
+    ...(options.liveness ? { liveness: options.liveness } : {}),
+    templates: typeof options.templates === 'function' ? options.templates : () => options.templates as TemplateSet,
     namespaces: options.namespaces ?? testNamespaces,
     isReady: () => state.ready,
   });
-  const running = await startServer(app.callback(), { host: '127.0.0.1', port: 0, key: certs.key, cert: certs.cert, timeouts: { ...defaultTimeouts, ...options.timeouts } });
+  const running = await startServer(app.callback(), { host: '127.0.0.1', port: 0, key: certs.key, cert: certs.cert, timeouts: { ...defaultTimeouts, ...options.timeouts }, ...(options.maxConnections ? { maxConnections: options.maxConnections } : {}) });
   const agent = new https.Agent({ keepAlive: true, ca: certs.caCert, maxSockets: 32 });
   const url = `https://127.0.0.1:${running.port}`;
   const request: TestServer['request'] = async (method, path, body, headers = {}) => {

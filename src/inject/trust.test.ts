@@ -1,0 +1,120 @@
+import test from 'ava';
+import { admitPod } from './admit.js';
+import { createLocalNamespaceSource } from '../selection/namespace-labels.js';
+import { applyDefaults, applyPatchV4, applyServiceAccountPlugin } from '../../test/helpers/apiserver.js';
+import { logShipperDoc, proxyDoc, templateSet } from '../../test/helpers/templates.js';
+import { contains, sameImage, sameScalar } from './contains.js';
+import { diff } from './diff.js';
+import { parseLedger, serializeLedger } from './ledger.js';
+import { readPod } from './pod.js';
+import { checkLedger } from './trust.js';
+import { anyValue } from '../templates/render.js';
+
+test('quantities compare by value across the forms the API server writes back', (t) => {
+  for (const [a, b] of [['0.1', '100m'], ['1024Mi', '1Gi'], [1, '1'], ['1000m', '1'], ['1e3', '1k'], ['0.5Gi', '512Mi']] as const) {
+    t.true(sameScalar(a, b), `${a} = ${b}`);
+  }
+  for (const [a, b] of [['100m', '101m'], ['1Gi', '1G'], ['true', true], ['abc', 'abc '], ['1', 2]] as const) t.false(sameScalar(a, b), `${a} ≠ ${b}`);
+});
+
+test('an image matches across a registry mirror and a digest pin, not across repositories or tags', (t) => {
+  t.true(sameImage('fluent/fluent-bit:3.2.2', 'fluent/fluent-bit:3.2.2'));
+  t.true(sameImage('fluent/fluent-bit:3.2.2', 'docker.io/fluent/fluent-bit:3.2.2'));
+  t.true(sameImage('fluent/fluent-bit:3.2.2', 'mirror.example.com/fluent/fluent-bit:3.2.2@sha256:abc'));
+  t.true(sameImage('fluent/fluent-bit:3.2.2', 'mirror.example.com/docker.io/fluent/fluent-bit:3.2.2'));
+  t.true(sameImage('nginx:1', 'docker.io/library/nginx:1'));
+  t.false(sameImage('fluent/fluent-bit:3.2.2', 'busybox:1'));
+  t.false(sameImage('fluent/fluent-bit:3.2.2', 'fluent/fluent-bit:3.1.0'));
+  t.false(sameImage('fluent/fluent-bit:3.2.2', 'evil/fluent-bit:3.2.2'));
+});
+
+test('containment: defaults and extra list items are allowed, changed values are not; anyValue matches any present value', (t) => {
+  const skeleton = { name: 'a', image: 'x:1', args: ['--a', anyValue], volumeMounts: [{ name: 'v', mountPath: '/v' }], resources: { limits: { cpu: '0.5' } } };
+  const defaulted = {
+    name: 'a',
+    image: 'x:1',
+    args: ['--a', 'pod-specific'],
+    imagePullPolicy: 'IfNotPresent',
+    volumeMounts: [{ name: 'v', mountPath: '/v' }, { name: 'kube-api-access', mountPath: '/var/run/secrets/kubernetes.io/serviceaccount', readOnly: true }],
+    resources: { limits: { cpu: '500m' }, requests: { cpu: '500m' } },
+  };
+  t.true(contains(skeleton, defaulted));
+  t.false(contains(skeleton, { ...defaulted, image: 'busybox:1' }));
+  t.false(contains(skeleton, { ...defaulted, args: ['--a'] }));
+  t.false(contains(skeleton, { ...defaulted, args: ['--b', 'x'] }));
+  t.false(contains(skeleton, { ...defaulted, volumeMounts: [] }));
+  t.false(contains(skeleton, { ...defaulted, resources: { limits: { cpu: '1' } } }));
+});
+
+const set = templateSet({ ...logShipperDoc, objectSelector: { matchExpressions: [{ key: 'tier', operator: 'NotIn', values: ['restricted'] }] } }, proxyDoc);
+const namespaces = createLocalNamespaceSource({ shop: { 'sidecar-injector.io/injection': 'enabled' } });
+const deps = { templates: () => set, namespaces };
+
+function pod(extra: { labels?: Record<string, string>; annotations?: Record<string, string>; containers?: unknown[] } = {}): Record<string, any> {
+  return {
+    metadata: { generateName: 'web-', labels: { app: 'web', ...extra.labels }, annotations: extra.annotations ?? {} },
+    spec: { containers: extra.containers ?? [{ name: 'web', image: 'nginx' }] },
+  };
+}
+
+test('a forged ledger cannot hide a label from a selector that forbids the pod', async (t) => {
+  const forged = serializeLedger({ v: 1, templates: { logs: { hash: 'x', labels: ['tier'] } } });
+  const outcome = await admitPod({ pod: pod({ labels: { tier: 'restricted' }, annotations: { 'sidecar-injector.io/status': forged } }), namespace: 'shop', name: '' }, deps);
+  t.is(outcome.decision, 'allowed');
+  t.is(outcome.reason, 'no-template-matched');
+  t.true(outcome.warnings.some((w) => /claims label tier, which the template does not add/.test(w)));
+});
+
+test('a forged ledger cannot hide a label with a value other than the template adds', async (t) => {
+  // logs adds logging.example.com/shipped=true; a pod that says "false" and claims it keeps its own label.
+  const withSelector = templateSet(logShipperDoc, { name: 'gate', objectSelector: { matchLabels: { 'logging.example.com/shipped': 'false' } }, annotations: { 'gate.example.com/x': 'y' } });
+  const claimed = serializeLedger({ v: 1, templates: { logs: { hash: 'x', labels: ['logging.example.com/shipped'] } } });
+  const outcome = await admitPod(
+    { pod: pod({ labels: { 'logging.example.com/shipped': 'false' }, annotations: { 'sidecar-injector.io/status': claimed } }), namespace: 'shop', name: '' },
+    { templates: () => withSelector, namespaces },
+  );
+  t.is(outcome.decision, 'patched');
+  t.deepEqual(outcome.selection?.templates.map((x) => x.name), ['gate', 'logs']);
+});
+
+test('a decoy container with a forged ledger does not pass for the sidecar: no silent already-injected', async (t) => {
+  const forged = serializeLedger({ v: 1, templates: { logs: { hash: 'x', containers: ['log-shipper'], volumes: ['app-logs'] } } });
+  const decoy = pod({ annotations: { 'sidecar-injector.io/status': forged }, containers: [{ name: 'web', image: 'nginx' }, { name: 'log-shipper', image: 'busybox:1', command: ['sleep', 'infinity'] }] });
+  const outcome = await admitPod({ pod: decoy, namespace: 'shop', name: '' }, deps);
+  t.not(outcome.reason, 'already-injected');
+  t.true(outcome.warnings.some((w) => /claims container log-shipper, which does not match the template/.test(w)));
+  t.true(outcome.warnings.some((w) => /container log-shipper already exists in the pod/.test(w)));
+});
+
+test('the genuine ledger, after defaulting, the token mount and canonical quantities, is believed whole: a fixed point', async (t) => {
+  const first = await admitPod({ pod: pod({ annotations: { 'sidecar-injector.io/templates': 'proxy' } }), namespace: 'shop', name: '' }, deps);
+  if (first.decision !== 'patched') return t.fail(first.message);
+  const patched = applyPatchV4(first.original, diff(first.original, first.injection.pod)) as Record<string, any>;
+  applyServiceAccountPlugin(patched);
+  applyDefaults(patched);
+  const parts = readPod(patched);
+  const checked = checkLedger(parseLedger(parts.annotations['sidecar-injector.io/status']).ledger, parts, set);
+  t.deepEqual(checked.doubts, []);
+  t.deepEqual(serializeLedger(checked.believed), parts.annotations['sidecar-injector.io/status']);
+  const second = await admitPod({ pod: patched, namespace: 'shop', name: '' }, deps);
+  t.is(second.reason, 'already-injected');
+  t.deepEqual(second.warnings, []);
+});
+
+test('entries of templates that no longer exist are kept as written and decide nothing', async (t) => {
+  const ledger = serializeLedger({ v: 1, templates: { retired: { hash: 'old', containers: ['web'], labels: ['tier'] } } });
+  const outcome = await admitPod({ pod: pod({ labels: { tier: 'restricted' }, annotations: { 'sidecar-injector.io/status': ledger, 'sidecar-injector.io/templates': 'proxy' } }), namespace: 'shop', name: '' }, deps);
+  if (outcome.decision !== 'patched') return t.fail(outcome.message);
+  const written = JSON.parse((outcome.injection.pod as any).metadata.annotations['sidecar-injector.io/status']);
+  t.deepEqual(written.templates.retired, { hash: 'old', containers: ['web'], labels: ['tier'] });
+  // "web" is still an app container: logs is not selected (tier=restricted is seen), proxy is.
+  t.deepEqual(outcome.injection.injected, ['proxy']);
+});
+
+test('a forged ledger naming "constructor" and "__proto__" stays data', async (t) => {
+  const text = '{"v":1,"templates":{"__proto__":{"hash":"x"},"constructor":{"hash":"y","appContainers":{"__proto__":{"env":["A"]}}}}}';
+  const outcome = await admitPod({ pod: pod({ annotations: { 'sidecar-injector.io/status': text } }), namespace: 'shop', name: '' }, deps);
+  t.is(outcome.decision, 'patched');
+  t.deepEqual(Object.getOwnPropertyNames(Object.prototype).includes('hash'), false);
+  t.is(({} as Record<string, unknown>).hash, undefined);
+});

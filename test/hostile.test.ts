@@ -1,0 +1,356 @@
+/**
+ * Hostile pods and hostile clients, each written as the attack (issue 9). Mutating webhooks
+ * see pods before the API server validates them, and `kubectl create --dry-run=server` lets
+ * anyone who may create a pod send us anything, as often as they like: every test sends what
+ * such a person could send, over HTTPS to the real server, and checks that the injector
+ * answers clearly and stays whole (Object.prototype, later reviews, /metrics, /healthz).
+ */
+import test from 'ava';
+import { spawn } from 'node:child_process';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import tls from 'node:tls';
+import { Liveness } from '../src/liveness.js';
+import { loadTemplateDir, type TemplateSet } from '../src/templates/load.js';
+import { renderCacheSize } from '../src/templates/render.js';
+import { createReview, decodePatch, prepareCreate } from './helpers/apiserver.js';
+import { startTestServer, testCertificates, type TestServer } from './helpers/server.js';
+import { templateSet } from './helpers/templates.js';
+
+const specialStrings = ['__proto__', 'constructor', 'prototype', 'toString', 'hasOwnProperty', 'valueOf'] as const;
+
+/** An object with one own key, even "__proto__" (an object literal would set the prototype instead). */
+function entry(key: string, value: unknown): Record<string, unknown> {
+  return JSON.parse(`{${JSON.stringify(key)}:${JSON.stringify(value)}}`);
+}
+
+function basePod(): Record<string, any> {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { generateName: 'web-', labels: { app: 'web' }, annotations: {} },
+    spec: { containers: [{ name: 'web', image: 'nginx', env: [{ name: 'A', value: '1' }], volumeMounts: [{ name: 'data', mountPath: '/data' }] }], volumes: [{ name: 'data', emptyDir: {} }] },
+  };
+}
+
+/** Every position a pod author controls, as a function that puts `s` there. */
+const positions: Record<string, (pod: Record<string, any>, s: string) => void> = {
+  'container name': (pod, s) => (pod.spec.containers[0].name = s),
+  'second container name': (pod, s) => pod.spec.containers.push({ name: s, image: 'x' }),
+  'init container name': (pod, s) => (pod.spec.initContainers = [{ name: s, image: 'x' }]),
+  'volume name': (pod, s) => ((pod.spec.volumes[0].name = s), (pod.spec.containers[0].volumeMounts[0].name = s)),
+  'env name': (pod, s) => pod.spec.containers[0].env.push({ name: s, value: 'x' }),
+  'mount path': (pod, s) => pod.spec.containers[0].volumeMounts.push({ name: 'data', mountPath: `/${s}` }),
+  'label key': (pod, s) => Object.assign(pod.metadata, { labels: { ...pod.metadata.labels, ...entry(s, 'x') } }),
+  'label value': (pod, s) => (pod.metadata.labels['app.kubernetes.io/name'] = s),
+  'annotation key': (pod, s) => (pod.metadata.annotations = entry(s, 'x')),
+  'templates annotation': (pod, s) => (pod.metadata.annotations['sidecar-injector.io/templates'] = `${s},proxy`),
+  'ledger template name': (pod, s) => (pod.metadata.annotations['sidecar-injector.io/status'] = JSON.stringify({ v: 1, templates: entry(s, { hash: 'h', containers: [s] }) })),
+  'ledger app-container key': (pod, s) =>
+    (pod.metadata.annotations['sidecar-injector.io/status'] = JSON.stringify({ v: 1, templates: { 'log-shipper': { hash: 'h', appContainers: entry(s, { env: [s] }) } } })),
+  'ledger item names': (pod, s) =>
+    (pod.metadata.annotations['sidecar-injector.io/status'] = JSON.stringify({ v: 1, templates: { 'log-shipper': { hash: 'h', containers: [s], volumes: [s], labels: [s], annotations: [s], appContainers: { web: { env: [s], volumeMounts: [s] } } } } })),
+};
+
+let templates: TemplateSet;
+let server: TestServer;
+const prototypeNames = () => [Object.prototype, Array.prototype, Function.prototype].map((p) => Object.getOwnPropertyNames(p).sort().join(',')).join('|');
+const cleanPrototypes = prototypeNames();
+const objectStatics = Object.getOwnPropertyNames(Object).sort().join(',');
+
+test.before(async () => {
+  templates = await loadTemplateDir('templates');
+  server = await startTestServer({ templates });
+});
+test.after.always(() => server.stop());
+
+function review(pod: Record<string, any>, namespace = 'shop') {
+  return createReview(prepareCreate(pod, namespace), { namespace, dryRun: true });
+}
+
+test.serial('JavaScript-special strings in every pod-supplied position leave prototypes, later reviews, /metrics and /healthz unaffected', async (t) => {
+  let answered = 0;
+  for (const [position, put] of Object.entries(positions)) {
+    for (const s of specialStrings) {
+      const pod = basePod();
+      put(pod, s);
+      const body = review(pod);
+      const { status, json } = await server.post(body);
+      t.is(status, 200, `${position} = ${s}: HTTP ${status}`);
+      t.is(json?.response?.uid, body.request.uid, `${position} = ${s}: uid echoed`);
+      t.is(typeof json?.response?.allowed, 'boolean');
+      answered++;
+    }
+  }
+  // The request fields a direct caller controls.
+  for (const s of specialStrings) {
+    const body = review(basePod());
+    body.request.name = s;
+    body.request.namespace = s;
+    t.is((await server.post(body)).status, 200);
+    answered++;
+  }
+  t.is(answered, (Object.keys(positions).length + 1) * specialStrings.length);
+  t.is(prototypeNames(), cleanPrototypes, 'no prototype gained or lost a property');
+  t.is(Object.getOwnPropertyNames(Object).sort().join(','), objectStatics, 'Object itself gained no property (constructor["env"])');
+  const metrics = await server.request('GET', '/metrics');
+  t.is(metrics.status, 200);
+  t.regex(metrics.text, /sidecar_injector_reviews_total\{operation="CREATE",decision="patched",reason="injected"\} \d+/);
+  t.is((await server.request('GET', '/healthz')).status, 200);
+  const after = await server.post(review(basePod()));
+  t.true(decodePatch(after.json.response).some((op) => op.path === '/spec/containers/1'), 'a normal pod is still injected');
+});
+
+test.serial('a container named "constructor" (a valid name) gets its items, recorded under its own name', async (t) => {
+  const pod = basePod();
+  pod.spec.containers.push({ name: 'constructor', image: 'x' });
+  const { json } = await server.post(review(pod));
+  const patch = decodePatch(json.response);
+  const ledger = JSON.parse(patch.find((op) => op.path === '/metadata/annotations/sidecar-injector.io~1status')?.value ?? '{}');
+  t.deepEqual(ledger.templates['log-shipper'].appContainers.constructor, { env: ['LOG_DIR'], volumeMounts: ['/var/log/app'] });
+  t.true(patch.some((op) => op.path === '/spec/containers/1/env'), 'constructor received LOG_DIR');
+  t.is((Object as unknown as Record<string, unknown>).env, undefined);
+});
+
+test.serial('pods that cost work out of proportion are refused at once with a short answer, and pin nothing', async (t) => {
+  const before = renderCacheSize(templates.byName.get('log-shipper')!);
+  const cases: [string, Record<string, any>, string, RegExp][] = [
+    ['20,000 containers', { ...basePod(), spec: { containers: Array.from({ length: 20_000 }, (_, i) => ({ name: `c${i}`, image: 'x' })) } }, 'pod-too-large', /has 20000 containers/],
+    ['200,000 annotations', { ...basePod(), metadata: { generateName: 'p-', annotations: Object.fromEntries(Array.from({ length: 200_000 }, (_, i) => [`a${i}`, ''])) } }, 'invalid-pod', /over the limit of 262144/],
+    ['200,000 labels', { ...basePod(), metadata: { generateName: 'p-', labels: Object.fromEntries(Array.from({ length: 200_000 }, (_, i) => [`l${i}`, ''])) } }, 'pod-too-large', /has 200000 labels/],
+  ];
+  for (let i = 0; i < 5; i++) {
+    cases.push([`a 1 MiB label value (#${i})`, { ...basePod(), metadata: { generateName: 'p-', labels: { 'app.kubernetes.io/name': String(i).repeat(1024 * 1024) } } }, 'invalid-pod', /label value must be at most 63 characters/]);
+  }
+  for (const [title, pod, reason, message] of cases) {
+    const { status, json } = await server.post(review(pod));
+    t.is(status, 200, title);
+    t.false(json.response.allowed, title);
+    t.regex(json.response.status.message, message, title);
+    t.true(JSON.stringify(json).length < 1500, `${title}: the answer is short`);
+    const line = server.logs.at(-1)!;
+    t.is(line.reason, reason, title);
+    t.true(JSON.stringify(line).length < 1500, `${title}: the log line is short`);
+  }
+  t.deepEqual(renderCacheSize(templates.byName.get('log-shipper')!), before, 'nothing was rendered or cached for them');
+});
+
+test.serial('quoted input is cut: a 6 MiB field, a request naming 30,000 unknown templates', async (t) => {
+  const huge = review(basePod());
+  huge.apiVersion = 'x'.repeat(6 * 1024 * 1024);
+  const answer = await server.request('POST', '/mutate', JSON.stringify(huge), { 'content-type': 'application/json' });
+  t.is(answer.status, 400);
+  t.true(answer.text.length < 600, `${answer.text.length} bytes`);
+  t.true(JSON.stringify(server.logs.at(-1)).length < 1000);
+  const pod = basePod();
+  pod.metadata.annotations['sidecar-injector.io/templates'] = Array.from({ length: 30_000 }, (_, i) => `t${i}`).join(',');
+  const { json } = await server.post(review(pod));
+  t.false(json.response.allowed);
+  t.regex(json.response.status.message, /names "t0", "t1", "t2", "t3", "t4" and 29995 more, which are not a sidecar template here/);
+  t.true(json.response.status.message.length < 400);
+});
+
+test.serial('answers the API server would reject are not given: annotation budget, Windows pods, a volume named like ours', async (t) => {
+  const near = basePod();
+  near.metadata.annotations = { filler: 'x'.repeat(261_944 - 'filler'.length) };
+  let { json } = await server.post(review(near));
+  t.false(json.response.allowed);
+  t.regex(json.response.status.message, /injecting log-shipper would take the pod's annotations to \d+ bytes, over the API server's limit of 262144/);
+
+  const windows = basePod();
+  windows.spec.os = { name: 'windows' };
+  ({ json } = await server.post(review(windows)));
+  t.true(json.response.allowed);
+  t.is(json.response.patch, undefined);
+  t.deepEqual(json.response.warnings, ['log-shipper is not injected: it supports linux and the pod runs on windows']);
+
+  const secret = basePod();
+  secret.spec.volumes.push({ name: 'app-logs', secret: { secretName: 'credentials' } });
+  ({ json } = await server.post(review(secret)));
+  t.true(json.response.allowed);
+  t.is(json.response.patch, undefined, 'no mount of the Secret is added anywhere');
+  t.is(server.logs.at(-1)!.reason, 'template-conflict');
+  t.true(json.response.warnings.some((w: string) => w.startsWith("log-shipper not injected: the pod's volume app-logs is not this template's")));
+});
+
+test.serial('/healthz fails while a prototype is polluted, and recovers', async (t) => {
+  Object.defineProperty(Object.prototype, 'polluted', { value: 1, configurable: true, enumerable: false, writable: true });
+  try {
+    const sick = await server.request('GET', '/healthz');
+    t.is(sick.status, 503);
+    t.regex(sick.json.problems[0], /prototype was modified/);
+  } finally {
+    delete (Object.prototype as Record<string, unknown>).polluted;
+  }
+  t.is((await server.request('GET', '/healthz')).status, 200);
+});
+
+test('/healthz fails after consecutive internal errors, and a canary that fails fails it too', async (t) => {
+  let broken = true;
+  let canaryFails = false;
+  const liveness = new Liveness(async () => {
+    if (canaryFails) throw new Error('sample pod: templates are unusable');
+  });
+  const set = await loadTemplateDir('templates');
+  const own = await startTestServer({
+    templates: () => {
+      if (broken) throw new Error('a bug');
+      return set;
+    },
+    liveness,
+  });
+  t.teardown(() => own.stop());
+  for (let i = 0; i < 5; i++) t.is((await own.post(review(basePod()))).status, 500);
+  const sick = await own.request('GET', '/healthz');
+  t.is(sick.status, 503);
+  t.deepEqual(sick.json.problems, ['the last 5 reviews failed with an internal error']);
+  broken = false;
+  t.is((await own.post(review(basePod()))).status, 200);
+  t.is((await own.request('GET', '/healthz')).status, 200, 'one answered review clears it');
+  canaryFails = true;
+  t.regex((await own.request('GET', '/healthz')).json.problems[0], /a review of a sample pod failed: sample pod/);
+});
+
+/** A template whose answer is megabytes long, to test what happens to answers in transit. */
+const bigAnswerTemplates = () => templateSet({ name: 'big', containers: [{ name: 'big', image: 'x:1', args: ['A'.repeat(4 * 1024 * 1024)] }] });
+
+/** Opens a TLS connection, sends one review, and does not read the answer. */
+async function sendWithoutReading(port: number, body: string): Promise<tls.TLSSocket> {
+  const { caCert } = await testCertificates();
+  const socket = tls.connect({ host: '127.0.0.1', port, ca: caCert, servername: 'localhost' });
+  await new Promise((resolve, reject) => socket.once('secureConnect', resolve).once('error', reject));
+  socket.pause();
+  socket.write(`POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+  return socket;
+}
+
+function connections(s: TestServer): Promise<number> {
+  return new Promise((resolve, reject) => s.server.getConnections((err, n) => (err ? reject(err) : resolve(n))));
+}
+
+async function eventually(check: () => Promise<boolean>, ms = 10_000): Promise<boolean> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (await check().catch(() => false)) return true;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return false;
+}
+
+test('a client that never reads its answer loses the connection after the write timeout', async (t) => {
+  const own = await startTestServer({ templates: bigAnswerTemplates(), timeouts: { writeTimeoutMs: 300 } });
+  t.teardown(() => own.stop());
+  const sockets = await Promise.all(Array.from({ length: 5 }, () => sendWithoutReading(own.port, JSON.stringify(review(basePod())))));
+  t.teardown(() => sockets.forEach((s) => s.destroy()));
+  t.true(await eventually(async () => (await connections(own)) === 0), 'every non-reading connection was closed');
+  t.is((await own.post(review(basePod()))).status, 200, 'the server serves others meanwhile and after');
+});
+
+test('shutdown delivers an answer already written in full to a slow reader', async (t) => {
+  const own = await startTestServer({ templates: bigAnswerTemplates() });
+  const socket = await sendWithoutReading(own.port, JSON.stringify(review(basePod())));
+  t.teardown(() => socket.destroy());
+  // Wait until the answer is written and waiting in the socket, then shut down.
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  const closed = own.close();
+  const chunks: Buffer[] = [];
+  socket.on('data', (c: Buffer) => chunks.push(c));
+  socket.resume();
+  await new Promise((resolve) => socket.once('end', resolve));
+  await closed;
+  const text = Buffer.concat(chunks).toString('utf8');
+  const [head, body] = [text.slice(0, text.indexOf('\r\n\r\n')), text.slice(text.indexOf('\r\n\r\n') + 4)];
+  const length = Number(/content-length: (\d+)/i.exec(head)?.[1]);
+  t.true(length > 4_000_000, `${length} bytes announced`);
+  t.is(Buffer.byteLength(body), length, 'every byte arrived');
+  t.true(decodePatch(JSON.parse(body).response).length > 0);
+});
+
+test('connections beyond the limit are refused; the ones within it are served', async (t) => {
+  const own = await startTestServer({ templates: await loadTemplateDir('templates'), maxConnections: 3 });
+  t.teardown(() => own.stop());
+  const { caCert } = await testCertificates();
+  const sockets = await Promise.all(
+    Array.from({ length: 8 }, () => {
+      const socket = tls.connect({ host: '127.0.0.1', port: own.port, ca: caCert, servername: 'localhost' });
+      socket.on('error', () => undefined);
+      return new Promise<tls.TLSSocket>((resolve) => {
+        socket.once('secureConnect', () => resolve(socket));
+        socket.once('close', () => resolve(socket));
+      });
+    }),
+  );
+  t.teardown(() => sockets.forEach((s) => s.destroy()));
+  t.true((await connections(own)) <= 3);
+  t.is(sockets.filter((s) => !s.destroyed).length, 3, 'three connections held, five refused');
+  sockets.forEach((s) => s.destroy());
+  t.true(await eventually(async () => (await own.post(review(basePod()))).status === 200));
+});
+
+test('bodies held at once are bounded: a review that does not fit is refused with 503, others go on', async (t) => {
+  const own = await startTestServer({ templates: await loadTemplateDir('templates'), maxBodyBytesInFlight: 200_000 });
+  t.teardown(() => own.stop());
+  const { caCert } = await testCertificates();
+  // Two slow clients send 150 KB each, without finishing: the second does not fit.
+  const open = async () => {
+    const socket = tls.connect({ host: '127.0.0.1', port: own.port, ca: caCert, servername: 'localhost' });
+    await new Promise((resolve) => socket.once('secureConnect', resolve));
+    socket.write(`POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 300000\r\n\r\n${' '.repeat(150_000)}`);
+    return socket;
+  };
+  const first = await open();
+  const second = await open();
+  t.teardown(() => (first.destroy(), second.destroy()));
+  const answer = await new Promise<string>((resolve) => {
+    let text = '';
+    second.on('data', (c: Buffer) => {
+      text += c.toString('utf8');
+      if (text.includes('}')) resolve(text);
+    });
+  });
+  t.regex(answer, /^HTTP\/1\.1 503/);
+  t.regex(answer, /"code":"ERR_OVERLOADED"/);
+  first.destroy();
+  t.true(await eventually(async () => (await own.post(review(basePod()))).status === 200), 'bytes are given back when a client goes away');
+});
+
+test('serve refuses, at start, a template that check refuses (a containerPort rendered as a string)', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-test-'));
+  await writeFile(
+    join(dir, 'port.yaml'),
+    'name: port\ncontainers:\n  - name: agent\n    image: example/agent:1\n    ports:\n      - containerPort: "{{ pod.labels[\'port\'] | default \'80\' }}"\n',
+  );
+  const child = spawn(process.execPath, [join('dist', 'src', 'cli', 'main.js'), 'serve', '--templates', dir, '--port', '0', '--host', '127.0.0.1', '--dev-cert-dir', dir], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (c) => (stderr += c));
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  t.is(code, 1);
+  t.regex(stderr, /port\.yaml: rendered into a sample pod: does not match the Kubernetes Pod schema: spec\.containers\[2\]\.ports\[0\]\.containerPort must be integer/);
+});
+
+/** Runs the render-pressure script under a capped heap and returns what it printed. */
+function underCappedHeap(count: number, size: number): Promise<{ code: number | null; result?: { patched: number; cache: { entries: number; bytes: number }; heapUsed: number }; stderr: string }> {
+  const child = spawn(process.execPath, ['--max-old-space-size=48', '--expose-gc', join('dist', 'test', 'helpers', 'render-pressure.js'), String(count), String(size)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (c) => (stdout += c));
+  child.stderr.on('data', (c) => (stderr += c));
+  return new Promise((resolve) => child.once('exit', (code) => resolve({ code, stderr: stderr.slice(-500), ...(stdout ? { result: JSON.parse(stdout) } : {}) })));
+}
+
+test('distinct 200 KB referenced values, 400 pods, in a 48 MB heap: all served, none cached', async (t) => {
+  // Unbounded, the cache would hold 256 renderings of ≈ 0.8 MB each (the value twice, UTF-16).
+  const { code, result, stderr } = await underCappedHeap(400, 200_000);
+  t.is(code, 0, stderr);
+  t.is(result?.patched, 400);
+  t.deepEqual(result?.cache, { entries: 0, bytes: 0 });
+});
+
+test('distinct 2 KB referenced values, 5,000 pods: the cache stays within its byte bound', async (t) => {
+  const { code, result, stderr } = await underCappedHeap(5000, 2000);
+  t.is(code, 0, stderr);
+  t.is(result?.patched, 5000);
+  t.true((result?.cache.entries ?? 0) <= 256);
+  t.true((result?.cache.bytes ?? Infinity) <= 4 * 1024 * 1024, `${result?.cache.bytes} bytes`);
+});
