@@ -6,9 +6,9 @@
 import test from 'ava';
 import { execFileSync } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
-import { mkdtemp, readdir, readFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { certs } from '../src/cli/certs.js';
 import { isTemplateFileName, parseTemplateText } from '../src/templates/load.js';
@@ -51,7 +51,7 @@ test('every object of the base and of both overlays validates against the Kubern
   t.deepEqual(await schemaProblems(base), []);
   t.deepEqual(await schemaProblems(certManager), []);
   t.deepEqual(await schemaProblems(generated), []);
-  t.deepEqual(base.map((o) => o.kind).sort(), ['ClusterRole', 'ClusterRoleBinding', 'ConfigMap', 'Deployment', 'MutatingWebhookConfiguration', 'Namespace', 'PodDisruptionBudget', 'Service', 'ServiceAccount']);
+  t.deepEqual(base.map((o) => o.kind).sort(), ['ClusterRole', 'ClusterRoleBinding', 'ConfigMap', 'Deployment', 'MutatingWebhookConfiguration', 'Namespace', 'NetworkPolicy', 'PodDisruptionBudget', 'Service', 'ServiceAccount']);
 });
 
 test('a broken object is caught by the schema validation (the check can fail)', async (t) => {
@@ -189,4 +189,29 @@ test('certs: a second run keeps the CA and issues a new serving certificate', as
   t.true(second.reusedCa);
   t.is(await readFile(join(dir, 'ca.crt'), 'utf8'), ca1);
   t.not(await readFile(join(dir, 'tls.crt'), 'utf8'), tls1);
+});
+
+test('a NetworkPolicy admits traffic to the injector pods on the webhook port only', (t) => {
+  const policy = one(base, 'NetworkPolicy');
+  t.deepEqual(policy.spec.podSelector.matchLabels, deployment().spec.template.metadata.labels);
+  t.deepEqual(policy.spec.policyTypes, ['Ingress']);
+  t.is(policy.spec.ingress.length, 1);
+  const containerPort = injector().ports[0].containerPort;
+  t.deepEqual(policy.spec.ingress[0].ports, [{ protocol: 'TCP', port: containerPort }]);
+  t.is(arg('port'), String(containerPort), 'the policy opens the port the server listens on');
+  t.is(policy.metadata.namespace, 'sidecar-injector');
+});
+
+test('the restricted-ingress component narrows the sources to outside the pod network plus Prometheus', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-netpol-'));
+  const root = relative(dir, process.cwd());
+  await writeFile(
+    join(dir, 'kustomization.yaml'),
+    `apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ${join(root, 'manifests', 'overlays', 'cert-manager')}\ncomponents:\n  - ${join(root, 'manifests', 'components', 'restricted-ingress')}\n`,
+  );
+  const objects = kustomize(dir);
+  t.deepEqual(await schemaProblems(objects), []);
+  const from = one(objects, 'NetworkPolicy').spec.ingress[0].from;
+  t.deepEqual(from[0].ipBlock, { cidr: '0.0.0.0/0', except: ['10.244.0.0/16'] });
+  t.deepEqual(from[1].namespaceSelector.matchLabels, { 'kubernetes.io/metadata.name': 'monitoring' });
 });
