@@ -30,7 +30,8 @@ export class RequestError extends Error {
 /** Codes of AdmissionReview denials. */
 export type AdmissionErrorCode =
   | 'ERR_INVALID_POD'
-  | 'ERR_UNKNOWN_TEMPLATE';
+  | 'ERR_UNKNOWN_TEMPLATE'
+  | 'ERR_POD_TOO_LARGE';
 
 /** A review we answer with `allowed: false`; `message` is what `kubectl` shows after "denied the request:". */
 export class AdmissionError extends Error {

@@ -30,10 +30,12 @@ export interface ServerTimeouts {
 export const defaultTimeouts: ServerTimeouts = { headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, keepAliveTimeoutMs: 120_000, writeTimeoutMs: 10_000 };
 
 /**
- * Open connections accepted at once. The API server keeps a small pool per replica; each idle
- * TLS connection costs about 60 KB, so this bounds what idle connections can pin (≈ 60 MB).
+ * Open TLS connections kept at once. The API server keeps a small pool per replica; each idle
+ * TLS connection costs about 60 KB, so this bounds what idle connections can pin (≈ 30 MB).
+ * A new connection beyond it is not refused: the oldest idle connection is closed instead, so
+ * that a client hoarding connections cannot lock the API server out.
  */
-export const defaultMaxConnections = 1000;
+export const defaultMaxConnections = 500;
 
 /** What to serve and where. */
 export interface ServerOptions {
@@ -42,7 +44,7 @@ export interface ServerOptions {
   readonly key: string;
   readonly cert: string;
   readonly timeouts: ServerTimeouts;
-  /** @default defaultMaxConnections */
+  /** Connections kept; beyond, the oldest idle one is closed. @default defaultMaxConnections */
   readonly maxConnections?: number;
 }
 
@@ -101,8 +103,18 @@ export async function startServer(handler: (req: IncomingMessage, res: ServerRes
       void handler(req, res);
     },
   );
-  server.maxConnections = options.maxConnections ?? defaultMaxConnections;
+  const maxConnections = options.maxConnections ?? defaultMaxConnections;
   server.on('secureConnection', (socket: TLSSocket) => {
+    // Map order is connection order: the first idle one found is the oldest.
+    if (connections.size >= maxConnections) {
+      for (const [other, state] of connections) {
+        if (state.active === 0) {
+          connections.delete(other);
+          other.destroy();
+          break;
+        }
+      }
+    }
     connections.set(socket, { active: 0 });
     socket.once('close', () => connections.delete(socket));
   });

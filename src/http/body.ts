@@ -75,8 +75,14 @@ export class BodyBudget {
   }
 }
 
-/** Default sum of bodies held at once: 64 MiB, about nine bodies at the 7 MiB limit, thousands of real ones. */
-export const defaultMaxBodyBytesInFlight = 64 * 1024 * 1024;
+/**
+ * Default sum of bodies held at once: 16 MiB — two bodies at the 7 MiB limit, or three thousand
+ * typical reviews. A body stays counted until its answer is sent, and its parsed form takes up
+ * to five times its size (a map of 200,000 keys), so this bounds the live memory of reviews
+ * at about 110 MB whatever clients send: within the Deployment's 256 Mi with the V8 heap
+ * capped at 160 MB (NODE_OPTIONS in manifests/base/deployment.yaml).
+ */
+export const defaultMaxBodyBytesInFlight = 16 * 1024 * 1024;
 
 function overloaded(budget: BodyBudget): RequestError {
   return new RequestError(503, 'ERR_OVERLOADED', `too many large reviews in flight (${budget.inUse} bytes of bodies held, limit ${budget.maxBytes}); try again`);

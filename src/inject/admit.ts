@@ -166,7 +166,10 @@ export async function admitPod(input: PodInput, deps: AdmitDeps): Promise<PodOut
       }
       return denial('namespace-unknown', 503, `${err.message}; the pod is refused so that it does not start without its sidecars, and its controller will retry`);
     }
-    if (err instanceof AdmissionError) return denial(err.code === 'ERR_UNKNOWN_TEMPLATE' ? 'unknown-template' : 'invalid-pod', err.httpCode, err.message);
+    if (err instanceof AdmissionError) {
+      const reason = err.code === 'ERR_UNKNOWN_TEMPLATE' ? 'unknown-template' : err.code === 'ERR_POD_TOO_LARGE' ? 'pod-too-large' : 'invalid-pod';
+      return denial(reason, err.httpCode, err.message);
+    }
     throw err;
   }
 }

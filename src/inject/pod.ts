@@ -27,11 +27,23 @@ function invalid(field: string, problem: string): AdmissionError {
   return new AdmissionError('ERR_INVALID_POD', `the pod cannot be read: ${field} ${problem}`);
 }
 
+/**
+ * Most entries read from a pod's label or annotation map. The API server sets no count limit
+ * (200,000 labels are deliverable), and each pass over a map that large costs ~50 ms; a pod
+ * over this is refused after this one pass, before anything else reads the map.
+ */
+export const maxMetadataEntries = 2_000;
+
 function stringMap(value: unknown, field: string): Readonly<Record<string, string>> {
   if (value === undefined || value === null) return {};
   if (!isJsonObject(value)) throw invalid(field, 'must be a map of strings');
+  let count = 0;
   for (const key in value) {
     if (typeof value[key] !== 'string') throw invalid(`${field}[${quote(key)}]`, 'must be a string');
+    count++;
+  }
+  if (count > maxMetadataEntries) {
+    throw new AdmissionError('ERR_POD_TOO_LARGE', `the pod has ${count} entries in ${field}; the sidecar injector serves pods with at most ${maxMetadataEntries}`);
   }
   return value as Record<string, string>;
 }

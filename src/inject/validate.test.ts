@@ -1,6 +1,6 @@
 import test from 'ava';
 import { admissionProblem, maxAnnotationBytes, reviewLimits } from './validate.js';
-import { readPod } from './pod.js';
+import { maxMetadataEntries, readPod } from './pod.js';
 
 function problemOf(pod: Record<string, any>, namespace = 'shop') {
   return admissionProblem(readPod({ metadata: { generateName: 'p-', ...pod.metadata }, spec: { containers: [{ name: 'app', image: 'x' }], ...pod.spec } }), namespace);
@@ -21,7 +21,6 @@ const refused: [string, Record<string, any>, 'invalid' | 'too-large', RegExp][] 
   ['a pod name with a megabyte', { metadata: { name: big } }, 'invalid', /metadata.name "x{200}"… \(\+1048376 characters\)/],
   ['spec.os.name other than linux or windows', { spec: { os: { name: 'plan9' } } }, 'invalid', /spec.os.name "plan9"/],
   ['too many containers', { spec: { containers: Array.from({ length: reviewLimits.maxContainers + 1 }, (_, i) => ({ name: `c${i}`, image: 'x' })) } }, 'too-large', /has 251 containers/],
-  ['too many labels', { metadata: { labels: Object.fromEntries(Array.from({ length: reviewLimits.maxLabels + 1 }, (_, i) => [`l${i}`, ''])) } }, 'too-large', /has 2001 labels/],
 ];
 
 for (const [title, pod, kind, message] of refused) {
@@ -40,4 +39,11 @@ test('a namespace that cannot exist is refused, cut in the message', (t) => {
 test('valid pods pass: "constructor" and "prototype" are valid DNS-1123 labels', (t) => {
   t.is(problemOf({ spec: { containers: [{ name: 'constructor', image: 'x' }, { name: 'prototype', image: 'x' }], volumes: [{ name: 'constructor', emptyDir: {} }] } }), undefined);
   t.is(problemOf({ metadata: { labels: { 'app.kubernetes.io/name': 'a'.repeat(63) }, annotations: { 'Example.COM/Upper': 'x'.repeat(maxAnnotationBytes - 100) } } }), undefined);
+});
+
+test('label and annotation maps over the entry limit are refused when the pod is read, after one pass', (t) => {
+  const many = Object.fromEntries(Array.from({ length: maxMetadataEntries + 1 }, (_, i) => [`k${i}`, '']));
+  const error = t.throws(() => readPod({ metadata: { annotations: many }, spec: { containers: [] } }));
+  t.regex(error?.message ?? '', /has 2001 entries in metadata.annotations; the sidecar injector serves pods with at most 2000/);
+  t.is((error as { code?: string }).code, 'ERR_POD_TOO_LARGE');
 });

@@ -24,8 +24,6 @@ export const maxAnnotationBytes = 262_144;
 export const reviewLimits = {
   /** containers + initContainers + ephemeralContainers. Real pods hold a handful. */
   maxContainers: 250,
-  /** Labels on the pod (the API server sets no count limit; 200,000 are deliverable). */
-  maxLabels: 2_000,
   /** Volumes on the pod. */
   maxVolumes: 1_000,
 } as const;
@@ -52,12 +50,6 @@ function isObjectValue(value: unknown): value is JsonObject {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-function count(map: object): number {
-  let n = 0;
-  for (const _ in map) n++;
-  return n;
-}
-
 /**
  * The first problem that makes this pod unservable, or undefined. Checks, in order of cost:
  * the number of containers, labels and volumes; the namespace and name; label keys and
@@ -74,11 +66,10 @@ export function admissionProblem(parts: PodParts, namespace: string): AdmissionP
     message: `the pod has ${n} ${what}; the sidecar injector serves pods with at most ${max}`,
   });
   const ephemeral = Array.isArray(parts.spec.ephemeralContainers) ? (parts.spec.ephemeralContainers as unknown[]) : [];
+  // Labels and annotations were counted (at most maxMetadataEntries) when the pod was read.
   const containerCount = parts.containers.length + parts.initContainers.length + ephemeral.length;
   if (containerCount > reviewLimits.maxContainers) return tooLarge('containers (containers, initContainers and ephemeralContainers)', containerCount, reviewLimits.maxContainers);
   if (parts.volumes.length > reviewLimits.maxVolumes) return tooLarge('volumes', parts.volumes.length, reviewLimits.maxVolumes);
-  const labelCount = count(parts.labels);
-  if (labelCount > reviewLimits.maxLabels) return tooLarge('labels', labelCount, reviewLimits.maxLabels);
 
   if (!isDns1123Label(namespace)) return invalid(`namespace ${quote(namespace)} is not a DNS-1123 label`);
   const os = isObjectValue(parts.spec.os) ? parts.spec.os.name : undefined;

@@ -1,0 +1,130 @@
+/**
+ * What hostile pods and clients cost the server (issue 9, finding 5): `serve` runs as a child
+ * process on the bundled templates; this process sends the heavy reviews and the misbehaving
+ * clients over loopback, and reads the server's RSS and peak RSS (VmHWM) from /proc. Each case
+ * reports the worst latency of the heavy reviews and of a legitimate review sent while they
+ * are in flight. Run with `npm run bench:hostile`. Figures, not pass/fail.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFile, mkdtemp } from 'node:fs/promises';
+import https from 'node:https';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import tls from 'node:tls';
+import { createReview, prepareCreate } from '../test/helpers/apiserver.js';
+import { reviewText } from './reviews.js';
+
+async function startServe(): Promise<{ child: ChildProcess; port: number; ca: string }> {
+  const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-bench-'));
+  const child = spawn(process.execPath, ['--max-old-space-size=160', 'dist/src/cli/main.js', 'serve', '--host', '127.0.0.1', '--port', '0', '--namespace-labels', 'dev/namespaces.yaml', '--dev-cert-dir', dir, '--shutdown-delay-ms', '0', '--log-level', 'warn'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  // With --log-level warn the listening line is not printed: find the port from the dev-cert warning and /proc.
+  for await (const line of createInterface({ input: child.stdout! })) {
+    if (line.includes('throw-away development certificate')) break;
+  }
+  const ca = await readFile(join(dir, 'ca.crt'), 'utf8');
+  for (let i = 0; i < 100; i++) {
+    const port = await listeningPort(child.pid!);
+    if (port) return { child, port, ca };
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error('serve did not listen');
+}
+
+/** The TCP port a process listens on, from /proc/net/tcp and its socket inodes. */
+async function listeningPort(pid: number): Promise<number | undefined> {
+  const { readdir, readlink } = await import('node:fs/promises');
+  const inodes = new Set<string>();
+  for (const fd of await readdir(`/proc/${pid}/fd`)) {
+    const link = await readlink(`/proc/${pid}/fd/${fd}`).catch(() => '');
+    const m = /^socket:\[(\d+)\]$/.exec(link);
+    if (m) inodes.add(m[1]!);
+  }
+  for (const line of (await readFile('/proc/net/tcp', 'utf8')).split('\n').slice(1)) {
+    const f = line.trim().split(/\s+/);
+    if (f[3] === '0A' && inodes.has(f[9]!)) return parseInt(f[1]!.split(':')[1]!, 16);
+  }
+  return undefined;
+}
+
+async function memory(pid: number): Promise<{ rssMB: number; peakMB: number }> {
+  const status = await readFile(`/proc/${pid}/status`, 'utf8');
+  const kb = (key: string) => Number(new RegExp(`${key}:\\s+(\\d+)`).exec(status)?.[1] ?? 0);
+  return { rssMB: Math.round(kb('VmRSS') / 102.4) / 10, peakMB: Math.round(kb('VmHWM') / 102.4) / 10 };
+}
+
+function post(port: number, ca: string, body: string, agent: https.Agent | false = false): Promise<{ status: number; ms: number; bytes: number }> {
+  const started = process.hrtime.bigint();
+  return new Promise((resolve, reject) => {
+    const req = https.request({ host: '127.0.0.1', port, path: '/mutate?timeout=10s', method: 'POST', servername: 'localhost', ca, agent, headers: { 'content-type': 'application/json' } }, (res) => {
+      let bytes = 0;
+      res.on('data', (c: Buffer) => (bytes += c.length));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, ms: Number(process.hrtime.bigint() - started) / 1e6, bytes }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+function hostileReview(pod: Record<string, any>): string {
+  return JSON.stringify(createReview(prepareCreate(pod, 'demo'), { namespace: 'demo', dryRun: true }));
+}
+
+const base = { apiVersion: 'v1', kind: 'Pod' };
+const cases: [string, () => string][] = [
+  ['20,000 containers', () => hostileReview({ ...base, metadata: { generateName: 'p-' }, spec: { containers: Array.from({ length: 20_000 }, (_, i) => ({ name: `c${i}`, image: 'x' })) } })],
+  ['200,000 annotations', () => hostileReview({ ...base, metadata: { generateName: 'p-', annotations: Object.fromEntries(Array.from({ length: 200_000 }, (_, i) => [`a${i}`, ''])) }, spec: { containers: [{ name: 'app', image: 'x' }] } })],
+  ['200,000 labels', () => hostileReview({ ...base, metadata: { generateName: 'p-', labels: Object.fromEntries(Array.from({ length: 200_000 }, (_, i) => [`l${i}`, ''])) }, spec: { containers: [{ name: 'app', image: 'x' }] } })],
+  ['1 MiB label value', () => hostileReview({ ...base, metadata: { generateName: 'p-', labels: { 'app.kubernetes.io/name': 'x'.repeat(1 << 20) } }, spec: { containers: [{ name: 'app', image: 'x' }] } })],
+];
+
+const { child, port, ca } = await startServe();
+const pid = child.pid!;
+const legit = reviewText('typical');
+await post(port, ca, legit);
+console.log(`serve pid ${pid}; after start: ${JSON.stringify(await memory(pid))}`);
+for (const [title, make] of cases) {
+  const body = make();
+  // Eight heavy reviews in flight at once, and a legitimate one sent while they are.
+  const heavy = Array.from({ length: 8 }, () => post(port, ca, body));
+  const during = post(port, ca, legit);
+  const results = await Promise.all(heavy);
+  const legitResult = await during;
+  console.log(
+    `${title} (${(body.length / 1e6).toFixed(1)} MB) ×8: worst ${Math.max(...results.map((r) => r.ms)).toFixed(0)} ms, answers ${Math.max(...results.map((r) => r.bytes))} bytes, statuses ${[...new Set(results.map((r) => r.status))].join(',')}; a legitimate review meanwhile: ${legitResult.ms.toFixed(0)} ms; ${JSON.stringify(await memory(pid))}`,
+  );
+}
+
+// 100 clients that send a review and never read the answer.
+const stuck: tls.TLSSocket[] = [];
+for (let i = 0; i < 100; i++) {
+  const socket = tls.connect({ host: '127.0.0.1', port, ca, servername: 'localhost' });
+  socket.on('error', () => undefined);
+  await new Promise((resolve) => socket.once('secureConnect', resolve));
+  socket.pause();
+  socket.write(`POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(legit)}\r\n\r\n${legit}`);
+  stuck.push(socket);
+}
+await new Promise((resolve) => setTimeout(resolve, 1000));
+console.log(`100 clients that never read: ${JSON.stringify(await memory(pid))}`);
+for (const s of stuck) s.destroy();
+
+// 5,000 idle TLS connections (the server keeps at most 500).
+const idle: tls.TLSSocket[] = [];
+let held = 0;
+for (let i = 0; i < 5000; i++) {
+  const socket = tls.connect({ host: '127.0.0.1', port, ca, servername: 'localhost' });
+  socket.on('error', () => undefined);
+  const ok = await new Promise<boolean>((resolve) => {
+    socket.once('secureConnect', () => resolve(true));
+    socket.once('close', () => resolve(false));
+  });
+  if (ok) held++;
+  idle.push(socket);
+}
+await new Promise((resolve) => setTimeout(resolve, 500));
+const alive = idle.filter((s) => !s.destroyed).length;
+const meanwhile = await post(port, ca, legit).catch((err: Error) => ({ status: 0, ms: 0, bytes: 0, err: err.message }));
+console.log(`5,000 idle TLS connections: ${alive} held open by the server (${held} completed a handshake); a legitimate review: HTTP ${meanwhile.status}; ${JSON.stringify(await memory(pid))}`);
+for (const s of idle) s.destroy();
+child.kill('SIGTERM');
