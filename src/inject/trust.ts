@@ -121,6 +121,8 @@ class PodIndex {
 /** Checks every claim of `claimed` against the pod and the templates in force. */
 export function checkLedger(claimed: Ledger, parts: PodParts, set: TemplateSet): CheckedLedger {
   const believed = emptyLedger();
+  // A pod without a ledger (every first call) costs nothing here.
+  if (Object.keys(claimed.templates).length === 0) return { believed, retired: Object.create(null), doubts: [] };
   const retired: Record<string, LedgerEntry> = Object.create(null);
   const doubts: string[] = [];
   let doubted = 0;
