@@ -99,7 +99,7 @@ export const serveUsage = `Usage: sidecar-injector serve [options]
   --shutdown-timeout-ms N      wait for in-flight (default 20000)   ${envNames['shutdown-timeout-ms']}
   --template-check-interval-ms N  (default 5000)                    ${envNames['template-check-interval-ms']}
   --headers-timeout-ms N       (default 10000)                      ${envNames['headers-timeout-ms']}
-  --request-timeout-ms N       (default 30000)                      ${envNames['request-timeout-ms']}
+  --request-timeout-ms N       (default 10000)                      ${envNames['request-timeout-ms']}
   --keep-alive-timeout-ms N    (default 120000)                     ${envNames['keep-alive-timeout-ms']}
 `;
 

@@ -16,9 +16,10 @@ export function quote(value: unknown, max = maxQuotedLength): string {
   if (typeof value === 'string') text = value;
   else {
     try {
-      text = JSON.stringify(value) ?? String(value);
+      text = JSON.stringify(value) ?? Object.prototype.toString.call(value);
     } catch {
-      text = String(value);
+      // Too deep to serialise, or an object whose toString throws: name its type only.
+      text = Object.prototype.toString.call(value);
     }
     if (typeof value !== 'object' || value === null) return cut(text, max);
   }

@@ -12,7 +12,10 @@ import type { TLSSocket } from 'node:tls';
 export interface ServerTimeouts {
   /** Time to receive a request's headers. @default 10000 */
   readonly headersTimeoutMs: number;
-  /** Time to receive a whole request. @default 30000 */
+  /**
+   * Time to receive a whole request. The API server gives a webhook at most its timeoutSeconds
+   * (5 s in our manifests, 30 s at most): an upload slower than this serves nobody. @default 10000
+   */
   readonly requestTimeoutMs: number;
   /**
    * Idle time before a kept-alive connection is closed. Longer than Node's 5 s default, which
@@ -27,13 +30,14 @@ export interface ServerTimeouts {
   readonly writeTimeoutMs?: number;
 }
 
-export const defaultTimeouts: ServerTimeouts = { headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, keepAliveTimeoutMs: 120_000, writeTimeoutMs: 10_000 };
+export const defaultTimeouts: ServerTimeouts = { headersTimeoutMs: 10_000, requestTimeoutMs: 10_000, keepAliveTimeoutMs: 120_000, writeTimeoutMs: 10_000 };
 
 /**
  * Open TLS connections kept at once. The API server keeps a small pool per replica; each idle
  * TLS connection costs about 60 KB, so this bounds what idle connections can pin (≈ 30 MB).
- * A new connection beyond it is not refused: the oldest idle connection is closed instead, so
- * that a client hoarding connections cannot lock the API server out.
+ * A new connection beyond it is not refused: an idle one is closed instead, never-used ones
+ * first, then the least recently used, so that a client hoarding connections can lock neither
+ * the API server out nor its busy pooled connections.
  */
 export const defaultMaxConnections = 500;
 
@@ -44,7 +48,7 @@ export interface ServerOptions {
   readonly key: string;
   readonly cert: string;
   readonly timeouts: ServerTimeouts;
-  /** Connections kept; beyond, the oldest idle one is closed. @default defaultMaxConnections */
+  /** Connections kept; beyond, the least recently used idle one is closed. @default defaultMaxConnections */
   readonly maxConnections?: number;
 }
 
@@ -59,9 +63,30 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-/** Per-connection state: requests not yet answered. */
+/** Per-connection state: requests not yet answered, and when the last one was. */
 interface Connection {
   active: number;
+  /** Time of the last request; 0 while none was sent. */
+  lastRequestAt: number;
+}
+
+/**
+ * The connection to close to make room: an idle one that never sent a request (a hoarder's),
+ * oldest first; else the idle one whose last request is the oldest. The API server's pooled
+ * connections carry requests all the time, so they are the last to go.
+ */
+function evictable(connections: ReadonlyMap<TLSSocket, Connection>): TLSSocket | undefined {
+  let choice: TLSSocket | undefined;
+  let oldest = Infinity;
+  for (const [socket, state] of connections) {
+    if (state.active > 0) continue;
+    if (state.lastRequestAt === 0) return socket;
+    if (state.lastRequestAt < oldest) {
+      oldest = state.lastRequestAt;
+      choice = socket;
+    }
+  }
+  return choice;
 }
 
 /** Starts an HTTPS server with `handler` and resolves once it listens. */
@@ -85,7 +110,10 @@ export async function startServer(handler: (req: IncomingMessage, res: ServerRes
     (req, res) => {
       const socket = req.socket as TLSSocket;
       const connection = connections.get(socket);
-      if (connection) connection.active++;
+      if (connection) {
+        connection.active++;
+        connection.lastRequestAt = Date.now();
+      }
       // 'prefinish': the whole answer is written (end() was called). It must reach the client
       // within the write timeout ('finish' fires once it is flushed); a client that does not
       // read it loses the connection instead of pinning the buffered answer.
@@ -105,17 +133,14 @@ export async function startServer(handler: (req: IncomingMessage, res: ServerRes
   );
   const maxConnections = options.maxConnections ?? defaultMaxConnections;
   server.on('secureConnection', (socket: TLSSocket) => {
-    // Map order is connection order: the first idle one found is the oldest.
     if (connections.size >= maxConnections) {
-      for (const [other, state] of connections) {
-        if (state.active === 0) {
-          connections.delete(other);
-          other.destroy();
-          break;
-        }
+      const victim = evictable(connections);
+      if (victim) {
+        connections.delete(victim);
+        victim.destroy();
       }
     }
-    connections.set(socket, { active: 0 });
+    connections.set(socket, { active: 0, lastRequestAt: 0 });
     socket.once('close', () => connections.delete(socket));
   });
   await new Promise<void>((resolve, reject) => {

@@ -292,11 +292,12 @@ test('bodies held at once are bounded: a review that does not fit is refused wit
   const own = await startTestServer({ templates: await loadTemplateDir('templates'), maxBodyBytesInFlight: 200_000 });
   t.teardown(() => own.stop());
   const { caCert } = await testCertificates();
-  // Two slow clients send 150 KB each, without finishing: the second does not fit.
+  // Two slow clients send 200 KB each, without finishing: 134 KB of each count (the first 64 KiB
+  // of a body are free), so the second does not fit.
   const open = async () => {
     const socket = tls.connect({ host: '127.0.0.1', port: own.port, ca: caCert, servername: 'localhost' });
     await new Promise((resolve) => socket.once('secureConnect', resolve));
-    socket.write(`POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 300000\r\n\r\n${' '.repeat(150_000)}`);
+    socket.write(`POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 300000\r\n\r\n${' '.repeat(200_000)}`);
     return socket;
   };
   const first = await open();
@@ -353,4 +354,89 @@ test('distinct 2 KB referenced values, 5,000 pods: the cache stays within its by
   t.is(result?.patched, 5000);
   t.true((result?.cache.entries ?? 0) <= 256);
   t.true((result?.cache.bytes ?? Infinity) <= 4 * 1024 * 1024, `${result?.cache.bytes} bytes`);
+});
+
+test('request fields of a megabyte are cut in the log line and bounded in the metrics; a long uid is refused', async (t) => {
+  const own = await startTestServer({ templates: await loadTemplateDir('templates') });
+  t.teardown(() => own.stop());
+  const big = 'x'.repeat(3 * 1024 * 1024);
+  for (const edit of [(r: any) => (r.request.operation = big), (r: any) => (r.request.kind.kind = big), (r: any) => (r.request.subResource = big), (r: any) => (r.request.namespace = big), (r: any) => ((r.request.operation = 'UPDATE'), (r.request.name = big))]) {
+    const body = review(basePod());
+    edit(body);
+    const answer = await own.request('POST', '/mutate', JSON.stringify(body), { 'content-type': 'application/json' });
+    t.is(answer.status, 200);
+    t.true(answer.text.length < 2000, `${answer.text.length} bytes answered`);
+    t.true(JSON.stringify(own.logs.at(-1)).length < 2000, `${JSON.stringify(own.logs.at(-1)).length} bytes logged`);
+  }
+  const metrics = await own.request('GET', '/metrics');
+  t.regex(metrics.text, /sidecar_injector_reviews_total\{operation="other",decision="allowed",reason="operation-not-create"\} 1/);
+  t.true(metrics.text.length < 100_000);
+  const long = review(basePod());
+  long.request.uid = 'u'.repeat(257);
+  const refused = await own.request('POST', '/mutate', JSON.stringify(long), { 'content-type': 'application/json' });
+  t.is(refused.status, 400);
+  t.regex(refused.json.message, /request.uid must be at most 256 characters/);
+});
+
+test('a body of 200,001 empty objects is refused before parsing; deep nesting is refused at any size', async (t) => {
+  const many = `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"x":[${Array.from({ length: 200_001 }, () => '{}').join(',')}]}}`;
+  let answer = await server.request('POST', '/mutate', many, { 'content-type': 'application/json' });
+  t.is(answer.status, 400);
+  t.regex(answer.json.message, /holds more than 200000 objects and arrays/);
+  const body = review(basePod());
+  body.request.object.spec.containers[0].env[0].name = '__DEEP__';
+  const deep = JSON.stringify(body).replace('"__DEEP__"', `${'['.repeat(5000)}${']'.repeat(5000)}`);
+  t.true(deep.length < 64 * 1024);
+  answer = await server.request('POST', '/mutate', deep, { 'content-type': 'application/json' });
+  t.is(answer.status, 400);
+  t.regex(answer.json.message, /nested more than 1000 levels/);
+});
+
+test('stalled large uploads cannot starve real reviews: the first 64 KiB of every body are outside the budget', async (t) => {
+  const own = await startTestServer({ templates: await loadTemplateDir('templates') });
+  t.teardown(() => own.stop());
+  const { caCert } = await testCertificates();
+  const stalled: tls.TLSSocket[] = [];
+  for (let i = 0; i < 3; i++) {
+    const socket = tls.connect({ host: '127.0.0.1', port: own.port, ca: caCert, servername: 'localhost' });
+    socket.on('error', () => undefined);
+    await new Promise((resolve) => socket.once('secureConnect', resolve));
+    socket.write(`POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 7000000\r\n\r\n${' '.repeat(5_592_000)}`);
+    stalled.push(socket);
+  }
+  t.teardown(() => stalled.forEach((s) => s.destroy()));
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  const answer = await own.post(review(basePod()));
+  t.is(answer.status, 200, 'a real review is answered while 16 MiB of uploads stall');
+});
+
+test('making room evicts a hoarder\'s never-used connections before a pooled connection that carries reviews', async (t) => {
+  const own = await startTestServer({ templates: await loadTemplateDir('templates'), maxConnections: 3 });
+  t.teardown(() => own.stop());
+  const { caCert } = await testCertificates();
+  const https = await import('node:https');
+  const agent = new https.Agent({ keepAlive: true, maxSockets: 1, ca: caCert });
+  t.teardown(() => agent.destroy());
+  const call = () =>
+    new Promise<{ status: number; reused: boolean }>((resolve, reject) => {
+      const req = https.request({ host: '127.0.0.1', port: own.port, path: '/mutate', method: 'POST', servername: 'localhost', agent, headers: { 'content-type': 'application/json' } }, (res) => {
+        res.resume();
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, reused: req.reusedSocket }));
+      });
+      req.on('error', reject);
+      req.end(JSON.stringify(review(basePod())));
+    });
+  t.is((await call()).status, 200);
+  const hoarded: tls.TLSSocket[] = [];
+  for (let i = 0; i < 6; i++) {
+    const socket = tls.connect({ host: '127.0.0.1', port: own.port, ca: caCert, servername: 'localhost' });
+    socket.on('error', () => undefined);
+    await new Promise((resolve) => socket.once('secureConnect', resolve).once('close', resolve));
+    hoarded.push(socket);
+  }
+  t.teardown(() => hoarded.forEach((s) => s.destroy()));
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  const again = await call();
+  t.is(again.status, 200);
+  t.true(again.reused, 'the pooled connection survived the hoarding');
 });

@@ -5,6 +5,7 @@
  */
 import { diff } from '../inject/diff.js';
 import { admitPod, type AdmitDeps, type AdmitReason } from '../inject/admit.js';
+import { cut } from '../quote.js';
 import { allowed, denied, parseReview, patched, type ReviewResponse } from './review.js';
 
 /** What a review needs from the rest of the process. */
@@ -38,17 +39,22 @@ export interface ReviewOutcome {
  * Answers one AdmissionReview body. Throws RequestError only when the body is not a review we
  * can answer (no version or uid); every other problem becomes a denial with a reason.
  */
+/** Operations of admission.k8s.io; anything else is logged and counted as `other` (labels stay a bounded set). */
+const operations = new Set(['CREATE', 'UPDATE', 'DELETE', 'CONNECT']);
+
 export async function mutate(body: unknown, deps: MutateDeps): Promise<ReviewOutcome> {
   const { version, request } = parseReview(body);
-  const base = { uid: request.uid, operation: request.operation, dryRun: request.dryRun, namespace: request.namespace, pod: request.name, templates: [], injected: [], patchOps: 0 };
+  // What is logged and measured is cut: every field here can be megabytes from a direct caller.
+  const operation = operations.has(request.operation) ? request.operation : 'other';
+  const base = { uid: request.uid, operation, dryRun: request.dryRun, namespace: cut(request.namespace, 100), pod: cut(request.name, 100), templates: [], injected: [], patchOps: 0 };
   // Only pod CREATE is ours; everything else passes untouched (R-05).
   const notOurs =
     request.operation !== 'CREATE'
-      ? (['operation-not-create', `operation ${request.operation} is not CREATE`] as const)
+      ? (['operation-not-create', `operation ${cut(request.operation, 40)} is not CREATE`] as const)
       : request.kind.kind !== 'Pod' || request.kind.group !== ''
-        ? (['not-a-pod', `kind ${request.kind.kind} is not a core Pod`] as const)
+        ? (['not-a-pod', `kind ${cut(request.kind.kind, 60)} is not a core Pod`] as const)
         : request.subResource
-          ? (['subresource', `subresource ${request.subResource} is not the pod itself`] as const)
+          ? (['subresource', `subresource ${cut(request.subResource, 60)} is not the pod itself`] as const)
           : undefined;
   if (notOurs) return { ...base, response: allowed(version, request.uid), decision: 'allowed', reason: notOurs[0], message: notOurs[1] };
 

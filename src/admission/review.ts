@@ -29,6 +29,9 @@ export interface ParsedReview {
   readonly request: AdmissionRequest;
 }
 
+/** Longest request uid answered (the API server sends UUIDs, 36 characters). */
+export const maxUidLength = 256;
+
 function malformed(message: string): RequestError {
   return new RequestError(400, 'ERR_MALFORMED_REVIEW', `malformed AdmissionReview: ${message}`);
 }
@@ -54,6 +57,8 @@ export function parseReview(body: unknown): ParsedReview {
   if (!isJsonObject(request)) throw malformed('request must be an object');
   const { uid, operation } = request;
   if (typeof uid !== 'string' || uid === '') throw malformed('request.uid must be a non-empty string');
+  // The uid is echoed whole in the answer: a UUID is 36 characters, so a long one is no review of the API server's.
+  if (uid.length > maxUidLength) throw malformed(`request.uid must be at most ${maxUidLength} characters (got ${uid.length})`);
   if (typeof operation !== 'string' || operation === '') throw malformed('request.operation must be a non-empty string');
   const gvk = request.kind;
   if (!isJsonObject(gvk) || typeof gvk.kind !== 'string') throw malformed('request.kind must be an object with a string kind');

@@ -99,10 +99,11 @@ export async function admitPod(input: PodInput, deps: AdmitDeps): Promise<PodOut
     const pod = input.pod as JsonObject;
     podName = cut(podDisplayName(parts.metadata) || input.name, 100);
     // Controller-created pods had no metadata.namespace before Kubernetes 1.24.
-    namespace = input.namespace || (typeof parts.metadata.namespace === 'string' ? parts.metadata.namespace : '');
-    if (!namespace) return denial('invalid-pod', 400, 'the pod has no namespace: request.namespace and metadata.namespace are both empty');
+    const podNamespace = input.namespace || (typeof parts.metadata.namespace === 'string' ? parts.metadata.namespace : '');
+    namespace = cut(podNamespace, 100);
+    if (!podNamespace) return denial('invalid-pod', 400, 'the pod has no namespace: request.namespace and metadata.namespace are both empty');
     // Before any work: a pod the API server will reject, or one out of proportion to any real pod.
-    const problem = admissionProblem(parts, namespace);
+    const problem = admissionProblem(parts, podNamespace, input.name);
     if (problem) {
       return problem.kind === 'invalid' ? denial('invalid-pod', 400, problem.message) : denial('pod-too-large', 400, problem.message);
     }
@@ -131,7 +132,7 @@ export async function admitPod(input: PodInput, deps: AdmitDeps): Promise<PodOut
     const rendered = selection.templates.map((t) => render(t, context));
     // Entries of retired templates are carried over as written; they decide nothing.
     const written = { v: 1 as const, templates: Object.assign(Object.create(null) as Ledger['templates'], checked.retired, ledger.templates) };
-    const injection = inject(pod, parts, written, owner, rendered);
+    const injection = inject(pod, parts, written, owner, rendered, checked.sidecars);
     warnings.push(...injection.warnings);
     if (!injection.changed) {
       const all = selection.templates.every((t) => Object.hasOwn(ledger.templates, t.name));

@@ -45,32 +45,48 @@ export function sameScalar(a: unknown, b: unknown): boolean {
   return qb !== undefined && qa.num * qb.den === qb.num * qa.den;
 }
 
-/** `registry.example.com/library/nginx:1.2@sha256:…` → `nginx:1.2`; the part that names what runs. */
-function imageName(image: string): { repository: string; tag: string | undefined } {
-  const withoutDigest = image.split('@', 1)[0]!;
-  const parts = withoutDigest.split('/');
-  // A first component with a dot, a colon or "localhost" is a registry host.
-  if (parts.length > 1 && /[.:]|^localhost$/.test(parts[0]!)) parts.shift();
-  if (parts.length > 1 && parts[0] === 'library') parts.shift();
-  const last = parts.pop()!;
-  const colon = last.indexOf(':');
-  const repository = [...parts, colon === -1 ? last : last.slice(0, colon)].join('/');
-  return { repository, tag: colon === -1 ? undefined : last.slice(colon + 1) };
+/** An image reference split as the container runtime reads it: registry, repository, tag, digest. */
+function imageReference(image: string): { name: string; tag: string | undefined; digest: string | undefined } {
+  const at = image.indexOf('@');
+  const digest = at === -1 ? undefined : image.slice(at + 1);
+  const withoutDigest = at === -1 ? image : image.slice(0, at);
+  const slash = withoutDigest.lastIndexOf('/');
+  const colon = withoutDigest.lastIndexOf(':');
+  const tag = colon > slash ? withoutDigest.slice(colon + 1) : undefined;
+  let name = colon > slash ? withoutDigest.slice(0, colon) : withoutDigest;
+  // Docker Hub's defaults, as the runtime applies them: nginx → docker.io/library/nginx.
+  const parts = name.split('/');
+  if (parts.length === 1 || !/[.:]|^localhost$/.test(parts[0]!)) name = `docker.io/${parts.length === 1 ? 'library/' : ''}${name}`;
+  return { name, tag, digest };
 }
 
 /**
- * True when `actual` runs the image `expected` names: equal, or the same repository and tag
- * from another registry (a mirror a later webhook rewrote it to), or pinned to a digest.
+ * True when `actual` runs the image `expected` names: the same registry and repository (with
+ * Docker Hub's defaults spelled out), and the same tag — or no tag but a digest, as digest-pinning
+ * policies rewrite it. Another registry is another image: a webhook that rewrites our sidecar's
+ * registry after us makes it look like someone else's container (with a warning, no patch).
  */
 export function sameImage(expected: string, actual: string): boolean {
   if (expected === actual) return true;
-  const a = imageName(expected);
-  const b = imageName(actual);
-  if (a.repository !== b.repository) {
-    // A mirror may keep the original registry as a path component (mirror.example.com/docker.io/fluent/fluent-bit).
-    if (!b.repository.endsWith(`/${a.repository}`)) return false;
-  }
-  return a.tag === undefined || b.tag === undefined || a.tag === b.tag;
+  const a = imageReference(expected);
+  const b = imageReference(actual);
+  if (a.name !== b.name) return false;
+  if (a.digest !== undefined && a.digest !== b.digest) return false;
+  return a.tag === b.tag || (b.tag === undefined && b.digest !== undefined);
+}
+
+/**
+ * Fields the API server (or a webhook that adds to every container's lists) may add to a
+ * container we injected; any other field the template does not set (a `command` of one's own)
+ * makes the container someone else's.
+ */
+const addableContainerFields: ReadonlySet<string> = new Set(['terminationMessagePath', 'terminationMessagePolicy', 'imagePullPolicy', 'resources', 'volumeMounts', 'env', 'envFrom']);
+
+/** True when the container `actual` is the template's container `skeleton` (see the module comment). */
+export function containsContainer(skeleton: unknown, actual: unknown): boolean {
+  if (!isObject(skeleton) || !isObject(actual)) return false;
+  for (const field in actual) if (!Object.hasOwn(skeleton, field) && !addableContainerFields.has(field)) return false;
+  return contains(skeleton, actual);
 }
 
 /** True when `actual` holds everything `skeleton` says (see the module comment). */

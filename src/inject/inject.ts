@@ -74,11 +74,12 @@ class PodBuilder {
   constructor(
     private readonly parts: PodParts,
     private readonly owner: Ownership,
+    sidecars: ReadonlySet<string>,
   ) {
     for (const c of parts.initContainers) this.containerNames.add(c.name as string);
     parts.containers.forEach((c, i) => {
       this.containerNames.add(c.name as string);
-      if (!owner.injectedContainers.has(c.name as string)) this.appContainers.push(i);
+      if (!owner.injectedContainers.has(c.name as string) && !sidecars.has(c.name as string)) this.appContainers.push(i);
     });
     this.volumeNames = new Set(parts.volumes.map((v) => v.name as string));
     this.pullSecretNames = new Set(parts.imagePullSecrets.map((s) => s.name as string));
@@ -230,11 +231,19 @@ function push(entry: LedgerEntry, kind: PodItemKind, key: string): void {
 /**
  * Injects rendered templates into a pod. Items already present are never touched: ours (in
  * the ledger) are left as the API server defaulted them, someone else's are skipped with a
- * warning. When nothing is added the pod object itself is returned and `changed` is false;
+ * warning. `sidecars` names containers that are not app containers although the ledger's
+ * claim on them was not believed (see trust.ts). When nothing is added the pod object itself is returned and `changed` is false;
  * that is the fixed point reinvocation relies on (R-62).
  */
-export function inject(pod: JsonObject, parts: PodParts, previous: Ledger, owner: Ownership, rendered: readonly RenderedTemplate[]): Injection {
-  const builder = new PodBuilder(parts, owner);
+export function inject(
+  pod: JsonObject,
+  parts: PodParts,
+  previous: Ledger,
+  owner: Ownership,
+  rendered: readonly RenderedTemplate[],
+  sidecars: ReadonlySet<string> = new Set(),
+): Injection {
+  const builder = new PodBuilder(parts, owner, sidecars);
   const next: Ledger = { v: 1, templates: Object.assign(Object.create(null) as Ledger['templates'], previous.templates) };
   const injected: string[] = [];
   const present: string[] = [];

@@ -41,15 +41,20 @@ export type AppItemKind = keyof AppContainerItems;
 export const podItemKinds: readonly PodItemKind[] = ['containers', 'initContainers', 'volumes', 'imagePullSecrets', 'labels', 'annotations'];
 export const appItemKinds: readonly AppItemKind[] = ['env', 'envFrom', 'volumeMounts'];
 
+/** A string field as part of a key; anything else (never sent by the API server) as a marker no key can equal. */
+function keyPart(value: unknown): string {
+  return typeof value === 'string' ? value : value === undefined || value === null ? '' : '\0not-a-string';
+}
+
 function envFromKey(source: JsonObject): string {
   const ref = (source.configMapRef ?? source.secretRef) as JsonObject | undefined;
   const kind = source.configMapRef ? 'configMap' : 'secret';
-  return `${kind}:${String(ref?.name ?? '')}:${String(source.prefix ?? '')}`;
+  return `${kind}:${keyPart(ref?.name)}:${keyPart(source.prefix)}`;
 }
 
 /** The key an item of an app container's list is known by: env name, envFrom source, mountPath. */
 export function itemKey(kind: AppItemKind, item: JsonObject): string {
-  return kind === 'env' ? String(item.name) : kind === 'envFrom' ? envFromKey(item) : String(item.mountPath);
+  return kind === 'env' ? keyPart(item.name) : kind === 'envFrom' ? envFromKey(item) : keyPart(item.mountPath);
 }
 
 /** An empty ledger. */

@@ -62,7 +62,14 @@ function namedList(value: unknown, field: string, required: boolean): readonly J
   return value as JsonObject[];
 }
 
-/** The per-container lists injection extends must be lists of objects when present. */
+/** The string fields injection reads from the items of each per-container list. */
+const itemStringFields = { env: ['name'], envFrom: ['prefix'], volumeMounts: ['name', 'mountPath'] } as const;
+
+/**
+ * The per-container lists injection extends must be lists of objects when present, and the
+ * fields it keys them by must be strings (the API server's decoder guarantees both; a direct
+ * caller may send anything).
+ */
 function checkContainerLists(containers: readonly JsonObject[], field: string): void {
   for (let i = 0; i < containers.length; i++) {
     const container = containers[i]!;
@@ -70,7 +77,22 @@ function checkContainerLists(containers: readonly JsonObject[], field: string): 
       const list = container[key];
       if (list === undefined || list === null) continue;
       if (!Array.isArray(list)) throw invalid(`${field}[${i}].${key}`, 'must be a list');
-      if (list.some((item) => !isJsonObject(item))) throw invalid(`${field}[${i}].${key}`, 'must hold only objects');
+      for (let j = 0; j < list.length; j++) {
+        const item: unknown = list[j];
+        if (!isJsonObject(item)) throw invalid(`${field}[${i}].${key}`, 'must hold only objects');
+        for (const name of itemStringFields[key]) {
+          const value = item[name];
+          if (value !== undefined && value !== null && typeof value !== 'string') throw invalid(`${field}[${i}].${key}[${j}].${name}`, 'must be a string');
+        }
+        if (key === 'envFrom') {
+          for (const ref of ['configMapRef', 'secretRef']) {
+            const source = item[ref];
+            if (source !== undefined && source !== null && !(isJsonObject(source) && (source.name === undefined || typeof source.name === 'string'))) {
+              throw invalid(`${field}[${i}].envFrom[${j}].${ref}`, 'must be an object with a string name');
+            }
+          }
+        }
+      }
     }
   }
 }

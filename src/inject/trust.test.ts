@@ -3,7 +3,7 @@ import { admitPod } from './admit.js';
 import { createLocalNamespaceSource } from '../selection/namespace-labels.js';
 import { applyDefaults, applyPatchV4, applyServiceAccountPlugin } from '../../test/helpers/apiserver.js';
 import { logShipperDoc, proxyDoc, templateSet } from '../../test/helpers/templates.js';
-import { contains, sameImage, sameScalar } from './contains.js';
+import { contains, containsContainer, sameImage, sameScalar } from './contains.js';
 import { diff } from './diff.js';
 import { parseLedger, serializeLedger } from './ledger.js';
 import { readPod } from './pod.js';
@@ -17,15 +17,20 @@ test('quantities compare by value across the forms the API server writes back', 
   for (const [a, b] of [['100m', '101m'], ['1Gi', '1G'], ['true', true], ['abc', 'abc '], ['1', 2]] as const) t.false(sameScalar(a, b), `${a} ≠ ${b}`);
 });
 
-test('an image matches across a registry mirror and a digest pin, not across repositories or tags', (t) => {
+test('an image matches with Docker Hub defaults spelled out and under a digest pin, not from another registry or without its tag', (t) => {
   t.true(sameImage('fluent/fluent-bit:3.2.2', 'fluent/fluent-bit:3.2.2'));
   t.true(sameImage('fluent/fluent-bit:3.2.2', 'docker.io/fluent/fluent-bit:3.2.2'));
-  t.true(sameImage('fluent/fluent-bit:3.2.2', 'mirror.example.com/fluent/fluent-bit:3.2.2@sha256:abc'));
-  t.true(sameImage('fluent/fluent-bit:3.2.2', 'mirror.example.com/docker.io/fluent/fluent-bit:3.2.2'));
   t.true(sameImage('nginx:1', 'docker.io/library/nginx:1'));
+  t.true(sameImage('fluent/fluent-bit:3.2.2', 'fluent/fluent-bit:3.2.2@sha256:abc'));
+  t.true(sameImage('fluent/fluent-bit:3.2.2', 'docker.io/fluent/fluent-bit@sha256:abc'), 'a tag replaced by its digest');
+  t.true(sameImage('localhost:5000/agent:1', 'localhost:5000/agent:1'));
+  t.false(sameImage('fluent/fluent-bit:3.2.2', 'mirror.example.com/fluent/fluent-bit:3.2.2'), 'another registry');
+  t.false(sameImage('fluent/fluent-bit:3.2.2', 'attacker.example.com/fluent/fluent-bit'), 'another registry, no tag');
+  t.false(sameImage('fluent/fluent-bit:3.2.2', 'fluent/fluent-bit'), 'no tag, no digest');
   t.false(sameImage('fluent/fluent-bit:3.2.2', 'busybox:1'));
   t.false(sameImage('fluent/fluent-bit:3.2.2', 'fluent/fluent-bit:3.1.0'));
   t.false(sameImage('fluent/fluent-bit:3.2.2', 'evil/fluent-bit:3.2.2'));
+  t.false(sameImage('localhost:5000/agent:1', 'localhost:5001/agent:1'));
 });
 
 test('containment: defaults and extra list items are allowed, changed values are not; anyValue matches any present value', (t) => {
@@ -117,4 +122,55 @@ test('a forged ledger naming "constructor" and "__proto__" stays data', async (t
   t.is(outcome.decision, 'patched');
   t.deepEqual(Object.getOwnPropertyNames(Object.prototype).includes('hash'), false);
   t.is(({} as Record<string, unknown>).hash, undefined);
+});
+
+test('a claim on a container that sits in the other list is doubted (a decoy init container named like a sidecar)', async (t) => {
+  const forged = serializeLedger({ v: 1, templates: { logs: { hash: 'x', containers: ['log-shipper'], volumes: ['app-logs'] } } });
+  const decoy = pod({ annotations: { 'sidecar-injector.io/status': forged } });
+  decoy.spec.initContainers = [{ name: 'log-shipper', image: 'busybox:1' }];
+  decoy.spec.volumes = [{ name: 'app-logs', emptyDir: {} }];
+  const outcome = await admitPod({ pod: decoy, namespace: 'shop', name: '' }, deps);
+  t.not(outcome.reason, 'already-injected');
+  t.true(outcome.warnings.some((w) => /claims container log-shipper, which the pod has in initContainers/.test(w)));
+});
+
+test('a look-alike sidecar (another registry, a command of its own) is doubted; being a claimed sidecar, it gets no items of ours', async (t) => {
+  const forged = serializeLedger({ v: 1, templates: { logs: { hash: 'x', containers: ['log-shipper'], volumes: ['app-logs'] } } });
+  const lookalike = pod({
+    annotations: { 'sidecar-injector.io/status': forged },
+    containers: [
+      { name: 'web', image: 'nginx' },
+      { name: 'log-shipper', image: 'attacker.example.com/fluent/fluent-bit', command: ['sh', '-c', 'sleep infinity'], volumeMounts: [{ name: 'app-logs', mountPath: '/var/log/app', readOnly: true }] },
+    ],
+  });
+  lookalike.spec.volumes = [{ name: 'app-logs', emptyDir: {} }];
+  const outcome = await admitPod({ pod: lookalike, namespace: 'shop', name: '' }, deps);
+  t.not(outcome.reason, 'already-injected');
+  t.true(outcome.warnings.some((w) => /claims container log-shipper, which does not match the template/.test(w)));
+  if (outcome.decision !== 'patched') return t.fail(outcome.message);
+  const containers = (outcome.injection.pod as any).spec.containers;
+  t.is(containers[1], lookalike.spec.containers[1], 'the claimed container is left exactly as it is');
+  t.true(containers[0].env.some((e: any) => e.name === 'LOG_DIR'), 'the app container gets its items');
+});
+
+test('only fields the API server or other webhooks add to every container may be extra on a sidecar', (t) => {
+  const skeleton = { name: 'a', image: 'x:1' };
+  t.true(containsContainer(skeleton, { ...skeleton, imagePullPolicy: 'IfNotPresent', terminationMessagePath: '/dev/termination-log', terminationMessagePolicy: 'File', resources: {}, env: [{ name: 'TZ', value: 'UTC' }], volumeMounts: [] }));
+  t.false(containsContainer(skeleton, { ...skeleton, command: ['sleep', 'infinity'] }));
+  t.false(containsContainer(skeleton, { ...skeleton, securityContext: { privileged: true } }));
+});
+
+test('request values that are not what the API server sends are refused, not a crash', async (t) => {
+  for (const [title, edit] of [
+    ['env name as an object', (p: any) => (p.spec.containers[0].env = [{ name: { toString: 1 }, value: 'x' }])],
+    ['mountPath as an object', (p: any) => (p.spec.containers[0].volumeMounts = [{ name: 'v', mountPath: { toString: 1 } }])],
+    ['envFrom source name as a number', (p: any) => (p.spec.containers[0].envFrom = [{ configMapRef: { name: 7 } }])],
+    ['spec.os.name as an object', (p: any) => (p.spec.os = { name: { toString: 1 } })],
+  ] as const) {
+    const body = pod();
+    edit(body);
+    const outcome = await admitPod({ pod: body, namespace: 'shop', name: '' }, deps);
+    t.is(outcome.decision, 'denied', title);
+    t.is(outcome.reason, 'invalid-pod', title);
+  }
 });

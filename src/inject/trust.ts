@@ -22,7 +22,7 @@ import { cut } from '../quote.js';
 import { skeletonOf, type Skeleton } from '../templates/render.js';
 import type { TemplateSet } from '../templates/load.js';
 import type { JsonObject, Template } from '../templates/template.js';
-import { contains } from './contains.js';
+import { contains, containsContainer } from './contains.js';
 import { appItemKinds, emptyLedger, itemKey, podItemKinds, type AppContainerItems, type AppItemKind, type Ledger, type LedgerEntry, type PodItemKind } from './ledger.js';
 import type { PodParts } from './pod.js';
 
@@ -34,6 +34,12 @@ export interface CheckedLedger {
   readonly retired: Readonly<Record<string, LedgerEntry>>;
   /** One sentence per disbelieved claim (at most a few, then a count). */
   readonly doubts: readonly string[];
+  /**
+   * Containers a template in force adds under that very name and the ledger claims: never app
+   * containers, believed or not. A doubted one counts as someone else's sidecar — it gets no
+   * items of ours, and the template is not taken as injected.
+   */
+  readonly sidecars: ReadonlySet<string>;
 }
 
 const maxDoubts = 3;
@@ -122,7 +128,7 @@ class PodIndex {
 export function checkLedger(claimed: Ledger, parts: PodParts, set: TemplateSet): CheckedLedger {
   const believed = emptyLedger();
   // A pod without a ledger (every first call) costs nothing here.
-  if (Object.keys(claimed.templates).length === 0) return { believed, retired: Object.create(null), doubts: [] };
+  if (Object.keys(claimed.templates).length === 0) return { believed, retired: Object.create(null), doubts: [], sidecars: new Set() };
   const retired: Record<string, LedgerEntry> = Object.create(null);
   const doubts: string[] = [];
   let doubted = 0;
@@ -130,8 +136,8 @@ export function checkLedger(claimed: Ledger, parts: PodParts, set: TemplateSet):
     if (++doubted <= maxDoubts) doubts.push(`${template}: status annotation claims ${cut(what, 60)}, ${reason}; not treated as injected`);
   };
   const pod = new PodIndex(parts);
-  // Containers believed ours: they are not app containers, so their app-item claims are void.
-  const ours = new Set<string>();
+  // Containers claimed under a name their template adds: not app containers, so their app-item claims are void.
+  const sidecars = new Set<string>();
   const entries = Object.entries(claimed.templates);
 
   for (const [name, entry] of entries) {
@@ -153,13 +159,18 @@ export function checkLedger(claimed: Ledger, parts: PodParts, set: TemplateSet):
           continue;
         }
         const actual = pod.item(kind, key);
-        if (actual !== null && !contains(expected, actual)) {
+        const isContainer = kind === 'containers' || kind === 'initContainers';
+        if (isContainer && actual === null && pod.item(kind === 'containers' ? 'initContainers' : 'containers', key) !== null) {
+          doubt(name, what, `which the pod has in ${kind === 'containers' ? 'initContainers' : 'containers'}`);
+          continue;
+        }
+        if (isContainer && actual !== null) sidecars.add(key);
+        if (actual !== null && !(isContainer ? containsContainer(expected, actual) : contains(expected, actual))) {
           doubt(name, what, 'which does not match the template');
           continue;
         }
         (kept[kind] ??= []).push(key);
         items++;
-        if (actual !== null && (kind === 'containers' || kind === 'initContainers')) ours.add(key);
       }
     }
     if (items > 0 || entry.appContainers) believed.templates[name] = kept;
@@ -184,7 +195,7 @@ export function checkLedger(claimed: Ledger, parts: PodParts, set: TemplateSet):
             doubt(name, what, 'which the template does not add');
             continue;
           }
-          if (container && ours.has(containerName)) {
+          if (container && sidecars.has(containerName)) {
             doubt(name, what, 'but that container is a sidecar');
             continue;
           }
@@ -203,5 +214,5 @@ export function checkLedger(claimed: Ledger, parts: PodParts, set: TemplateSet):
     else if (podItemKinds.every((kind) => !kept[kind])) delete believed.templates[name];
   }
   if (doubted > maxDoubts) doubts.push(`status annotation: ${doubted - maxDoubts} more claims not treated as injected`);
-  return { believed, retired, doubts };
+  return { believed, retired, doubts, sidecars };
 }

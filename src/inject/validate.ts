@@ -56,7 +56,7 @@ function isObjectValue(value: unknown): value is JsonObject {
  * values; annotation keys and their total size; container and volume names (DNS-1123
  * labels, unique). Each check is linear in what it reads and stops at the first problem.
  */
-export function admissionProblem(parts: PodParts, namespace: string): AdmissionProblem | undefined {
+export function admissionProblem(parts: PodParts, namespace: string, requestName = ''): AdmissionProblem | undefined {
   const invalid = (message: string): AdmissionProblem => ({
     kind: 'invalid',
     message: `the pod cannot pass the API server's validation: ${message}; it is refused before any sidecar is injected`,
@@ -74,6 +74,7 @@ export function admissionProblem(parts: PodParts, namespace: string): AdmissionP
   if (!isDns1123Label(namespace)) return invalid(`namespace ${quote(namespace)} is not a DNS-1123 label`);
   const os = isObjectValue(parts.spec.os) ? parts.spec.os.name : undefined;
   if (os !== undefined && os !== 'linux' && os !== 'windows') return invalid(`spec.os.name ${quote(os)} is not linux or windows`);
+  if (requestName !== '' && !isDns1123Subdomain(requestName)) return invalid(`request.name ${quote(requestName)} is not a DNS-1123 subdomain`);
   const { name, generateName } = parts.metadata;
   if (typeof name === 'string' && name !== '' && !isDns1123Subdomain(name)) return invalid(`metadata.name ${quote(name)} is not a DNS-1123 subdomain`);
   // The API server appends five characters to generateName: its trailing "-" is masked, as upstream does.
