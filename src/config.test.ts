@@ -5,7 +5,7 @@ import { ConfigError } from './errors.js';
 test('defaults', (t) => {
   const config = loadConfig({}, []);
   t.like(config, { host: '0.0.0.0', port: 8443, templatesDir: 'templates', maxBodyBytes: 7 * 1024 * 1024, logLevel: 'info' });
-  t.deepEqual(config.timeouts, { headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, keepAliveTimeoutMs: 120_000 });
+  t.deepEqual(config.timeouts, { headersTimeoutMs: 10_000, requestTimeoutMs: 10_000, keepAliveTimeoutMs: 120_000 });
   t.is(config.tlsCertFile, undefined);
   t.true(Object.isFrozen(config));
 });
