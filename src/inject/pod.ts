@@ -62,8 +62,10 @@ function namedList(value: unknown, field: string, required: boolean): readonly J
   return value as JsonObject[];
 }
 
-/** The string fields injection reads from the items of each per-container list. */
-const itemStringFields = { env: ['name'], envFrom: ['prefix'], volumeMounts: ['name', 'mountPath'] } as const;
+/** True for a value present but not a string. */
+function notString(value: unknown): boolean {
+  return value !== undefined && value !== null && typeof value !== 'string';
+}
 
 /**
  * The per-container lists injection extends must be lists of objects when present, and the
@@ -77,13 +79,17 @@ function checkContainerLists(containers: readonly JsonObject[], field: string): 
       const list = container[key];
       if (list === undefined || list === null) continue;
       if (!Array.isArray(list)) throw invalid(`${field}[${i}].${key}`, 'must be a list');
+      // Plain loops: this runs over every env entry of every review.
       for (let j = 0; j < list.length; j++) {
         const item: unknown = list[j];
         if (!isJsonObject(item)) throw invalid(`${field}[${i}].${key}`, 'must hold only objects');
-        for (const name of itemStringFields[key]) {
-          const value = item[name];
-          if (value !== undefined && value !== null && typeof value !== 'string') throw invalid(`${field}[${i}].${key}[${j}].${name}`, 'must be a string');
-        }
+        const badField =
+          key === 'env'
+            ? notString(item.name) && 'name'
+            : key === 'volumeMounts'
+              ? (notString(item.name) && 'name') || (notString(item.mountPath) && 'mountPath')
+              : notString(item.prefix) && 'prefix';
+        if (badField) throw invalid(`${field}[${i}].${key}[${j}].${badField}`, 'must be a string');
         if (key === 'envFrom') {
           for (const ref of ['configMapRef', 'secretRef']) {
             const source = item[ref];
