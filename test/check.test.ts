@@ -45,7 +45,7 @@ test('the check command exits 1 and prints every problem', async (t) => {
   const child = spawn(process.execPath, [join('dist', 'src', 'cli', 'main.js'), 'check', dir], { stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (c) => (stderr += c));
-  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
   t.is(code, 1);
   t.regex(stderr, /a\.yaml: name: is required and must be a DNS-1123 label/);
   t.regex(stderr, /b\.yaml: containers\[0\]\.image: a container needs an image/);

@@ -51,7 +51,7 @@ async function runFailing(args: string[]): Promise<{ code: number | null; stderr
   const child = spawn(process.execPath, [entry, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (c) => (stderr += c));
-  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
   return { code, stderr };
 }
 

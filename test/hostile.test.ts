@@ -325,7 +325,7 @@ test('serve refuses, at start, a template that check refuses (a containerPort re
   const child = spawn(process.execPath, [join('dist', 'src', 'cli', 'main.js'), 'serve', '--templates', dir, '--port', '0', '--host', '127.0.0.1', '--dev-cert-dir', dir], { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (c) => (stderr += c));
-  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
   t.is(code, 1);
   t.regex(stderr, /port\.yaml: rendered into a sample pod: does not match the Kubernetes Pod schema: spec\.containers\[2\]\.ports\[0\]\.containerPort must be integer/);
 });
@@ -337,7 +337,7 @@ function underCappedHeap(count: number, size: number): Promise<{ code: number | 
   let stderr = '';
   child.stdout.on('data', (c) => (stdout += c));
   child.stderr.on('data', (c) => (stderr += c));
-  return new Promise((resolve) => child.once('exit', (code) => resolve({ code, stderr: stderr.slice(-500), ...(stdout ? { result: JSON.parse(stdout) } : {}) })));
+  return new Promise((resolve) => child.once('close', (code) => resolve({ code, stderr: stderr.slice(-500), ...(stdout ? { result: JSON.parse(stdout) } : {}) })));
 }
 
 test('distinct 200 KB referenced values, 400 pods, in a 48 MB heap: all served, none cached', async (t) => {

@@ -110,7 +110,7 @@ test('the pipeline from the README: sidecar-injector render -f - reads stdin and
   child.stdin.end(await readFile(fixture));
   let stdout = '';
   child.stdout.on('data', (c) => (stdout += c));
-  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
   t.is(code, 0);
   t.is(docs(stdout).length, 8);
 });
