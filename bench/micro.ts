@@ -4,7 +4,7 @@
  * iteration gets a fresh parsed copy made outside the timed region).
  */
 import { mutate, type MutateDeps } from '../src/admission/mutate.js';
-import { createLocalNamespaceSource } from '../src/selection/namespace-labels.js';
+import { createLocalNamespaceSource } from '../src/namespaces/source.js';
 import { loadTemplateDir } from '../src/templates/load.js';
 import { reviewText, type PodSize } from './reviews.js';
 

@@ -19,7 +19,7 @@ import { createCertificates } from '../src/tls/certificates.js';
 import { runMicro, formatMicro } from './micro.js';
 import { reviewText, type PodSize } from './reviews.js';
 import { mutate } from '../src/admission/mutate.js';
-import { createLocalNamespaceSource } from '../src/selection/namespace-labels.js';
+import { createLocalNamespaceSource } from '../src/namespaces/source.js';
 import { loadTemplateDir } from '../src/templates/load.js';
 
 interface RunResult {

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { createLocalNamespaceSource } from '../src/selection/namespace-labels.js';
+import { createLocalNamespaceSource } from '../src/namespaces/source.js';
 import { loadTemplateDir } from '../src/templates/load.js';
 import { applyPatchV4, createReview, decodePatch, overwrites, prepareCreate, reinvocationInput, validationProblems } from './helpers/apiserver.js';
 import { loadCorpus } from './helpers/corpus.js';

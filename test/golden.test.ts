@@ -7,7 +7,7 @@ import test from 'ava';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { mutate, type MutateDeps } from '../src/admission/mutate.js';
-import { createLocalNamespaceSource } from '../src/selection/namespace-labels.js';
+import { createLocalNamespaceSource } from '../src/namespaces/source.js';
 import { loadTemplateDir } from '../src/templates/load.js';
 import { applyPatchV4, createReview, decodePatch, prepareCreate, reinvocationInput } from './helpers/apiserver.js';
 import { loadCorpus } from './helpers/corpus.js';

@@ -1,8 +1,8 @@
 import test from 'ava';
 import fc from 'fast-check';
 import { mutate, type MutateDeps } from '../src/admission/mutate.js';
-import { labelKeyProblem } from '../src/selection/label-syntax.js';
-import { createLocalNamespaceSource } from '../src/selection/namespace-labels.js';
+import { labelKeyProblem } from '../src/k8s/label-syntax.js';
+import { createLocalNamespaceSource } from '../src/namespaces/source.js';
 import { loadTemplateDir } from '../src/templates/load.js';
 import { applyPatchV4, createReview, decodePatch, overwrites, prepareCreate, reinvocationInput, validationProblems } from './helpers/apiserver.js';
 

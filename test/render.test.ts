@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { mutate } from '../src/admission/mutate.js';
 import { render } from '../src/cli/render.js';
-import { createLocalNamespaceSource } from '../src/selection/namespace-labels.js';
+import { createLocalNamespaceSource } from '../src/namespaces/source.js';
 import { loadTemplateDir } from '../src/templates/load.js';
 import { createReview, prepareCreate } from './helpers/apiserver.js';
 

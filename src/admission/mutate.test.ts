@@ -2,7 +2,7 @@ import test from 'ava';
 import { RequestError } from '../errors.js';
 import { applyPatchV4, createReview, decodePatch, prepareCreate, reinvocationInput } from '../../test/helpers/apiserver.js';
 import { logShipperDoc, proxyDoc, templateSet } from '../../test/helpers/templates.js';
-import { createLocalNamespaceSource, NamespaceLabelsUnavailable, type NamespaceLabelSource } from '../selection/namespace-labels.js';
+import { createLocalNamespaceSource, NamespaceLabelsUnavailable, type NamespaceLabelSource } from '../namespaces/source.js';
 import { mutate, type MutateDeps, type Reason } from './mutate.js';
 
 const set = templateSet(logShipperDoc, proxyDoc);

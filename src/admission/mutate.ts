@@ -4,7 +4,7 @@
  * happened and the HTTP layer logs and measures it.
  */
 import { diff } from '../inject/diff.js';
-import { admitPod, type AdmitDeps, type AdmitReason } from '../inject/admit.js';
+import { admitPod, type AdmitDeps, type AdmitReason } from '../pipeline/admit.js';
 import { cut } from '../quote.js';
 import { allowed, denied, parseReview, patched, type ReviewResponse } from './review.js';
 

@@ -1,5 +1,6 @@
 import test from 'ava';
-import { allowed, denied, encodePatch, maxWarningLength, patched, sanitizeWarnings } from './review.js';
+import { encodePatch } from '../inject/patch.js';
+import { allowed, denied, maxWarningLength, patched, sanitizeWarnings } from './review.js';
 
 test('allowed carries no patch fields', (t) => {
   t.deepEqual(allowed('admission.k8s.io/v1', 'u'), { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid: 'u', allowed: true } });

@@ -5,7 +5,8 @@
  */
 import type { Operation } from 'fast-json-patch';
 import { RequestError } from '../errors.js';
-import { isJsonObject } from '../inject/pod.js';
+import { isJsonObject } from '../k8s/json.js';
+import { encodePatch } from '../inject/patch.js';
 import { quote } from '../quote.js';
 
 export const reviewVersions = ['admission.k8s.io/v1', 'admission.k8s.io/v1beta1'] as const;
@@ -132,31 +133,6 @@ function explained(response: ReviewResponse['response'], explanation: Explanatio
 /** Allows the object unchanged: no patch fields at all (R-43). */
 export function allowed(version: ReviewVersion, uid: string, explanation: Explanation = {}): ReviewResponse {
   return { apiVersion: version, kind: 'AdmissionReview', response: explained({ uid, allowed: true }, explanation) };
-}
-
-/** JSON text of frozen values: rendered sidecars are frozen and shared, so each is serialised once. */
-const frozenJson = new WeakMap<object, string>();
-
-function toJson(value: unknown): string {
-  if (typeof value !== 'object' || value === null) return JSON.stringify(value);
-  if (Object.isFrozen(value)) {
-    let text = frozenJson.get(value);
-    if (text === undefined) frozenJson.set(value, (text = JSON.stringify(value)));
-    return text;
-  }
-  if (Array.isArray(value)) return `[${value.map(toJson).join(',')}]`;
-  return JSON.stringify(value);
-}
-
-/** The JSON text of a patch; the same text JSON.stringify gives, assembled from cached parts. */
-export function encodePatch(patch: readonly Operation[]): string {
-  const parts: string[] = [];
-  for (const op of patch) {
-    const value = 'value' in op ? `,"value":${toJson(op.value)}` : '';
-    const from = 'from' in op ? `,"from":${JSON.stringify(op.from)}` : '';
-    parts.push(`{"op":${JSON.stringify(op.op)},"path":${JSON.stringify(op.path)}${value}${from}}`);
-  }
-  return `[${parts.join(',')}]`;
 }
 
 /** Allows the object with a JSON Patch; an empty patch is answered as `allowed` (R-51). */

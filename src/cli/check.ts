@@ -9,14 +9,16 @@ import { join } from 'node:path';
 import { Pod } from 'kubernetes-models/v1/Pod';
 import { parse as parseYaml } from 'yaml';
 import { TemplateError, type TemplateProblem } from '../errors.js';
-import { contextFor } from '../inject/admit.js';
+import { contextFor } from '../templates/context.js';
 import { inject, ownMetadata } from '../inject/inject.js';
 import { emptyLedger, indexLedger } from '../inject/ledger.js';
-import { readPod } from '../inject/pod.js';
-import { podProblems } from '../inject/validate.js';
-import { compileTemplateFiles, readTemplateFiles, type TemplateFile, type TemplateSet } from '../templates/load.js';
+import { parsePod } from '../k8s/pod.js';
+import { podProblems } from '../k8s/pod-validation.js';
+import { compileTemplateFiles, readTemplateFiles, type TemplateFile } from '../templates/load.js';
+import type { TemplateSet } from '../templates/set.js';
 import { render } from '../templates/render.js';
-import type { JsonObject, Template } from '../templates/template.js';
+import type { JsonObject } from '../k8s/json.js';
+import type { Template } from '../templates/template.js';
 
 
 /** A sample Deployment pod, as the webhook receives it (no name, generateName set). */
@@ -46,7 +48,7 @@ function schemaPath(message: string): string {
 /** Renders one template into the sample pod and returns the problems of the result. */
 export function checkRendered(template: Template): TemplateProblem[] {
   const pod = samplePod();
-  const parts = readPod(pod);
+  const parts = parsePod(pod);
   const ledger = emptyLedger();
   const owner = indexLedger(ledger);
   const namespaceLabels = { 'kubernetes.io/metadata.name': 'sample', 'sidecar-injector.io/injection': 'enabled' };

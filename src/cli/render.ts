@@ -8,11 +8,11 @@ import { readFile } from 'node:fs/promises';
 import { parseAllDocuments, stringify } from 'yaml';
 import { parseFlags } from '../config.js';
 import { ConfigError } from '../errors.js';
-import { LabelValues, Labels } from '../inject/keys.js';
-import { renderObject, type RenderedObject } from '../render/workloads.js';
-import { parseNamespaceLabelFlag, metadataNameLabel, type NamespaceLabelSource } from '../selection/namespace-labels.js';
+import { LabelKeys, LabelValues } from '../k8s/keys.js';
+import { renderObject, type RenderedObject } from '../manifests/inject-manifests.js';
+import { parseNamespaceLabelFlag, metadataNameLabel, type NamespaceLabelSource } from '../namespaces/source.js';
 import { loadTemplateDir } from '../templates/load.js';
-import { loadLocalNamespaceSource } from './namespace-labels-file.js';
+import { loadLocalNamespaceSource } from '../namespaces/file.js';
 
 
 /** Output streams and stdin, so that tests need no process. */
@@ -26,7 +26,7 @@ export interface RenderIo {
 const optedInEverywhere: NamespaceLabelSource = {
   kind: 'assumed',
   isReady: () => true,
-  labelsOf: async (namespace) => ({ [Labels.namespaceOptIn]: LabelValues.enabled, [metadataNameLabel]: namespace }),
+  labelsOf: async (namespace) => ({ [LabelKeys.namespaceOptIn]: LabelValues.enabled, [metadataNameLabel]: namespace }),
 };
 
 async function readInput(file: string, io: RenderIo): Promise<string> {

@@ -7,15 +7,15 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pino, type Logger } from 'pino';
 import { createApp } from '../app.js';
-import { admitPod } from '../inject/admit.js';
-import { LabelValues, Labels } from '../inject/keys.js';
+import { admitPod } from '../pipeline/admit.js';
+import { LabelKeys, LabelValues } from '../k8s/keys.js';
 import { Liveness } from '../liveness.js';
-import { createLocalNamespaceSource } from '../selection/namespace-labels.js';
+import { createLocalNamespaceSource } from '../namespaces/source.js';
 import { loadConfig, type Config } from '../config.js';
 import { ConfigError } from '../errors.js';
 import { createMetrics, type Metrics } from '../metrics.js';
-import type { NamespaceLabelSource } from '../selection/namespace-labels.js';
-import { loadLocalNamespaceSource } from './namespace-labels-file.js';
+import type { NamespaceLabelSource } from '../namespaces/source.js';
+import { loadLocalNamespaceSource } from '../namespaces/file.js';
 import { startServer, type RunningServer } from '../server.js';
 import { TemplateStore } from '../templates/store.js';
 import { createCertificates } from '../tls/certificates.js';
@@ -29,7 +29,7 @@ async function createNamespaceSource(config: Config, log: Logger, metrics: Metri
   }
   // Loaded only for the cluster source: the Kubernetes client is large.
   const { KubeConfig } = await import('@kubernetes/client-node');
-  const { ClusterNamespaceSource } = await import('../selection/cluster-namespaces.js');
+  const { ClusterNamespaceSource } = await import('../namespaces/cluster.js');
   const kubeConfig = new KubeConfig();
   try {
     if (config.kubeconfig) kubeConfig.loadFromFile(config.kubeconfig);
@@ -113,7 +113,7 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
   // Liveness runs a sample pod through the real pipeline (namespace labels from a fixed map, so
   // that a slow API server never fails the probe): a replica that cannot inject is restarted.
   const canaryNamespace = 'sidecar-injector-canary';
-  const canaryNamespaces = createLocalNamespaceSource({ [canaryNamespace]: { [Labels.namespaceOptIn]: LabelValues.enabled } });
+  const canaryNamespaces = createLocalNamespaceSource({ [canaryNamespace]: { [LabelKeys.namespaceOptIn]: LabelValues.enabled } });
   const liveness = new Liveness(async () => {
     const outcome = await admitPod({ pod: samplePod(), namespace: canaryNamespace, name: '' }, { templates: () => templates.current(), namespaces: canaryNamespaces });
     if (outcome.decision === 'denied') throw new Error(outcome.message);

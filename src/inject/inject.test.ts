@@ -6,7 +6,7 @@ import { render } from '../templates/render.js';
 import { diff } from './diff.js';
 import { inject } from './inject.js';
 import { indexLedger, parseLedger, serializeLedger } from './ledger.js';
-import { readPod } from './pod.js';
+import { parsePod } from '../k8s/pod.js';
 
 const set = templateSet(logShipperDoc, proxyDoc);
 const context: RenderContext = {
@@ -15,7 +15,7 @@ const context: RenderContext = {
 };
 
 function run(pod: Record<string, any>, names = ['logs', 'proxy']) {
-  const parts = readPod(pod);
+  const parts = parsePod(pod);
   const { ledger } = parseLedger(parts.annotations['sidecar-injector.io/status']);
   const rendered = names.map((n) => render(set.byName.get(n)!, context));
   return inject(pod, parts, ledger, indexLedger(ledger), rendered);
@@ -142,7 +142,7 @@ test('a malformed ledger is ignored with a warning and nothing is duplicated', (
   const first = run(basePod()).pod as any;
   const edited = structuredClone(first);
   edited.metadata.annotations['sidecar-injector.io/status'] = '{not json';
-  const parts = readPod(edited);
+  const parts = parsePod(edited);
   const { ledger, problem } = parseLedger(parts.annotations['sidecar-injector.io/status']);
   t.regex(problem ?? '', /not JSON/);
   const result = inject(edited, parts, ledger, indexLedger(ledger), [render(set.byName.get('logs')!, context)]);
@@ -156,7 +156,7 @@ test('a malformed ledger is ignored with a warning and nothing is duplicated', (
 test('an invalid rendered label value is skipped with a warning', (t) => {
   const s = templateSet({ name: 'lbl', labels: { 'example.com/app': '{{ pod.labels.app }}' } });
   const pod = basePod();
-  const parts = readPod(pod);
+  const parts = parsePod(pod);
   const { ledger } = parseLedger(undefined);
   const ctx = { ...context, pod: { ...context.pod, labels: { app: 'has spaces\nand a newline' } } };
   const result = inject(pod, parts, ledger, indexLedger(ledger), [render(s.byName.get('lbl')!, ctx)]);
@@ -170,7 +170,7 @@ test('two templates claiming one volume name with different content: the second 
     { name: 'b', volumes: [{ name: 'shared', emptyDir: { medium: 'Memory' } }] },
   );
   const pod = basePod();
-  const parts = readPod(pod);
+  const parts = parsePod(pod);
   const { ledger } = parseLedger(undefined);
   const result = inject(pod, parts, ledger, indexLedger(ledger), s.templates.map((tpl) => render(tpl, context)));
   t.deepEqual((result.pod as any).spec.volumes, [{ name: 'shared', emptyDir: {} }]);
@@ -185,7 +185,7 @@ test('two templates declaring the very same volume share it', (t) => {
     { name: 'b', volumes: [{ name: 'shared', emptyDir: {} }], annotations: { 'b.example.com/x': 'y' } },
   );
   const pod = basePod();
-  const parts = readPod(pod);
+  const parts = parsePod(pod);
   const { ledger } = parseLedger(undefined);
   const result = inject(pod, parts, ledger, indexLedger(ledger), s.templates.map((tpl) => render(tpl, context)));
   t.deepEqual((result.pod as any).spec.volumes, [{ name: 'shared', emptyDir: {} }]);

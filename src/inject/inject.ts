@@ -7,13 +7,13 @@
  * then skips identical references in constant time, so the cost of a call grows with what
  * changed plus one pass over the lists that grew, never quadratically.
  */
-import type { JsonObject } from '../templates/template.js';
+import type { JsonObject } from '../k8s/json.js';
 import type { RenderedTemplate } from '../templates/render.js';
-import { labelValueProblem } from '../selection/label-syntax.js';
-import { Annotations } from './keys.js';
+import { labelValueProblem } from '../k8s/label-syntax.js';
+import { AnnotationKeys } from '../k8s/keys.js';
 import { appItemKinds, itemKey, podItemKinds, serializeLedger, type AppContainerItems, type AppItemKind, type Ledger, type LedgerEntry, type Ownership, type PodItemKind } from './ledger.js';
-import type { PodParts } from './pod.js';
-import { contains } from './contains.js';
+import type { PodParts } from '../k8s/pod.js';
+import { contains } from '../k8s/contains.js';
 
 /** The result of injection. `pod` is the input object itself when nothing was added. */
 export interface Injection {
@@ -38,7 +38,7 @@ export function ownMetadata(parts: PodParts, owner: Ownership): { labels: Record
   for (const key in parts.labels) if (!owner.pod('labels', key)) labels[key] = parts.labels[key]!;
   const annotations: Record<string, string> = Object.create(null);
   for (const key in parts.annotations) {
-    if (key !== Annotations.status && !owner.pod('annotations', key)) annotations[key] = parts.annotations[key]!;
+    if (key !== AnnotationKeys.status && !owner.pod('annotations', key)) annotations[key] = parts.annotations[key]!;
   }
   return { labels, annotations };
 }
@@ -219,7 +219,7 @@ class PodBuilder {
     if (this.pullSecrets.length > 0) spec.imagePullSecrets = [...parts.imagePullSecrets, ...this.pullSecrets];
     const metadata: JsonObject = { ...parts.metadata };
     if (Object.keys(this.labels).length > 0) metadata.labels = { ...parts.labels, ...this.labels };
-    metadata.annotations = { ...parts.annotations, ...this.annotations, [Annotations.status]: ledgerText };
+    metadata.annotations = { ...parts.annotations, ...this.annotations, [AnnotationKeys.status]: ledgerText };
     return { ...pod, metadata, spec };
   }
 }

@@ -5,8 +5,7 @@
  * someone else and is never modified.
  */
 import { quote } from '../quote.js';
-import type { JsonObject } from '../templates/template.js';
-import { isJsonObject } from './pod.js';
+import { isJsonObject, type JsonObject } from '../k8s/json.js';
 
 /** Items added to one of the pod's own containers, by key. */
 export interface AppContainerItems {

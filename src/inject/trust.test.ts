@@ -1,14 +1,14 @@
 import test from 'ava';
-import { admitPod } from './admit.js';
-import { createLocalNamespaceSource } from '../selection/namespace-labels.js';
+import { admitPod } from '../pipeline/admit.js';
+import { createLocalNamespaceSource } from '../namespaces/source.js';
 import { applyDefaults, applyPatchV4, applyServiceAccountPlugin } from '../../test/helpers/apiserver.js';
 import { logShipperDoc, proxyDoc, templateSet } from '../../test/helpers/templates.js';
-import { contains, containsContainer, sameImage, sameScalar } from './contains.js';
+import { contains, containsContainer, sameImage, sameScalar } from '../k8s/contains.js';
 import { diff } from './diff.js';
 import { parseLedger, serializeLedger } from './ledger.js';
-import { readPod } from './pod.js';
+import { parsePod } from '../k8s/pod.js';
 import { checkLedger } from './trust.js';
-import { anyValue } from '../templates/render.js';
+import { anyValue } from '../k8s/contains.js';
 
 test('quantities compare by value across the forms the API server writes back', (t) => {
   for (const [a, b] of [['0.1', '100m'], ['1024Mi', '1Gi'], [1, '1'], ['1000m', '1'], ['1e3', '1k'], ['0.5Gi', '512Mi']] as const) {
@@ -97,7 +97,7 @@ test('the genuine ledger, after defaulting, the token mount and canonical quanti
   const patched = applyPatchV4(first.original, diff(first.original, first.injection.pod)) as Record<string, any>;
   applyServiceAccountPlugin(patched);
   applyDefaults(patched);
-  const parts = readPod(patched);
+  const parts = parsePod(patched);
   const checked = checkLedger(parseLedger(parts.annotations['sidecar-injector.io/status']).ledger, parts, set);
   t.deepEqual(checked.doubts, []);
   t.deepEqual(serializeLedger(checked.believed), parts.annotations['sidecar-injector.io/status']);

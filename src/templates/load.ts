@@ -6,31 +6,12 @@ import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseDocument } from 'yaml';
 import { TemplateError, type TemplateProblem } from '../errors.js';
+import { createTemplateSet, type TemplateSet } from './set.js';
 import { compileTemplate, type Template } from './template.js';
-
-/** The validated templates in force, sorted by name; immutable. */
-export interface TemplateSet {
-  readonly templates: readonly Template[];
-  readonly byName: ReadonlyMap<string, Template>;
-}
 
 /** True for a file name the loader reads as a template. */
 export function isTemplateFileName(name: string): boolean {
   return !name.startsWith('.') && /\.(ya?ml|json)$/i.test(name) && !/^kustomization\.ya?ml$/i.test(name);
-}
-
-/** Builds a set from compiled templates; throws TemplateError when two share a name. */
-export function createTemplateSet(templates: readonly Template[]): TemplateSet {
-  const byName = new Map<string, Template>();
-  const problems: TemplateProblem[] = [];
-  for (const template of templates) {
-    const other = byName.get(template.name);
-    if (other) problems.push({ file: template.file, field: 'name', message: `template name ${JSON.stringify(template.name)} is also used by ${other.file}` });
-    else byName.set(template.name, template);
-  }
-  if (problems.length > 0) throw new TemplateError(problems);
-  const sorted = [...byName.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-  return Object.freeze({ templates: Object.freeze(sorted), byName });
 }
 
 /** Parses one file's text (YAML or JSON, a single document) and compiles it. */

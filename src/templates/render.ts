@@ -2,7 +2,9 @@
  * Renders a compiled template for one pod. Structure comes only from the template: values
  * from the pod are substituted into string leaves and can never add a key or a list item.
  */
-import { deepFreeze, type Compiled, type JsonObject, type Template } from './template.js';
+import { anyValue } from '../k8s/contains.js';
+import { deepFreeze, type JsonObject } from '../k8s/json.js';
+import type { Compiled, Template } from './template.js';
 import { renderSegments, resolve, type RenderContext, type Segment } from './placeholders.js';
 
 /** A template rendered for one pod: plain JSON, owned by the caller. */
@@ -21,11 +23,6 @@ export interface RenderedTemplate {
   readonly imagePullSecrets: JsonObject[];
 }
 
-/**
- * Stands for a value that depends on the pod or its namespace, in a template's skeleton: any
- * value is accepted there when a pod's item is compared with what the template adds.
- */
-export const anyValue: unique symbol = Symbol('any value');
 
 /** The context a skeleton is built with: reading it is a bug (pod-dependent strings become anyValue). */
 const noContext = undefined as unknown as RenderContext;

@@ -10,7 +10,8 @@ import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { TemplateError } from '../errors.js';
 import { WatchedCheck } from '../fs/watched-check.js';
-import { compileTemplateFiles, readTemplateFiles, type TemplateFile, type TemplateSet } from './load.js';
+import { compileTemplateFiles, readTemplateFiles, type TemplateFile } from './load.js';
+import type { TemplateSet } from './set.js';
 
 /** What /status shows about templates. */
 export interface TemplateStatus {

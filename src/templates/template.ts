@@ -3,12 +3,13 @@
  * document, returns a compiled template or the list of problems, each naming the field.
  */
 import { createHash } from 'node:crypto';
+import { deepFreeze, isJsonObject, type JsonObject } from '../k8s/json.js';
 import type { TemplateProblem } from '../errors.js';
 import { SelectorError } from '../errors.js';
-import { parseSelector, type Selector } from '../selection/selector.js';
-import { isDns1123Label, labelKeyProblem, labelValueProblem } from '../selection/label-syntax.js';
+import { parseSelector, type Selector } from '../k8s/selector.js';
+import { isDns1123Label, labelKeyProblem, labelValueProblem } from '../k8s/label-syntax.js';
 import { hasPlaceholder, parseSegments, PlaceholderError, type ParamValue, type Reference, type Segment } from './placeholders.js';
-import { Annotations } from '../inject/keys.js';
+import { AnnotationKeys } from '../k8s/keys.js';
 
 /** `automatic`: injected wherever the selectors match; `on-request`: only when the pod names it too. */
 export type InjectionMode = 'automatic' | 'on-request';
@@ -28,8 +29,6 @@ export const linuxOnlySecurityFields = [
   'privileged', 'allowPrivilegeEscalation', 'procMount', 'runAsUser', 'runAsGroup',
 ] as const;
 
-/** A JSON object as found in a pod or template. */
-export type JsonObject = Record<string, unknown>;
 
 /** A compiled value tree: static subtrees are kept as JSON, strings with placeholders as segments. */
 export type Compiled =
@@ -81,14 +80,11 @@ const topLevelFields = new Set([
 ]);
 const appContainerFields = new Set(['env', 'envFrom', 'volumeMounts']);
 
-function isObject(value: unknown): value is JsonObject {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 /** JSON with object keys sorted, so that the hash does not depend on key order in the file. */
 function canonicalJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (isObject(value)) {
+  if (isJsonObject(value)) {
     return `{${Object.keys(value)
       .sort()
       .map((k) => `${JSON.stringify(k)}:${canonicalJson(value[k])}`)
@@ -97,14 +93,6 @@ function canonicalJson(value: unknown): string {
   return JSON.stringify(value);
 }
 
-/** Freezes a JSON value and everything in it; rendered output shares such values between pods. */
-export function deepFreeze<T>(value: T): T {
-  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
-    for (const key of Object.keys(value)) deepFreeze((value as JsonObject)[key]);
-    Object.freeze(value);
-  }
-  return value;
-}
 
 /** The references that depend on the pod or namespace (not literals, not parameters), each once. */
 function uniqueReferences(references: readonly Reference[]): Reference[] {
@@ -156,7 +144,7 @@ function compileValue(value: unknown, field: string, params: ReadonlySet<string>
     const items = value.map((item, i) => compileValue(item, `${field}[${i}]`, params, problems, literalFields, references));
     return items.every((c) => c.kind === 'static') ? { kind: 'static', value: deepFreeze(value) } : { kind: 'array', items };
   }
-  if (isObject(value)) {
+  if (isJsonObject(value)) {
     const entries = Object.entries(value).map(([k, v]) => {
       if (k.includes('{{')) problems.add(`${field}.${k}`, 'map keys must be literal: placeholders are not allowed in keys');
       return [k, compileValue(v, `${field}.${k}`, params, problems, literalFields, references)] as const;
@@ -180,7 +168,7 @@ function checkNamedList(list: unknown, field: string, problems: Problems, seen: 
   const items: JsonObject[] = [];
   list.forEach((item: unknown, i) => {
     const itemField = `${field}[${i}]`;
-    if (!isObject(item)) return problems.add(itemField, `must be a ${what} object`);
+    if (!isJsonObject(item)) return problems.add(itemField, `must be a ${what} object`);
     const { name } = item;
     if (typeof name !== 'string' || !isDns1123Label(name)) {
       problems.add(`${itemField}.name`, `a ${what} needs a name that is a DNS-1123 label (lowercase letters, digits and '-', at most 63)`);
@@ -208,7 +196,7 @@ function checkContainers(list: JsonObject[], field: string, volumes: ReadonlySet
 function checkMounts(mounts: unknown[], field: string, volumes: ReadonlySet<string>, problems: Problems): void {
   const paths = new Set<string>();
   mounts.forEach((mount, j) => {
-    if (!isObject(mount)) return problems.add(`${field}[${j}]`, 'must be a volumeMount object');
+    if (!isJsonObject(mount)) return problems.add(`${field}[${j}]`, 'must be a volumeMount object');
     if (typeof mount.name !== 'string' || !volumes.has(mount.name)) {
       problems.add(`${field}[${j}].name`, `must name a volume declared in this template's volumes (got ${JSON.stringify(mount.name)})`);
     }
@@ -228,7 +216,7 @@ function checkEnv(list: unknown, field: string, problems: Problems): unknown[] {
   }
   const names = new Set<string>();
   list.forEach((item: unknown, i) => {
-    if (!isObject(item) || typeof item.name !== 'string' || item.name === '' || item.name.includes('=')) {
+    if (!isJsonObject(item) || typeof item.name !== 'string' || item.name === '' || item.name.includes('=')) {
       problems.add(`${field}[${i}].name`, 'an env var needs a name without "="');
     } else if (names.has(item.name)) {
       problems.add(`${field}[${i}].name`, `env var ${JSON.stringify(item.name)} is set twice`);
@@ -244,8 +232,8 @@ function checkEnvFrom(list: unknown, field: string, problems: Problems): unknown
     return [];
   }
   list.forEach((item: unknown, i) => {
-    const ref = isObject(item) ? (item.configMapRef ?? item.secretRef) : undefined;
-    if (!isObject(ref) || typeof ref.name !== 'string' || ref.name === '') {
+    const ref = isJsonObject(item) ? (item.configMapRef ?? item.secretRef) : undefined;
+    if (!isJsonObject(ref) || typeof ref.name !== 'string' || ref.name === '') {
       problems.add(`${field}[${i}]`, 'needs a configMapRef or secretRef with a name');
     }
   });
@@ -254,14 +242,14 @@ function checkEnvFrom(list: unknown, field: string, problems: Problems): unknown
 
 function checkStringMap(map: unknown, field: string, problems: Problems, isLabels: boolean): [string, unknown][] {
   if (map === undefined || map === null) return [];
-  if (!isObject(map)) {
+  if (!isJsonObject(map)) {
     problems.add(field, 'must be a map of keys to string values');
     return [];
   }
   for (const [key, value] of Object.entries(map)) {
     const keyProblem = labelKeyProblem(key);
     if (keyProblem) problems.add(`${field}.${key}`, keyProblem);
-    if (key === Annotations.status) problems.add(`${field}.${key}`, 'is the injector\'s own ledger and cannot be set by a template');
+    if (key === AnnotationKeys.status) problems.add(`${field}.${key}`, 'is the injector\'s own ledger and cannot be set by a template');
     if (typeof value !== 'string') problems.add(`${field}.${key}`, 'value must be a string (quote it in YAML)');
     else if (isLabels && !value.includes('{{')) {
       const valueProblem = labelValueProblem(value);
@@ -281,7 +269,7 @@ function checkOs(raw: unknown, containers: readonly unknown[], problems: Problem
   const os = [...new Set(raw as PodOs[])];
   if (os.includes('windows')) {
     containers.forEach((container, i) => {
-      const context = isObject(container) && isObject(container.securityContext) ? container.securityContext : {};
+      const context = isJsonObject(container) && isJsonObject(container.securityContext) ? container.securityContext : {};
       for (const field of linuxOnlySecurityFields) {
         if (Object.hasOwn(context, field)) problems.add(`os`, `lists windows, but container ${i} sets securityContext.${field}, which Windows pods may not set`);
       }
@@ -306,7 +294,7 @@ function checkSelector(raw: unknown, field: string, problems: Problems): Selecto
  */
 export function compileTemplate(doc: unknown, file: string): { template?: Template; problems: TemplateProblem[] } {
   const problems = new Problems(file);
-  if (!isObject(doc)) {
+  if (!isJsonObject(doc)) {
     problems.add('', 'a template must be a YAML map');
     return { problems: problems.list };
   }
@@ -326,7 +314,7 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
 
   const params: Record<string, ParamValue> = {};
   if (doc.parameters !== undefined && doc.parameters !== null) {
-    if (!isObject(doc.parameters)) problems.add('parameters', 'must be a map of names to values');
+    if (!isJsonObject(doc.parameters)) problems.add('parameters', 'must be a map of names to values');
     else {
       for (const [key, value] of Object.entries(doc.parameters)) {
         if (!/^[A-Za-z_][A-Za-z0-9_-]*$/.test(key)) problems.add(`parameters.${key}`, 'parameter names are letters, digits, "_" and "-"');
@@ -354,7 +342,7 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
   let appMounts: unknown[] = [];
   const app = doc.appContainers;
   if (app !== undefined && app !== null) {
-    if (!isObject(app)) problems.add('appContainers', 'must be a map with env, envFrom and/or volumeMounts');
+    if (!isJsonObject(app)) problems.add('appContainers', 'must be a map with env, envFrom and/or volumeMounts');
     else {
       for (const key of Object.keys(app)) {
         if (!appContainerFields.has(key)) problems.add(`appContainers.${key}`, 'unknown field (expected env, envFrom or volumeMounts)');

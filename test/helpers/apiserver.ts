@@ -262,7 +262,7 @@ export function decodePatch(response: Json): Json[] {
 }
 
 /** What pod validation would refuse in `pod` (R-59); the production check, re-exported for tests. */
-export { podProblems as validationProblems } from '../../src/inject/validate.js';
+export { podProblems as validationProblems } from '../../src/k8s/pod-validation.js';
 
 /**
  * Checks that a patch only adds: every op is `add`, and an `add` into an object never lands on

@@ -3,8 +3,8 @@
  * referenced annotation holds a distinct value of `size` characters, then prints the render
  * cache's size and the heap in use as JSON. Shows that distinct values cannot pin memory.
  */
-import { admitPod } from '../../src/inject/admit.js';
-import { createLocalNamespaceSource } from '../../src/selection/namespace-labels.js';
+import { admitPod } from '../../src/pipeline/admit.js';
+import { createLocalNamespaceSource } from '../../src/namespaces/source.js';
 import { renderCacheSize } from '../../src/templates/render.js';
 import { templateSet } from './templates.js';
 

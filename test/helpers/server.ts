@@ -5,9 +5,9 @@ import { pino } from 'pino';
 import { createApp } from '../../src/app.js';
 import type { Liveness } from '../../src/liveness.js';
 import { createMetrics, type Metrics } from '../../src/metrics.js';
-import { createLocalNamespaceSource, type NamespaceLabelSource } from '../../src/selection/namespace-labels.js';
+import { createLocalNamespaceSource, type NamespaceLabelSource } from '../../src/namespaces/source.js';
 import { defaultTimeouts, startServer, type RunningServer, type ServerTimeouts } from '../../src/server.js';
-import type { TemplateSet } from '../../src/templates/load.js';
+import type { TemplateSet } from '../../src/templates/set.js';
 import { createCertificates, type CertificateBundle } from '../../src/tls/certificates.js';
 import { httpsCall } from './https.js';
 

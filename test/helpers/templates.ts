@@ -1,5 +1,5 @@
 /** Builds template sets for tests from inline documents or directories. */
-import { createTemplateSet, type TemplateSet } from '../../src/templates/load.js';
+import { createTemplateSet, type TemplateSet } from '../../src/templates/set.js';
 import { compileTemplate, type Template } from '../../src/templates/template.js';
 
 /** Compiles documents into a set; throws with the problems when one is invalid. */

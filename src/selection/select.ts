@@ -3,10 +3,10 @@
  */
 import { AdmissionError } from '../errors.js';
 import { quoteList } from '../quote.js';
-import { Annotations, LabelValues, Labels as LabelKeys } from '../inject/keys.js';
-import type { TemplateSet } from '../templates/load.js';
+import { AnnotationKeys, LabelKeys, LabelValues } from '../k8s/keys.js';
+import type { TemplateSet } from '../templates/set.js';
 import type { PodOs, Template } from '../templates/template.js';
-import { matches, type Labels } from './selector.js';
+import { matches, type Labels } from '../k8s/selector.js';
 
 /** Why a pod gets no template at all; each id is a metric label and has a sentence. */
 export type PodSkipReason = 'pod-opted-out' | 'namespace-not-enabled' | 'no-template-matched';
@@ -41,7 +41,7 @@ export interface SelectionInput {
 
 /** The template names a pod requests with `sidecar-injector.io/templates: a,b`. */
 export function requestedTemplates(annotations: Readonly<Record<string, string>>): string[] {
-  const value = Object.hasOwn(annotations, Annotations.request) ? annotations[Annotations.request]! : '';
+  const value = Object.hasOwn(annotations, AnnotationKeys.request) ? annotations[AnnotationKeys.request]! : '';
   return [...new Set(value.split(',').map((s) => s.trim()).filter(Boolean))];
 }
 
@@ -70,7 +70,7 @@ export function select(input: SelectionInput, set: TemplateSet): Selection {
     const available = set.templates.map((t) => t.name).join(', ') || 'none';
     throw new AdmissionError(
       'ERR_UNKNOWN_TEMPLATE',
-      `annotation ${Annotations.request} names ${quoteList(unknown)}, which ${unknown.length === 1 ? 'is' : 'are'} not a sidecar template here (available: ${available}); fix the annotation or add the template`,
+      `annotation ${AnnotationKeys.request} names ${quoteList(unknown)}, which ${unknown.length === 1 ? 'is' : 'are'} not a sidecar template here (available: ${available}); fix the annotation or add the template`,
     );
   }
   const requestedSet = new Set(requested);
@@ -78,7 +78,7 @@ export function select(input: SelectionInput, set: TemplateSet): Selection {
   const skipped: TemplateSkip[] = [];
   for (const template of set.templates) {
     if (template.injection === 'on-request' && !requestedSet.has(template.name)) {
-      skipped.push({ template: template.name, reason: 'not-requested', message: `${template.name} is on request and the pod does not name it in ${Annotations.request}` });
+      skipped.push({ template: template.name, reason: 'not-requested', message: `${template.name} is on request and the pod does not name it in ${AnnotationKeys.request}` });
     } else if (!template.os.includes(input.podOs ?? 'linux')) {
       skipped.push({ template: template.name, reason: 'os', message: `${template.name} is not injected: it supports ${template.os.join(', ')} and the pod runs on ${input.podOs ?? 'linux'}` });
     } else if (!matches(template.namespaceSelector, namespaceLabels)) {

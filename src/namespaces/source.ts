@@ -3,8 +3,8 @@
  * injector asks a source. This module holds the interface and the local source (a file
  * and/or flags); the cluster source lives beside it when configured.
  */
-import type { Labels } from './selector.js';
-import { labelKeyProblem, labelValueProblem } from './label-syntax.js';
+import type { Labels } from '../k8s/selector.js';
+import { labelKeyProblem, labelValueProblem } from '../k8s/label-syntax.js';
 
 /** The label every namespace carries since Kubernetes 1.21; sources add it themselves. */
 export const metadataNameLabel = 'kubernetes.io/metadata.name';

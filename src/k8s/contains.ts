@@ -9,11 +9,14 @@
  * that depend on the pod match any string; quantities compare by value; an image matches
  * across a registry mirror or a digest pin.
  */
-import { anyValue } from '../templates/render.js';
+import { isJsonObject } from './json.js';
 
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
+/**
+ * Stands for a value that depends on the pod or its namespace, in a template's skeleton: any
+ * present value is accepted there when a pod's item is compared with what the template adds.
+ */
+export const anyValue: unique symbol = Symbol('any value');
+
 
 const quantityRe = /^([+-]?)(\d+(?:\.\d*)?|\.\d+)(?:(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)|[eE]([+-]?\d{1,3}))?$/;
 const binary: Record<string, number> = { Ki: 10, Mi: 20, Gi: 30, Ti: 40, Pi: 50, Ei: 60 };
@@ -84,7 +87,7 @@ const addableContainerFields: ReadonlySet<string> = new Set(['terminationMessage
 
 /** True when the container `actual` is the template's container `skeleton` (see the module comment). */
 export function containsContainer(skeleton: unknown, actual: unknown): boolean {
-  if (!isObject(skeleton) || !isObject(actual)) return false;
+  if (!isJsonObject(skeleton) || !isJsonObject(actual)) return false;
   for (const field in actual) if (!Object.hasOwn(skeleton, field) && !addableContainerFields.has(field)) return false;
   return contains(skeleton, actual);
 }
@@ -94,14 +97,14 @@ export function contains(skeleton: unknown, actual: unknown, key = ''): boolean 
   if (skeleton === anyValue) return actual !== undefined && actual !== null;
   if (Array.isArray(skeleton)) {
     if (!Array.isArray(actual)) return false;
-    if (skeleton.every((item) => !isObject(item))) {
+    if (skeleton.every((item) => !isJsonObject(item))) {
       // Lists of strings (command, args, capabilities): same length, same order.
       return skeleton.length === actual.length && skeleton.every((item, i) => contains(item, actual[i]));
     }
     return skeleton.every((item) => actual.some((candidate) => contains(item, candidate)));
   }
-  if (isObject(skeleton)) {
-    if (!isObject(actual)) return false;
+  if (isJsonObject(skeleton)) {
+    if (!isJsonObject(actual)) return false;
     for (const field in skeleton) {
       if (!Object.hasOwn(actual, field)) return false;
       if (!contains(skeleton[field], actual[field], field)) return false;

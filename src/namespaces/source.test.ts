@@ -1,5 +1,5 @@
 import test from 'ava';
-import { createLocalNamespaceSource, parseNamespaceLabelFlag, parseNamespaceLabelMap } from './namespace-labels.js';
+import { createLocalNamespaceSource, parseNamespaceLabelFlag, parseNamespaceLabelMap } from './source.js';
 
 test('the local source adds kubernetes.io/metadata.name, also for unknown namespaces', async (t) => {
   const source = createLocalNamespaceSource({ shop: { team: 'a' } });

@@ -1,9 +1,9 @@
 import test from 'ava';
-import { admissionProblem, maxAnnotationBytes, reviewLimits } from './validate.js';
-import { maxMetadataEntries, readPod } from './pod.js';
+import { admissionProblem, maxAnnotationBytes, reviewLimits } from './pod-validation.js';
+import { maxMetadataEntries, parsePod } from './pod.js';
 
 function problemOf(pod: Record<string, any>, namespace = 'shop') {
-  return admissionProblem(readPod({ metadata: { generateName: 'p-', ...pod.metadata }, spec: { containers: [{ name: 'app', image: 'x' }], ...pod.spec } }), namespace);
+  return admissionProblem(parsePod({ metadata: { generateName: 'p-', ...pod.metadata }, spec: { containers: [{ name: 'app', image: 'x' }], ...pod.spec } }), namespace);
 }
 
 const big = 'x'.repeat(1024 * 1024);
@@ -43,7 +43,7 @@ test('valid pods pass: "constructor" and "prototype" are valid DNS-1123 labels',
 
 test('label and annotation maps over the entry limit are refused when the pod is read, after one pass', (t) => {
   const many = Object.fromEntries(Array.from({ length: maxMetadataEntries + 1 }, (_, i) => [`k${i}`, '']));
-  const error = t.throws(() => readPod({ metadata: { annotations: many }, spec: { containers: [] } }));
+  const error = t.throws(() => parsePod({ metadata: { annotations: many }, spec: { containers: [] } }));
   t.regex(error?.message ?? '', /has 2001 entries in metadata.annotations; the sidecar injector serves pods with at most 2000/);
   t.is((error as { code?: string }).code, 'ERR_POD_TOO_LARGE');
 });

@@ -4,7 +4,7 @@
  */
 import { AdmissionError } from '../errors.js';
 import { quote } from '../quote.js';
-import type { JsonObject } from '../templates/template.js';
+import { isJsonObject, type JsonObject } from './json.js';
 
 /** The fields injection reads, checked once. The objects are the pod's own (never copies). */
 export interface PodParts {
@@ -16,11 +16,6 @@ export interface PodParts {
   readonly initContainers: readonly JsonObject[];
   readonly volumes: readonly JsonObject[];
   readonly imagePullSecrets: readonly JsonObject[];
-}
-
-/** True for a JSON object (not an array, not null). */
-export function isJsonObject(value: unknown): value is JsonObject {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 function invalid(field: string, problem: string): AdmissionError {
@@ -107,7 +102,7 @@ function checkContainerLists(containers: readonly JsonObject[], field: string): 
  * Checks the shapes injection needs and returns them. Throws AdmissionError (ERR_INVALID_POD)
  * naming the field when the object is not a pod we can inject into safely.
  */
-export function readPod(pod: unknown): PodParts {
+export function parsePod(pod: unknown): PodParts {
   if (!isJsonObject(pod)) throw invalid('request.object', 'must be a Pod object');
   const metadata = pod.metadata ?? {};
   if (!isJsonObject(metadata)) throw invalid('metadata', 'must be an object');

@@ -1,7 +1,7 @@
 /** The labels and annotations that make up the injector's contract with users. */
 
 /** Label keys. */
-export const Labels = {
+export const LabelKeys = {
   /** On a namespace: `enabled` opts every pod in it in. */
   namespaceOptIn: 'sidecar-injector.io/injection',
   /** On a pod: `disabled` opts it out. */
@@ -15,7 +15,7 @@ export const LabelValues = {
 } as const;
 
 /** Annotation keys. */
-export const Annotations = {
+export const AnnotationKeys = {
   /** On a pod: comma-separated names of on-request templates to inject. */
   request: 'sidecar-injector.io/templates',
   /** On a pod, written by us: the ledger of everything we injected. */

@@ -4,10 +4,9 @@
  * runs the very same admission code as the webhook on it, and writes the result back. Every
  * other object is left exactly as it is. Explains each decision in sentences.
  */
-import { admitPod, type AdmitDeps, type PodOutcome } from '../inject/admit.js';
+import { admitPod, type AdmitDeps, type PodOutcome } from '../pipeline/admit.js';
 import { podItemKinds, type LedgerEntry } from '../inject/ledger.js';
-import { isJsonObject } from '../inject/pod.js';
-import type { JsonObject } from '../templates/template.js';
+import { isJsonObject, type JsonObject } from '../k8s/json.js';
 
 /** Where the pod template of each supported kind lives. */
 const podTemplatePaths: Record<string, readonly string[]> = {

@@ -4,18 +4,19 @@
  * throws for a pod it cannot serve: every outcome is a value with a reason and a sentence.
  */
 import { AdmissionError } from '../errors.js';
-import { requestedTemplates, select, type PodSkipReason, type Selection } from '../selection/decide.js';
-import { NamespaceLabelsUnavailable, type NamespaceLabelSource } from '../selection/namespace-labels.js';
-import type { TemplateSet } from '../templates/load.js';
-import type { RenderContext } from '../templates/placeholders.js';
+import { requestedTemplates, select, type PodSkipReason, type Selection } from '../selection/select.js';
+import { NamespaceLabelsUnavailable, type NamespaceLabelSource } from '../namespaces/source.js';
+import type { TemplateSet } from '../templates/set.js';
+import { contextFor } from '../templates/context.js';
 import { render } from '../templates/render.js';
-import type { JsonObject, Template } from '../templates/template.js';
-import { inject, ownMetadata, type Injection } from './inject.js';
-import { Annotations } from './keys.js';
-import { indexLedger, parseLedger, type Ledger } from './ledger.js';
-import { podDisplayName, podOs, readPod, type PodParts } from './pod.js';
-import { checkLedger } from './trust.js';
-import { admissionProblem, annotationBytes, maxAnnotationBytes } from './validate.js';
+import type { JsonObject } from '../k8s/json.js';
+import type { Template } from '../templates/template.js';
+import { inject, ownMetadata, type Injection } from '../inject/inject.js';
+import { AnnotationKeys } from '../k8s/keys.js';
+import { indexLedger, parseLedger, type Ledger } from '../inject/ledger.js';
+import { podDisplayName, podOs, parsePod, type PodParts } from '../k8s/pod.js';
+import { checkLedger } from '../inject/trust.js';
+import { admissionProblem, annotationBytes, maxAnnotationBytes } from '../k8s/pod-validation.js';
 import { cut } from '../quote.js';
 
 /** What admission needs from the rest of the process. */
@@ -62,23 +63,6 @@ export interface PodInput {
   readonly name: string;
 }
 
-/** The values templates are rendered with: the pod's own labels and annotations, its name or generateName, its namespace. */
-export function contextFor(parts: PodParts, requestName: string, namespace: string, own: ReturnType<typeof ownMetadata>, namespaceLabels: Readonly<Record<string, string>>): RenderContext {
-  const { metadata, spec } = parts;
-  const generateName = typeof metadata.generateName === 'string' ? metadata.generateName : '';
-  const name = typeof metadata.name === 'string' && metadata.name ? metadata.name : generateName.replace(/-+$/, '');
-  const serviceAccountName =
-    typeof spec.serviceAccountName === 'string' && spec.serviceAccountName
-      ? spec.serviceAccountName
-      : typeof spec.serviceAccount === 'string' && spec.serviceAccount
-        ? spec.serviceAccount
-        : 'default';
-  return {
-    pod: { name: name || requestName, generateName, namespace, serviceAccountName, labels: own.labels, annotations: own.annotations },
-    namespace: { name: namespace, labels: namespaceLabels },
-  };
-}
-
 /** Decides and injects one pod. */
 export async function admitPod(input: PodInput, deps: AdmitDeps): Promise<PodOutcome> {
   // Cut for messages and logs: these come from the request and are validated only below.
@@ -95,7 +79,7 @@ export async function admitPod(input: PodInput, deps: AdmitDeps): Promise<PodOut
     templates,
   });
   try {
-    const parts = readPod(input.pod);
+    const parts = parsePod(input.pod);
     const pod = input.pod as JsonObject;
     podName = cut(podDisplayName(parts.metadata) || input.name, 100);
     // Controller-created pods had no metadata.namespace before Kubernetes 1.24.
@@ -109,7 +93,7 @@ export async function admitPod(input: PodInput, deps: AdmitDeps): Promise<PodOut
     }
 
     const set = deps.templates();
-    const { ledger: claimed, problem: ledgerProblem } = parseLedger(parts.annotations[Annotations.status]);
+    const { ledger: claimed, problem: ledgerProblem } = parseLedger(parts.annotations[AnnotationKeys.status]);
     // The ledger is a claim: only what the pod really holds of a template counts as ours.
     const checked = checkLedger(claimed, parts, set);
     const ledger = checked.believed;

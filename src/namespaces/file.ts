@@ -4,12 +4,17 @@
  */
 import { readFile } from 'node:fs/promises';
 import { parse as parseYaml } from 'yaml';
-import type { Config } from '../config.js';
 import { ConfigError } from '../errors.js';
-import { createLocalNamespaceSource, parseNamespaceLabelMap, type NamespaceLabelSource } from '../selection/namespace-labels.js';
+import { createLocalNamespaceSource, parseNamespaceLabelMap, type NamespaceLabelSource } from './source.js';
+
+/** Where the local source's labels come from: a file and/or `--namespace-label` flags. */
+export interface LocalNamespaceLabels {
+  readonly namespaceLabelsFile?: string;
+  readonly namespaceLabels: Readonly<Record<string, Readonly<Record<string, string>>>>;
+}
 
 /** Builds the local namespace source from the labels file and the flags (flags win). */
-export async function loadLocalNamespaceSource(config: Pick<Config, 'namespaceLabelsFile' | 'namespaceLabels'>): Promise<NamespaceLabelSource> {
+export async function loadLocalNamespaceSource(config: LocalNamespaceLabels): Promise<NamespaceLabelSource> {
   const merged: Record<string, Record<string, string>> = {};
   if (config.namespaceLabelsFile) {
     let text: string;

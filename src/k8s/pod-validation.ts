@@ -9,8 +9,8 @@
  * (R-59), run on the result in tests and by `check`.
  */
 import { quote } from '../quote.js';
-import { isDns1123Label, isDns1123Subdomain, labelKeyProblem, labelValueProblem } from '../selection/label-syntax.js';
-import type { JsonObject } from '../templates/template.js';
+import { isDns1123Label, isDns1123Subdomain, labelKeyProblem, labelValueProblem } from './label-syntax.js';
+import type { JsonObject } from './json.js';
 import type { PodParts } from './pod.js';
 
 /** The API server's limit on the total size of a pod's annotation keys and values (R-66). */

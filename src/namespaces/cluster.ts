@@ -18,8 +18,8 @@ import https from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { Watch } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { metadataNameLabel, NamespaceLabelsUnavailable, type NamespaceFailurePolicy, type NamespaceLabelSource } from './namespace-labels.js';
-import type { Labels } from './selector.js';
+import { metadataNameLabel, NamespaceLabelsUnavailable, type NamespaceFailurePolicy, type NamespaceLabelSource } from './source.js';
+import type { Labels } from '../k8s/selector.js';
 
 /** Tunables of the cluster source. */
 export interface ClusterSourceOptions {

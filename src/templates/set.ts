@@ -1,0 +1,23 @@
+/** The set of templates in force: pure, built once per load or reload. */
+import { TemplateError, type TemplateProblem } from '../errors.js';
+import type { Template } from './template.js';
+
+/** The validated templates in force, sorted by name; immutable. */
+export interface TemplateSet {
+  readonly templates: readonly Template[];
+  readonly byName: ReadonlyMap<string, Template>;
+}
+
+/** Builds a set from compiled templates; throws TemplateError when two share a name. */
+export function createTemplateSet(templates: readonly Template[]): TemplateSet {
+  const byName = new Map<string, Template>();
+  const problems: TemplateProblem[] = [];
+  for (const template of templates) {
+    const other = byName.get(template.name);
+    if (other) problems.push({ file: template.file, field: 'name', message: `template name ${JSON.stringify(template.name)} is also used by ${other.file}` });
+    else byName.set(template.name, template);
+  }
+  if (problems.length > 0) throw new TemplateError(problems);
+  const sorted = [...byName.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  return Object.freeze({ templates: Object.freeze(sorted), byName });
+}
