@@ -17,7 +17,27 @@ import { reviewText } from './reviews.js';
 
 async function startServe(): Promise<{ child: ChildProcess; port: number; ca: string }> {
   const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-bench-'));
-  const child = spawn(process.execPath, ['--max-old-space-size=160', 'dist/src/cli/main.js', 'serve', '--host', '127.0.0.1', '--port', '0', '--namespace-labels', 'dev/namespaces.yaml', '--dev-cert-dir', dir, '--shutdown-delay-ms', '0', '--log-level', 'warn'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(
+    process.execPath,
+    [
+      '--max-old-space-size=160',
+      'dist/src/cli/main.js',
+      'serve',
+      '--host',
+      '127.0.0.1',
+      '--port',
+      '0',
+      '--namespace-labels',
+      'dev/namespaces.yaml',
+      '--dev-cert-dir',
+      dir,
+      '--shutdown-delay-ms',
+      '0',
+      '--log-level',
+      'warn',
+    ],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
   // With --log-level warn the listening line is not printed: find the port from the dev-cert warning and /proc.
   for await (const line of createInterface({ input: child.stdout! })) {
     if (line.includes('throw-away development certificate')) break;
@@ -56,11 +76,23 @@ async function memory(pid: number): Promise<{ rssMB: number; peakMB: number }> {
 function post(port: number, ca: string, body: string, agent: https.Agent | false = false): Promise<{ status: number; ms: number; bytes: number }> {
   const started = process.hrtime.bigint();
   return new Promise((resolve, reject) => {
-    const req = https.request({ host: '127.0.0.1', port, path: '/mutate?timeout=10s', method: 'POST', servername: 'localhost', ca, agent, headers: { 'content-type': 'application/json' } }, (res) => {
-      let bytes = 0;
-      res.on('data', (c: Buffer) => (bytes += c.length));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, ms: Number(process.hrtime.bigint() - started) / 1e6, bytes }));
-    });
+    const req = https.request(
+      {
+        host: '127.0.0.1',
+        port,
+        path: '/mutate?timeout=10s',
+        method: 'POST',
+        servername: 'localhost',
+        ca,
+        agent,
+        headers: { 'content-type': 'application/json' },
+      },
+      (res) => {
+        let bytes = 0;
+        res.on('data', (c: Buffer) => (bytes += c.length));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, ms: Number(process.hrtime.bigint() - started) / 1e6, bytes }));
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
@@ -72,11 +104,51 @@ function hostileReview(pod: Record<string, any>): string {
 
 const base = { apiVersion: 'v1', kind: 'Pod' };
 const cases: [string, () => string][] = [
-  ['20,000 containers', () => hostileReview({ ...base, metadata: { generateName: 'p-' }, spec: { containers: Array.from({ length: 20_000 }, (_, i) => ({ name: `c${i}`, image: 'x' })) } })],
-  ['200,000 annotations', () => hostileReview({ ...base, metadata: { generateName: 'p-', annotations: Object.fromEntries(Array.from({ length: 200_000 }, (_, i) => [`a${i}`, ''])) }, spec: { containers: [{ name: 'app', image: 'x' }] } })],
-  ['200,000 labels', () => hostileReview({ ...base, metadata: { generateName: 'p-', labels: Object.fromEntries(Array.from({ length: 200_000 }, (_, i) => [`l${i}`, ''])) }, spec: { containers: [{ name: 'app', image: 'x' }] } })],
-  ['7 MiB of empty objects', () => hostileReview({ ...base, metadata: { generateName: 'p-' }, spec: { containers: [{ name: 'app', image: 'x' }], tolerations: Array.from({ length: 2_200_000 }, () => ({})) } })],
-  ['1 MiB label value', () => hostileReview({ ...base, metadata: { generateName: 'p-', labels: { 'app.kubernetes.io/name': 'x'.repeat(1 << 20) } }, spec: { containers: [{ name: 'app', image: 'x' }] } })],
+  [
+    '20,000 containers',
+    () =>
+      hostileReview({
+        ...base,
+        metadata: { generateName: 'p-' },
+        spec: { containers: Array.from({ length: 20_000 }, (_, i) => ({ name: `c${i}`, image: 'x' })) },
+      }),
+  ],
+  [
+    '200,000 annotations',
+    () =>
+      hostileReview({
+        ...base,
+        metadata: { generateName: 'p-', annotations: Object.fromEntries(Array.from({ length: 200_000 }, (_, i) => [`a${i}`, ''])) },
+        spec: { containers: [{ name: 'app', image: 'x' }] },
+      }),
+  ],
+  [
+    '200,000 labels',
+    () =>
+      hostileReview({
+        ...base,
+        metadata: { generateName: 'p-', labels: Object.fromEntries(Array.from({ length: 200_000 }, (_, i) => [`l${i}`, ''])) },
+        spec: { containers: [{ name: 'app', image: 'x' }] },
+      }),
+  ],
+  [
+    '7 MiB of empty objects',
+    () =>
+      hostileReview({
+        ...base,
+        metadata: { generateName: 'p-' },
+        spec: { containers: [{ name: 'app', image: 'x' }], tolerations: Array.from({ length: 2_200_000 }, () => ({})) },
+      }),
+  ],
+  [
+    '1 MiB label value',
+    () =>
+      hostileReview({
+        ...base,
+        metadata: { generateName: 'p-', labels: { 'app.kubernetes.io/name': 'x'.repeat(1 << 20) } },
+        spec: { containers: [{ name: 'app', image: 'x' }] },
+      }),
+  ],
 ];
 
 const { child, port, ca } = await startServe();
@@ -127,6 +199,8 @@ for (let i = 0; i < 5000; i++) {
 await new Promise((resolve) => setTimeout(resolve, 500));
 const alive = idle.filter((s) => !s.destroyed).length;
 const meanwhile = await post(port, ca, legit).catch((err: Error) => ({ status: 0, ms: 0, bytes: 0, err: err.message }));
-console.log(`5,000 idle TLS connections: ${alive} held open by the server (${held} completed a handshake); a legitimate review: HTTP ${meanwhile.status}; ${JSON.stringify(await memory(pid))}`);
+console.log(
+  `5,000 idle TLS connections: ${alive} held open by the server (${held} completed a handshake); a legitimate review: HTTP ${meanwhile.status}; ${JSON.stringify(await memory(pid))}`,
+);
 for (const s of idle) s.destroy();
 child.kill('SIGTERM');

@@ -30,7 +30,16 @@ export function podBody(size: PodSize, envCount?: number): Record<string, any> {
       generateName: 'checkout-7f9b8c6d5-',
       labels: { app: 'checkout', 'app.kubernetes.io/name': 'checkout', 'app.kubernetes.io/part-of': 'shop', 'pod-template-hash': '7f9b8c6d5' },
       annotations: { 'prometheus.io/scrape': 'true', 'prometheus.io/port': '9090', 'kubectl.kubernetes.io/restartedAt': '2026-11-01T10:00:00Z' },
-      ownerReferences: [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'checkout-7f9b8c6d5', uid: '3b2a1c0d-1111-2222-3333-444455556666', controller: true, blockOwnerDeletion: true }],
+      ownerReferences: [
+        {
+          apiVersion: 'apps/v1',
+          kind: 'ReplicaSet',
+          name: 'checkout-7f9b8c6d5',
+          uid: '3b2a1c0d-1111-2222-3333-444455556666',
+          controller: true,
+          blockOwnerDeletion: true,
+        },
+      ],
     },
     spec: {
       containers: [
@@ -38,12 +47,22 @@ export function podBody(size: PodSize, envCount?: number): Record<string, any> {
           name: 'checkout',
           image: 'registry.example.com/shop/checkout:2.14.3',
           args: ['--port=8080', '--metrics-port=9090', '--log-format=json'],
-          ports: [{ name: 'http', containerPort: 8080 }, { name: 'metrics', containerPort: 9090 }],
-          env: [...env, { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } }, { name: 'DB_PASSWORD', valueFrom: { secretKeyRef: { name: 'checkout-db', key: 'password' } } }],
+          ports: [
+            { name: 'http', containerPort: 8080 },
+            { name: 'metrics', containerPort: 9090 },
+          ],
+          env: [
+            ...env,
+            { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } },
+            { name: 'DB_PASSWORD', valueFrom: { secretKeyRef: { name: 'checkout-db', key: 'password' } } },
+          ],
           resources: { requests: { cpu: '250m', memory: '256Mi' }, limits: { memory: '512Mi' } },
           livenessProbe: probe('/healthz', 8080),
           readinessProbe: probe('/ready', 8080),
-          volumeMounts: [{ name: 'config', mountPath: '/etc/checkout' }, { name: 'cache', mountPath: '/var/cache/checkout' }],
+          volumeMounts: [
+            { name: 'config', mountPath: '/etc/checkout' },
+            { name: 'cache', mountPath: '/var/cache/checkout' },
+          ],
           securityContext: { allowPrivilegeEscalation: false, runAsNonRoot: true, capabilities: { drop: ['ALL'] } },
         },
         {
@@ -55,8 +74,17 @@ export function podBody(size: PodSize, envCount?: number): Record<string, any> {
           readinessProbe: probe('/', 9100),
         },
       ],
-      volumes: [{ name: 'config', configMap: { name: 'checkout-config' } }, { name: 'cache', emptyDir: { sizeLimit: '1Gi' } }],
-      affinity: { podAntiAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 100, podAffinityTerm: { topologyKey: 'kubernetes.io/hostname', labelSelector: { matchLabels: { app: 'checkout' } } } }] } },
+      volumes: [
+        { name: 'config', configMap: { name: 'checkout-config' } },
+        { name: 'cache', emptyDir: { sizeLimit: '1Gi' } },
+      ],
+      affinity: {
+        podAntiAffinity: {
+          preferredDuringSchedulingIgnoredDuringExecution: [
+            { weight: 100, podAffinityTerm: { topologyKey: 'kubernetes.io/hostname', labelSelector: { matchLabels: { app: 'checkout' } } } },
+          ],
+        },
+      },
       nodeSelector: { 'kubernetes.io/os': 'linux' },
     },
   };

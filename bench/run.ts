@@ -62,40 +62,55 @@ async function drive(port: number, ca: string, body: string, uid: string, concur
   const agent = new https.Agent({ keepAlive: true, maxSockets: concurrency, ca });
   const send = () =>
     new Promise<void>((resolve, reject) => {
-      const req = https.request({ host: '127.0.0.1', port, path: '/mutate?timeout=10s', method: 'POST', agent, servername: 'localhost', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => {
-          const text = Buffer.concat(chunks).toString('utf8');
-          if (res.statusCode !== 200 || !text.includes(`"uid":"${uid}"`)) reject(new Error(`status ${res.statusCode}`));
-          else resolve();
-        });
-      });
+      const req = https.request(
+        {
+          host: '127.0.0.1',
+          port,
+          path: '/mutate?timeout=10s',
+          method: 'POST',
+          agent,
+          servername: 'localhost',
+          headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () => {
+            const text = Buffer.concat(chunks).toString('utf8');
+            if (res.statusCode !== 200 || !text.includes(`"uid":"${uid}"`)) reject(new Error(`status ${res.statusCode}`));
+            else resolve();
+          });
+        },
+      );
       req.on('error', reject);
       req.end(body);
     });
   // Warm-up: connections opened, JIT compiled.
   const warmUntil = performance.now() + Math.min(1000, durationMs / 3);
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (performance.now() < warmUntil) await send();
-  }));
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (performance.now() < warmUntil) await send();
+    }),
+  );
   let peak = await rssMb(pid);
   const sampler = setInterval(() => void rssMb(pid).then((mb) => (peak = Math.max(peak, mb))), 100);
   const latencies: number[] = [];
   let errors = 0;
   const started = performance.now();
   const until = started + durationMs;
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (performance.now() < until) {
-      const t0 = performance.now();
-      try {
-        await send();
-        latencies.push(performance.now() - t0);
-      } catch {
-        errors++;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (performance.now() < until) {
+        const t0 = performance.now();
+        try {
+          await send();
+          latencies.push(performance.now() - t0);
+        } catch {
+          errors++;
+        }
       }
-    }
-  }));
+    }),
+  );
   const elapsed = performance.now() - started;
   clearInterval(sampler);
   peak = Math.max(peak, await rssMb(pid));
@@ -111,7 +126,9 @@ async function main(): Promise<void> {
   const { values } = parseArgs({ options: { 'duration-ms': { type: 'string' }, runs: { type: 'string' }, 'skip-micro': { type: 'boolean' } } });
   const durationMs = Number(values['duration-ms'] ?? 2500);
   const runs = Number(values.runs ?? 2);
-  console.log(`sidecar-injector benchmark — ${new Date().toISOString()}, node ${process.version}, ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB`);
+  console.log(
+    `sidecar-injector benchmark — ${new Date().toISOString()}, node ${process.version}, ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB`,
+  );
   if (!values['skip-micro']) {
     console.log('\n## injection work alone (decide, render, inject, diff, encode; no HTTP, no body parsing)\n');
     console.log(formatMicro(await runMicro()));
@@ -124,7 +141,22 @@ async function main(): Promise<void> {
   await writeFile(join(dir, 'tls.key'), certs.key);
   await writeFile(join(dir, 'namespaces.yaml'), 'shop:\n  sidecar-injector.io/injection: enabled\n');
   const injector = await startChild(
-    ['dist/src/cli/main.js', 'serve', '--host', '127.0.0.1', '--port', '0', '--tls-cert', join(dir, 'tls.crt'), '--tls-key', join(dir, 'tls.key'), '--namespace-labels', join(dir, 'namespaces.yaml'), '--shutdown-delay-ms', '0'],
+    [
+      'dist/src/cli/main.js',
+      'serve',
+      '--host',
+      '127.0.0.1',
+      '--port',
+      '0',
+      '--tls-cert',
+      join(dir, 'tls.crt'),
+      '--tls-key',
+      join(dir, 'tls.key'),
+      '--namespace-labels',
+      join(dir, 'namespaces.yaml'),
+      '--shutdown-delay-ms',
+      '0',
+    ],
     (r) => (r.msg === 'listening' ? (r.port as number) : undefined),
   );
   const limit = await startChild(['dist/bench/limit-server.js', join(dir, 'tls.crt'), join(dir, 'tls.key')], (r) => r.port as number | undefined);
@@ -137,7 +169,10 @@ async function main(): Promise<void> {
     patches[String(Buffer.byteLength(body))] = (await mutate(JSON.parse(body), deps)).response.response.patch ?? '';
   }
   await writeFile(join(dir, 'patches.json'), JSON.stringify(patches));
-  const limitPatch = await startChild(['dist/bench/limit-server.js', join(dir, 'tls.crt'), join(dir, 'tls.key'), join(dir, 'patches.json')], (r) => r.port as number | undefined);
+  const limitPatch = await startChild(
+    ['dist/bench/limit-server.js', join(dir, 'tls.crt'), join(dir, 'tls.key'), join(dir, 'patches.json')],
+    (r) => r.port as number | undefined,
+  );
   try {
     console.log(`\n## over HTTPS, keep-alive, ${durationMs} ms per run, ${runs} runs per configuration (injector logs at info, to a pipe)\n`);
     console.log('"limit+patch" is the limit server answering with the injector\'s own patch bytes (same answer size).\n');

@@ -30,7 +30,26 @@ const certs = await createCertificates(['localhost'], ['127.0.0.1'], 1);
 await writeFile(join(dir, 'tls.crt'), certs.cert);
 await writeFile(join(dir, 'tls.key'), certs.key);
 await writeFile(join(dir, 'namespaces.yaml'), 'shop:\n  sidecar-injector.io/injection: enabled\n');
-const child = spawn(process.execPath, ['dist/src/cli/main.js', 'serve', '--host', '127.0.0.1', '--port', '0', '--tls-cert', join(dir, 'tls.crt'), '--tls-key', join(dir, 'tls.key'), '--namespace-labels', join(dir, 'namespaces.yaml'), '--shutdown-delay-ms', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+const child = spawn(
+  process.execPath,
+  [
+    'dist/src/cli/main.js',
+    'serve',
+    '--host',
+    '127.0.0.1',
+    '--port',
+    '0',
+    '--tls-cert',
+    join(dir, 'tls.crt'),
+    '--tls-key',
+    join(dir, 'tls.key'),
+    '--namespace-labels',
+    join(dir, 'namespaces.yaml'),
+    '--shutdown-delay-ms',
+    '0',
+  ],
+  { stdio: ['ignore', 'pipe', 'inherit'] },
+);
 let port = 0;
 for await (const line of createInterface({ input: child.stdout! })) {
   const record = JSON.parse(line) as { msg?: string; port?: number };
@@ -49,13 +68,16 @@ let failed = 0;
 const send = (i: number) =>
   new Promise<void>((resolve) => {
     const body = reviewText(bodies[i % 10 === 0 ? 2 : i % 3 === 0 ? 0 : 1]!, { uid: `soak-${i}` }).replace('"generateName":"', `"generateName":"p${i % 5000}-`);
-    const req = https.request({ host: '127.0.0.1', port, path: '/mutate?timeout=10s', method: 'POST', agent, servername: 'localhost', headers: { 'content-type': 'application/json' } }, (res) => {
-      res.resume();
-      res.on('end', () => {
-        if (res.statusCode !== 200) failed++;
-        resolve();
-      });
-    });
+    const req = https.request(
+      { host: '127.0.0.1', port, path: '/mutate?timeout=10s', method: 'POST', agent, servername: 'localhost', headers: { 'content-type': 'application/json' } },
+      (res) => {
+        res.resume();
+        res.on('end', () => {
+          if (res.statusCode !== 200) failed++;
+          resolve();
+        });
+      },
+    );
     req.on('error', () => {
       failed++;
       resolve();
@@ -78,7 +100,11 @@ child.kill('SIGTERM');
 agent.destroy();
 const afterWarmup = samples.find((s) => s.at >= 30) ?? samples[0]!;
 const end = samples.at(-1)!;
-console.log(`soak: ${sent} reviews in ${((Date.now() - started) / 1000).toFixed(0)} s at concurrency ${concurrency} (${(sent / ((Date.now() - started) / 1000)).toFixed(0)}/s), ${failed} failed`);
+console.log(
+  `soak: ${sent} reviews in ${((Date.now() - started) / 1000).toFixed(0)} s at concurrency ${concurrency} (${(sent / ((Date.now() - started) / 1000)).toFixed(0)}/s), ${failed} failed`,
+);
 for (const s of samples) console.log(`  t=${s.at.toFixed(0).padStart(4)} s  requests=${String(s.requests).padStart(8)}  rss=${s.rss.toFixed(1)} MB`);
-console.log(`RSS after 30 s warm-up: ${afterWarmup.rss.toFixed(1)} MB; at the end: ${end.rss.toFixed(1)} MB; peak: ${Math.max(...samples.map((s) => s.rss)).toFixed(1)} MB; growth after warm-up: ${(end.rss - afterWarmup.rss).toFixed(1)} MB over ${end.requests - afterWarmup.requests} reviews`);
+console.log(
+  `RSS after 30 s warm-up: ${afterWarmup.rss.toFixed(1)} MB; at the end: ${end.rss.toFixed(1)} MB; peak: ${Math.max(...samples.map((s) => s.rss)).toFixed(1)} MB; growth after warm-up: ${(end.rss - afterWarmup.rss).toFixed(1)} MB over ${end.requests - afterWarmup.requests} reviews`,
+);
 process.exit(failed > 0 ? 1 : 0);

@@ -23,7 +23,8 @@ test('namespace labels from repeated flags', (t) => {
 
 test('collects every problem in one error', (t) => {
   const err = t.throws(
-    () => loadConfig({ SIDECAR_INJECTOR_MAX_BODY_BYTES: 'lots' }, ['--port', '70000', '--tls-cert', 'c.pem', '--log-level', 'loud', '--namespace-label', 'bad']),
+    () =>
+      loadConfig({ SIDECAR_INJECTOR_MAX_BODY_BYTES: 'lots' }, ['--port', '70000', '--tls-cert', 'c.pem', '--log-level', 'loud', '--namespace-label', 'bad']),
     { instanceOf: ConfigError },
   );
   t.is(err?.code, 'ERR_CONFIG');

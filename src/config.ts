@@ -169,7 +169,8 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
   if (timeouts.requestTimeoutMs < timeouts.headersTimeoutMs) problems.push('--request-timeout-ms must be at least --headers-timeout-ms');
   const kubeconfig = option('kubeconfig');
   const sourceOption = option('namespace-source') ?? 'auto';
-  if (!['auto', 'local', 'cluster'].includes(sourceOption)) problems.push(`--namespace-source: expected auto, local or cluster (got ${JSON.stringify(sourceOption)})`);
+  if (!['auto', 'local', 'cluster'].includes(sourceOption))
+    problems.push(`--namespace-source: expected auto, local or cluster (got ${JSON.stringify(sourceOption)})`);
   const inCluster = Boolean(env.KUBERNETES_SERVICE_HOST);
   const namespaceSource = sourceOption === 'auto' ? (inCluster || kubeconfig ? 'cluster' : 'local') : (sourceOption as 'local' | 'cluster');
   const namespaceFailurePolicy = option('namespace-failure-policy') ?? 'deny';

@@ -28,10 +28,7 @@ export class RequestError extends Error {
 }
 
 /** Codes of AdmissionReview denials. */
-export type AdmissionErrorCode =
-  | 'ERR_INVALID_POD'
-  | 'ERR_UNKNOWN_TEMPLATE'
-  | 'ERR_POD_TOO_LARGE';
+export type AdmissionErrorCode = 'ERR_INVALID_POD' | 'ERR_UNKNOWN_TEMPLATE' | 'ERR_POD_TOO_LARGE';
 
 /** A review we answer with `allowed: false`; `message` is what `kubectl` shows after "denied the request:". */
 export class AdmissionError extends Error {
@@ -66,11 +63,7 @@ export class TemplateError extends Error {
   override readonly name = 'TemplateError';
   readonly code = 'ERR_TEMPLATE';
   constructor(readonly problems: readonly TemplateProblem[]) {
-    super(
-      `invalid templates:\n${problems
-        .map((p) => `  - ${p.file}: ${p.field ? `${p.field}: ` : ''}${p.message}`)
-        .join('\n')}`,
-    );
+    super(`invalid templates:\n${problems.map((p) => `  - ${p.file}: ${p.field ? `${p.field}: ` : ''}${p.message}`).join('\n')}`);
   }
 }
 

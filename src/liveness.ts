@@ -10,9 +10,7 @@ export const maxConsecutiveInternalErrors = 5;
 
 /** Own property names of the prototypes a hostile key could pollute. */
 function prototypeShape(): string {
-  return [Object.prototype, Array.prototype, Function.prototype, String.prototype]
-    .map((proto) => Object.getOwnPropertyNames(proto).sort().join(','))
-    .join('|');
+  return [Object.prototype, Array.prototype, Function.prototype, String.prototype].map((proto) => Object.getOwnPropertyNames(proto).sort().join(',')).join('|');
 }
 
 /** Tracks review outcomes and checks the process's invariants. */

@@ -35,7 +35,12 @@ export function createMetrics(): Metrics {
   const registers = [registry];
   return {
     registry,
-    reviews: new Counter({ name: 'sidecar_injector_reviews_total', help: 'AdmissionReviews answered, by operation, decision and reason', labelNames: ['operation', 'decision', 'reason'], registers }),
+    reviews: new Counter({
+      name: 'sidecar_injector_reviews_total',
+      help: 'AdmissionReviews answered, by operation, decision and reason',
+      labelNames: ['operation', 'decision', 'reason'],
+      registers,
+    }),
     injections: new Counter({ name: 'sidecar_injector_injections_total', help: 'Pods a template added something to', labelNames: ['template'], registers }),
     reviewDuration: new Histogram({
       name: 'sidecar_injector_review_duration_seconds',
@@ -44,12 +49,32 @@ export function createMetrics(): Metrics {
       registers,
     }),
     errors: new Counter({ name: 'sidecar_injector_errors_total', help: 'Requests refused or failed, by error code', labelNames: ['code'], registers }),
-    templateGeneration: new Gauge({ name: 'sidecar_injector_template_generation', help: 'Generation of the template set in use (1 at start, +1 per reload)', registers }),
-    templateSetCurrent: new Gauge({ name: 'sidecar_injector_template_set_current', help: '1 when the templates on disk are in use, 0 while a broken set is refused', registers }),
+    templateGeneration: new Gauge({
+      name: 'sidecar_injector_template_generation',
+      help: 'Generation of the template set in use (1 at start, +1 per reload)',
+      registers,
+    }),
+    templateSetCurrent: new Gauge({
+      name: 'sidecar_injector_template_set_current',
+      help: '1 when the templates on disk are in use, 0 while a broken set is refused',
+      registers,
+    }),
     templateReloadFailures: new Counter({ name: 'sidecar_injector_template_reload_failures_total', help: 'Template sets refused on reload', registers }),
-    certificateExpiry: new Gauge({ name: 'sidecar_injector_serving_certificate_expiry_timestamp_seconds', help: 'Expiry of the serving certificate (Unix time)', registers }),
+    certificateExpiry: new Gauge({
+      name: 'sidecar_injector_serving_certificate_expiry_timestamp_seconds',
+      help: 'Expiry of the serving certificate (Unix time)',
+      registers,
+    }),
     namespaceCacheSize: new Gauge({ name: 'sidecar_injector_namespace_cache_size', help: 'Namespaces in the label cache (cluster source)', registers }),
-    namespaceCacheSynced: new Gauge({ name: 'sidecar_injector_namespace_cache_synced', help: '1 once the first namespace list has completed (cluster source)', registers }),
-    namespaceLookupFailures: new Counter({ name: 'sidecar_injector_namespace_lookup_failures_total', help: 'Namespace look-ups that failed (labels could not be known)', registers }),
+    namespaceCacheSynced: new Gauge({
+      name: 'sidecar_injector_namespace_cache_synced',
+      help: '1 once the first namespace list has completed (cluster source)',
+      registers,
+    }),
+    namespaceLookupFailures: new Counter({
+      name: 'sidecar_injector_namespace_lookup_failures_total',
+      help: 'Namespace look-ups that failed (labels could not be known)',
+      registers,
+    }),
   };
 }

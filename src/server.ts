@@ -90,7 +90,10 @@ function evictable(connections: ReadonlyMap<TLSSocket, Connection>): TLSSocket |
 }
 
 /** Starts an HTTPS server with `handler` and resolves once it listens. */
-export async function startServer(handler: (req: IncomingMessage, res: ServerResponse) => Promise<void> | void, options: ServerOptions): Promise<RunningServer> {
+export async function startServer(
+  handler: (req: IncomingMessage, res: ServerResponse) => Promise<void> | void,
+  options: ServerOptions,
+): Promise<RunningServer> {
   const { timeouts } = options;
   const writeTimeoutMs = timeouts.writeTimeoutMs ?? defaultTimeouts.writeTimeoutMs!;
   const connections = new Map<TLSSocket, Connection>();

@@ -88,37 +88,47 @@ const categories: [string, number, fc.Arbitrary<BadRequest>][] = [
   [
     'wrong type or missing key at a field',
     3000,
-    fc.tuple(fc.constantFrom(...reviewPaths), wrongValue, fc.boolean()).map(([path, value, remove]) => post(`field ${path.join('.')}`, JSON.stringify(mutateAt(validReview, path, value, remove)))),
+    fc
+      .tuple(fc.constantFrom(...reviewPaths), wrongValue, fc.boolean())
+      .map(([path, value, remove]) => post(`field ${path.join('.')}`, JSON.stringify(mutateAt(validReview, path, value, remove)))),
   ],
   ['truncated body', 1500, fc.integer({ min: 0, max: validText.length - 1 }).map((n) => post('truncated', validText.slice(0, n)))],
   [
     'deep nesting',
     500,
-    fc.tuple(fc.integer({ min: 1000, max: 200_000 }), fc.constantFrom('array' as const, 'object' as const), fc.constantFrom('top', 'pod field', 'env value', 'label')).map(([depth, kind, where]) => {
-      const deep = nested(depth, kind);
-      if (where === 'top') return post('deep nesting', deep);
-      const marker = '"__DEEP__"';
-      const review = structuredClone(validReview) as any;
-      if (where === 'pod field') review.request.object.spec.futureField = '__DEEP__';
-      else if (where === 'env value') review.request.object.spec.containers[0].env.push({ name: 'LOG_DIR', value: '__DEEP__' });
-      else review.request.object.metadata.labels.deep = '__DEEP__';
-      return post('deep nesting', JSON.stringify(review).replace(marker, deep));
-    }),
+    fc
+      .tuple(
+        fc.integer({ min: 1000, max: 200_000 }),
+        fc.constantFrom('array' as const, 'object' as const),
+        fc.constantFrom('top', 'pod field', 'env value', 'label'),
+      )
+      .map(([depth, kind, where]) => {
+        const deep = nested(depth, kind);
+        if (where === 'top') return post('deep nesting', deep);
+        const marker = '"__DEEP__"';
+        const review = structuredClone(validReview) as any;
+        if (where === 'pod field') review.request.object.spec.futureField = '__DEEP__';
+        else if (where === 'env value') review.request.object.spec.containers[0].env.push({ name: 'LOG_DIR', value: '__DEEP__' });
+        else review.request.object.metadata.labels.deep = '__DEEP__';
+        return post('deep nesting', JSON.stringify(review).replace(marker, deep));
+      }),
   ],
   [
     'huge strings and arrays',
     200,
-    fc.tuple(fc.integer({ min: 10_000, max: 1_000_000 }), fc.constantFrom('label', 'name', 'containers', 'env', 'annotation key', 'over the limit')).map(([size, what]) => {
-      const review = structuredClone(validReview) as any;
-      const pod = review.request.object;
-      if (what === 'label') pod.metadata.labels.app = 'x'.repeat(size);
-      else if (what === 'name') pod.spec.containers[0].name = 'n'.repeat(size);
-      else if (what === 'containers') pod.spec.containers = Array.from({ length: Math.floor(size / 100) }, (_, i) => ({ name: `c${i}`, image: 'x' }));
-      else if (what === 'env') pod.spec.containers[0].env = Array.from({ length: Math.floor(size / 50) }, (_, i) => ({ name: `E${i}`, value: 'v' }));
-      else if (what === 'annotation key') pod.metadata.annotations['k'.repeat(size)] = 'v';
-      else return post('over the limit', Buffer.alloc(8 * 1024 * 1024, 0x20));
-      return post(`huge ${what}`, JSON.stringify(review));
-    }),
+    fc
+      .tuple(fc.integer({ min: 10_000, max: 1_000_000 }), fc.constantFrom('label', 'name', 'containers', 'env', 'annotation key', 'over the limit'))
+      .map(([size, what]) => {
+        const review = structuredClone(validReview) as any;
+        const pod = review.request.object;
+        if (what === 'label') pod.metadata.labels.app = 'x'.repeat(size);
+        else if (what === 'name') pod.spec.containers[0].name = 'n'.repeat(size);
+        else if (what === 'containers') pod.spec.containers = Array.from({ length: Math.floor(size / 100) }, (_, i) => ({ name: `c${i}`, image: 'x' }));
+        else if (what === 'env') pod.spec.containers[0].env = Array.from({ length: Math.floor(size / 50) }, (_, i) => ({ name: `E${i}`, value: 'v' }));
+        else if (what === 'annotation key') pod.metadata.annotations['k'.repeat(size)] = 'v';
+        else return post('over the limit', Buffer.alloc(8 * 1024 * 1024, 0x20));
+        return post(`huge ${what}`, JSON.stringify(review));
+      }),
   ],
   [
     'JavaScript-special names and forged ledgers',
@@ -126,7 +136,18 @@ const categories: [string, number, fc.Arbitrary<BadRequest>][] = [
     fc
       .tuple(
         fc.constantFrom('__proto__', 'constructor', 'prototype', 'toString', 'hasOwnProperty', 'valueOf'),
-        fc.constantFrom('container', 'init container', 'volume', 'env', 'label key', 'annotation key', 'templates annotation', 'ledger template', 'ledger container', 'request namespace'),
+        fc.constantFrom(
+          'container',
+          'init container',
+          'volume',
+          'env',
+          'label key',
+          'annotation key',
+          'templates annotation',
+          'ledger template',
+          'ledger container',
+          'request namespace',
+        ),
       )
       .map(([s, where]) => {
         const review = structuredClone(validReview) as any;
@@ -139,8 +160,13 @@ const categories: [string, number, fc.Arbitrary<BadRequest>][] = [
         else if (where === 'label key') pod.metadata.labels = { ...pod.metadata.labels, ...own(s, 'v') };
         else if (where === 'annotation key') pod.metadata.annotations = { ...pod.metadata.annotations, ...own(s, 'v') };
         else if (where === 'templates annotation') pod.metadata.annotations['sidecar-injector.io/templates'] = s;
-        else if (where === 'ledger template') pod.metadata.annotations['sidecar-injector.io/status'] = JSON.stringify({ v: 1, templates: own(s, { hash: 'h', containers: [s] }) });
-        else if (where === 'ledger container') pod.metadata.annotations['sidecar-injector.io/status'] = JSON.stringify({ v: 1, templates: { 'log-shipper': { hash: 'h', appContainers: own(s, { env: [s] }) } } });
+        else if (where === 'ledger template')
+          pod.metadata.annotations['sidecar-injector.io/status'] = JSON.stringify({ v: 1, templates: own(s, { hash: 'h', containers: [s] }) });
+        else if (where === 'ledger container')
+          pod.metadata.annotations['sidecar-injector.io/status'] = JSON.stringify({
+            v: 1,
+            templates: { 'log-shipper': { hash: 'h', appContainers: own(s, { env: [s] }) } },
+          });
         else review.request.namespace = s;
         return post(`special name in ${where}`, JSON.stringify(review));
       }),
@@ -156,12 +182,26 @@ const categories: [string, number, fc.Arbitrary<BadRequest>][] = [
   [
     'content type',
     1000,
-    fc.oneof(fc.constant(undefined), fc.constantFrom('text/plain', 'application/jsonx', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/yaml', '*/*', ''), fc.string({ maxLength: 30 })).map((type) => {
-      const headers: Record<string, string> = {};
-      // Header values with control characters cannot even be sent; those are the client's own error.
-      if (type !== undefined) headers['content-type'] = type.replace(/[^\x20-\x7e]/g, '');
-      return post('content type', validText, headers);
-    }),
+    fc
+      .oneof(
+        fc.constant(undefined),
+        fc.constantFrom(
+          'text/plain',
+          'application/jsonx',
+          'application/x-www-form-urlencoded',
+          'multipart/form-data; boundary=x',
+          'application/yaml',
+          '*/*',
+          '',
+        ),
+        fc.string({ maxLength: 30 }),
+      )
+      .map((type) => {
+        const headers: Record<string, string> = {};
+        // Header values with control characters cannot even be sent; those are the client's own error.
+        if (type !== undefined) headers['content-type'] = type.replace(/[^\x20-\x7e]/g, '');
+        return post('content type', validText, headers);
+      }),
   ],
   [
     'method and path',
@@ -169,10 +209,19 @@ const categories: [string, number, fc.Arbitrary<BadRequest>][] = [
     fc
       .tuple(
         fc.constantFrom('GET', 'PUT', 'DELETE', 'PATCH', 'HEAD', 'OPTIONS', 'POST'),
-        fc.oneof(fc.constantFrom('/mutate', '/Mutate', '//mutate', '/mutate/x', '/mutate/../healthz', '/%00', '/', '/metrics', '/readyz', '/healthz', '/status'), fc.webPath()),
+        fc.oneof(
+          fc.constantFrom('/mutate', '/Mutate', '//mutate', '/mutate/x', '/mutate/../healthz', '/%00', '/', '/metrics', '/readyz', '/healthz', '/status'),
+          fc.webPath(),
+        ),
       )
       .filter(([method, path]) => !(method === 'POST' && /^\/mutate\/?$/.test(path)))
-      .map(([method, path]) => ({ category: 'method and path', method, path: path.startsWith('/') ? path : `/${path}`, headers: json, body: Buffer.from(method === 'GET' || method === 'HEAD' ? '' : validText) })),
+      .map(([method, path]) => ({
+        category: 'method and path',
+        method,
+        path: path.startsWith('/') ? path : `/${path}`,
+        headers: json,
+        body: Buffer.from(method === 'GET' || method === 'HEAD' ? '' : validText),
+      })),
   ],
 ];
 
@@ -186,7 +235,14 @@ test.after.always(async () => {
 });
 
 function send(request: BadRequest) {
-  return httpsCall({ port: server.port, agent: server.agent, method: request.method, path: request.path, body: request.body, headers: { ...request.headers, 'content-length': String(request.body.length) } });
+  return httpsCall({
+    port: server.port,
+    agent: server.agent,
+    method: request.method,
+    path: request.path,
+    body: request.body,
+    headers: { ...request.headers, 'content-length': String(request.body.length) },
+  });
 }
 
 /** Why an answer is unacceptable, or undefined when it is a 4xx with a message or a valid review. */
@@ -203,9 +259,13 @@ function problemWith(request: BadRequest, res: { status: number; text: string })
   } catch {
     return `answered ${res.status} with a body that is not JSON: ${res.text.slice(0, 100)}`;
   }
-  if (res.status >= 400) return typeof body.code === 'string' && typeof body.message === 'string' && body.message.length > 0 ? undefined : `answered ${res.status} without code and message`;
+  if (res.status >= 400)
+    return typeof body.code === 'string' && typeof body.message === 'string' && body.message.length > 0
+      ? undefined
+      : `answered ${res.status} without code and message`;
   if (res.status !== 200) return `answered ${res.status}`;
-  if (body.kind !== 'AdmissionReview' || !/^admission\.k8s\.io\/v1(beta1)?$/.test(body.apiVersion)) return `200 without an AdmissionReview: ${res.text.slice(0, 100)}`;
+  if (body.kind !== 'AdmissionReview' || !/^admission\.k8s\.io\/v1(beta1)?$/.test(body.apiVersion))
+    return `200 without an AdmissionReview: ${res.text.slice(0, 100)}`;
   const response = body.response;
   if (typeof response?.uid !== 'string' || typeof response.allowed !== 'boolean') return '200 with a malformed response';
   if (response.allowed === false && !(response.status?.code >= 400 && typeof response.status.message === 'string')) return 'a denial without a status';
@@ -252,7 +312,10 @@ test('10,000 generated malformed requests: every answer is a 4xx with a message 
   const res = await server.post(createReview(validPod, { namespace: 'shop', uid: 'after' }));
   t.is(res.json.response.uid, 'after');
   const patched = applyPatchV4(validPod, decodePatch(res.json.response)) as any;
-  t.deepEqual(patched.spec.containers.map((c: any) => c.name), ['web', 'log-shipper']);
+  t.deepEqual(
+    patched.spec.containers.map((c: any) => c.name),
+    ['web', 'log-shipper'],
+  );
 });
 
 test('a client that trickles its body byte by byte is cut off, and other connections are served meanwhile', async (t) => {

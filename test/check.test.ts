@@ -16,18 +16,51 @@ const good = 'name: agent\ncontainers:\n  - name: agent\n    image: example/agen
 
 test('the bundled templates pass', async (t) => {
   const set = await check('templates');
-  t.deepEqual(set.templates.map((x) => x.name), ['log-shipper', 'proxy']);
+  t.deepEqual(
+    set.templates.map((x) => x.name),
+    ['log-shipper', 'proxy'],
+  );
 });
 
 // [title, files, file named, field named, message fragment]
 const broken: [string, Record<string, string>, string, string, RegExp][] = [
   ['invalid YAML', { 'a.yaml': 'name: [a' }, 'a.yaml', '', /YAML/],
-  ['unknown placeholder', { 'a.yaml': 'name: a\ncontainers:\n  - name: a\n    image: "{{ pod.image }}"\n' }, 'a.yaml', 'containers[0].image', /unknown placeholder \{\{ pod\.image \}\}/],
-  ['invalid selector', { 'a.yaml': `${good}objectSelector:\n  matchExpressions:\n    - { key: a, operator: Gt, values: ["1"] }\n`.replace('name: agent\n', 'name: a\n') }, 'a.yaml', 'objectSelector.matchExpressions[0].operator', /not a valid label selector operator/],
-  ['a rendered pod that breaks the Pod schema', { 'a.yaml': 'name: a\nparameters: { port: http }\ncontainers:\n  - name: a\n    image: x\n    ports: [{ containerPort: "{{ params.port }}" }]\n' }, 'a.yaml', 'rendered into a sample pod', /Pod schema: spec\.containers\[2\]\.ports\[0\]\.containerPort must be integer/],
-  ['a rendered pod that collides with the sample app', { 'a.yaml': 'name: a\ncontainers:\n  - name: app\n    image: x\n' }, 'a.yaml', 'rendered into a sample pod', /container app already exists/],
+  [
+    'unknown placeholder',
+    { 'a.yaml': 'name: a\ncontainers:\n  - name: a\n    image: "{{ pod.image }}"\n' },
+    'a.yaml',
+    'containers[0].image',
+    /unknown placeholder \{\{ pod\.image \}\}/,
+  ],
+  [
+    'invalid selector',
+    { 'a.yaml': `${good}objectSelector:\n  matchExpressions:\n    - { key: a, operator: Gt, values: ["1"] }\n`.replace('name: agent\n', 'name: a\n') },
+    'a.yaml',
+    'objectSelector.matchExpressions[0].operator',
+    /not a valid label selector operator/,
+  ],
+  [
+    'a rendered pod that breaks the Pod schema',
+    { 'a.yaml': 'name: a\nparameters: { port: http }\ncontainers:\n  - name: a\n    image: x\n    ports: [{ containerPort: "{{ params.port }}" }]\n' },
+    'a.yaml',
+    'rendered into a sample pod',
+    /Pod schema: spec\.containers\[2\]\.ports\[0\]\.containerPort must be integer/,
+  ],
+  [
+    'a rendered pod that collides with the sample app',
+    { 'a.yaml': 'name: a\ncontainers:\n  - name: app\n    image: x\n' },
+    'a.yaml',
+    'rendered into a sample pod',
+    /container app already exists/,
+  ],
   ['two files, one name', { 'a.yaml': good, 'b.yaml': good }, 'b.yaml', 'name', /also used by a\.yaml/],
-  ['a kustomization that misses a file', { 'a.yaml': good, 'kustomization.yaml': 'configMapGenerator:\n  - name: t\n    files: [b.yaml]\n' }, 'kustomization.yaml', 'configMapGenerator.files', /does not list a\.yaml/],
+  [
+    'a kustomization that misses a file',
+    { 'a.yaml': good, 'kustomization.yaml': 'configMapGenerator:\n  - name: t\n    files: [b.yaml]\n' },
+    'kustomization.yaml',
+    'configMapGenerator.files',
+    /does not list a\.yaml/,
+  ],
   ['an empty directory', {}, '', '', /no template files/],
 ];
 

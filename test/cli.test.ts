@@ -21,7 +21,11 @@ async function get(port: number, ca: string, path: string): Promise<string> {
 
 test('serve runs on the bundled templates with a throw-away certificate and stops on SIGTERM', async (t) => {
   const certDir = await mkdtemp(join(tmpdir(), 'sidecar-injector-test-'));
-  const child = spawn(process.execPath, [entry, 'serve', '--host', '127.0.0.1', '--port', '0', '--namespace-labels', 'dev/namespaces.yaml', '--dev-cert-dir', certDir, '--shutdown-delay-ms', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(
+    process.execPath,
+    [entry, 'serve', '--host', '127.0.0.1', '--port', '0', '--namespace-labels', 'dev/namespaces.yaml', '--dev-cert-dir', certDir, '--shutdown-delay-ms', '0'],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const lines = createInterface({ input: child.stdout });
   let caFile = '';
@@ -32,7 +36,10 @@ test('serve runs on the bundled templates with a throw-away certificate and stop
     if (record.msg === 'listening') {
       port = record.port;
       t.is(record.namespaceSource, 'local');
-      t.deepEqual(record.templates.map((s: string) => s.split('@')[0]), ['log-shipper', 'proxy']);
+      t.deepEqual(
+        record.templates.map((s: string) => s.split('@')[0]),
+        ['log-shipper', 'proxy'],
+      );
       break;
     }
   }
@@ -83,7 +90,11 @@ test('serve with --kubeconfig uses the cluster source, says so, and injects by l
   const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-test-'));
   const kubeconfig = join(dir, 'kubeconfig');
   await writeFile(kubeconfig, (await api.kubeConfig()).exportConfig());
-  const child = spawn(process.execPath, [entry, 'serve', '--host', '127.0.0.1', '--port', '0', '--kubeconfig', kubeconfig, '--dev-cert-dir', dir, '--shutdown-delay-ms', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(
+    process.execPath,
+    [entry, 'serve', '--host', '127.0.0.1', '--port', '0', '--kubeconfig', kubeconfig, '--dev-cert-dir', dir, '--shutdown-delay-ms', '0'],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   t.teardown(async () => {
     child.kill('SIGTERM');
     await api.stop();

@@ -326,7 +326,9 @@ test('live look-ups of unknown namespaces are bounded in number at once and per 
 });
 
 test('the memory of failed look-ups is bounded', async (t) => {
-  const { api, source } = await setup(t, { tuning: { maxRememberedFailures: 10, negativeCacheMs: 60_000, maxLookupsPerSecond: 1000, maxConcurrentLookups: 1000 } });
+  const { api, source } = await setup(t, {
+    tuning: { maxRememberedFailures: 10, negativeCacheMs: 60_000, maxLookupsPerSecond: 1000, maxConcurrentLookups: 1000 },
+  });
   const watching = once(api.events, 'watch');
   source.start();
   await watching;

@@ -47,7 +47,10 @@ for (const { name, namespace, body } of corpus) {
       for (const again of [patched, reinvocationInput(patched)]) {
         const second = await server.post(createReview(again, { namespace }));
         t.is(second.status, 200);
-        t.deepEqual(Object.keys(second.json.response).filter((k) => k.startsWith('patch')), []);
+        t.deepEqual(
+          Object.keys(second.json.response).filter((k) => k.startsWith('patch')),
+          [],
+        );
       }
     });
   }

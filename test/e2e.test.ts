@@ -30,7 +30,10 @@ for (const version of ['v1', 'v1beta1'] as const) {
     t.is(first.json.response.uid, review.request.uid);
     t.true(first.json.response.allowed);
     const patched = applyPatchV4(review.request.object, decodePatch(first.json.response)) as any;
-    t.deepEqual(patched.spec.containers.map((c: any) => c.name), ['web', 'log-shipper']);
+    t.deepEqual(
+      patched.spec.containers.map((c: any) => c.name),
+      ['web', 'log-shipper'],
+    );
 
     const second = await server.post(createReview(reinvocationInput(patched), { namespace: 'shop', version }));
     t.is(second.status, 200);
@@ -52,7 +55,16 @@ test('writes one log line per review with the decision, and never pod contents',
   const lines = server.logs.filter((l) => l.uid === review.request.uid);
   t.is(lines.length, 1);
   const line = lines[0]!;
-  t.like(line, { namespace: 'shop', pod: 'web-5d8f-', operation: 'CREATE', decision: 'patched', reason: 'injected', templates: ['logs'], patchOps: 8, dryRun: false });
+  t.like(line, {
+    namespace: 'shop',
+    pod: 'web-5d8f-',
+    operation: 'CREATE',
+    decision: 'patched',
+    reason: 'injected',
+    templates: ['logs'],
+    patchOps: 8,
+    dryRun: false,
+  });
   t.is(typeof line.durationMs, 'number');
   t.false(JSON.stringify(server.logs).includes('hunter2-secret'));
 });
@@ -62,7 +74,15 @@ const refusals: [string, string, string, string | Buffer, Record<string, string>
   ['malformed JSON', 'POST', '/mutate', '{"apiVersion":', { 'content-type': 'application/json' }, 400, 'ERR_MALFORMED_JSON'],
   ['an empty body', 'POST', '/mutate', '', { 'content-type': 'application/json' }, 400, 'ERR_MALFORMED_JSON'],
   ['invalid UTF-8', 'POST', '/mutate', Buffer.from([0x7b, 0x22, 0xff, 0x22, 0x7d]), { 'content-type': 'application/json' }, 400, 'ERR_MALFORMED_JSON'],
-  ['a review without uid', 'POST', '/mutate', JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: {} }), { 'content-type': 'application/json' }, 400, 'ERR_MALFORMED_REVIEW'],
+  [
+    'a review without uid',
+    'POST',
+    '/mutate',
+    JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: {} }),
+    { 'content-type': 'application/json' },
+    400,
+    'ERR_MALFORMED_REVIEW',
+  ],
   ['a JSON array', 'POST', '/mutate', '[]', { 'content-type': 'application/json' }, 400, 'ERR_MALFORMED_REVIEW'],
   ['text/plain', 'POST', '/mutate', '{}', { 'content-type': 'text/plain' }, 415, 'ERR_UNSUPPORTED_MEDIA_TYPE'],
   ['no content type', 'POST', '/mutate', '{}', {}, 415, 'ERR_UNSUPPORTED_MEDIA_TYPE'],
@@ -129,6 +149,6 @@ test('a client that trickles its headers is cut off, and others are still served
   t.true(answer === '' || answer.startsWith('HTTP/1.1 408'), answer);
 });
 
-test('the server uses a keep-alive timeout longer than Node\'s 5 s default', (t) => {
+test("the server uses a keep-alive timeout longer than Node's 5 s default", (t) => {
   t.true(server.server.keepAliveTimeout > 5000);
 });

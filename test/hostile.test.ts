@@ -31,7 +31,10 @@ function basePod(): Record<string, any> {
     apiVersion: 'v1',
     kind: 'Pod',
     metadata: { generateName: 'web-', labels: { app: 'web' }, annotations: {} },
-    spec: { containers: [{ name: 'web', image: 'nginx', env: [{ name: 'A', value: '1' }], volumeMounts: [{ name: 'data', mountPath: '/data' }] }], volumes: [{ name: 'data', emptyDir: {} }] },
+    spec: {
+      containers: [{ name: 'web', image: 'nginx', env: [{ name: 'A', value: '1' }], volumeMounts: [{ name: 'data', mountPath: '/data' }] }],
+      volumes: [{ name: 'data', emptyDir: {} }],
+    },
   };
 }
 
@@ -47,11 +50,20 @@ const positions: Record<string, (pod: Record<string, any>, s: string) => void> =
   'label value': (pod, s) => (pod.metadata.labels['app.kubernetes.io/name'] = s),
   'annotation key': (pod, s) => (pod.metadata.annotations = entry(s, 'x')),
   'templates annotation': (pod, s) => (pod.metadata.annotations['sidecar-injector.io/templates'] = `${s},proxy`),
-  'ledger template name': (pod, s) => (pod.metadata.annotations['sidecar-injector.io/status'] = JSON.stringify({ v: 1, templates: entry(s, { hash: 'h', containers: [s] }) })),
+  'ledger template name': (pod, s) =>
+    (pod.metadata.annotations['sidecar-injector.io/status'] = JSON.stringify({ v: 1, templates: entry(s, { hash: 'h', containers: [s] }) })),
   'ledger app-container key': (pod, s) =>
-    (pod.metadata.annotations['sidecar-injector.io/status'] = JSON.stringify({ v: 1, templates: { 'log-shipper': { hash: 'h', appContainers: entry(s, { env: [s] }) } } })),
+    (pod.metadata.annotations['sidecar-injector.io/status'] = JSON.stringify({
+      v: 1,
+      templates: { 'log-shipper': { hash: 'h', appContainers: entry(s, { env: [s] }) } },
+    })),
   'ledger item names': (pod, s) =>
-    (pod.metadata.annotations['sidecar-injector.io/status'] = JSON.stringify({ v: 1, templates: { 'log-shipper': { hash: 'h', containers: [s], volumes: [s], labels: [s], annotations: [s], appContainers: { web: { env: [s], volumeMounts: [s] } } } } })),
+    (pod.metadata.annotations['sidecar-injector.io/status'] = JSON.stringify({
+      v: 1,
+      templates: {
+        'log-shipper': { hash: 'h', containers: [s], volumes: [s], labels: [s], annotations: [s], appContainers: { web: { env: [s], volumeMounts: [s] } } },
+      },
+    })),
 };
 
 let templates: TemplateSet;
@@ -100,7 +112,10 @@ test.serial('JavaScript-special strings in every pod-supplied position leave pro
   t.regex(metrics.text, /sidecar_injector_reviews_total\{operation="CREATE",decision="patched",reason="injected"\} \d+/);
   t.is((await server.request('GET', '/healthz')).status, 200);
   const after = await server.post(review(basePod()));
-  t.true(decodePatch(after.json.response).some((op) => op.path === '/spec/containers/1'), 'a normal pod is still injected');
+  t.true(
+    decodePatch(after.json.response).some((op) => op.path === '/spec/containers/1'),
+    'a normal pod is still injected',
+  );
 });
 
 test.serial('a container named "constructor" (a valid name) gets its items, recorded under its own name', async (t) => {
@@ -110,19 +125,42 @@ test.serial('a container named "constructor" (a valid name) gets its items, reco
   const patch = decodePatch(json.response);
   const ledger = JSON.parse(patch.find((op) => op.path === '/metadata/annotations/sidecar-injector.io~1status')?.value ?? '{}');
   t.deepEqual(ledger.templates['log-shipper'].appContainers.constructor, { env: ['LOG_DIR'], volumeMounts: ['/var/log/app'] });
-  t.true(patch.some((op) => op.path === '/spec/containers/1/env'), 'constructor received LOG_DIR');
+  t.true(
+    patch.some((op) => op.path === '/spec/containers/1/env'),
+    'constructor received LOG_DIR',
+  );
   t.is((Object as unknown as Record<string, unknown>).env, undefined);
 });
 
 test.serial('pods that cost work out of proportion are refused at once with a short answer, and pin nothing', async (t) => {
   const before = renderCacheSize(templates.byName.get('log-shipper')!);
   const cases: [string, Record<string, any>, string, RegExp][] = [
-    ['20,000 containers', { ...basePod(), spec: { containers: Array.from({ length: 20_000 }, (_, i) => ({ name: `c${i}`, image: 'x' })) } }, 'pod-too-large', /has 20000 containers/],
-    ['200,000 annotations', { ...basePod(), metadata: { generateName: 'p-', annotations: Object.fromEntries(Array.from({ length: 200_000 }, (_, i) => [`a${i}`, ''])) } }, 'pod-too-large', /has 200000 entries in metadata.annotations/],
-    ['200,000 labels', { ...basePod(), metadata: { generateName: 'p-', labels: Object.fromEntries(Array.from({ length: 200_000 }, (_, i) => [`l${i}`, ''])) } }, 'pod-too-large', /has 200000 entries in metadata.labels/],
+    [
+      '20,000 containers',
+      { ...basePod(), spec: { containers: Array.from({ length: 20_000 }, (_, i) => ({ name: `c${i}`, image: 'x' })) } },
+      'pod-too-large',
+      /has 20000 containers/,
+    ],
+    [
+      '200,000 annotations',
+      { ...basePod(), metadata: { generateName: 'p-', annotations: Object.fromEntries(Array.from({ length: 200_000 }, (_, i) => [`a${i}`, ''])) } },
+      'pod-too-large',
+      /has 200000 entries in metadata.annotations/,
+    ],
+    [
+      '200,000 labels',
+      { ...basePod(), metadata: { generateName: 'p-', labels: Object.fromEntries(Array.from({ length: 200_000 }, (_, i) => [`l${i}`, ''])) } },
+      'pod-too-large',
+      /has 200000 entries in metadata.labels/,
+    ],
   ];
   for (let i = 0; i < 5; i++) {
-    cases.push([`a 1 MiB label value (#${i})`, { ...basePod(), metadata: { generateName: 'p-', labels: { 'app.kubernetes.io/name': String(i).repeat(1024 * 1024) } } }, 'invalid-pod', /label value must be at most 63 characters/]);
+    cases.push([
+      `a 1 MiB label value (#${i})`,
+      { ...basePod(), metadata: { generateName: 'p-', labels: { 'app.kubernetes.io/name': String(i).repeat(1024 * 1024) } } },
+      'invalid-pod',
+      /label value must be at most 63 characters/,
+    ]);
   }
   for (const [title, pod, reason, message] of cases) {
     const { status, json } = await server.post(review(pod));
@@ -321,24 +359,40 @@ test('serve refuses, at start, a template that check refuses (a containerPort re
   const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-test-'));
   await writeFile(
     join(dir, 'port.yaml'),
-    'name: port\ncontainers:\n  - name: agent\n    image: example/agent:1\n    ports:\n      - containerPort: "{{ pod.labels[\'port\'] | default \'80\' }}"\n',
+    "name: port\ncontainers:\n  - name: agent\n    image: example/agent:1\n    ports:\n      - containerPort: \"{{ pod.labels['port'] | default '80' }}\"\n",
   );
-  const child = spawn(process.execPath, [join('dist', 'src', 'cli', 'main.js'), 'serve', '--templates', dir, '--port', '0', '--host', '127.0.0.1', '--dev-cert-dir', dir], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(
+    process.execPath,
+    [join('dist', 'src', 'cli', 'main.js'), 'serve', '--templates', dir, '--port', '0', '--host', '127.0.0.1', '--dev-cert-dir', dir],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  );
   let stderr = '';
   child.stderr.on('data', (c) => (stderr += c));
   const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
   t.is(code, 1);
-  t.regex(stderr, /port\.yaml: rendered into a sample pod: does not match the Kubernetes Pod schema: spec\.containers\[2\]\.ports\[0\]\.containerPort must be integer/);
+  t.regex(
+    stderr,
+    /port\.yaml: rendered into a sample pod: does not match the Kubernetes Pod schema: spec\.containers\[2\]\.ports\[0\]\.containerPort must be integer/,
+  );
 });
 
 /** Runs the render-pressure script under a capped heap and returns what it printed. */
-function underCappedHeap(count: number, size: number): Promise<{ code: number | null; result?: { patched: number; cache: { entries: number; bytes: number }; heapUsed: number }; stderr: string }> {
-  const child = spawn(process.execPath, ['--max-old-space-size=48', '--expose-gc', join('dist', 'test', 'helpers', 'render-pressure.js'), String(count), String(size)], { stdio: ['ignore', 'pipe', 'pipe'] });
+function underCappedHeap(
+  count: number,
+  size: number,
+): Promise<{ code: number | null; result?: { patched: number; cache: { entries: number; bytes: number }; heapUsed: number }; stderr: string }> {
+  const child = spawn(
+    process.execPath,
+    ['--max-old-space-size=48', '--expose-gc', join('dist', 'test', 'helpers', 'render-pressure.js'), String(count), String(size)],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (c) => (stdout += c));
   child.stderr.on('data', (c) => (stderr += c));
-  return new Promise((resolve) => child.once('close', (code) => resolve({ code, stderr: stderr.slice(-500), ...(stdout ? { result: JSON.parse(stdout) } : {}) })));
+  return new Promise((resolve) =>
+    child.once('close', (code) => resolve({ code, stderr: stderr.slice(-500), ...(stdout ? { result: JSON.parse(stdout) } : {}) })),
+  );
 }
 
 test('distinct 200 KB referenced values, 400 pods, in a 48 MB heap: all served, none cached', async (t) => {
@@ -361,7 +415,13 @@ test('request fields of a megabyte are cut in the log line and bounded in the me
   const own = await startTestServer({ templates: await loadTemplateDir('templates') });
   t.teardown(() => own.stop());
   const big = 'x'.repeat(3 * 1024 * 1024);
-  for (const edit of [(r: any) => (r.request.operation = big), (r: any) => (r.request.kind.kind = big), (r: any) => (r.request.subResource = big), (r: any) => (r.request.namespace = big), (r: any) => ((r.request.operation = 'UPDATE'), (r.request.name = big))]) {
+  for (const edit of [
+    (r: any) => (r.request.operation = big),
+    (r: any) => (r.request.kind.kind = big),
+    (r: any) => (r.request.subResource = big),
+    (r: any) => (r.request.namespace = big),
+    (r: any) => ((r.request.operation = 'UPDATE'), (r.request.name = big)),
+  ]) {
     const body = review(basePod());
     edit(body);
     const answer = await own.request('POST', '/mutate', JSON.stringify(body), { 'content-type': 'application/json' });
@@ -411,7 +471,7 @@ test('stalled large uploads cannot starve real reviews: the first 64 KiB of ever
   t.is(answer.status, 200, 'a real review is answered while 16 MiB of uploads stall');
 });
 
-test('making room evicts a hoarder\'s never-used connections before a pooled connection that carries reviews', async (t) => {
+test("making room evicts a hoarder's never-used connections before a pooled connection that carries reviews", async (t) => {
   const own = await startTestServer({ templates: await loadTemplateDir('templates'), maxConnections: 3 });
   t.teardown(() => own.stop());
   const { caCert } = await testCertificates();
@@ -420,10 +480,13 @@ test('making room evicts a hoarder\'s never-used connections before a pooled con
   t.teardown(() => agent.destroy());
   const call = () =>
     new Promise<{ status: number; reused: boolean }>((resolve, reject) => {
-      const req = https.request({ host: '127.0.0.1', port: own.port, path: '/mutate', method: 'POST', servername: 'localhost', agent, headers: { 'content-type': 'application/json' } }, (res) => {
-        res.resume();
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, reused: req.reusedSocket }));
-      });
+      const req = https.request(
+        { host: '127.0.0.1', port: own.port, path: '/mutate', method: 'POST', servername: 'localhost', agent, headers: { 'content-type': 'application/json' } },
+        (res) => {
+          res.resume();
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, reused: req.reusedSocket }));
+        },
+      );
       req.on('error', reject);
       req.end(JSON.stringify(review(basePod())));
     });

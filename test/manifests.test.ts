@@ -21,7 +21,7 @@ function kustomize(dir: string): Obj[] {
   try {
     text = execFileSync('kubectl', ['kustomize', dir], { encoding: 'utf8' });
   } catch (err) {
-    throw new Error(`kubectl kustomize ${dir} failed (the kubectl client is needed; it renders offline): ${(err as Error).message}`);
+    throw new Error(`kubectl kustomize ${dir} failed (the kubectl client is needed; it renders offline): ${(err as Error).message}`, { cause: err });
   }
   return parseAllDocuments(text).map((d) => d.toJS() as Obj);
 }
@@ -51,7 +51,18 @@ test('every object of the base and of both overlays validates against the Kubern
   t.deepEqual(await schemaProblems(base), []);
   t.deepEqual(await schemaProblems(certManager), []);
   t.deepEqual(await schemaProblems(generated), []);
-  t.deepEqual(base.map((o) => o.kind).sort(), ['ClusterRole', 'ClusterRoleBinding', 'ConfigMap', 'Deployment', 'MutatingWebhookConfiguration', 'Namespace', 'NetworkPolicy', 'PodDisruptionBudget', 'Service', 'ServiceAccount']);
+  t.deepEqual(base.map((o) => o.kind).sort(), [
+    'ClusterRole',
+    'ClusterRoleBinding',
+    'ConfigMap',
+    'Deployment',
+    'MutatingWebhookConfiguration',
+    'Namespace',
+    'NetworkPolicy',
+    'PodDisruptionBudget',
+    'Service',
+    'ServiceAccount',
+  ]);
 });
 
 test('a broken object is caught by the schema validation (the check can fail)', async (t) => {
@@ -66,7 +77,10 @@ test('webhook: only pod CREATE is intercepted', (t) => {
 
 test('webhook: only opted-in namespaces, never the system namespaces or our own', (t) => {
   const expressions = webhook().namespaceSelector.matchExpressions as Obj[];
-  t.deepEqual(expressions.find((e) => e.key === 'sidecar-injector.io/injection'), { key: 'sidecar-injector.io/injection', operator: 'In', values: ['enabled'] });
+  t.deepEqual(
+    expressions.find((e) => e.key === 'sidecar-injector.io/injection'),
+    { key: 'sidecar-injector.io/injection', operator: 'In', values: ['enabled'] },
+  );
   const excluded = expressions.find((e) => e.key === 'kubernetes.io/metadata.name');
   t.is(excluded?.operator, 'NotIn');
   for (const ns of ['kube-system', 'kube-public', 'kube-node-lease', deployment().metadata.namespace]) t.true(excluded?.values.includes(ns), ns);
@@ -151,10 +165,12 @@ test('deployment: mounts the TLS Secret where --tls-cert and --tls-key point', (
   t.is(arg('tls-key'), `${certDir}/tls.key`);
 });
 
-test('rbac: get, list and watch on namespaces, nothing more, bound to the Deployment\'s service account', (t) => {
+test("rbac: get, list and watch on namespaces, nothing more, bound to the Deployment's service account", (t) => {
   t.deepEqual(one(base, 'ClusterRole').rules, [{ apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list', 'watch'] }]);
   const binding = one(base, 'ClusterRoleBinding');
-  t.deepEqual(binding.subjects, [{ kind: 'ServiceAccount', name: deployment().spec.template.spec.serviceAccountName, namespace: deployment().metadata.namespace }]);
+  t.deepEqual(binding.subjects, [
+    { kind: 'ServiceAccount', name: deployment().spec.template.spec.serviceAccountName, namespace: deployment().metadata.namespace },
+  ]);
   t.is(binding.roleRef.name, one(base, 'ClusterRole').metadata.name);
   t.is(arg('namespace-source'), 'cluster');
 });

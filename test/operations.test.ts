@@ -72,7 +72,15 @@ test('template reload under load: a valid set is taken, a broken set is refused 
   const { dir, publish } = await configMapDir({ 'log-shipper.yaml': logsYaml });
   const store = await TemplateStore.load(dir);
   const { key, cert, caCert } = await testCertificates();
-  const app = createApp({ log: pino({ level: 'silent' }), metrics: createMetrics(), maxBodyBytes: 1 << 20, templates: () => store.current(), namespaces: testNamespaces, isReady: () => true, status: () => ({ templates: store.status() }) });
+  const app = createApp({
+    log: pino({ level: 'silent' }),
+    metrics: createMetrics(),
+    maxBodyBytes: 1 << 20,
+    templates: () => store.current(),
+    namespaces: testNamespaces,
+    isReady: () => true,
+    status: () => ({ templates: store.status() }),
+  });
   const running = await startServer(app.callback(), { host: '127.0.0.1', port: 0, key, cert, timeouts: defaultTimeouts });
   const agent = new https.Agent({ keepAlive: true, ca: caCert });
   t.teardown(async () => {
@@ -84,7 +92,10 @@ test('template reload under load: a valid set is taken, a broken set is refused 
     const answer = await httpsCall({ port: running.port, agent, path: '/mutate', body: JSON.stringify(review()) });
     return { status: answer.status, body: JSON.parse(answer.text) };
   };
-  const injectedNames = (body: any) => decodePatch(body.response).flatMap((op) => (op.path === '/spec/initContainers' ? op.value.map((c: any) => c.name) : op.path.startsWith('/spec/containers/') && op.value?.image ? [op.value.name] : []));
+  const injectedNames = (body: any) =>
+    decodePatch(body.response).flatMap((op) =>
+      op.path === '/spec/initContainers' ? op.value.map((c: any) => c.name) : op.path.startsWith('/spec/containers/') && op.value?.image ? [op.value.name] : [],
+    );
   const load = startLoad(4, async () => {
     const r = await post();
     return { status: r.status, names: injectedNames(r.body) };
@@ -130,7 +141,22 @@ test('SIGTERM under load: readiness turns false first, every request is answered
   const certDir = await mkdtemp(join(tmpdir(), 'sidecar-injector-test-'));
   const child = spawn(
     process.execPath,
-    [join('dist', 'src', 'cli', 'main.js'), 'serve', '--host', '127.0.0.1', '--port', '0', '--namespace-labels', 'dev/namespaces.yaml', '--dev-cert-dir', certDir, '--shutdown-delay-ms', '400', '--shutdown-timeout-ms', '5000'],
+    [
+      join('dist', 'src', 'cli', 'main.js'),
+      'serve',
+      '--host',
+      '127.0.0.1',
+      '--port',
+      '0',
+      '--namespace-labels',
+      'dev/namespaces.yaml',
+      '--dev-cert-dir',
+      certDir,
+      '--shutdown-delay-ms',
+      '400',
+      '--shutdown-timeout-ms',
+      '5000',
+    ],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   );
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
@@ -146,7 +172,8 @@ test('SIGTERM under load: readiness turns false first, every request is answered
   const ca = await readFile(join(certDir, 'ca.crt'), 'utf8');
   const agent = new https.Agent({ keepAlive: true, ca, maxSockets: 8 });
   t.teardown(() => agent.destroy());
-  const call = async (method: string, path: string, body?: string) => (await httpsCall({ port, agent, method, path, ...(body === undefined ? {} : { body }) })).status;
+  const call = async (method: string, path: string, body?: string) =>
+    (await httpsCall({ port, agent, method, path, ...(body === undefined ? {} : { body }) })).status;
   const body = await readFile(join('dev', 'sample-review.json'), 'utf8');
   const load = startLoad(6, () => call('POST', '/mutate?timeout=10s', body));
   await load.waitFor(30);
@@ -167,5 +194,6 @@ test('serve --help documents every operational flag', async (t) => {
   let text = '';
   child.stdout.on('data', (c) => (text += c));
   await once(child, 'exit');
-  for (const flag of ['--shutdown-delay-ms', '--shutdown-timeout-ms', '--template-check-interval-ms', '--namespace-source', '--tls-cert']) t.true(text.includes(flag), flag);
+  for (const flag of ['--shutdown-delay-ms', '--shutdown-timeout-ms', '--template-check-interval-ms', '--namespace-source', '--tls-cert'])
+    t.true(text.includes(flag), flag);
 });

@@ -17,12 +17,18 @@ test('the production install starts and answers /healthz', async (t) => {
   await copyFile('package.json', join(dir, 'package.json'));
   await copyFile('package-lock.json', join(dir, 'package-lock.json'));
   execFileSync('npm', ['ci', '--omit=dev', '--no-audit', '--no-fund', '--prefer-offline'], { cwd: dir, stdio: 'ignore', timeout: 180_000 });
-  execFileSync(process.execPath, [resolve('node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json', '--outDir', join(dir, 'dist')], { stdio: 'inherit' });
+  execFileSync(process.execPath, [resolve('node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json', '--outDir', join(dir, 'dist')], {
+    stdio: 'inherit',
+  });
   await cp('templates', join(dir, 'templates'), { recursive: true });
   t.false(existsSync(join(dir, 'node_modules', 'ava')), 'no dev dependency is installed');
   t.false(existsSync(join(dir, 'dist', 'src', 'app.test.js')) || existsSync(join(dir, 'dist', 'test')), 'no test code is built');
 
-  const child = spawn(process.execPath, ['dist/src/cli/main.js', 'serve', '--host', '127.0.0.1', '--port', '0', '--namespace-source', 'local', '--dev-cert-dir', 'certs'], { cwd: dir, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(
+    process.execPath,
+    ['dist/src/cli/main.js', 'serve', '--host', '127.0.0.1', '--port', '0', '--namespace-source', 'local', '--dev-cert-dir', 'certs'],
+    { cwd: dir, stdio: ['ignore', 'pipe', 'inherit'] },
+  );
   t.teardown(() => void child.kill('SIGTERM'));
   let port = 0;
   for await (const line of createInterface({ input: child.stdout })) {

@@ -32,7 +32,10 @@ const podArbitrary = fc
     annotations: fc.dictionary(
       // Annotation keys are qualified names (a "~" would make the pod invalid; unknown fields above carry it).
       fc.constantFrom('sidecar-injector.io/templates', 'example.com/a_b.c', 'logging.example.com/shipper', 'sidecar-injector.io/status', 'note'),
-      fc.oneof(fc.constantFrom('proxy', 'proxy, log-shipper', '', '{"v":1,"templates":{}}', '{"v":1,"templates":{"proxy":{"hash":"x","initContainers":["proxy"]}}}'), fc.string({ maxLength: 20 })),
+      fc.oneof(
+        fc.constantFrom('proxy', 'proxy, log-shipper', '', '{"v":1,"templates":{}}', '{"v":1,"templates":{"proxy":{"hash":"x","initContainers":["proxy"]}}}'),
+        fc.string({ maxLength: 20 }),
+      ),
       { maxKeys: 4 },
     ),
     named: fc.boolean(),
@@ -91,7 +94,10 @@ test('for random pods: the patch applies, only adds, leaves a valid pod, and is 
       const problems = validationProblems(patched);
       if (problems.length > 0) throw new Error(`invalid pod after patch: ${problems.join('; ')}`);
       if (JSON.stringify(pod) !== JSON.stringify(before)) throw new Error('the review object was mutated');
-      for (const [label, again] of [['same pod', patched], ['after reinvocation plugins and defaulting', reinvocationInput(patched)]] as const) {
+      for (const [label, again] of [
+        ['same pod', patched],
+        ['after reinvocation plugins and defaulting', reinvocationInput(patched)],
+      ] as const) {
         const second = await mutate(createReview(again, { namespace: 'shop' }), deps);
         if (second.response.response.patch !== undefined) {
           throw new Error(`${label}: second call patched ${JSON.stringify(decodePatch(second.response.response))}`);
@@ -109,7 +115,11 @@ test('hostile label and annotation values never break the patch or the fixed poi
   await fc.assert(
     fc.asyncProperty(fc.string({ unit: 'binary', maxLength: 300 }), fc.string({ maxLength: 80 }), async (value, key) => {
       const body: any = {
-        metadata: { generateName: 'p-', labels: { 'app.kubernetes.io/name': 'ok' }, annotations: { [key || 'k']: value, 'sidecar-injector.io/templates': 'proxy' } },
+        metadata: {
+          generateName: 'p-',
+          labels: { 'app.kubernetes.io/name': 'ok' },
+          annotations: { [key || 'k']: value, 'sidecar-injector.io/templates': 'proxy' },
+        },
         spec: { containers: [{ name: 'app', image: 'x', env: [{ name: 'V', value }] }] },
       };
       const pod = prepareCreate(body, 'shop');

@@ -31,13 +31,22 @@ test('injects the pod template of every workload kind and writes other objects b
   const { code, stdout } = await run(['-f', fixture]);
   t.is(code, 0);
   const out = docs(stdout);
-  t.deepEqual(out.map((o) => o.kind), ['Pod', 'Deployment', 'StatefulSet', 'DaemonSet', 'ReplicaSet', 'Job', 'CronJob', 'ConfigMap']);
+  t.deepEqual(
+    out.map((o) => o.kind),
+    ['Pod', 'Deployment', 'StatefulSet', 'DaemonSet', 'ReplicaSet', 'Job', 'CronJob', 'ConfigMap'],
+  );
   for (const object of out.slice(0, 7)) {
     const spec = podSpecOf(object);
-    t.true(spec.containers.some((c: any) => c.name === 'log-shipper'), object.kind);
+    t.true(
+      spec.containers.some((c: any) => c.name === 'log-shipper'),
+      object.kind,
+    );
     t.deepEqual(spec.volumes.map((v: any) => v.name).includes('app-logs'), true, object.kind);
   }
-  t.true(podSpecOf(out[1]!).initContainers.some((c: any) => c.name === 'proxy'), 'the Deployment asked for the proxy');
+  t.true(
+    podSpecOf(out[1]!).initContainers.some((c: any) => c.name === 'proxy'),
+    'the Deployment asked for the proxy',
+  );
   t.true(stdout.includes('# Not a workload: written back exactly as read, comments included.\napiVersion: v1\nkind: ConfigMap'));
   t.true(stdout.includes('metadata: { name: settings, namespace: shop }\ndata:\n  mode: "fast" # trailing comment'));
   // Workload metadata and the pod template's own fields are untouched.
@@ -55,7 +64,11 @@ test('is idempotent: its own output comes back unchanged', async (t) => {
 
 test('reads JSON, single objects and Lists, from stdin', async (t) => {
   const pod = { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p' }, spec: { containers: [{ name: 'p', image: 'x' }] } };
-  const list = { apiVersion: 'v1', kind: 'List', items: [pod, { apiVersion: 'v1', kind: 'Service', metadata: { name: 's' }, spec: { ports: [{ port: 80 }] } }] };
+  const list = {
+    apiVersion: 'v1',
+    kind: 'List',
+    items: [pod, { apiVersion: 'v1', kind: 'Service', metadata: { name: 's' }, spec: { ports: [{ port: 80 }] } }],
+  };
   const single = await run(['-f', '-'], JSON.stringify(pod));
   t.true(podSpecOf(docs(single.stdout)[0]!).containers.some((c: any) => c.name === 'log-shipper'));
   const fromList = docs((await run(['-f', '-'], JSON.stringify(list))).stdout)[0]!;
@@ -68,7 +81,11 @@ test('--explain says per object what was injected or skipped, and why', async (t
   const { stderr } = await run(['-f', fixture, '--explain', '--namespace-label', 'shop:sidecar-injector.io/injection=enabled']);
   const lines = stderr.split('\n');
   t.true(lines.includes('Deployment shop/web: injected log-shipper, proxy'));
-  t.true(lines.includes('  log-shipper: injected (containers log-shipper; volumes app-logs; annotations logging.example.com/shipper; env LOG_DIR, mount /var/log/app in web)'));
+  t.true(
+    lines.includes(
+      '  log-shipper: injected (containers log-shipper; volumes app-logs; annotations logging.example.com/shipper; env LOG_DIR, mount /var/log/app in web)',
+    ),
+  );
   t.true(lines.includes('  proxy: injected (initContainers proxy; volumes proxy-tmp; labels proxy.example.com/injected)'));
   t.true(lines.includes('StatefulSet shop/db: injected log-shipper'));
   t.true(lines.includes('  proxy: skipped — proxy is on request and the pod does not name it in sidecar-injector.io/templates'));
@@ -88,7 +105,12 @@ test('without namespace labels every namespace counts as opted in, and --explain
 });
 
 test('a pod the webhook would refuse makes render exit 1 with the reason', async (t) => {
-  const pod = { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', annotations: { 'sidecar-injector.io/templates': 'tracer' } }, spec: { containers: [{ name: 'p', image: 'x' }] } };
+  const pod = {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: 'p', annotations: { 'sidecar-injector.io/templates': 'tracer' } },
+    spec: { containers: [{ name: 'p', image: 'x' }] },
+  };
   const { code, stderr } = await run(['-f', '-'], JSON.stringify(pod));
   t.is(code, 1);
   t.regex(stderr, /Pod default\/p: refused: annotation sidecar-injector.io\/templates names "tracer"/);
@@ -99,7 +121,10 @@ test('offline and in the cluster agree: a pod created from the rendered template
   const deployment = docs(stdout)[1]!;
   const set = await loadTemplateDir('templates');
   const namespaces = createLocalNamespaceSource({ shop: { 'sidecar-injector.io/injection': 'enabled' } });
-  const pod = prepareCreate({ apiVersion: 'v1', kind: 'Pod', metadata: { ...deployment.spec.template.metadata, generateName: 'web-5d8f-' }, spec: deployment.spec.template.spec }, 'shop');
+  const pod = prepareCreate(
+    { apiVersion: 'v1', kind: 'Pod', metadata: { ...deployment.spec.template.metadata, generateName: 'web-5d8f-' }, spec: deployment.spec.template.spec },
+    'shop',
+  );
   const outcome = await mutate(createReview(pod, { namespace: 'shop' }), { templates: () => set, namespaces });
   t.is(outcome.reason, 'already-injected');
   t.is(outcome.response.response.patch, undefined);

@@ -49,9 +49,22 @@ test('a replaced certificate is served on the next handshake, and no request fai
 
   const initial = await readKeyPair(join(dir, 'tls.crt'), join(dir, 'tls.key'));
   const set = templateSet(logShipperDoc);
-  const app = createApp({ log: pino({ level: 'silent' }), metrics: createMetrics(), maxBodyBytes: 1 << 20, templates: () => set, namespaces: testNamespaces, isReady: () => true });
+  const app = createApp({
+    log: pino({ level: 'silent' }),
+    metrics: createMetrics(),
+    maxBodyBytes: 1 << 20,
+    templates: () => set,
+    namespaces: testNamespaces,
+    isReady: () => true,
+  });
   const running = await startServer(app.callback(), { host: '127.0.0.1', port: 0, key: initial.key, cert: initial.cert, timeouts: defaultTimeouts });
-  const reloader = new CertificateReloader(join(dir, 'tls.crt'), join(dir, 'tls.key'), initial, (pair) => running.server.setSecureContext({ key: pair.key, cert: pair.cert }), 50);
+  const reloader = new CertificateReloader(
+    join(dir, 'tls.crt'),
+    join(dir, 'tls.key'),
+    initial,
+    (pair) => running.server.setSecureContext({ key: pair.key, cert: pair.cert }),
+    50,
+  );
   reloader.start();
   const agent = new https.Agent({ keepAlive: true, maxSockets: 4 });
   t.teardown(async () => {
@@ -62,7 +75,9 @@ test('a replaced certificate is served on the next handshake, and no request fai
   });
 
   let flip = false;
-  const body = JSON.stringify(createReview(prepareCreate({ metadata: { generateName: 'w-' }, spec: { containers: [{ name: 'w', image: 'x' }] } }, 'shop'), { namespace: 'shop' }));
+  const body = JSON.stringify(
+    createReview(prepareCreate({ metadata: { generateName: 'w-' }, spec: { containers: [{ name: 'w', image: 'x' }] } }, 'shop'), { namespace: 'shop' }),
+  );
   const load = startLoad(4, () => {
     // Half on kept-alive connections, half on a new connection each time.
     flip = !flip;

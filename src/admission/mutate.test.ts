@@ -38,7 +38,10 @@ test('injects into a Deployment pod with no name and answers a v1 review with a 
   t.is(response.response.patchType, 'JSONPatch');
   t.deepEqual(response.response.auditAnnotations, { injected: `logs@${set.byName.get('logs')!.hash}` });
   const patched = applyPatchV4(input.request.object, decodePatch(response.response)) as any;
-  t.deepEqual(patched.spec.containers.map((c: any) => c.name), ['web', 'log-shipper']);
+  t.deepEqual(
+    patched.spec.containers.map((c: any) => c.name),
+    ['web', 'log-shipper'],
+  );
   t.is(patched.metadata.name, undefined);
 });
 
@@ -170,8 +173,14 @@ test('malformed reviews are RequestErrors naming the field', async (t) => {
     [{ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: { uid: '' } }, /request\.uid/],
     [{ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: { uid: 'u', operation: 'CREATE' } }, /request\.kind/],
     [{ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: { uid: 'u', kind: { kind: 'Pod' } } }, /request\.operation/],
-    [{ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: { uid: 'u', operation: 'CREATE', kind: { kind: 'Pod' }, dryRun: 'yes' } }, /request\.dryRun/],
-    [{ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: { uid: 'u', operation: 'CREATE', kind: { kind: 'Pod' }, namespace: 7 } }, /request\.namespace must be a string/],
+    [
+      { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: { uid: 'u', operation: 'CREATE', kind: { kind: 'Pod' }, dryRun: 'yes' } },
+      /request\.dryRun/,
+    ],
+    [
+      { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: { uid: 'u', operation: 'CREATE', kind: { kind: 'Pod' }, namespace: 7 } },
+      /request\.namespace must be a string/,
+    ],
   ];
   for (const [body, message] of cases) {
     const err = await t.throwsAsync(mutate(body, deps), { instanceOf: RequestError });
@@ -193,7 +202,10 @@ for (const policy of ['deny', 'allow'] as const) {
     if (policy === 'deny') {
       t.is(outcome.decision, 'denied');
       t.is(outcome.response.response.status?.code, 503);
-      t.regex(outcome.response.response.status?.message ?? '', /labels of namespace shop cannot be known: the Kubernetes API did not answer; the pod is refused/);
+      t.regex(
+        outcome.response.response.status?.message ?? '',
+        /labels of namespace shop cannot be known: the Kubernetes API did not answer; the pod is refused/,
+      );
     } else {
       t.is(outcome.decision, 'allowed');
       t.deepEqual(outcome.response.response.warnings, ['no sidecars injected: labels of namespace shop unknown: the Kubernetes API did not answer']);

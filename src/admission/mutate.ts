@@ -46,7 +46,16 @@ export async function mutate(body: unknown, deps: MutateDeps): Promise<ReviewOut
   const { version, request } = parseReview(body);
   // What is logged and measured is cut: every field here can be megabytes from a direct caller.
   const operation = operations.has(request.operation) ? request.operation : 'other';
-  const base = { uid: request.uid, operation, dryRun: request.dryRun, namespace: cut(request.namespace, 100), pod: cut(request.name, 100), templates: [], injected: [], patchOps: 0 };
+  const base = {
+    uid: request.uid,
+    operation,
+    dryRun: request.dryRun,
+    namespace: cut(request.namespace, 100),
+    pod: cut(request.name, 100),
+    templates: [],
+    injected: [],
+    patchOps: 0,
+  };
   // Only pod CREATE is ours; everything else passes untouched.
   const notOurs =
     request.operation !== 'CREATE'
@@ -59,7 +68,14 @@ export async function mutate(body: unknown, deps: MutateDeps): Promise<ReviewOut
   if (notOurs) return { ...base, response: allowed(version, request.uid), decision: 'allowed', reason: notOurs[0], message: notOurs[1] };
 
   const outcome = await admitPod({ pod: request.object, namespace: request.namespace, name: request.name }, deps);
-  const summary = { ...base, namespace: outcome.namespace, pod: outcome.podName, templates: outcome.templates.map((t) => t.name), reason: outcome.reason, message: outcome.message };
+  const summary = {
+    ...base,
+    namespace: outcome.namespace,
+    pod: outcome.podName,
+    templates: outcome.templates.map((t) => t.name),
+    reason: outcome.reason,
+    message: outcome.message,
+  };
   switch (outcome.decision) {
     case 'denied':
       return { ...summary, response: denied(version, request.uid, outcome.code, outcome.message), decision: 'denied' };

@@ -21,7 +21,12 @@ test('a patch is standard base64 with padding of the JSON array (R-32)', (t) => 
 
 test('a denial carries a Failure status with a code of at least 400 (R-46)', (t) => {
   t.deepEqual(denied('admission.k8s.io/v1', 'u', 200, 'no').response.status, { status: 'Failure', code: 400, reason: 'BadRequest', message: 'no' });
-  t.deepEqual(denied('admission.k8s.io/v1', 'u', 503, 'later').response.status, { status: 'Failure', code: 503, reason: 'ServiceUnavailable', message: 'later' });
+  t.deepEqual(denied('admission.k8s.io/v1', 'u', 503, 'later').response.status, {
+    status: 'Failure',
+    code: 503,
+    reason: 'ServiceUnavailable',
+    message: 'later',
+  });
 });
 
 test('warnings lose control characters, are cut to 120 characters and deduplicated (R-48)', (t) => {
@@ -31,6 +36,7 @@ test('warnings lose control characters, are cut to 120 characters and deduplicat
   t.is([...out[1]!].length, maxWarningLength);
   t.true(out[1]!.endsWith('…'));
   t.deepEqual(out.slice(2), ['same', '[31mred']);
+  // eslint-disable-next-line no-control-regex -- control characters are what the test looks for
   for (const w of out) t.false(/[\u0000-\u001f\u007f-\u009f]/.test(w));
 });
 

@@ -105,7 +105,8 @@ export interface ReviewResponse {
 /** Longest warning we send; the API server's guidance (R-48). */
 export const maxWarningLength = 120;
 const maxWarnings = 20;
-// Control characters make the API server drop a warning (R-48).
+// Control characters make the API server drop a warning (R-48): matching them is the point.
+// eslint-disable-next-line no-control-regex
 const controlChars = /[\u0000-\u001f\u007f-\u009f]+/g;
 
 /** Warnings as the API server will keep them: no control characters, ≤120 characters, no duplicates. */
@@ -113,7 +114,11 @@ export function sanitizeWarnings(warnings: readonly string[]): string[] {
   const out = new Set<string>();
   for (const raw of warnings) {
     // Cut early: a warning can quote a pod's value, and values can be megabytes long.
-    let text = raw.slice(0, 4 * maxWarningLength).replace(controlChars, ' ').replace(/\s+/g, ' ').trim();
+    let text = raw
+      .slice(0, 4 * maxWarningLength)
+      .replace(controlChars, ' ')
+      .replace(/\s+/g, ' ')
+      .trim();
     if (!text) continue;
     if ([...text].length > maxWarningLength) text = `${[...text].slice(0, maxWarningLength - 1).join('')}…`;
     out.add(text);

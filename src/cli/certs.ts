@@ -12,7 +12,6 @@ import { ConfigError } from '../errors.js';
 import { checkKeyPair } from '../tls/reloader.js';
 import { createCa, createServingCertificate, daysLeft, type Pem } from '../tls/certificates.js';
 
-
 /** What `certs` wrote. */
 export interface CertsResult {
   readonly out: string;

@@ -20,7 +20,6 @@ import { render } from '../templates/render.js';
 import type { JsonObject } from '../k8s/json.js';
 import type { Template } from '../templates/template.js';
 
-
 /** A sample Deployment pod, as the webhook receives it (no name, generateName set). */
 export function samplePod(): JsonObject {
   return {
@@ -41,7 +40,12 @@ export function samplePod(): JsonObject {
 function schemaPath(message: string): string {
   return message
     .split(', ')
-    .map((m) => m.replace(/^data\//, '').replace(/\/(\d+)(?=\/|\s|$)/g, '[$1]').replace(/\//g, '.'))
+    .map((m) =>
+      m
+        .replace(/^data\//, '')
+        .replace(/\/(\d+)(?=\/|\s|$)/g, '[$1]')
+        .replace(/\//g, '.'),
+    )
     .join('; ');
 }
 
@@ -78,10 +82,12 @@ async function checkKustomization(dir: string, files: readonly string[]): Promis
   const listed = new Set((doc?.configMapGenerator ?? []).flatMap((g) => (g.files ?? []).map((f) => f.split('=').pop() ?? f)));
   const problems: TemplateProblem[] = [];
   for (const file of files) {
-    if (!listed.has(file)) problems.push({ file: 'kustomization.yaml', field: 'configMapGenerator.files', message: `does not list ${file}: it would not reach the cluster` });
+    if (!listed.has(file))
+      problems.push({ file: 'kustomization.yaml', field: 'configMapGenerator.files', message: `does not list ${file}: it would not reach the cluster` });
   }
   for (const file of listed) {
-    if (!files.includes(file)) problems.push({ file: 'kustomization.yaml', field: 'configMapGenerator.files', message: `lists ${file}, which is not a template file here` });
+    if (!files.includes(file))
+      problems.push({ file: 'kustomization.yaml', field: 'configMapGenerator.files', message: `lists ${file}, which is not a template file here` });
   }
   return problems;
 }
@@ -104,7 +110,12 @@ export async function checkTemplateFiles(files: readonly TemplateFile[], dir: st
     if (!(err instanceof TemplateError)) throw err;
     problems.push(...err.problems);
   }
-  problems.push(...(await checkKustomization(dir, files.map((f) => f.name))));
+  problems.push(
+    ...(await checkKustomization(
+      dir,
+      files.map((f) => f.name),
+    )),
+  );
   for (const template of set?.templates ?? []) problems.push(...checkRendered(template));
   if (problems.length > 0 || !set) throw new TemplateError(problems);
   return set;

@@ -14,7 +14,6 @@ import { parseNamespaceLabelFlag, metadataNameLabel, type NamespaceLabelSource }
 import { loadTemplateDir } from '../templates/load.js';
 import { loadLocalNamespaceSource } from '../namespaces/file.js';
 
-
 /** Output streams and stdin, so that tests need no process. */
 export interface RenderIo {
   readonly stdin: AsyncIterable<Buffer | string>;
@@ -65,7 +64,9 @@ export async function render(argv: readonly string[], io: RenderIo): Promise<num
   if (problems.length > 0) throw new ConfigError(problems);
   const labelsFile = values['namespace-labels'] as string | undefined;
   const assumedOptIn = labelsFile === undefined && labelFlags.length === 0;
-  const namespaces = assumedOptIn ? optedInEverywhere : await loadLocalNamespaceSource({ namespaceLabels, ...(labelsFile ? { namespaceLabelsFile: labelsFile } : {}) });
+  const namespaces = assumedOptIn
+    ? optedInEverywhere
+    : await loadLocalNamespaceSource({ namespaceLabels, ...(labelsFile ? { namespaceLabelsFile: labelsFile } : {}) });
   const set = await loadTemplateDir((values.templates as string | undefined) ?? 'templates');
 
   const text = await readInput(file, io);
@@ -88,7 +89,12 @@ export async function render(argv: readonly string[], io: RenderIo): Promise<num
     out.push(result.changed ? stringify(result.object, { lineWidth: 0 }) : doc.toString({ lineWidth: 0 }).replace(/^---[ \t]*\n/, ''));
     if (result.refused) refused++;
     if (values.explain || result.refused) {
-      io.stderr.write(`${result.label}: ${result.explanation[0] ?? ''}\n${result.explanation.slice(1).map((l) => `  ${l}\n`).join('')}`);
+      io.stderr.write(
+        `${result.label}: ${result.explanation[0] ?? ''}\n${result.explanation
+          .slice(1)
+          .map((l) => `  ${l}\n`)
+          .join('')}`,
+      );
     }
   }
   io.stdout.write(out.map((d) => (d.endsWith('\n') ? d : `${d}\n`)).join('---\n'));

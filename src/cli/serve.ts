@@ -22,7 +22,11 @@ import { createCertificates } from '../tls/certificates.js';
 import { CertificateReloader, checkKeyPair, readKeyPair, type KeyPair } from '../tls/reloader.js';
 
 /** The namespace label source the configuration asks for; a cluster source is started and measured. */
-async function createNamespaceSource(config: Config, log: Logger, metrics: Metrics): Promise<NamespaceLabelSource & { stop?: () => void; status?: () => object }> {
+async function createNamespaceSource(
+  config: Config,
+  log: Logger,
+  metrics: Metrics,
+): Promise<NamespaceLabelSource & { stop?: () => void; status?: () => object }> {
   if (config.namespaceSource === 'local') {
     const local = await loadLocalNamespaceSource(config);
     return { ...local, status: () => ({ source: 'local', ready: true }) };
@@ -115,7 +119,10 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
   const canaryNamespace = 'sidecar-injector-canary';
   const canaryNamespaces = createLocalNamespaceSource({ [canaryNamespace]: { [LabelKeys.namespaceOptIn]: LabelValues.enabled } });
   const liveness = new Liveness(async () => {
-    const outcome = await admitPod({ pod: samplePod(), namespace: canaryNamespace, name: '' }, { templates: () => templates.current(), namespaces: canaryNamespaces });
+    const outcome = await admitPod(
+      { pod: samplePod(), namespace: canaryNamespace, name: '' },
+      { templates: () => templates.current(), namespaces: canaryNamespaces },
+    );
     if (outcome.decision === 'denied') throw new Error(outcome.message);
   });
   const app = createApp({
@@ -138,7 +145,9 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
   log.info({ notAfter: tls.notAfter.toISOString(), fingerprint256: tls.fingerprint256 }, 'serving certificate');
   if (config.tlsCertFile && config.tlsKeyFile) {
     // A Secret update swaps the mounted files: new handshakes get the new pair, open connections keep theirs.
-    reloader = new CertificateReloader(config.tlsCertFile, config.tlsKeyFile, tls, (pair) => running.server.setSecureContext({ key: pair.key, cert: pair.cert }));
+    reloader = new CertificateReloader(config.tlsCertFile, config.tlsKeyFile, tls, (pair) =>
+      running.server.setSecureContext({ key: pair.key, cert: pair.cert }),
+    );
     reloader.on('reload', (pair: KeyPair) => {
       metrics.certificateExpiry.set(pair.notAfter.getTime() / 1000);
       log.info({ notAfter: pair.notAfter.toISOString(), fingerprint256: pair.fingerprint256 }, 'serving certificate reloaded');

@@ -42,7 +42,8 @@ export function jsonStructureProblem(bytes: Uint8Array, maxDepth = maxJsonDepth,
   for (let i = 0; i < bytes.length; i++) {
     const b = bytes[i]!;
     if (inString) {
-      if (b === 0x5c) i++; // backslash: skip the escaped byte
+      if (b === 0x5c)
+        i++; // backslash: skip the escaped byte
       else if (b === 0x22) inString = false;
     } else if (b === 0x22) inString = true;
     else if (b === 0x5b || b === 0x7b) {
@@ -113,7 +114,11 @@ export function budgeted(size: number): number {
 export const defaultMaxBodyBytesInFlight = 16 * 1024 * 1024;
 
 function overloaded(budget: BodyBudget): RequestError {
-  return new RequestError(503, 'ERR_OVERLOADED', `too many large reviews in flight (${budget.inUse} bytes of bodies held, limit ${budget.maxBytes}); try again`);
+  return new RequestError(
+    503,
+    'ERR_OVERLOADED',
+    `too many large reviews in flight (${budget.inUse} bytes of bodies held, limit ${budget.maxBytes}); try again`,
+  );
 }
 
 /**

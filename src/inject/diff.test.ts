@@ -36,7 +36,10 @@ test('insertions at front and back and a change in the middle apply in order', (
 
 test('a missing parent is created whole in the same patch', (t) => {
   const before = { metadata: { name: 'p' }, spec: { containers: [other] } };
-  const after = { metadata: { name: 'p', annotations: { 'a/b': 'x' } }, spec: { containers: [{ ...other, env: [{ name: 'X', value: '1' }] }], volumes: [{ name: 'v', emptyDir: {} }] } };
+  const after = {
+    metadata: { name: 'p', annotations: { 'a/b': 'x' } },
+    spec: { containers: [{ ...other, env: [{ name: 'X', value: '1' }] }], volumes: [{ name: 'v', emptyDir: {} }] },
+  };
   const patch = diff(before, after);
   t.deepEqual(patch, [
     { op: 'add', path: '/metadata/annotations', value: { 'a/b': 'x' } },
@@ -50,7 +53,10 @@ test('keys with / and ~ are escaped (RFC 6901)', (t) => {
   const before = { metadata: { annotations: { x: '1' } } };
   const after = { metadata: { annotations: { x: '1', 'sidecar.istio.io/inject': 'a', 'odd~key': 'b' } } };
   const patch = diff(before, after);
-  t.deepEqual(patch.map((op) => op.path), ['/metadata/annotations/sidecar.istio.io~1inject', '/metadata/annotations/odd~0key']);
+  t.deepEqual(
+    patch.map((op) => op.path),
+    ['/metadata/annotations/sidecar.istio.io~1inject', '/metadata/annotations/odd~0key'],
+  );
   t.deepEqual(applyPatchV4(before, patch), after);
 });
 
@@ -72,7 +78,10 @@ test('1,000 env vars plus two appended: two adds, and the diff visits each old i
   const env = Array.from({ length: 1000 }, (_, i) => ({ name: `VAR_${i}`, value: String(i) }));
   const container = { name: 'app', image: 'x', env };
   const before = { spec: { containers: [container] } };
-  const added = [{ name: 'LOG_DIR', value: '/l' }, { name: 'X', value: 'y' }];
+  const added = [
+    { name: 'LOG_DIR', value: '/l' },
+    { name: 'X', value: 'y' },
+  ];
   const after = { spec: { containers: [{ ...container, env: [...env, ...added] }] } };
   const patch = diff(before, after);
   t.deepEqual(patch, [

@@ -40,10 +40,22 @@ test('adds every kind of item and records each in the ledger', (t) => {
   t.true(result.changed);
   t.deepEqual(result.injected, ['logs', 'proxy']);
   const out = result.pod as any;
-  t.deepEqual(out.spec.initContainers.map((c: any) => c.name), ['proxy', 'istio-init']);
-  t.deepEqual(out.spec.containers.map((c: any) => c.name), ['web', 'worker', 'log-shipper']);
-  t.deepEqual(out.spec.containers[0].env.map((e: any) => e.name), ['PORT', 'LOG_DIR']);
-  t.deepEqual(out.spec.containers[1].env.map((e: any) => e.name), ['LOG_DIR']);
+  t.deepEqual(
+    out.spec.initContainers.map((c: any) => c.name),
+    ['proxy', 'istio-init'],
+  );
+  t.deepEqual(
+    out.spec.containers.map((c: any) => c.name),
+    ['web', 'worker', 'log-shipper'],
+  );
+  t.deepEqual(
+    out.spec.containers[0].env.map((e: any) => e.name),
+    ['PORT', 'LOG_DIR'],
+  );
+  t.deepEqual(
+    out.spec.containers[1].env.map((e: any) => e.name),
+    ['LOG_DIR'],
+  );
   t.deepEqual(out.spec.containers[1].volumeMounts, [{ name: 'app-logs', mountPath: '/var/log/app' }]);
   t.deepEqual(out.spec.containers[1].envFrom, [{ configMapRef: { name: 'logging-env' } }]);
   t.deepEqual(out.spec.volumes, [{ name: 'app-logs', emptyDir: {} }]);
@@ -111,7 +123,10 @@ test("never touches another webhook's init container or the user's env, mounts a
   const result = run(pod);
   const out = result.pod as any;
   t.deepEqual(out.spec.initContainers[1], { name: 'istio-init', image: 'istio/proxyv2' });
-  t.deepEqual(out.spec.containers[0].env, [{ name: 'PORT', value: '80' }, { name: 'LOG_DIR', value: '/mine' }]);
+  t.deepEqual(out.spec.containers[0].env, [
+    { name: 'PORT', value: '80' },
+    { name: 'LOG_DIR', value: '/mine' },
+  ]);
   t.deepEqual(out.spec.containers[0].volumeMounts, [{ name: 'mine', mountPath: '/var/log/app' }]);
   t.true(result.warnings.some((w) => w.includes('env LOG_DIR in container web')));
   t.true(result.warnings.some((w) => w.includes('mountPath /var/log/app in container web')));
@@ -133,7 +148,10 @@ test('re-adds an item of ours that is missing, without duplicating the rest', (t
   const result = run(damaged);
   t.true(result.changed);
   const out = result.pod as any;
-  t.deepEqual(out.spec.containers.map((c: any) => c.name), ['web', 'worker', 'log-shipper']);
+  t.deepEqual(
+    out.spec.containers.map((c: any) => c.name),
+    ['web', 'worker', 'log-shipper'],
+  );
   t.deepEqual(validationProblems(out), []);
   t.deepEqual(JSON.parse(out.metadata.annotations['sidecar-injector.io/status']), JSON.parse(first.metadata.annotations['sidecar-injector.io/status']));
 });
@@ -148,8 +166,14 @@ test('a malformed ledger is ignored with a warning and nothing is duplicated', (
   const result = inject(edited, parts, ledger, indexLedger(ledger), [render(set.byName.get('logs')!, context)]);
   const out = result.pod as any;
   t.deepEqual(validationProblems(out), []);
-  t.deepEqual(out.spec.containers.map((c: any) => c.name), ['web', 'worker', 'log-shipper']);
-  t.deepEqual(out.spec.volumes.map((v: any) => v.name), ['app-logs']);
+  t.deepEqual(
+    out.spec.containers.map((c: any) => c.name),
+    ['web', 'worker', 'log-shipper'],
+  );
+  t.deepEqual(
+    out.spec.volumes.map((v: any) => v.name),
+    ['app-logs'],
+  );
   t.true(result.warnings.some((w) => w.includes('container log-shipper already exists')));
 });
 
@@ -172,7 +196,13 @@ test('two templates claiming one volume name with different content: the second 
   const pod = basePod();
   const parts = parsePod(pod);
   const { ledger } = parseLedger(undefined);
-  const result = inject(pod, parts, ledger, indexLedger(ledger), s.templates.map((tpl) => render(tpl, context)));
+  const result = inject(
+    pod,
+    parts,
+    ledger,
+    indexLedger(ledger),
+    s.templates.map((tpl) => render(tpl, context)),
+  );
   t.deepEqual((result.pod as any).spec.volumes, [{ name: 'shared', emptyDir: {} }]);
   t.deepEqual(result.injected, ['a']);
   t.deepEqual(result.conflicts, ['b']);
@@ -187,7 +217,13 @@ test('two templates declaring the very same volume share it', (t) => {
   const pod = basePod();
   const parts = parsePod(pod);
   const { ledger } = parseLedger(undefined);
-  const result = inject(pod, parts, ledger, indexLedger(ledger), s.templates.map((tpl) => render(tpl, context)));
+  const result = inject(
+    pod,
+    parts,
+    ledger,
+    indexLedger(ledger),
+    s.templates.map((tpl) => render(tpl, context)),
+  );
   t.deepEqual((result.pod as any).spec.volumes, [{ name: 'shared', emptyDir: {} }]);
   t.deepEqual(result.injected, ['a', 'b']);
   t.deepEqual(result.conflicts, []);

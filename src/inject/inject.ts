@@ -11,7 +11,18 @@ import type { JsonObject } from '../k8s/json.js';
 import type { RenderedTemplate } from '../templates/render.js';
 import { labelValueProblem } from '../k8s/label-syntax.js';
 import { AnnotationKeys } from '../k8s/keys.js';
-import { appItemKinds, itemKey, podItemKinds, serializeLedger, type AppContainerItems, type AppItemKind, type Ledger, type LedgerEntry, type Ownership, type PodItemKind } from './ledger.js';
+import {
+  appItemKinds,
+  itemKey,
+  podItemKinds,
+  serializeLedger,
+  type AppContainerItems,
+  type AppItemKind,
+  type Ledger,
+  type LedgerEntry,
+  type Ownership,
+  type PodItemKind,
+} from './ledger.js';
 import type { PodParts } from '../k8s/pod.js';
 import { contains } from '../k8s/contains.js';
 
@@ -253,7 +264,9 @@ export function inject(
     const foreign = builder.foreignVolume(t.volumes, t.name);
     if (foreign !== undefined) {
       conflicts.push(t.name);
-      builder.warnings.push(`${t.name} not injected: the pod's volume ${foreign} is not this template's, and its mounts would use that data; rename the volume`);
+      builder.warnings.push(
+        `${t.name} not injected: the pod's volume ${foreign} is not this template's, and its mounts would use that data; rename the volume`,
+      );
       continue;
     }
     const entry: LedgerEntry = { hash: t.hash };
@@ -272,7 +285,11 @@ export function inject(
     for (const [k, v] of Object.entries(t.annotations)) record('annotations', k, builder.addMetadata('annotations', k, v, t.name));
     for (const index of builder.appContainers) {
       const containerName = parts.containers[index]!.name as string;
-      for (const [kind, items] of [['env', t.appEnv], ['envFrom', t.appEnvFrom], ['volumeMounts', t.appVolumeMounts]] as const) {
+      for (const [kind, items] of [
+        ['env', t.appEnv],
+        ['envFrom', t.appEnvFrom],
+        ['volumeMounts', t.appVolumeMounts],
+      ] as const) {
         for (const item of items) {
           const key = builder.addToApp(index, kind, item, t.name);
           if (key === undefined) continue;

@@ -11,10 +11,24 @@ import { checkLedger } from './trust.js';
 import { anyValue } from '../k8s/contains.js';
 
 test('quantities compare by value across the forms the API server writes back', (t) => {
-  for (const [a, b] of [['0.1', '100m'], ['1024Mi', '1Gi'], [1, '1'], ['1000m', '1'], ['1e3', '1k'], ['0.5Gi', '512Mi']] as const) {
+  for (const [a, b] of [
+    ['0.1', '100m'],
+    ['1024Mi', '1Gi'],
+    [1, '1'],
+    ['1000m', '1'],
+    ['1e3', '1k'],
+    ['0.5Gi', '512Mi'],
+  ] as const) {
     t.true(sameScalar(a, b), `${a} = ${b}`);
   }
-  for (const [a, b] of [['100m', '101m'], ['1Gi', '1G'], ['true', true], ['abc', 'abc '], ['1', 2]] as const) t.false(sameScalar(a, b), `${a} ≠ ${b}`);
+  for (const [a, b] of [
+    ['100m', '101m'],
+    ['1Gi', '1G'],
+    ['true', true],
+    ['abc', 'abc '],
+    ['1', 2],
+  ] as const)
+    t.false(sameScalar(a, b), `${a} ≠ ${b}`);
 });
 
 test('an image matches with Docker Hub defaults spelled out and under a digest pin, not from another registry or without its tag', (t) => {
@@ -40,7 +54,10 @@ test('containment: defaults and extra list items are allowed, changed values are
     image: 'x:1',
     args: ['--a', 'pod-specific'],
     imagePullPolicy: 'IfNotPresent',
-    volumeMounts: [{ name: 'v', mountPath: '/v' }, { name: 'kube-api-access', mountPath: '/var/run/secrets/kubernetes.io/serviceaccount', readOnly: true }],
+    volumeMounts: [
+      { name: 'v', mountPath: '/v' },
+      { name: 'kube-api-access', mountPath: '/var/run/secrets/kubernetes.io/serviceaccount', readOnly: true },
+    ],
     resources: { limits: { cpu: '500m' }, requests: { cpu: '500m' } },
   };
   t.true(contains(skeleton, defaulted));
@@ -64,7 +81,10 @@ function pod(extra: { labels?: Record<string, string>; annotations?: Record<stri
 
 test('a forged ledger cannot hide a label from a selector that forbids the pod', async (t) => {
   const forged = serializeLedger({ v: 1, templates: { logs: { hash: 'x', labels: ['tier'] } } });
-  const outcome = await admitPod({ pod: pod({ labels: { tier: 'restricted' }, annotations: { 'sidecar-injector.io/status': forged } }), namespace: 'shop', name: '' }, deps);
+  const outcome = await admitPod(
+    { pod: pod({ labels: { tier: 'restricted' }, annotations: { 'sidecar-injector.io/status': forged } }), namespace: 'shop', name: '' },
+    deps,
+  );
   t.is(outcome.decision, 'allowed');
   t.is(outcome.reason, 'no-template-matched');
   t.true(outcome.warnings.some((w) => /claims label tier, which the template does not add/.test(w)));
@@ -72,19 +92,32 @@ test('a forged ledger cannot hide a label from a selector that forbids the pod',
 
 test('a forged ledger cannot hide a label with a value other than the template adds', async (t) => {
   // logs adds logging.example.com/shipped=true; a pod that says "false" and claims it keeps its own label.
-  const withSelector = templateSet(logShipperDoc, { name: 'gate', objectSelector: { matchLabels: { 'logging.example.com/shipped': 'false' } }, annotations: { 'gate.example.com/x': 'y' } });
+  const withSelector = templateSet(logShipperDoc, {
+    name: 'gate',
+    objectSelector: { matchLabels: { 'logging.example.com/shipped': 'false' } },
+    annotations: { 'gate.example.com/x': 'y' },
+  });
   const claimed = serializeLedger({ v: 1, templates: { logs: { hash: 'x', labels: ['logging.example.com/shipped'] } } });
   const outcome = await admitPod(
     { pod: pod({ labels: { 'logging.example.com/shipped': 'false' }, annotations: { 'sidecar-injector.io/status': claimed } }), namespace: 'shop', name: '' },
     { templates: () => withSelector, namespaces },
   );
   t.is(outcome.decision, 'patched');
-  t.deepEqual(outcome.selection?.templates.map((x) => x.name), ['gate', 'logs']);
+  t.deepEqual(
+    outcome.selection?.templates.map((x) => x.name),
+    ['gate', 'logs'],
+  );
 });
 
 test('a decoy container with a forged ledger does not pass for the sidecar: no silent already-injected', async (t) => {
   const forged = serializeLedger({ v: 1, templates: { logs: { hash: 'x', containers: ['log-shipper'], volumes: ['app-logs'] } } });
-  const decoy = pod({ annotations: { 'sidecar-injector.io/status': forged }, containers: [{ name: 'web', image: 'nginx' }, { name: 'log-shipper', image: 'busybox:1', command: ['sleep', 'infinity'] }] });
+  const decoy = pod({
+    annotations: { 'sidecar-injector.io/status': forged },
+    containers: [
+      { name: 'web', image: 'nginx' },
+      { name: 'log-shipper', image: 'busybox:1', command: ['sleep', 'infinity'] },
+    ],
+  });
   const outcome = await admitPod({ pod: decoy, namespace: 'shop', name: '' }, deps);
   t.not(outcome.reason, 'already-injected');
   t.true(outcome.warnings.some((w) => /claims container log-shipper, which does not match the template/.test(w)));
@@ -108,7 +141,14 @@ test('the genuine ledger, after defaulting, the token mount and canonical quanti
 
 test('entries of templates that no longer exist are kept as written and decide nothing', async (t) => {
   const ledger = serializeLedger({ v: 1, templates: { retired: { hash: 'old', containers: ['web'], labels: ['tier'] } } });
-  const outcome = await admitPod({ pod: pod({ labels: { tier: 'restricted' }, annotations: { 'sidecar-injector.io/status': ledger, 'sidecar-injector.io/templates': 'proxy' } }), namespace: 'shop', name: '' }, deps);
+  const outcome = await admitPod(
+    {
+      pod: pod({ labels: { tier: 'restricted' }, annotations: { 'sidecar-injector.io/status': ledger, 'sidecar-injector.io/templates': 'proxy' } }),
+      namespace: 'shop',
+      name: '',
+    },
+    deps,
+  );
   if (outcome.decision !== 'patched') return t.fail(outcome.message);
   const written = JSON.parse((outcome.injection.pod as any).metadata.annotations['sidecar-injector.io/status']);
   t.deepEqual(written.templates.retired, { hash: 'old', containers: ['web'], labels: ['tier'] });
@@ -140,7 +180,12 @@ test('a look-alike sidecar (another registry, a command of its own) is doubted; 
     annotations: { 'sidecar-injector.io/status': forged },
     containers: [
       { name: 'web', image: 'nginx' },
-      { name: 'log-shipper', image: 'attacker.example.com/fluent/fluent-bit', command: ['sh', '-c', 'sleep infinity'], volumeMounts: [{ name: 'app-logs', mountPath: '/var/log/app', readOnly: true }] },
+      {
+        name: 'log-shipper',
+        image: 'attacker.example.com/fluent/fluent-bit',
+        command: ['sh', '-c', 'sleep infinity'],
+        volumeMounts: [{ name: 'app-logs', mountPath: '/var/log/app', readOnly: true }],
+      },
     ],
   });
   lookalike.spec.volumes = [{ name: 'app-logs', emptyDir: {} }];
@@ -150,12 +195,25 @@ test('a look-alike sidecar (another registry, a command of its own) is doubted; 
   if (outcome.decision !== 'patched') return t.fail(outcome.message);
   const containers = (outcome.injection.pod as any).spec.containers;
   t.is(containers[1], lookalike.spec.containers[1], 'the claimed container is left exactly as it is');
-  t.true(containers[0].env.some((e: any) => e.name === 'LOG_DIR'), 'the app container gets its items');
+  t.true(
+    containers[0].env.some((e: any) => e.name === 'LOG_DIR'),
+    'the app container gets its items',
+  );
 });
 
 test('only fields the API server or other webhooks add to every container may be extra on a sidecar', (t) => {
   const skeleton = { name: 'a', image: 'x:1' };
-  t.true(containsContainer(skeleton, { ...skeleton, imagePullPolicy: 'IfNotPresent', terminationMessagePath: '/dev/termination-log', terminationMessagePolicy: 'File', resources: {}, env: [{ name: 'TZ', value: 'UTC' }], volumeMounts: [] }));
+  t.true(
+    containsContainer(skeleton, {
+      ...skeleton,
+      imagePullPolicy: 'IfNotPresent',
+      terminationMessagePath: '/dev/termination-log',
+      terminationMessagePolicy: 'File',
+      resources: {},
+      env: [{ name: 'TZ', value: 'UTC' }],
+      volumeMounts: [],
+    }),
+  );
   t.false(containsContainer(skeleton, { ...skeleton, command: ['sleep', 'infinity'] }));
   t.false(containsContainer(skeleton, { ...skeleton, securityContext: { privileged: true } }));
 });

@@ -24,7 +24,17 @@ import type { TemplateSet } from '../templates/set.js';
 import type { JsonObject } from '../k8s/json.js';
 import type { Template } from '../templates/template.js';
 import { contains, containsContainer } from '../k8s/contains.js';
-import { appItemKinds, emptyLedger, itemKey, podItemKinds, type AppContainerItems, type AppItemKind, type Ledger, type LedgerEntry, type PodItemKind } from './ledger.js';
+import {
+  appItemKinds,
+  emptyLedger,
+  itemKey,
+  podItemKinds,
+  type AppContainerItems,
+  type AppItemKind,
+  type Ledger,
+  type LedgerEntry,
+  type PodItemKind,
+} from './ledger.js';
 import type { PodParts } from '../k8s/pod.js';
 
 /** A ledger after its claims were checked against the pod. */

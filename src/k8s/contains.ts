@@ -17,7 +17,6 @@ import { isJsonObject } from './json.js';
  */
 export const anyValue: unique symbol = Symbol('any value');
 
-
 const quantityRe = /^([+-]?)(\d+(?:\.\d*)?|\.\d+)(?:(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)|[eE]([+-]?\d{1,3}))?$/;
 const binary: Record<string, number> = { Ki: 10, Mi: 20, Gi: 30, Ti: 40, Pi: 50, Ei: 60 };
 const decimal: Record<string, number> = { n: -9, u: -6, m: -3, k: 3, M: 6, G: 9, T: 12, P: 15, E: 18 };
@@ -83,7 +82,15 @@ export function sameImage(expected: string, actual: string): boolean {
  * container we injected; any other field the template does not set (a `command` of one's own)
  * makes the container someone else's.
  */
-const addableContainerFields: ReadonlySet<string> = new Set(['terminationMessagePath', 'terminationMessagePolicy', 'imagePullPolicy', 'resources', 'volumeMounts', 'env', 'envFrom']);
+const addableContainerFields: ReadonlySet<string> = new Set([
+  'terminationMessagePath',
+  'terminationMessagePolicy',
+  'imagePullPolicy',
+  'resources',
+  'volumeMounts',
+  'env',
+  'envFrom',
+]);
 
 /** True when the container `actual` is the template's container `skeleton` (see the module comment). */
 export function containsContainer(skeleton: unknown, actual: unknown): boolean {

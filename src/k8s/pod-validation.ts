@@ -68,7 +68,8 @@ export function admissionProblem(parts: PodParts, namespace: string, requestName
   const ephemeral = Array.isArray(parts.spec.ephemeralContainers) ? (parts.spec.ephemeralContainers as unknown[]) : [];
   // Labels and annotations were counted (at most maxMetadataEntries) when the pod was read.
   const containerCount = parts.containers.length + parts.initContainers.length + ephemeral.length;
-  if (containerCount > reviewLimits.maxContainers) return tooLarge('containers (containers, initContainers and ephemeralContainers)', containerCount, reviewLimits.maxContainers);
+  if (containerCount > reviewLimits.maxContainers)
+    return tooLarge('containers (containers, initContainers and ephemeralContainers)', containerCount, reviewLimits.maxContainers);
   if (parts.volumes.length > reviewLimits.maxVolumes) return tooLarge('volumes', parts.volumes.length, reviewLimits.maxVolumes);
 
   if (!isDns1123Label(namespace)) return invalid(`namespace ${quote(namespace)} is not a DNS-1123 label`);
@@ -104,7 +105,8 @@ export function admissionProblem(parts: PodParts, namespace: string, requestName
     for (let i = 0; i < list.length; i++) {
       const item = list[i] as JsonObject | null;
       const containerName = item !== null && typeof item === 'object' ? item.name : undefined;
-      if (typeof containerName !== 'string' || !isDns1123Label(containerName)) return invalid(`${field}[${i}].name ${quote(containerName)} is not a DNS-1123 label`);
+      if (typeof containerName !== 'string' || !isDns1123Label(containerName))
+        return invalid(`${field}[${i}].name ${quote(containerName)} is not a DNS-1123 label`);
       if (containerNames.has(containerName)) return invalid(`${field}[${i}].name ${quote(containerName)} is used by another container`);
       containerNames.add(containerName);
     }
@@ -135,13 +137,25 @@ export function podProblems(pod: JsonObject): string[] {
     }
   };
   const containers = [...list(spec.initContainers), ...list(spec.containers)];
-  unique('container name', containers.map((c) => c.name));
+  unique(
+    'container name',
+    containers.map((c) => c.name),
+  );
   const volumes = list(spec.volumes);
-  unique('volume name', volumes.map((v) => v.name));
+  unique(
+    'volume name',
+    volumes.map((v) => v.name),
+  );
   const volumeNames = new Set(volumes.map((v) => v.name));
   for (const c of containers) {
-    unique(`mountPath in container ${String(c.name)}:`, list(c.volumeMounts).map((m) => m.mountPath));
-    unique(`env in container ${String(c.name)}:`, list(c.env).map((e) => e.name));
+    unique(
+      `mountPath in container ${String(c.name)}:`,
+      list(c.volumeMounts).map((m) => m.mountPath),
+    );
+    unique(
+      `env in container ${String(c.name)}:`,
+      list(c.env).map((e) => e.name),
+    );
     for (const m of list(c.volumeMounts)) {
       if (!volumeNames.has(m.name)) problems.push(`container ${String(c.name)} mounts volume ${String(m.name)}, which the pod does not have`);
     }

@@ -38,7 +38,10 @@ function stringMap(value: unknown, field: string): Readonly<Record<string, strin
     count++;
   }
   if (count > maxMetadataEntries) {
-    throw new AdmissionError('ERR_POD_TOO_LARGE', `the pod has ${count} entries in ${field}; the sidecar injector serves pods with at most ${maxMetadataEntries}`);
+    throw new AdmissionError(
+      'ERR_POD_TOO_LARGE',
+      `the pod has ${count} entries in ${field}; the sidecar injector serves pods with at most ${maxMetadataEntries}`,
+    );
   }
   return value as Record<string, string>;
 }

@@ -27,7 +27,12 @@ const table: [string, unknown, Record<string, string>, boolean][] = [
   ['DoesNotExist absent', { matchExpressions: [{ key: 'zone', operator: 'DoesNotExist' }] }, labels, true],
   ['DoesNotExist present', { matchExpressions: [{ key: 'app', operator: 'DoesNotExist' }] }, labels, false],
   ['DoesNotExist present empty value', { matchExpressions: [{ key: 'empty', operator: 'DoesNotExist' }] }, labels, false],
-  ['matchLabels and expressions ANDed', { matchLabels: { app: 'web' }, matchExpressions: [{ key: 'tier', operator: 'In', values: ['backend'] }] }, labels, false],
+  [
+    'matchLabels and expressions ANDed',
+    { matchLabels: { app: 'web' }, matchExpressions: [{ key: 'tier', operator: 'In', values: ['backend'] }] },
+    labels,
+    false,
+  ],
   ['prefixed key', { matchLabels: { 'app.kubernetes.io/name': 'x' } }, { 'app.kubernetes.io/name': 'x' }, true],
   ['values may be null for Exists', { matchExpressions: [{ key: 'app', operator: 'Exists', values: null }] }, labels, true],
 ];
@@ -40,8 +45,18 @@ for (const [title, raw, input, expected] of table) {
 
 // [title, selector, field named in the error, message fragment]
 const invalid: [string, unknown, string, string][] = [
-  ['lowercase operator', { matchExpressions: [{ key: 'a', operator: 'in', values: ['x'] }] }, 'matchExpressions[0].operator', 'is not a valid label selector operator'],
-  ['Gt operator', { matchExpressions: [{ key: 'a', operator: 'Gt', values: ['1'] }] }, 'matchExpressions[0].operator', 'is not a valid label selector operator'],
+  [
+    'lowercase operator',
+    { matchExpressions: [{ key: 'a', operator: 'in', values: ['x'] }] },
+    'matchExpressions[0].operator',
+    'is not a valid label selector operator',
+  ],
+  [
+    'Gt operator',
+    { matchExpressions: [{ key: 'a', operator: 'Gt', values: ['1'] }] },
+    'matchExpressions[0].operator',
+    'is not a valid label selector operator',
+  ],
   ['In without values', { matchExpressions: [{ key: 'a', operator: 'In', values: [] }] }, 'matchExpressions[0].values', 'must be non-empty'],
   ['NotIn without values', { matchExpressions: [{ key: 'a', operator: 'NotIn' }] }, 'matchExpressions[0].values', 'must be non-empty'],
   ['Exists with values', { matchExpressions: [{ key: 'a', operator: 'Exists', values: ['x'] }] }, 'matchExpressions[0].values', 'must be empty'],

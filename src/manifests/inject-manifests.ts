@@ -39,7 +39,11 @@ function describeEntry(entry: LedgerEntry | undefined): string {
     if (entry[kind]?.length) parts.push(`${kind} ${entry[kind]!.join(', ')}`);
   }
   for (const [container, items] of Object.entries(entry.appContainers ?? {})) {
-    const added = [...(items.env ?? []).map((e) => `env ${e}`), ...(items.envFrom ?? []).map((e) => `envFrom ${e}`), ...(items.volumeMounts ?? []).map((m) => `mount ${m}`)];
+    const added = [
+      ...(items.env ?? []).map((e) => `env ${e}`),
+      ...(items.envFrom ?? []).map((e) => `envFrom ${e}`),
+      ...(items.volumeMounts ?? []).map((m) => `mount ${m}`),
+    ];
     if (added.length) parts.push(`${added.join(', ')} in ${container}`);
   }
   return parts.length ? ` (${parts.join('; ')})` : '';
@@ -55,7 +59,8 @@ export function explain(outcome: PodOutcome, assumedOptIn: boolean): string[] {
   if (outcome.decision === 'patched') lines.push(`injected ${outcome.injection.injected.join(', ')}`);
   else if (outcome.reason === 'already-injected') lines.push(`unchanged: already carries ${outcome.templates.map((t) => t.name).join(', ')}`);
   else lines.push(`not injected: ${outcome.message}`);
-  if (assumedOptIn && outcome.reason !== 'namespace-not-enabled' && outcome.reason !== 'pod-opted-out') lines.push(`namespace ${outcome.namespace}: assumed opted in (no --namespace-labels or --namespace-label given)`);
+  if (assumedOptIn && outcome.reason !== 'namespace-not-enabled' && outcome.reason !== 'pod-opted-out')
+    lines.push(`namespace ${outcome.namespace}: assumed opted in (no --namespace-labels or --namespace-label given)`);
   const injection = outcome.injection;
   for (const template of outcome.templates) {
     if (injection?.injected.includes(template.name)) {
@@ -112,7 +117,13 @@ export async function renderObject(object: unknown, options: RenderOptions, deps
   if (kind === 'Pod') {
     const outcome = await admitPod({ pod: object, namespace, name }, deps);
     const changed = outcome.decision === 'patched';
-    return { object: changed ? outcome.injection.pod : object, changed, refused: outcome.decision === 'denied', label, explanation: explain(outcome, options.assumedOptIn) };
+    return {
+      object: changed ? outcome.injection.pod : object,
+      changed,
+      refused: outcome.decision === 'denied',
+      label,
+      explanation: explain(outcome, options.assumedOptIn),
+    };
   }
   const path = podTemplatePaths[kind];
   if (!path) return { object, changed: false, refused: false, label, explanation: ['not a workload; left as is'] };
@@ -122,7 +133,8 @@ export async function renderObject(object: unknown, options: RenderOptions, deps
   // The pod its controller would create: generateName from the workload, the namespace filled (R-24).
   const pod = { apiVersion: 'v1', kind: 'Pod', metadata: { ...templateMetadata, generateName: `${name}-`, namespace }, spec: template.spec };
   const outcome = await admitPod({ pod, namespace, name: '' }, deps);
-  if (outcome.decision !== 'patched') return { object, changed: false, refused: outcome.decision === 'denied', label, explanation: explain(outcome, options.assumedOptIn) };
+  if (outcome.decision !== 'patched')
+    return { object, changed: false, refused: outcome.decision === 'denied', label, explanation: explain(outcome, options.assumedOptIn) };
   const injected = outcome.injection.pod;
   const { generateName: _generateName, namespace: _namespace, ...newMetadata } = injected.metadata as JsonObject;
   const newTemplate = { ...template, metadata: newMetadata, spec: injected.spec };

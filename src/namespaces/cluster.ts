@@ -257,15 +257,21 @@ export class ClusterNamespaceSource implements NamespaceLabelSource {
   /** Restarts a watch that has delivered nothing for `watchStallMs` (a silently dead connection). */
   private watchForStall(): void {
     clearInterval(this.stallTimer);
-    this.stallTimer = setInterval(() => {
-      if (!this.watchController || Date.now() - this.lastWatchActivity < this.watchStallMs) return;
-      this.options.log.warn({ silentForMs: Date.now() - this.lastWatchActivity, resourceVersion: this.resourceVersion }, 'namespace watch delivered nothing, not even a bookmark; restarting it');
-      this.events.emit('stall');
-      const controller = this.watchController;
-      this.watchController = undefined;
-      this.stalled = true;
-      controller.abort();
-    }, Math.max(10, Math.min(10_000, this.watchStallMs / 4)));
+    this.stallTimer = setInterval(
+      () => {
+        if (!this.watchController || Date.now() - this.lastWatchActivity < this.watchStallMs) return;
+        this.options.log.warn(
+          { silentForMs: Date.now() - this.lastWatchActivity, resourceVersion: this.resourceVersion },
+          'namespace watch delivered nothing, not even a bookmark; restarting it',
+        );
+        this.events.emit('stall');
+        const controller = this.watchController;
+        this.watchController = undefined;
+        this.stalled = true;
+        controller.abort();
+      },
+      Math.max(10, Math.min(10_000, this.watchStallMs / 4)),
+    );
     this.stallTimer.unref();
   }
 
@@ -374,7 +380,9 @@ export class ClusterNamespaceSource implements NamespaceLabelSource {
           }
         });
       });
-      req.on('error', (err) => reject(err.name === 'AbortError' || err.name === 'TimeoutError' ? new Error(`GET ${path}: no answer within ${timeoutMs} ms`) : err));
+      req.on('error', (err) =>
+        reject(err.name === 'AbortError' || err.name === 'TimeoutError' ? new Error(`GET ${path}: no answer within ${timeoutMs} ms`) : err),
+      );
       req.end();
     });
   }

@@ -14,7 +14,7 @@ import type { Template } from '../templates/template.js';
 import { inject, ownMetadata, type Injection } from '../inject/inject.js';
 import { AnnotationKeys } from '../k8s/keys.js';
 import { indexLedger, parseLedger, type Ledger } from '../inject/ledger.js';
-import { podDisplayName, podOs, parsePod, type PodParts } from '../k8s/pod.js';
+import { parsePod, podDisplayName, podOs } from '../k8s/pod.js';
 import { checkLedger } from '../inject/trust.js';
 import { admissionProblem, annotationBytes, maxAnnotationBytes } from '../k8s/pod-validation.js';
 import { cut } from '../quote.js';
@@ -147,9 +147,21 @@ export async function admitPod(input: PodInput, deps: AdmitDeps): Promise<PodOut
   } catch (err) {
     if (err instanceof NamespaceLabelsUnavailable) {
       if (err.policy === 'allow') {
-        return { decision: 'allowed', reason: 'namespace-unknown', message: err.message, warnings: [`no sidecars injected: labels of namespace ${namespace} unknown: ${err.reason}`], podName, namespace, templates: [] };
+        return {
+          decision: 'allowed',
+          reason: 'namespace-unknown',
+          message: err.message,
+          warnings: [`no sidecars injected: labels of namespace ${namespace} unknown: ${err.reason}`],
+          podName,
+          namespace,
+          templates: [],
+        };
       }
-      return denial('namespace-unknown', 503, `${err.message}; the pod is refused so that it does not start without its sidecars, and its controller will retry`);
+      return denial(
+        'namespace-unknown',
+        503,
+        `${err.message}; the pod is refused so that it does not start without its sidecars, and its controller will retry`,
+      );
     }
     if (err instanceof AdmissionError) {
       const reason = err.code === 'ERR_UNKNOWN_TEMPLATE' ? 'unknown-template' : err.code === 'ERR_POD_TOO_LARGE' ? 'pod-too-large' : 'invalid-pod';

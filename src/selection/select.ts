@@ -42,7 +42,14 @@ export interface SelectionInput {
 /** The template names a pod requests with `sidecar-injector.io/templates: a,b`. */
 export function requestedTemplates(annotations: Readonly<Record<string, string>>): string[] {
   const value = Object.hasOwn(annotations, AnnotationKeys.request) ? annotations[AnnotationKeys.request]! : '';
-  return [...new Set(value.split(',').map((s) => s.trim()).filter(Boolean))];
+  return [
+    ...new Set(
+      value
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean),
+    ),
+  ];
 }
 
 /**
@@ -78,11 +85,23 @@ export function select(input: SelectionInput, set: TemplateSet): Selection {
   const skipped: TemplateSkip[] = [];
   for (const template of set.templates) {
     if (template.injection === 'on-request' && !requestedSet.has(template.name)) {
-      skipped.push({ template: template.name, reason: 'not-requested', message: `${template.name} is on request and the pod does not name it in ${AnnotationKeys.request}` });
+      skipped.push({
+        template: template.name,
+        reason: 'not-requested',
+        message: `${template.name} is on request and the pod does not name it in ${AnnotationKeys.request}`,
+      });
     } else if (!template.os.includes(input.podOs ?? 'linux')) {
-      skipped.push({ template: template.name, reason: 'os', message: `${template.name} is not injected: it supports ${template.os.join(', ')} and the pod runs on ${input.podOs ?? 'linux'}` });
+      skipped.push({
+        template: template.name,
+        reason: 'os',
+        message: `${template.name} is not injected: it supports ${template.os.join(', ')} and the pod runs on ${input.podOs ?? 'linux'}`,
+      });
     } else if (!matches(template.namespaceSelector, namespaceLabels)) {
-      skipped.push({ template: template.name, reason: 'namespace-selector', message: `${template.name}: namespace ${namespace} does not match its namespaceSelector` });
+      skipped.push({
+        template: template.name,
+        reason: 'namespace-selector',
+        message: `${template.name}: namespace ${namespace} does not match its namespaceSelector`,
+      });
     } else if (!matches(template.objectSelector, podLabels)) {
       skipped.push({ template: template.name, reason: 'object-selector', message: `${template.name}: pod labels do not match its objectSelector` });
     } else templates.push(template);

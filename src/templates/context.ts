@@ -9,7 +9,13 @@ export interface OwnMetadata {
 }
 
 /** The values templates are rendered with: the pod's own labels and annotations, its name or generateName, its namespace. */
-export function contextFor(parts: PodParts, requestName: string, namespace: string, own: OwnMetadata, namespaceLabels: Readonly<Record<string, string>>): RenderContext {
+export function contextFor(
+  parts: PodParts,
+  requestName: string,
+  namespace: string,
+  own: OwnMetadata,
+  namespaceLabels: Readonly<Record<string, string>>,
+): RenderContext {
   const { metadata, spec } = parts;
   const generateName = typeof metadata.generateName === 'string' ? metadata.generateName : '';
   const name = typeof metadata.name === 'string' && metadata.name ? metadata.name : generateName.replace(/-+$/, '');

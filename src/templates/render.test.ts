@@ -11,7 +11,9 @@ function compile(doc: unknown): Template {
   return template;
 }
 
-function context(overrides: { labels?: Record<string, string>; annotations?: Record<string, string>; name?: string; nsLabels?: Record<string, string> } = {}): RenderContext {
+function context(
+  overrides: { labels?: Record<string, string>; annotations?: Record<string, string>; name?: string; nsLabels?: Record<string, string> } = {},
+): RenderContext {
   return {
     pod: {
       name: overrides.name ?? 'web-abc',
@@ -38,7 +40,7 @@ const template = compile({
         { name: 'POD', value: '{{ pod.name }}' },
         { name: 'SA', value: '{{ pod.serviceAccountName }}' },
         { name: 'TEAM', value: "{{ namespace.labels.team | default 'none' }}" },
-        { name: 'OWNER', value: "{{ pod.annotations['example.com/owner'] | default \"nobody\" }}" },
+        { name: 'OWNER', value: '{{ pod.annotations[\'example.com/owner\'] | default "nobody" }}' },
         { name: 'NS', value: '{{ pod.namespace }}/{{ namespace.name }}' },
         { name: 'BRACES', value: "{{ '{{' }} literal" },
       ],
@@ -75,9 +77,12 @@ test('a missing value without default renders as the empty string', (t) => {
 
 test('rendered output is frozen: changing it throws, and the next render is unaffected', (t) => {
   const first = render(template, context());
-  t.throws(() => {
-    (first.containers[0]!.ports as { containerPort: number }[])[0]!.containerPort = 1;
-  }, { instanceOf: TypeError });
+  t.throws(
+    () => {
+      (first.containers[0]!.ports as { containerPort: number }[])[0]!.containerPort = 1;
+    },
+    { instanceOf: TypeError },
+  );
   t.deepEqual(render(template, context()).containers[0]!.ports, [{ name: 'metrics', containerPort: 9090 }]);
 });
 
@@ -85,7 +90,10 @@ test('renders once per distinct set of referenced values', (t) => {
   const a = render(template, context());
   t.is(render(template, context()), a, 'same values: the same rendering');
   t.not(render(template, context({ name: 'other-pod' })), a, 'a referenced value changed: a new rendering');
-  t.deepEqual(template.references.map((r) => r.source).sort(), ['namespace.labels', 'pod.annotations', 'pod.labels', 'pod.labels', 'pod.name', 'pod.namespace', 'pod.serviceAccountName', 'namespace.name'].sort());
+  t.deepEqual(
+    template.references.map((r) => r.source).sort(),
+    ['namespace.labels', 'pod.annotations', 'pod.labels', 'pod.labels', 'pod.name', 'pod.namespace', 'pod.serviceAccountName', 'namespace.name'].sort(),
+  );
 });
 
 const hostile = [
@@ -105,9 +113,15 @@ const hostile = [
 test('hostile pod values never change the structure of the result', (t) => {
   const baseline = JSON.stringify(render(template, context({ labels: {}, annotations: {} })), (_, v) => (typeof v === 'string' ? '' : v));
   for (const value of hostile) {
-    const out = render(template, context({ labels: { app: value, 'app.kubernetes.io/name': value }, annotations: { 'example.com/owner': value }, name: value, nsLabels: { team: value } }));
+    const out = render(
+      template,
+      context({ labels: { app: value, 'app.kubernetes.io/name': value }, annotations: { 'example.com/owner': value }, name: value, nsLabels: { team: value } }),
+    );
     // Same shape: every string blanked, the JSON is identical to a render with empty values.
-    t.is(JSON.stringify(out, (_, v) => (typeof v === 'string' ? '' : v)), baseline);
+    t.is(
+      JSON.stringify(out, (_, v) => (typeof v === 'string' ? '' : v)),
+      baseline,
+    );
     // Inserted verbatim, never evaluated: '{{ params.image }}' stays that text.
     t.is((out.containers[0]!.env as { value: string }[])[0]!.value, value);
     t.is((out.containers[0]!.args as string[])[0], `--app=${value}`);

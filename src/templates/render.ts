@@ -23,7 +23,6 @@ export interface RenderedTemplate {
   readonly imagePullSecrets: JsonObject[];
 }
 
-
 /** The context a skeleton is built with: reading it is a bug (pod-dependent strings become anyValue). */
 const noContext = undefined as unknown as RenderContext;
 

@@ -38,26 +38,111 @@ const broken: [string, unknown, string, string][] = [
   ['bad placement', { ...minimal, placement: 'middle' }, 'placement', 'first'],
   ['container without image', { name: 'a', containers: [{ name: 'a' }] }, 'containers[0].image', 'needs an image'],
   ['container name not DNS-1123', { name: 'a', containers: [{ name: 'Agent_1', image: 'x' }] }, 'containers[0].name', 'DNS-1123'],
-  ['container name twice across lists', { name: 'a', containers: [{ name: 'x', image: 'i' }], initContainers: [{ name: 'x', image: 'i' }] }, 'initContainers[0].name', 'used twice'],
-  ['volume twice', { name: 'a', volumes: [{ name: 'v', emptyDir: {} }, { name: 'v', emptyDir: {} }] }, 'volumes[1].name', 'used twice'],
-  ['mount of an undeclared volume', { name: 'a', containers: [{ name: 'x', image: 'i', volumeMounts: [{ name: 'nope', mountPath: '/x' }] }] }, 'containers[0].volumeMounts[0].name', 'must name a volume declared'],
-  ['relative mountPath', { name: 'a', volumes: [{ name: 'v', emptyDir: {} }], appContainers: { volumeMounts: [{ name: 'v', mountPath: 'logs' }] } }, 'appContainers.volumeMounts[0].mountPath', 'absolute path'],
-  ['same app mountPath twice', { name: 'a', volumes: [{ name: 'v', emptyDir: {} }], appContainers: { volumeMounts: [{ name: 'v', mountPath: '/l' }, { name: 'v', mountPath: '/l' }] } }, 'appContainers.volumeMounts[1].mountPath', 'used twice'],
-  ['sidecar env twice', { name: 'a', containers: [{ name: 'a', image: 'i', env: [{ name: 'X', value: '1' }, { name: 'X', value: '2' }] }] }, 'containers[0].env[1].name', 'set twice'],
-  ['app env twice', { name: 'a', appContainers: { env: [{ name: 'A', value: '1' }, { name: 'A', value: '2' }] } }, 'appContainers.env[1].name', 'set twice'],
+  [
+    'container name twice across lists',
+    { name: 'a', containers: [{ name: 'x', image: 'i' }], initContainers: [{ name: 'x', image: 'i' }] },
+    'initContainers[0].name',
+    'used twice',
+  ],
+  [
+    'volume twice',
+    {
+      name: 'a',
+      volumes: [
+        { name: 'v', emptyDir: {} },
+        { name: 'v', emptyDir: {} },
+      ],
+    },
+    'volumes[1].name',
+    'used twice',
+  ],
+  [
+    'mount of an undeclared volume',
+    { name: 'a', containers: [{ name: 'x', image: 'i', volumeMounts: [{ name: 'nope', mountPath: '/x' }] }] },
+    'containers[0].volumeMounts[0].name',
+    'must name a volume declared',
+  ],
+  [
+    'relative mountPath',
+    { name: 'a', volumes: [{ name: 'v', emptyDir: {} }], appContainers: { volumeMounts: [{ name: 'v', mountPath: 'logs' }] } },
+    'appContainers.volumeMounts[0].mountPath',
+    'absolute path',
+  ],
+  [
+    'same app mountPath twice',
+    {
+      name: 'a',
+      volumes: [{ name: 'v', emptyDir: {} }],
+      appContainers: {
+        volumeMounts: [
+          { name: 'v', mountPath: '/l' },
+          { name: 'v', mountPath: '/l' },
+        ],
+      },
+    },
+    'appContainers.volumeMounts[1].mountPath',
+    'used twice',
+  ],
+  [
+    'sidecar env twice',
+    {
+      name: 'a',
+      containers: [
+        {
+          name: 'a',
+          image: 'i',
+          env: [
+            { name: 'X', value: '1' },
+            { name: 'X', value: '2' },
+          ],
+        },
+      ],
+    },
+    'containers[0].env[1].name',
+    'set twice',
+  ],
+  [
+    'app env twice',
+    {
+      name: 'a',
+      appContainers: {
+        env: [
+          { name: 'A', value: '1' },
+          { name: 'A', value: '2' },
+        ],
+      },
+    },
+    'appContainers.env[1].name',
+    'set twice',
+  ],
   ['app envFrom without a ref', { name: 'a', appContainers: { envFrom: [{ prefix: 'X_' }] } }, 'appContainers.envFrom[0]', 'configMapRef or secretRef'],
   ['unknown appContainers field', { name: 'a', appContainers: { ports: [] } }, 'appContainers.ports', 'unknown field'],
   ['unknown placeholder', { name: 'a', containers: [{ name: 'a', image: '{{ pod.image }}' }] }, 'containers[0].image', 'unknown placeholder'],
   ['undeclared parameter', { name: 'a', containers: [{ name: 'a', image: '{{ params.image }}' }] }, 'containers[0].image', 'not declared'],
   ['unclosed placeholder', { name: 'a', containers: [{ name: 'a', image: 'x:{{ params.tag' }], parameters: { tag: '1' } }, 'containers[0].image', 'unclosed'],
   ['placeholder in a container name', { name: 'a', containers: [{ name: '{{ pod.name }}', image: 'i' }] }, 'containers[0].name', 'DNS-1123'],
-  ['placeholder in an env name', { name: 'a', containers: [{ name: 'a', image: 'i', env: [{ name: 'X_{{ pod.name }}', value: '1' }] }] }, 'containers[0].env[0].name', 'must be literal'],
-  ['placeholder in a map key', { name: 'a', containers: [{ name: 'a', image: 'i', resources: { '{{ pod.name }}': 1 } }] }, 'containers[0].resources.{{ pod.name }}', 'keys must be literal'],
+  [
+    'placeholder in an env name',
+    { name: 'a', containers: [{ name: 'a', image: 'i', env: [{ name: 'X_{{ pod.name }}', value: '1' }] }] },
+    'containers[0].env[0].name',
+    'must be literal',
+  ],
+  [
+    'placeholder in a map key',
+    { name: 'a', containers: [{ name: 'a', image: 'i', resources: { '{{ pod.name }}': 1 } }] },
+    'containers[0].resources.{{ pod.name }}',
+    'keys must be literal',
+  ],
   ['invalid label key', { name: 'a', labels: { 'bad key': 'x' } }, 'labels.bad key', 'name part'],
   ['invalid static label value', { name: 'a', labels: { ok: 'not valid!' } }, 'labels.ok', 'alphanumerics'],
   ['template sets the ledger', { name: 'a', annotations: { 'sidecar-injector.io/status': 'x' } }, 'annotations.sidecar-injector.io/status', 'ledger'],
   ['structured parameter', { name: 'a', parameters: { list: [1, 2] } }, 'parameters.list', 'string, number or boolean'],
-  ['invalid selector operator', { ...minimal, objectSelector: { matchExpressions: [{ key: 'a', operator: 'Gt', values: ['1'] }] } }, 'objectSelector.matchExpressions[0].operator', 'not a valid label selector operator'],
+  [
+    'invalid selector operator',
+    { ...minimal, objectSelector: { matchExpressions: [{ key: 'a', operator: 'Gt', values: ['1'] }] } },
+    'objectSelector.matchExpressions[0].operator',
+    'not a valid label selector operator',
+  ],
   ['invalid namespace selector key', { ...minimal, namespaceSelector: { matchLabels: { '-a': 'b' } } }, 'namespaceSelector.matchLabels["-a"]', 'name part'],
 ];
 

@@ -25,10 +25,17 @@ export type PodOs = 'linux' | 'windows';
  * (validateWindows, CONTRACT R-68): a template that supports windows may not set them.
  */
 export const linuxOnlySecurityFields = [
-  'seLinuxOptions', 'seccompProfile', 'appArmorProfile', 'capabilities', 'readOnlyRootFilesystem',
-  'privileged', 'allowPrivilegeEscalation', 'procMount', 'runAsUser', 'runAsGroup',
+  'seLinuxOptions',
+  'seccompProfile',
+  'appArmorProfile',
+  'capabilities',
+  'readOnlyRootFilesystem',
+  'privileged',
+  'allowPrivilegeEscalation',
+  'procMount',
+  'runAsUser',
+  'runAsGroup',
 ] as const;
-
 
 /** A compiled value tree: static subtrees are kept as JSON, strings with placeholders as segments. */
 export type Compiled =
@@ -75,11 +82,23 @@ export interface Template {
 }
 
 const topLevelFields = new Set([
-  'name', 'description', 'injection', 'placement', 'namespaceSelector', 'objectSelector', 'parameters',
-  'containers', 'initContainers', 'volumes', 'appContainers', 'labels', 'annotations', 'imagePullSecrets', 'os',
+  'name',
+  'description',
+  'injection',
+  'placement',
+  'namespaceSelector',
+  'objectSelector',
+  'parameters',
+  'containers',
+  'initContainers',
+  'volumes',
+  'appContainers',
+  'labels',
+  'annotations',
+  'imagePullSecrets',
+  'os',
 ]);
 const appContainerFields = new Set(['env', 'envFrom', 'volumeMounts']);
-
 
 /** JSON with object keys sorted, so that the hash does not depend on key order in the file. */
 function canonicalJson(value: unknown): string {
@@ -92,7 +111,6 @@ function canonicalJson(value: unknown): string {
   }
   return JSON.stringify(value);
 }
-
 
 /** The references that depend on the pod or namespace (not literals, not parameters), each once. */
 function uniqueReferences(references: readonly Reference[]): Reference[] {
@@ -118,7 +136,14 @@ class Problems {
  * a string that is exactly one `{{ params.X }}` keeps the parameter's type.
  * `literalFields` lists property names whose values must not hold placeholders (they name things).
  */
-function compileValue(value: unknown, field: string, params: ReadonlySet<string>, problems: Problems, literalFields: ReadonlySet<string>, references: Reference[]): Compiled {
+function compileValue(
+  value: unknown,
+  field: string,
+  params: ReadonlySet<string>,
+  problems: Problems,
+  literalFields: ReadonlySet<string>,
+  references: Reference[],
+): Compiled {
   if (typeof value === 'string') {
     let segments: Segment[];
     try {
@@ -249,7 +274,7 @@ function checkStringMap(map: unknown, field: string, problems: Problems, isLabel
   for (const [key, value] of Object.entries(map)) {
     const keyProblem = labelKeyProblem(key);
     if (keyProblem) problems.add(`${field}.${key}`, keyProblem);
-    if (key === AnnotationKeys.status) problems.add(`${field}.${key}`, 'is the injector\'s own ledger and cannot be set by a template');
+    if (key === AnnotationKeys.status) problems.add(`${field}.${key}`, "is the injector's own ledger and cannot be set by a template");
     if (typeof value !== 'string') problems.add(`${field}.${key}`, 'value must be a string (quote it in YAML)');
     else if (isLabels && !value.includes('{{')) {
       const valueProblem = labelValueProblem(value);
@@ -271,7 +296,8 @@ function checkOs(raw: unknown, containers: readonly unknown[], problems: Problem
     containers.forEach((container, i) => {
       const context = isJsonObject(container) && isJsonObject(container.securityContext) ? container.securityContext : {};
       for (const field of linuxOnlySecurityFields) {
-        if (Object.hasOwn(context, field)) problems.add(`os`, `lists windows, but container ${i} sets securityContext.${field}, which Windows pods may not set`);
+        if (Object.hasOwn(context, field))
+          problems.add(`os`, `lists windows, but container ${i} sets securityContext.${field}, which Windows pods may not set`);
       }
     });
   }

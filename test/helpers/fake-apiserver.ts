@@ -104,7 +104,13 @@ export class FakeApiServer {
     return {
       kind: 'Namespace',
       apiVersion: 'v1',
-      metadata: { name, uid: `uid-${name}`, resourceVersion: String(++this.rv), labels: { ...labels, 'kubernetes.io/metadata.name': name }, creationTimestamp: '2026-11-22T00:00:00Z' },
+      metadata: {
+        name,
+        uid: `uid-${name}`,
+        resourceVersion: String(++this.rv),
+        labels: { ...labels, 'kubernetes.io/metadata.name': name },
+        creationTimestamp: '2026-11-22T00:00:00Z',
+      },
       spec: { finalizers: ['kubernetes'] },
       status: { phase: 'Active' },
     };

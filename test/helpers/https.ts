@@ -27,7 +27,16 @@ export function httpsCall(call: HttpsCall): Promise<HttpsAnswer> {
   const headers = call.headers ?? (call.body === undefined ? {} : { 'content-type': 'application/json' });
   return new Promise((resolve, reject) => {
     const req = https.request(
-      { host: '127.0.0.1', port: call.port, path: call.path, method: call.method ?? (call.body === undefined ? 'GET' : 'POST'), servername: 'localhost', headers, ...(call.ca ? { ca: call.ca } : {}), ...(call.agent !== undefined ? { agent: call.agent } : {}) },
+      {
+        host: '127.0.0.1',
+        port: call.port,
+        path: call.path,
+        method: call.method ?? (call.body === undefined ? 'GET' : 'POST'),
+        servername: 'localhost',
+        headers,
+        ...(call.ca ? { ca: call.ca } : {}),
+        ...(call.agent !== undefined ? { agent: call.agent } : {}),
+      },
       (res) => {
         const fingerprint256 = (res.socket as TLSSocket).getPeerCertificate().fingerprint256;
         const chunks: Buffer[] = [];

@@ -9,7 +9,12 @@ type ModelClass = new (data: unknown) => Validatable;
 
 async function modelFor(apiVersion: string, kind: string): Promise<ModelClass> {
   const [group, version] = apiVersion.includes('/') ? apiVersion.split('/') : ['', apiVersion];
-  const path = group === 'cert-manager.io' ? `@kubernetes-models/cert-manager/cert-manager.io/${version}/${kind}` : group ? `kubernetes-models/${group}/${version}/${kind}` : `kubernetes-models/v1/${kind}`;
+  const path =
+    group === 'cert-manager.io'
+      ? `@kubernetes-models/cert-manager/cert-manager.io/${version}/${kind}`
+      : group
+        ? `kubernetes-models/${group}/${version}/${kind}`
+        : `kubernetes-models/v1/${kind}`;
   const module = (await import(path)) as Record<string, ModelClass>;
   const model = module[kind];
   if (!model) throw new Error(`no schema for ${apiVersion} ${kind}`);

@@ -9,12 +9,29 @@ import { renderCacheSize } from '../../src/templates/render.js';
 import { templateSet } from './templates.js';
 
 const [count, size] = process.argv.slice(2).map(Number) as [number, number];
-const set = templateSet({ name: 'echo', containers: [{ name: 'echo', image: 'x:1', env: [{ name: 'NOTE', value: "{{ pod.annotations['example.com/note'] }}" }], args: ["{{ pod.annotations['example.com/note'] }}"] }] });
+const set = templateSet({
+  name: 'echo',
+  containers: [
+    {
+      name: 'echo',
+      image: 'x:1',
+      env: [{ name: 'NOTE', value: "{{ pod.annotations['example.com/note'] }}" }],
+      args: ["{{ pod.annotations['example.com/note'] }}"],
+    },
+  ],
+});
 const deps = { templates: () => set, namespaces: createLocalNamespaceSource({ shop: { 'sidecar-injector.io/injection': 'enabled' } }) };
 let patched = 0;
 for (let i = 0; i < count; i++) {
   const note = `${i}-`.padEnd(size, 'x');
-  const outcome = await admitPod({ pod: { metadata: { generateName: 'p-', annotations: { 'example.com/note': note } }, spec: { containers: [{ name: 'app', image: 'x' }] } }, namespace: 'shop', name: '' }, deps);
+  const outcome = await admitPod(
+    {
+      pod: { metadata: { generateName: 'p-', annotations: { 'example.com/note': note } }, spec: { containers: [{ name: 'app', image: 'x' }] } },
+      namespace: 'shop',
+      name: '',
+    },
+    deps,
+  );
   if (outcome.decision === 'patched') patched++;
 }
 globalThis.gc?.();

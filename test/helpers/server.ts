@@ -34,7 +34,12 @@ export interface TestServer extends RunningServer {
   readonly logs: Record<string, unknown>[];
   readonly metrics: Metrics;
   ready: boolean;
-  request(method: string, path: string, body?: string | Buffer, headers?: Record<string, string>): Promise<{ status: number; headers: Record<string, unknown>; text: string; json: any }>;
+  request(
+    method: string,
+    path: string,
+    body?: string | Buffer,
+    headers?: Record<string, string>,
+  ): Promise<{ status: number; headers: Record<string, unknown>; text: string; json: any }>;
   post(body: unknown, path?: string): Promise<{ status: number; json: any }>;
   stop(): Promise<void>;
 }
@@ -69,7 +74,14 @@ export async function startTestServer(options: {
     namespaces: options.namespaces ?? testNamespaces,
     isReady: () => state.ready,
   });
-  const running = await startServer(app.callback(), { host: '127.0.0.1', port: 0, key: certs.key, cert: certs.cert, timeouts: { ...defaultTimeouts, ...options.timeouts }, ...(options.maxConnections ? { maxConnections: options.maxConnections } : {}) });
+  const running = await startServer(app.callback(), {
+    host: '127.0.0.1',
+    port: 0,
+    key: certs.key,
+    cert: certs.cert,
+    timeouts: { ...defaultTimeouts, ...options.timeouts },
+    ...(options.maxConnections ? { maxConnections: options.maxConnections } : {}),
+  });
   const agent = new https.Agent({ keepAlive: true, ca: certs.caCert, maxSockets: 32 });
   const url = `https://127.0.0.1:${running.port}`;
   const request: TestServer['request'] = async (method, path, body, headers = {}) => {

@@ -1,0 +1,86 @@
+// Lint: typescript-eslint's recommended rules, Prettier for form, and the floor plan as rules.
+// Every folder of src/ may import only from the floors below it (see README, Layout):
+//   errors.ts, quote.ts                        leaves
+//   k8s/                                       Kubernetes vocabulary: imports only the leaves
+//   fs/                                        a leaf (watching files)
+//   templates/                                 k8s, fs
+//   selection/, inject/                        templates, k8s
+//   namespaces/                                k8s
+//   pipeline/                                  selection, templates, inject, namespaces, k8s
+//   admission/, manifests/                     pipeline and below
+//   http/, tls/, fs/, app.ts, server.ts, …     above the domain; cli/ on top
+import js from '@eslint/js';
+import prettier from 'eslint-config-prettier';
+import tseslint from 'typescript-eslint';
+
+const floors = ['k8s', 'templates', 'selection', 'inject', 'namespaces', 'pipeline', 'admission', 'manifests', 'http', 'tls', 'fs', 'cli'];
+const topFiles = ['app', 'server', 'config', 'metrics', 'liveness'];
+
+/** A rule for the files of `folder` that forbids every folder and top-level module not in `allowed`. */
+function floor(folder, allowed) {
+  const forbidden = [
+    ...floors.filter((f) => f !== folder && !allowed.includes(f)).map((f) => `../${f}/*`),
+    ...topFiles.filter((f) => !allowed.includes(f)).map((f) => `../${f}.js`),
+  ];
+  return {
+    files: [`src/${folder}/**/*.ts`],
+    ignores: ['src/**/*.test.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: forbidden,
+              message: `src/${folder}/ may import only from ${allowed.length ? allowed.join(', ') : 'the leaves (errors.ts, quote.ts)'}: every import points down (README, Layout).`,
+            },
+          ],
+        },
+      ],
+    },
+  };
+}
+
+export default tseslint.config(
+  { ignores: ['dist/', 'node_modules/', '.dev-certs/', 'manifests/overlays/self-signed/'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  prettier,
+  {
+    languageOptions: {
+      ecmaVersion: 2023,
+      sourceType: 'module',
+      globals: {
+        process: 'readonly',
+        console: 'readonly',
+        Buffer: 'readonly',
+        setTimeout: 'readonly',
+        clearTimeout: 'readonly',
+        setInterval: 'readonly',
+        clearInterval: 'readonly',
+        URL: 'readonly',
+        URLSearchParams: 'readonly',
+        TextDecoder: 'readonly',
+        AbortSignal: 'readonly',
+        performance: 'readonly',
+        globalThis: 'readonly',
+        structuredClone: 'readonly',
+      },
+    },
+    rules: {
+      '@typescript-eslint/no-explicit-any': 'off',
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+    },
+  },
+  floor('k8s', []),
+  floor('templates', ['k8s', 'fs']),
+  floor('selection', ['templates', 'k8s']),
+  floor('inject', ['templates', 'k8s']),
+  floor('namespaces', ['k8s']),
+  floor('pipeline', ['selection', 'templates', 'inject', 'namespaces', 'k8s']),
+  floor('admission', ['pipeline', 'selection', 'templates', 'inject', 'namespaces', 'k8s']),
+  floor('manifests', ['pipeline', 'selection', 'templates', 'inject', 'namespaces', 'k8s']),
+  floor('http', ['admission', 'pipeline', 'k8s', 'metrics']),
+  floor('fs', []),
+  floor('tls', ['fs']),
+);

@@ -1,0 +1,56 @@
+/**
+ * The floor plan holds: every import between folders of src/ points down (no folder-level
+ * cycle), and the lint rule that keeps it so does fire on an upward import.
+ */
+import test from 'ava';
+import { readdir, readFile } from 'node:fs/promises';
+import { dirname, join, relative, resolve } from 'node:path';
+import { ESLint } from 'eslint';
+
+async function sourceFiles(dir: string): Promise<string[]> {
+  const out: string[] = [];
+  for (const entry of await readdir(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) out.push(...(await sourceFiles(path)));
+    else if (entry.name.endsWith('.ts') && !entry.name.endsWith('.test.ts')) out.push(path);
+  }
+  return out;
+}
+
+/** `src/k8s/pod.ts` → `k8s`; a file directly in src/ is its own room (`app.ts` → `app`). */
+function room(file: string): string {
+  const parts = relative('src', file).split('/');
+  return parts.length > 1 ? parts[0]! : parts[0]!.replace(/\.ts$/, '');
+}
+
+test('the folders of src/ import each other without a cycle', async (t) => {
+  const edges = new Map<string, Set<string>>();
+  for (const file of await sourceFiles('src')) {
+    const text = await readFile(file, 'utf8');
+    for (const match of text.matchAll(/(?:from\s+|import\(\s*)['"](\.{1,2}\/[^'"]+)['"]/g)) {
+      const target = room(resolve(dirname(file), match[1]!).replace(`${resolve('src')}/`, 'src/'));
+      const from = room(file);
+      if (target !== from) (edges.get(from) ?? edges.set(from, new Set()).get(from)!).add(target);
+    }
+  }
+  t.true(edges.size > 10, 'the graph was read');
+  const cycles: string[] = [];
+  const visit = (node: string, path: string[]) => {
+    if (path.includes(node)) return void cycles.push([...path.slice(path.indexOf(node)), node].join(' → '));
+    for (const next of edges.get(node) ?? []) visit(next, [...path, node]);
+  };
+  for (const node of edges.keys()) visit(node, []);
+  t.deepEqual(cycles, []);
+  t.false(edges.get('k8s')?.has('templates') ?? false);
+});
+
+test('the lint rule refuses an upward import, and accepts a downward one', async (t) => {
+  const eslint = new ESLint();
+  const [up] = await eslint.lintText("import { render } from '../templates/render.js';\nexport const x = render;\n", { filePath: 'src/k8s/probe.ts' });
+  t.true(up!.messages.some((m) => m.ruleId === 'no-restricted-imports' && /src\/k8s\/ may import only from/.test(m.message)));
+  const [down] = await eslint.lintText("import { parsePod } from '../k8s/pod.js';\nexport const x = parsePod;\n", { filePath: 'src/templates/probe.ts' });
+  t.deepEqual(
+    down!.messages.filter((m) => m.ruleId === 'no-restricted-imports'),
+    [],
+  );
+});
