@@ -28,7 +28,7 @@ export class RequestError extends Error {
 }
 
 /** Codes of AdmissionReview denials. */
-export type AdmissionErrorCode = 'ERR_INVALID_POD' | 'ERR_UNKNOWN_TEMPLATE' | 'ERR_POD_TOO_LARGE';
+export type AdmissionErrorCode = 'ERR_INVALID_POD' | 'ERR_POD_TOO_LARGE';
 
 /** A review we answer with `allowed: false`; `message` is what `kubectl` shows after "denied the request:". */
 export class AdmissionError extends Error {
@@ -36,7 +36,6 @@ export class AdmissionError extends Error {
   constructor(
     readonly code: AdmissionErrorCode,
     message: string,
-    readonly httpCode = 400,
   ) {
     super(message);
   }

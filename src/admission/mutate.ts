@@ -4,18 +4,15 @@
  * happened and the HTTP layer logs and measures it.
  */
 import { diff } from '../inject/diff.js';
-import { admitPod, type AdmitDeps, type AdmitReason } from '../pipeline/admit.js';
+import { admitPod, type AdmitDeps } from '../pipeline/admit.js';
+import { say, type Decision, type Reason } from '../pipeline/reasons.js';
 import { cut } from '../quote.js';
 import { allowed, denied, parseReview, patched, type ReviewResponse } from './review.js';
 
 /** What a review needs from the rest of the process. */
 export type MutateDeps = AdmitDeps;
 
-/** `patched`: allowed with a patch; `allowed`: allowed unchanged; `denied`: allowed false. */
-export type Decision = 'patched' | 'allowed' | 'denied';
-
-/** Why: a stable id for logs and metrics. */
-export type Reason = AdmitReason | 'operation-not-create' | 'not-a-pod' | 'subresource';
+export type { Decision, Reason };
 
 /** The answer and what to log about it (never pod contents). */
 export interface ReviewOutcome {
@@ -59,11 +56,11 @@ export async function mutate(body: unknown, deps: MutateDeps): Promise<ReviewOut
   // Only pod CREATE is ours; everything else passes untouched (R-05).
   const notOurs =
     request.operation !== 'CREATE'
-      ? (['operation-not-create', `operation ${cut(request.operation, 40)} is not CREATE`] as const)
+      ? (['operation-not-create', say('operation-not-create', cut(request.operation, 40))] as const)
       : request.kind.kind !== 'Pod' || request.kind.group !== ''
-        ? (['not-a-pod', `kind ${cut(request.kind.kind, 60)} is not a core Pod`] as const)
+        ? (['not-a-pod', say('not-a-pod', cut(request.kind.kind, 60))] as const)
         : request.subResource
-          ? (['subresource', `subresource ${cut(request.subResource, 60)} is not the pod itself`] as const)
+          ? (['subresource', say('subresource', cut(request.subResource, 60))] as const)
           : undefined;
   if (notOurs) return { ...base, response: allowed(version, request.uid), decision: 'allowed', reason: notOurs[0], message: notOurs[1] };
 

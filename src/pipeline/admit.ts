@@ -4,7 +4,8 @@
  * throws for a pod it cannot serve: every outcome is a value with a reason and a sentence.
  */
 import { AdmissionError } from '../errors.js';
-import { requestedTemplates, select, type PodSkipReason, type Selection } from '../selection/select.js';
+import { requestedTemplates, select, type Selection } from '../selection/select.js';
+import { reasonOfAdmissionError, reasons, say, type DenialReason, type Reason } from './reasons.js';
 import { NamespaceLabelsUnavailable, type NamespaceLabelSource } from '../namespaces/source.js';
 import type { TemplateSet } from '../templates/set.js';
 import { contextFor } from '../templates/context.js';
@@ -26,19 +27,6 @@ export interface AdmitDeps {
   readonly namespaces: NamespaceLabelSource;
 }
 
-/** Why: a stable id for logs and metrics. */
-export type AdmitReason =
-  | 'injected'
-  | 'already-injected'
-  | 'nothing-to-add'
-  | 'template-conflict'
-  | PodSkipReason
-  | 'invalid-pod'
-  | 'pod-too-large'
-  | 'annotations-over-limit'
-  | 'unknown-template'
-  | 'namespace-unknown';
-
 interface Common {
   /** The pod's name, or its generateName (R-24). */
   readonly podName: string;
@@ -53,8 +41,8 @@ interface Common {
 /** The outcome for one pod. */
 export type PodOutcome =
   | (Common & { readonly decision: 'patched'; readonly reason: 'injected'; readonly original: JsonObject; readonly injection: Injection })
-  | (Common & { readonly decision: 'allowed'; readonly reason: AdmitReason; readonly injection?: Injection })
-  | (Common & { readonly decision: 'denied'; readonly reason: AdmitReason; readonly code: number });
+  | (Common & { readonly decision: 'allowed'; readonly reason: Reason; readonly injection?: Injection })
+  | (Common & { readonly decision: 'denied'; readonly reason: DenialReason; readonly code: number });
 
 /** The pod to admit, with the request's namespace and name (both may be empty on the pod itself). */
 export interface PodInput {
@@ -68,10 +56,10 @@ export async function admitPod(input: PodInput, deps: AdmitDeps): Promise<PodOut
   // Cut for messages and logs: these come from the request and are validated only below.
   let podName = cut(input.name, 100);
   let namespace = cut(input.namespace, 100);
-  const denial = (reason: AdmitReason, code: number, message: string, templates: readonly Template[] = []): PodOutcome => ({
+  const denial = (reason: DenialReason, message: string, templates: readonly Template[] = []): PodOutcome => ({
     decision: 'denied',
     reason,
-    code,
+    code: reasons[reason].code,
     message,
     warnings: [],
     podName,
@@ -85,11 +73,12 @@ export async function admitPod(input: PodInput, deps: AdmitDeps): Promise<PodOut
     // Controller-created pods had no metadata.namespace before Kubernetes 1.24 (R-24).
     const podNamespace = input.namespace || (typeof parts.metadata.namespace === 'string' ? parts.metadata.namespace : '');
     namespace = cut(podNamespace, 100);
-    if (!podNamespace) return denial('invalid-pod', 400, 'the pod has no namespace: request.namespace and metadata.namespace are both empty');
+    if (!podNamespace) return denial('invalid-pod', say('invalid-pod', 'the pod has no namespace: request.namespace and metadata.namespace are both empty'));
     // Before any work: a pod the API server will reject, or one out of proportion to any real pod.
     const problem = admissionProblem(parts, podNamespace, input.name);
     if (problem) {
-      return problem.kind === 'invalid' ? denial('invalid-pod', 400, problem.message) : denial('pod-too-large', 400, problem.message);
+      const reason = problem.kind === 'invalid' ? 'invalid-pod' : 'pod-too-large';
+      return denial(reason, say(reason, problem.message));
     }
 
     const set = deps.templates();
@@ -108,9 +97,25 @@ export async function admitPod(input: PodInput, deps: AdmitDeps): Promise<PodOut
     const requested = new Set(requestedTemplates(own.annotations));
     // So does a template skipped because of the pod's operating system.
     for (const skip of selection.skipped) if (requested.has(skip.template) || skip.reason === 'os') warnings.push(skip.message);
-    if (selection.reason) {
-      if (selection.reason === 'namespace-not-enabled' && requested.size > 0) warnings.push(`${selection.message}; requested templates are not injected`);
-      return { ...common, decision: 'allowed', reason: selection.reason, message: selection.message };
+    switch (selection.reason) {
+      case undefined:
+        break;
+      case 'unknown-template':
+        return denial(
+          'unknown-template',
+          say(
+            'unknown-template',
+            selection.unknown,
+            set.templates.map((t) => t.name),
+          ),
+        );
+      case 'namespace-not-enabled': {
+        const message = say('namespace-not-enabled', namespace);
+        if (requested.size > 0) warnings.push(`${message}; requested templates are not injected`);
+        return { ...common, decision: 'allowed', reason: selection.reason, message };
+      }
+      default:
+        return { ...common, decision: 'allowed', reason: selection.reason, message: say(selection.reason) };
     }
     const context = contextFor(parts, input.name, namespace, own, namespaceLabels);
     const rendered = selection.templates.map((t) => render(t, context));
@@ -120,30 +125,18 @@ export async function admitPod(input: PodInput, deps: AdmitDeps): Promise<PodOut
     warnings.push(...injection.warnings);
     if (!injection.changed) {
       const all = selection.templates.every((t) => Object.hasOwn(ledger.templates, t.name));
-      const conflict = injection.conflicts.length > 0;
-      return {
-        ...common,
-        decision: 'allowed',
-        reason: conflict ? 'template-conflict' : all ? 'already-injected' : 'nothing-to-add',
-        message: conflict
-          ? `not injected: ${injection.conflicts.join(', ')} (the pod's own items are in the way)`
-          : all
-            ? 'the pod already carries its sidecars'
-            : 'every item of the selected templates is already in the pod',
-        injection,
-      };
+      if (injection.conflicts.length > 0) {
+        return { ...common, decision: 'allowed', reason: 'template-conflict', message: say('template-conflict', injection.conflicts), injection };
+      }
+      const reason = all ? 'already-injected' : 'nothing-to-add';
+      return { ...common, decision: 'allowed', reason, message: say(reason), injection };
     }
     // The API server refuses a pod whose annotations exceed the limit (R-66): say so ourselves, precisely.
     const bytes = annotationBytes((injection.pod.metadata as JsonObject).annotations as Record<string, string>);
     if (bytes > maxAnnotationBytes) {
-      return denial(
-        'annotations-over-limit',
-        400,
-        `injecting ${injection.injected.join(', ')} would take the pod's annotations to ${bytes} bytes, over the API server's limit of ${maxAnnotationBytes}; shorten the pod's annotations`,
-        selection.templates,
-      );
+      return denial('annotations-over-limit', say('annotations-over-limit', injection.injected, bytes), selection.templates);
     }
-    return { ...common, decision: 'patched', reason: 'injected', message: `injected ${injection.injected.join(', ')}`, original: pod, injection };
+    return { ...common, decision: 'patched', reason: 'injected', message: say('injected', injection.injected), original: pod, injection };
   } catch (err) {
     if (err instanceof NamespaceLabelsUnavailable) {
       if (err.policy === 'allow') {
@@ -157,16 +150,9 @@ export async function admitPod(input: PodInput, deps: AdmitDeps): Promise<PodOut
           templates: [],
         };
       }
-      return denial(
-        'namespace-unknown',
-        503,
-        `${err.message}; the pod is refused so that it does not start without its sidecars, and its controller will retry`,
-      );
+      return denial('namespace-unknown', say('namespace-unknown', err.message));
     }
-    if (err instanceof AdmissionError) {
-      const reason = err.code === 'ERR_UNKNOWN_TEMPLATE' ? 'unknown-template' : err.code === 'ERR_POD_TOO_LARGE' ? 'pod-too-large' : 'invalid-pod';
-      return denial(reason, err.httpCode, err.message);
-    }
+    if (err instanceof AdmissionError) return denial(reasonOfAdmissionError[err.code], err.message);
     throw err;
   }
 }

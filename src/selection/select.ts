@@ -1,15 +1,13 @@
 /**
  * Which templates apply to a pod, and why the others do not. Pure.
  */
-import { AdmissionError } from '../errors.js';
-import { quoteList } from '../quote.js';
 import { AnnotationKeys, LabelKeys, LabelValues } from '../k8s/keys.js';
 import type { TemplateSet } from '../templates/set.js';
 import type { PodOs, Template } from '../templates/template.js';
 import { matches, type Labels } from '../k8s/selector.js';
 
-/** Why a pod gets no template at all; each id is a metric label and has a sentence. */
-export type PodSkipReason = 'pod-opted-out' | 'namespace-not-enabled' | 'no-template-matched';
+/** Why a pod gets no template at all; each id is a reason of pipeline/reasons.ts, which holds its sentence. */
+export type PodSkipReason = 'pod-opted-out' | 'namespace-not-enabled' | 'no-template-matched' | 'unknown-template';
 
 /** Why one template was not selected. */
 export type TemplateSkipReason = 'namespace-selector' | 'object-selector' | 'not-requested' | 'os';
@@ -26,7 +24,8 @@ export interface Selection {
   readonly skipped: readonly TemplateSkip[];
   /** Set when `templates` is empty. */
   readonly reason?: PodSkipReason;
-  readonly message: string;
+  /** With `unknown-template`: the requested names that are no template here. */
+  readonly unknown: readonly string[];
 }
 
 /** What selection looks at. `podLabels` are the pod's own labels (without those the injector added). */
@@ -55,31 +54,17 @@ export function requestedTemplates(annotations: Readonly<Record<string, string>>
 /**
  * Selects templates for a pod: the namespace must be opted in and the pod not opted out; then
  * each template's selectors decide, and on-request templates must also be named by the pod.
- * Throws AdmissionError (ERR_UNKNOWN_TEMPLATE) when the pod requests a template that does not
- * exist: the pod asked for a sidecar we cannot give, and running it without is not our call.
+ * A pod that requests a template that does not exist gets `unknown-template`: it asked for a
+ * sidecar we cannot give, and running it without is not our call (pipeline/reasons.ts says it).
  */
 export function select(input: SelectionInput, set: TemplateSet): Selection {
   const { namespace, namespaceLabels, podLabels, podAnnotations } = input;
-  if (podLabels[LabelKeys.podOptOut] === LabelValues.disabled) {
-    return { templates: [], skipped: [], reason: 'pod-opted-out', message: `pod has label ${LabelKeys.podOptOut}=${LabelValues.disabled}` };
-  }
-  if (namespaceLabels[LabelKeys.namespaceOptIn] !== LabelValues.enabled) {
-    return {
-      templates: [],
-      skipped: [],
-      reason: 'namespace-not-enabled',
-      message: `namespace ${namespace} does not have label ${LabelKeys.namespaceOptIn}=${LabelValues.enabled}`,
-    };
-  }
+  const none = (reason: PodSkipReason, unknown: readonly string[] = []): Selection => ({ templates: [], skipped: [], reason, unknown });
+  if (podLabels[LabelKeys.podOptOut] === LabelValues.disabled) return none('pod-opted-out');
+  if (namespaceLabels[LabelKeys.namespaceOptIn] !== LabelValues.enabled) return none('namespace-not-enabled');
   const requested = requestedTemplates(podAnnotations);
   const unknown = requested.filter((name) => !set.byName.has(name));
-  if (unknown.length > 0) {
-    const available = set.templates.map((t) => t.name).join(', ') || 'none';
-    throw new AdmissionError(
-      'ERR_UNKNOWN_TEMPLATE',
-      `annotation ${AnnotationKeys.request} names ${quoteList(unknown)}, which ${unknown.length === 1 ? 'is' : 'are'} not a sidecar template here (available: ${available}); fix the annotation or add the template`,
-    );
-  }
+  if (unknown.length > 0) return none('unknown-template', unknown);
   const requestedSet = new Set(requested);
   const templates: Template[] = [];
   const skipped: TemplateSkip[] = [];
@@ -106,6 +91,5 @@ export function select(input: SelectionInput, set: TemplateSet): Selection {
       skipped.push({ template: template.name, reason: 'object-selector', message: `${template.name}: pod labels do not match its objectSelector` });
     } else templates.push(template);
   }
-  if (templates.length === 0) return { templates, skipped, reason: 'no-template-matched', message: 'no template matches this pod' };
-  return { templates, skipped, message: `selected ${templates.map((t) => t.name).join(', ')}` };
+  return templates.length === 0 ? { templates, skipped, reason: 'no-template-matched', unknown: [] } : { templates, skipped, unknown: [] };
 }

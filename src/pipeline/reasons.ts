@@ -1,0 +1,82 @@
+/**
+ * The one catalogue of outcomes: every reason a review can end with, its decision, the code of
+ * a denial, and the sentence a person reads (in `kubectl`, a warning, the log line). Reason ids
+ * are metric labels and the log line's `reason`; the README's list is checked against this table.
+ */
+import { AnnotationKeys, LabelKeys, LabelValues } from '../k8s/keys.js';
+import { maxAnnotationBytes } from '../k8s/pod-validation.js';
+import type { AdmissionErrorCode } from '../errors.js';
+import { quoteList } from '../quote.js';
+
+/** `patched`: allowed with a patch; `allowed`: allowed unchanged; `denied`: allowed false. */
+export type Decision = 'patched' | 'allowed' | 'denied';
+
+interface ReasonSpec {
+  /** The decision a review with this reason gets. */
+  readonly decision: Decision;
+  /** The status code of a denial. */
+  readonly code?: number;
+  /** When the decision differs (a policy), in words: for the README and the reader. */
+  readonly otherwise?: string;
+  /** The sentence. */
+  readonly say: (...args: never[]) => string;
+}
+
+export const reasons = {
+  // Pods injected or left as they are.
+  injected: { decision: 'patched', say: (templates: readonly string[]) => `injected ${templates.join(', ')}` },
+  'already-injected': { decision: 'allowed', say: () => 'the pod already carries its sidecars' },
+  'nothing-to-add': { decision: 'allowed', say: () => 'every item of the selected templates is already in the pod' },
+  'template-conflict': {
+    decision: 'allowed',
+    say: (templates: readonly string[]) => `not injected: ${templates.join(', ')} (the pod's own items are in the way)`,
+  },
+  'pod-opted-out': { decision: 'allowed', say: () => `pod has label ${LabelKeys.podOptOut}=${LabelValues.disabled}` },
+  'namespace-not-enabled': {
+    decision: 'allowed',
+    say: (namespace: string) => `namespace ${namespace} does not have label ${LabelKeys.namespaceOptIn}=${LabelValues.enabled}`,
+  },
+  'no-template-matched': { decision: 'allowed', say: () => 'no template matches this pod' },
+  // Reviews that are not ours.
+  'operation-not-create': { decision: 'allowed', say: (operation: string) => `operation ${operation} is not CREATE` },
+  'not-a-pod': { decision: 'allowed', say: (kind: string) => `kind ${kind} is not a core Pod` },
+  subresource: { decision: 'allowed', say: (subresource: string) => `subresource ${subresource} is not the pod itself` },
+  // Pods refused.
+  'invalid-pod': { decision: 'denied', code: 400, say: (problem: string) => problem },
+  'pod-too-large': { decision: 'denied', code: 400, say: (problem: string) => problem },
+  'annotations-over-limit': {
+    decision: 'denied',
+    code: 400,
+    say: (templates: readonly string[], bytes: number) =>
+      `injecting ${templates.join(', ')} would take the pod's annotations to ${bytes} bytes, over the API server's limit of ${maxAnnotationBytes}; shorten the pod's annotations`,
+  },
+  'unknown-template': {
+    decision: 'denied',
+    code: 400,
+    say: (unknown: readonly string[], available: readonly string[]) =>
+      `annotation ${AnnotationKeys.request} names ${quoteList(unknown)}, which ${unknown.length === 1 ? 'is' : 'are'} not a sidecar template here (available: ${available.join(', ') || 'none'}); fix the annotation or add the template`,
+  },
+  'namespace-unknown': {
+    decision: 'denied',
+    code: 503,
+    otherwise: 'allowed unchanged, with a warning, under --namespace-failure-policy allow',
+    say: (cause: string) => `${cause}; the pod is refused so that it does not start without its sidecars, and its controller will retry`,
+  },
+} as const satisfies Record<string, ReasonSpec>;
+
+/** Why: a stable id for logs and metrics. */
+export type Reason = keyof typeof reasons;
+
+/** Reasons that end in a denial, and those that allow. */
+export type DenialReason = { [R in Reason]: (typeof reasons)[R]['decision'] extends 'denied' ? R : never }[Reason];
+
+/** The reason a pod refused while it is read gets, by the error's code. */
+export const reasonOfAdmissionError = { ERR_INVALID_POD: 'invalid-pod', ERR_POD_TOO_LARGE: 'pod-too-large' } as const satisfies Record<
+  AdmissionErrorCode,
+  Reason
+>;
+
+/** The sentence for `reason`, with its arguments. */
+export function say<R extends Reason>(reason: R, ...args: Parameters<(typeof reasons)[R]['say']>): string {
+  return (reasons[reason].say as (...a: unknown[]) => string)(...args);
+}

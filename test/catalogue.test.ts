@@ -1,0 +1,34 @@
+/** The README's lists are the code's lists: reasons (and, in cli tests, options) checked against their one table. */
+import test from 'ava';
+import { readFile } from 'node:fs/promises';
+import { reasons } from '../src/pipeline/reasons.js';
+
+/** Rows of the markdown table that follows `heading` in the README: cells, trimmed. */
+export async function readmeTable(heading: string): Promise<string[][]> {
+  const text = await readFile('README.md', 'utf8');
+  const start = text.indexOf(heading);
+  if (start === -1) throw new Error(`README has no ${heading}`);
+  const lines = text.slice(start).split('\n');
+  const first = lines.findIndex((l) => l.startsWith('|'));
+  const rows: string[][] = [];
+  for (const line of lines.slice(first + 2)) {
+    if (!line.startsWith('|')) break;
+    rows.push(
+      line
+        .slice(1, -1)
+        .split(' | ')
+        .map((c) => c.trim()),
+    );
+  }
+  return rows;
+}
+
+test("the README's reasons are the catalogue's, with the same decision and code", async (t) => {
+  const rows = await readmeTable('Reasons (the one catalogue');
+  const readme = rows.map(([id, decision, code]) => ({ id: id!.replace(/`/g, ''), decision, code: code === '' ? undefined : Number(code) }));
+  const code = Object.entries(reasons).map(([id, spec]) => ({ id, decision: spec.decision, code: 'code' in spec ? spec.code : undefined }));
+  t.deepEqual(
+    readme.sort((a, b) => a.id.localeCompare(b.id)),
+    code.sort((a, b) => a.id.localeCompare(b.id)),
+  );
+});
