@@ -16,7 +16,7 @@ export async function readmeTable(heading: string): Promise<string[][]> {
     rows.push(
       line
         .slice(1, -1)
-        .split(' | ')
+        .split('|')
         .map((c) => c.trim()),
     );
   }
