@@ -6,7 +6,8 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { ConfigError } from './errors.js';
 import { defaultMaxBodyBytes } from './http/body.js';
 import { defaultTimeouts, type ServerTimeouts } from './server.js';
-import { parseNamespaceLabelFlag, type NamespaceFailurePolicy } from './namespaces/source.js';
+import type { NamespaceFailurePolicy } from './errors.js';
+import { parseNamespaceLabelFlag } from './namespaces/source.js';
 
 /** Everything `serve` needs to know. */
 export interface Config {

@@ -77,3 +77,47 @@ export class SelectorError extends Error {
     super(message);
   }
 }
+
+/**
+ * What a review gets when its namespace's labels cannot be known (API unreachable, nothing
+ * cached): `deny` refuses the pod with a message (its controller retries later), `allow`
+ * admits it without injection and with a warning.
+ */
+export type NamespaceFailurePolicy = 'deny' | 'allow';
+
+/** Thrown by a namespace label source that cannot tell a namespace's labels; carries the policy to apply. */
+export class NamespaceLabelsUnavailableError extends Error {
+  override readonly name = 'NamespaceLabelsUnavailableError';
+  readonly code = 'ERR_NAMESPACE_UNKNOWN';
+  constructor(
+    readonly namespace: string,
+    readonly reason: string,
+    readonly policy: NamespaceFailurePolicy,
+  ) {
+    super(`labels of namespace ${namespace} cannot be known: ${reason}`);
+  }
+}
+
+/** An answer of the Kubernetes API other than 2xx, with its status code. */
+export class KubernetesApiError extends Error {
+  override readonly name = 'KubernetesApiError';
+  readonly code = 'ERR_KUBERNETES_API';
+  constructor(
+    readonly statusCode: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** A placeholder a template cannot use; the message names it. */
+export class PlaceholderError extends Error {
+  override readonly name = 'PlaceholderError';
+  readonly code = 'ERR_PLACEHOLDER';
+}
+
+/** What is wrong with a status annotation (the ledger), as the end of a sentence; turned into a warning, never thrown out of parseLedger. */
+export class LedgerError extends Error {
+  override readonly name = 'LedgerError';
+  readonly code = 'ERR_LEDGER';
+}

@@ -3,7 +3,7 @@ import { once } from 'node:events';
 import { pino } from 'pino';
 import { mutate } from '../src/admission/mutate.js';
 import { ClusterNamespaceSource, type ClusterSourceOptions } from '../src/namespaces/cluster.js';
-import { NamespaceLabelsUnavailable, type NamespaceFailurePolicy } from '../src/namespaces/source.js';
+import { NamespaceLabelsUnavailableError, type NamespaceFailurePolicy } from '../src/errors.js';
 import { createReview, prepareCreate } from './helpers/apiserver.js';
 import { FakeApiServer } from './helpers/fake-apiserver.js';
 import { startTestServer } from './helpers/server.js';
@@ -178,12 +178,12 @@ test('a cache miss costs one live GET, shared by concurrent look-ups, and is cac
 });
 
 for (const failure of ['error', 'hang'] as const) {
-  test(`a failed look-up (${failure}) raises NamespaceLabelsUnavailable with the configured policy`, async (t) => {
+  test(`a failed look-up (${failure}) raises NamespaceLabelsUnavailableError with the configured policy`, async (t) => {
     const { api, source } = await setup(t, { policy: 'allow', lookupTimeoutMs: 200, before: (a) => (a.getFailure = failure) });
     const watching = once(api.events, 'watch');
     source.start();
     await watching;
-    const err = await t.throwsAsync(source.labelsOf('ghost'), { instanceOf: NamespaceLabelsUnavailable });
+    const err = await t.throwsAsync(source.labelsOf('ghost'), { instanceOf: NamespaceLabelsUnavailableError });
     t.is(err?.policy, 'allow');
     t.regex(err?.message ?? '', failure === 'hang' ? /no answer within 200 ms/ : /HTTP 500/);
   });
@@ -194,7 +194,7 @@ test('a namespace that does not exist is reported as such', async (t) => {
   const watching = once(api.events, 'watch');
   source.start();
   await watching;
-  const err = await t.throwsAsync(source.labelsOf('nowhere'), { instanceOf: NamespaceLabelsUnavailable });
+  const err = await t.throwsAsync(source.labelsOf('nowhere'), { instanceOf: NamespaceLabelsUnavailableError });
   t.regex(err?.message ?? '', /namespace nowhere cannot be known: it does not exist/);
 });
 

@@ -2,7 +2,8 @@ import test from 'ava';
 import { RequestError } from '../errors.js';
 import { applyPatchV4, createReview, decodePatch, prepareCreate, reinvocationInput } from '../../test/helpers/apiserver.js';
 import { logShipperDoc, proxyDoc, templateSet } from '../../test/helpers/templates.js';
-import { createLocalNamespaceSource, NamespaceLabelsUnavailable, type NamespaceLabelSource } from '../namespaces/source.js';
+import { NamespaceLabelsUnavailableError } from '../errors.js';
+import { createLocalNamespaceSource, type NamespaceLabelSource } from '../namespaces/source.js';
 import { mutate, type MutateDeps, type Reason } from './mutate.js';
 
 const set = templateSet(logShipperDoc, proxyDoc);
@@ -195,7 +196,7 @@ for (const policy of ['deny', 'allow'] as const) {
     const failing: NamespaceLabelSource = {
       kind: 'test',
       isReady: () => true,
-      labelsOf: async (ns) => Promise.reject(new NamespaceLabelsUnavailable(ns, 'the Kubernetes API did not answer', policy)),
+      labelsOf: async (ns) => Promise.reject(new NamespaceLabelsUnavailableError(ns, 'the Kubernetes API did not answer', policy)),
     };
     const outcome = await mutate(review(), { templates: () => set, namespaces: failing });
     t.is(outcome.reason, 'namespace-unknown');

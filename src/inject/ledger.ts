@@ -4,6 +4,7 @@
  * R-62) and how the injector knows what it owns: anything not in the ledger belongs to
  * someone else and is never modified.
  */
+import { LedgerError } from '../errors.js';
 import { quote } from '../quote.js';
 import { isJsonObject, type JsonObject } from '../k8s/json.js';
 
@@ -75,17 +76,14 @@ export function parseLedger(text: string | undefined): { ledger: Ledger; problem
   try {
     return { ledger: readLedger(text) };
   } catch (err) {
-    if (!(err instanceof LedgerProblem)) throw err;
+    if (!(err instanceof LedgerError)) throw err;
     return { ledger: emptyLedger(), problem: `status annotation ${err.message}; ignoring it` };
   }
 }
 
-/** What is wrong with a status annotation, as the end of a sentence. */
-class LedgerProblem extends Error {}
-
 function stringList(value: unknown, where: string): string[] | undefined {
   if (value === undefined) return undefined;
-  if (!isStringList(value)) throw new LedgerProblem(`${where} is malformed`);
+  if (!isStringList(value)) throw new LedgerError(`${where} is malformed`);
   return value;
 }
 
@@ -94,23 +92,23 @@ function readLedger(text: string): Ledger {
   try {
     doc = JSON.parse(text);
   } catch {
-    throw new LedgerProblem('is not JSON');
+    throw new LedgerError('is not JSON');
   }
-  if (!isJsonObject(doc) || doc.v !== 1 || !isJsonObject(doc.templates)) throw new LedgerProblem('has an unknown format');
+  if (!isJsonObject(doc) || doc.v !== 1 || !isJsonObject(doc.templates)) throw new LedgerError('has an unknown format');
   // Null-prototype maps: keys come from the pod, and "__proto__" must stay an ordinary key.
   const templates: Record<string, LedgerEntry> = Object.create(null);
   for (const [name, raw] of Object.entries(doc.templates)) {
-    if (!isJsonObject(raw) || typeof raw.hash !== 'string') throw new LedgerProblem(`entry ${quote(name)} is malformed`);
+    if (!isJsonObject(raw) || typeof raw.hash !== 'string') throw new LedgerError(`entry ${quote(name)} is malformed`);
     const entry: LedgerEntry = { hash: raw.hash };
     for (const kind of podItemKinds) {
       const list = stringList(raw[kind], `${name}.${kind}`);
       if (list) entry[kind] = list;
     }
     if (raw.appContainers !== undefined) {
-      if (!isJsonObject(raw.appContainers)) throw new LedgerProblem(`${name}.appContainers is malformed`);
+      if (!isJsonObject(raw.appContainers)) throw new LedgerError(`${name}.appContainers is malformed`);
       const apps: Record<string, AppContainerItems> = Object.create(null);
       for (const [container, items] of Object.entries(raw.appContainers)) {
-        if (!isJsonObject(items)) throw new LedgerProblem(`${name}.appContainers is malformed`);
+        if (!isJsonObject(items)) throw new LedgerError(`${name}.appContainers is malformed`);
         const parsed: AppContainerItems = {};
         for (const kind of appItemKinds) {
           const list = stringList(items[kind], `${name}.appContainers`);

@@ -18,7 +18,8 @@ import https from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { Watch } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { metadataNameLabel, NamespaceLabelsUnavailable, type NamespaceFailurePolicy, type NamespaceLabelSource } from './source.js';
+import { KubernetesApiError, NamespaceLabelsUnavailableError, type NamespaceFailurePolicy } from '../errors.js';
+import { metadataNameLabel, type NamespaceLabelSource } from './source.js';
 import type { Labels } from '../k8s/selector.js';
 
 /** Tunables of the cluster source. */
@@ -57,16 +58,6 @@ interface NamespaceObject {
   metadata?: { name?: string; resourceVersion?: string; labels?: Record<string, string> };
 }
 
-/** An HTTP answer other than 2xx, with its status code. */
-class HttpStatusError extends Error {
-  constructor(
-    readonly statusCode: number,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
 /** The cluster source: `start()` begins list and watch; `stop()` ends them. */
 export class ClusterNamespaceSource implements NamespaceLabelSource {
   readonly kind = 'cluster';
@@ -74,7 +65,7 @@ export class ClusterNamespaceSource implements NamespaceLabelSource {
   readonly events = new EventEmitter();
   private readonly labels = new Map<string, Labels>();
   private readonly inFlight = new Map<string, Promise<Labels>>();
-  private readonly failures = new Map<string, { until: number; error: NamespaceLabelsUnavailable }>();
+  private readonly failures = new Map<string, { until: number; error: NamespaceLabelsUnavailableError }>();
   private resourceVersion = '';
   private synced = false;
   private stopped = true;
@@ -154,7 +145,7 @@ export class ClusterNamespaceSource implements NamespaceLabelSource {
       const refusal = this.lookupRefusal();
       if (refusal) {
         this.events.emit('lookup-failed', namespace);
-        throw new NamespaceLabelsUnavailable(namespace, refusal, this.options.failurePolicy);
+        throw new NamespaceLabelsUnavailableError(namespace, refusal, this.options.failurePolicy);
       }
       pending = this.lookup(namespace).finally(() => this.inFlight.delete(namespace));
       this.inFlight.set(namespace, pending);
@@ -173,7 +164,7 @@ export class ClusterNamespaceSource implements NamespaceLabelSource {
   }
 
   /** Remembers a failed look-up for a moment; the map is bounded, oldest first out. */
-  private rememberFailure(namespace: string, error: NamespaceLabelsUnavailable): void {
+  private rememberFailure(namespace: string, error: NamespaceLabelsUnavailableError): void {
     const now = Date.now();
     this.failures.delete(namespace);
     if (this.failures.size >= this.maxRememberedFailures) {
@@ -191,8 +182,8 @@ export class ClusterNamespaceSource implements NamespaceLabelSource {
       return this.labels.get(namespace) ?? this.store(object);
     } catch (err) {
       // The cause first: warnings are cut at 120 characters.
-      const reason = err instanceof HttpStatusError && err.statusCode === 404 ? 'it does not exist' : `API look-up failed: ${(err as Error).message}`;
-      const error = new NamespaceLabelsUnavailable(namespace, reason, this.options.failurePolicy);
+      const reason = err instanceof KubernetesApiError && err.statusCode === 404 ? 'it does not exist' : `API look-up failed: ${(err as Error).message}`;
+      const error = new NamespaceLabelsUnavailableError(namespace, reason, this.options.failurePolicy);
       this.rememberFailure(namespace, error);
       this.options.log.warn({ namespace, err: (err as Error).message, policy: this.options.failurePolicy }, 'namespace labels unavailable');
       this.events.emit('lookup-failed', namespace);
@@ -248,7 +239,7 @@ export class ClusterNamespaceSource implements NamespaceLabelSource {
         } while (token);
         return { items, resourceVersion };
       } catch (err) {
-        if (!(err instanceof HttpStatusError && err.statusCode === 410 && token && attempt < 3)) throw err;
+        if (!(err instanceof KubernetesApiError && err.statusCode === 410 && token && attempt < 3)) throw err;
         this.options.log.info('namespace list continue token expired (410 Gone); listing again from the start');
       }
     }
@@ -372,7 +363,7 @@ export class ClusterNamespaceSource implements NamespaceLabelSource {
         res.on('end', () => {
           const text = Buffer.concat(chunks).toString('utf8');
           const status = res.statusCode ?? 0;
-          if (status < 200 || status > 299) return reject(new HttpStatusError(status, `GET ${path}: HTTP ${status}`));
+          if (status < 200 || status > 299) return reject(new KubernetesApiError(status, `GET ${path}: HTTP ${status}`));
           try {
             resolve(JSON.parse(text));
           } catch {

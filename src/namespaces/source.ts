@@ -81,23 +81,3 @@ export function parseNamespaceLabelFlag(flag: string): { namespace: string; key:
   if (problem) return `--namespace-label ${JSON.stringify(flag)}: ${problem}`;
   return { namespace, key, value };
 }
-
-/**
- * What a review gets when its namespace's labels cannot be known (API unreachable, nothing
- * cached): `deny` refuses the pod with a message (its controller retries later), `allow`
- * admits it without injection and with a warning.
- */
-export type NamespaceFailurePolicy = 'deny' | 'allow';
-
-/** Thrown by a source that cannot tell a namespace's labels; carries the policy to apply. */
-export class NamespaceLabelsUnavailable extends Error {
-  override readonly name = 'NamespaceLabelsUnavailable';
-  readonly code = 'ERR_NAMESPACE_UNKNOWN';
-  constructor(
-    readonly namespace: string,
-    readonly reason: string,
-    readonly policy: NamespaceFailurePolicy,
-  ) {
-    super(`labels of namespace ${namespace} cannot be known: ${reason}`);
-  }
-}

@@ -3,10 +3,10 @@
  * the pod, asks the namespace label source, selects templates, renders and injects. Never
  * throws for a pod it cannot serve: every outcome is a value with a reason and a sentence.
  */
-import { AdmissionError } from '../errors.js';
+import { AdmissionError, NamespaceLabelsUnavailableError } from '../errors.js';
 import { requestedTemplates, select, type Selection } from '../selection/select.js';
 import { reasonOfAdmissionError, reasons, say, type DenialReason, type Reason } from './reasons.js';
-import { NamespaceLabelsUnavailable, type NamespaceLabelSource } from '../namespaces/source.js';
+import type { NamespaceLabelSource } from '../namespaces/source.js';
 import type { TemplateSet } from '../templates/set.js';
 import { contextFor } from '../templates/context.js';
 import { render } from '../templates/render.js';
@@ -138,7 +138,7 @@ export async function admitPod(input: PodInput, deps: AdmitDeps): Promise<PodOut
     }
     return { ...common, decision: 'patched', reason: 'injected', message: say('injected', injection.injected), original: pod, injection };
   } catch (err) {
-    if (err instanceof NamespaceLabelsUnavailable) {
+    if (err instanceof NamespaceLabelsUnavailableError) {
       if (err.policy === 'allow') {
         return {
           decision: 'allowed',

@@ -4,6 +4,7 @@
  * value from the pod, its namespace or the template's parameters. Parsing happens once, when
  * templates load; rendering only looks values up and concatenates strings.
  */
+import { PlaceholderError } from '../errors.js';
 
 /** A parameter value: a scalar, so that even a parameter cannot add structure. */
 export type ParamValue = string | number | boolean;
@@ -39,11 +40,6 @@ const mapSources = new Set(['pod.labels', 'pod.annotations', 'namespace.labels']
 /** The references a template may use, for error messages and the README. */
 export const knownReferences =
   "pod.name, pod.generateName, pod.namespace, pod.serviceAccountName, pod.labels['KEY'], pod.annotations['KEY'], namespace.name, namespace.labels['KEY'], params.NAME, 'literal text'";
-
-/** Thrown by parseSegments with a message naming the placeholder. */
-export class PlaceholderError extends Error {
-  override readonly name = 'PlaceholderError';
-}
 
 const quotedRe = /^(?:'([^']*)'|"([^"]*)")/;
 const identRe = /^[A-Za-z_][A-Za-z0-9_-]*/;

@@ -1,7 +1,8 @@
 import test from 'ava';
 import fc from 'fast-check';
 import type { RenderContext } from './placeholders.js';
-import { parseSegments, PlaceholderError } from './placeholders.js';
+import { PlaceholderError } from '../errors.js';
+import { parseSegments } from './placeholders.js';
 import { render } from './render.js';
 import { compileTemplate, type Template } from './template.js';
 

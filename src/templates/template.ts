@@ -5,10 +5,10 @@
 import { createHash } from 'node:crypto';
 import { deepFreeze, isJsonObject, type JsonObject } from '../k8s/json.js';
 import type { TemplateProblem } from '../errors.js';
-import { SelectorError } from '../errors.js';
+import { PlaceholderError, SelectorError } from '../errors.js';
 import { parseSelector, type Selector } from '../k8s/selector.js';
 import { isDns1123Label, labelKeyProblem, labelValueProblem } from '../k8s/label-syntax.js';
-import { hasPlaceholder, parseSegments, PlaceholderError, type ParamValue, type Reference, type Segment } from './placeholders.js';
+import { hasPlaceholder, parseSegments, type ParamValue, type Reference, type Segment } from './placeholders.js';
 import { AnnotationKeys } from '../k8s/keys.js';
 
 /** `automatic`: injected wherever the selectors match; `on-request`: only when the pod names it too. */
