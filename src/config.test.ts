@@ -1,6 +1,6 @@
 import test from 'ava';
 import { loadConfig } from './config.js';
-import { ConfigError } from './errors.js';
+import { ConfigError, UsageError } from './errors.js';
 
 test('defaults', (t) => {
   const config = loadConfig({}, []);
@@ -36,8 +36,9 @@ test('collects every problem in one error', (t) => {
   t.regex(err?.message ?? '', /NAMESPACE:KEY=VALUE/);
 });
 
-test('unknown flags are refused', (t) => {
-  t.throws(() => loadConfig({}, ['--prot', '1']), { instanceOf: ConfigError, message: /--prot/ });
+test('unknown flags and stray arguments are usage errors naming them', (t) => {
+  t.throws(() => loadConfig({}, ['--prot', '1']), { instanceOf: UsageError, message: /serve: Unknown option '--prot'; see sidecar-injector serve --help/ });
+  t.throws(() => loadConfig({}, ['extra']), { instanceOf: UsageError, message: /serve: unexpected argument "extra"/ });
 });
 
 test('the namespace source: auto picks cluster inside a cluster or with a kubeconfig, else local', (t) => {

@@ -2,8 +2,8 @@
  * Configuration: the only reader of the environment and the command line. Parses, validates
  * (collecting every problem), applies defaults and freezes.
  */
-import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { ConfigError } from './errors.js';
+import { parseOptions, usageText, type OptionSpec, type OptionTable } from './options.js';
 import { defaultMaxBodyBytes } from './http/body.js';
 import { defaultTimeouts, type ServerTimeouts } from './server.js';
 import type { NamespaceFailurePolicy } from './errors.js';
@@ -53,68 +53,75 @@ export interface Config {
   readonly timeouts: ServerTimeouts;
 }
 
-/** Environment variable for each option (flags win over the environment). */
-export const envNames = {
-  host: 'SIDECAR_INJECTOR_HOST',
-  port: 'SIDECAR_INJECTOR_PORT',
-  templates: 'SIDECAR_INJECTOR_TEMPLATES',
-  'tls-cert': 'SIDECAR_INJECTOR_TLS_CERT',
-  'tls-key': 'SIDECAR_INJECTOR_TLS_KEY',
-  'dev-cert-dir': 'SIDECAR_INJECTOR_DEV_CERT_DIR',
-  'namespace-labels': 'SIDECAR_INJECTOR_NAMESPACE_LABELS',
-  'namespace-source': 'SIDECAR_INJECTOR_NAMESPACE_SOURCE',
-  kubeconfig: 'SIDECAR_INJECTOR_KUBECONFIG',
-  'namespace-failure-policy': 'SIDECAR_INJECTOR_NAMESPACE_FAILURE_POLICY',
-  'namespace-lookup-timeout-ms': 'SIDECAR_INJECTOR_NAMESPACE_LOOKUP_TIMEOUT_MS',
-  'max-body-bytes': 'SIDECAR_INJECTOR_MAX_BODY_BYTES',
-  'log-level': 'SIDECAR_INJECTOR_LOG_LEVEL',
-  'shutdown-delay-ms': 'SIDECAR_INJECTOR_SHUTDOWN_DELAY_MS',
-  'shutdown-timeout-ms': 'SIDECAR_INJECTOR_SHUTDOWN_TIMEOUT_MS',
-  'template-check-interval-ms': 'SIDECAR_INJECTOR_TEMPLATE_CHECK_INTERVAL_MS',
-  'headers-timeout-ms': 'SIDECAR_INJECTOR_HEADERS_TIMEOUT_MS',
-  'request-timeout-ms': 'SIDECAR_INJECTOR_REQUEST_TIMEOUT_MS',
-  'keep-alive-timeout-ms': 'SIDECAR_INJECTOR_KEEP_ALIVE_TIMEOUT_MS',
-} as const;
+/** The options of `serve`: flags, environment variables, defaults and help (see options.ts). */
+export const serveOptions = {
+  port: { kind: 'string', value: 'N', env: 'SIDECAR_INJECTOR_PORT', default: '8443', help: 'HTTPS port' },
+  host: { kind: 'string', value: 'ADDR', env: 'SIDECAR_INJECTOR_HOST', default: '0.0.0.0', help: 'listen address' },
+  templates: { kind: 'string', value: 'DIR', env: 'SIDECAR_INJECTOR_TEMPLATES', default: 'templates', help: 'template directory' },
+  'tls-cert': {
+    kind: 'string',
+    value: 'FILE',
+    env: 'SIDECAR_INJECTOR_TLS_CERT',
+    help: 'serving certificate (PEM); with neither it nor --tls-key, a throw-away development CA',
+  },
+  'tls-key': { kind: 'string', value: 'FILE', env: 'SIDECAR_INJECTOR_TLS_KEY', help: 'its private key (PEM)' },
+  'dev-cert-dir': { kind: 'string', value: 'DIR', env: 'SIDECAR_INJECTOR_DEV_CERT_DIR', default: '.dev-certs', help: 'where the development CA is written' },
+  'namespace-labels': { kind: 'string', value: 'FILE', env: 'SIDECAR_INJECTOR_NAMESPACE_LABELS', help: 'YAML map: namespace -> labels (local source)' },
+  'namespace-label': { kind: 'list', value: 'NS:KEY=VALUE', help: 'one namespace label (repeatable; local source)' },
+  'namespace-source': { kind: 'string', value: 'SRC', env: 'SIDECAR_INJECTOR_NAMESPACE_SOURCE', default: 'auto', help: 'auto | local | cluster' },
+  kubeconfig: { kind: 'string', value: 'FILE', env: 'SIDECAR_INJECTOR_KUBECONFIG', help: 'cluster source outside a cluster' },
+  'namespace-failure-policy': {
+    kind: 'string',
+    value: 'POLICY',
+    env: 'SIDECAR_INJECTOR_NAMESPACE_FAILURE_POLICY',
+    default: 'deny',
+    help: 'deny | allow, when namespace labels cannot be known',
+  },
+  'namespace-lookup-timeout-ms': {
+    kind: 'string',
+    value: 'N',
+    env: 'SIDECAR_INJECTOR_NAMESPACE_LOOKUP_TIMEOUT_MS',
+    default: '2000',
+    help: 'live namespace look-up timeout',
+  },
+  'max-body-bytes': { kind: 'string', value: 'N', env: 'SIDECAR_INJECTOR_MAX_BODY_BYTES', default: String(defaultMaxBodyBytes), help: 'request body limit' },
+  'log-level': { kind: 'string', value: 'LEVEL', env: 'SIDECAR_INJECTOR_LOG_LEVEL', default: 'info', help: 'pino level' },
+  'shutdown-delay-ms': { kind: 'string', value: 'N', env: 'SIDECAR_INJECTOR_SHUTDOWN_DELAY_MS', default: '5000', help: 'unready but serving, before closing' },
+  'shutdown-timeout-ms': { kind: 'string', value: 'N', env: 'SIDECAR_INJECTOR_SHUTDOWN_TIMEOUT_MS', default: '20000', help: 'wait for in-flight reviews' },
+  'template-check-interval-ms': {
+    kind: 'string',
+    value: 'N',
+    env: 'SIDECAR_INJECTOR_TEMPLATE_CHECK_INTERVAL_MS',
+    default: '5000',
+    help: 'templates re-read besides file events',
+  },
+  'headers-timeout-ms': {
+    kind: 'string',
+    value: 'N',
+    env: 'SIDECAR_INJECTOR_HEADERS_TIMEOUT_MS',
+    default: String(defaultTimeouts.headersTimeoutMs),
+    help: 'time to receive headers',
+  },
+  'request-timeout-ms': {
+    kind: 'string',
+    value: 'N',
+    env: 'SIDECAR_INJECTOR_REQUEST_TIMEOUT_MS',
+    default: String(defaultTimeouts.requestTimeoutMs),
+    help: 'time to receive a request',
+  },
+  'keep-alive-timeout-ms': {
+    kind: 'string',
+    value: 'N',
+    env: 'SIDECAR_INJECTOR_KEEP_ALIVE_TIMEOUT_MS',
+    default: String(defaultTimeouts.keepAliveTimeoutMs),
+    help: 'idle kept-alive connections',
+  },
+} as const satisfies OptionTable;
 
 const logLevels = new Set(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']);
 
 /** The usage text of `serve`. */
-export const serveUsage = `Usage: sidecar-injector serve [options]
-
-  --port N                     HTTPS port (default 8443)            ${envNames.port}
-  --host ADDR                  listen address (default 0.0.0.0)     ${envNames.host}
-  --templates DIR              template directory (default templates) ${envNames.templates}
-  --tls-cert FILE              serving certificate (PEM)            ${envNames['tls-cert']}
-  --tls-key FILE               its private key (PEM)                ${envNames['tls-key']}
-                               neither: a throw-away development CA and certificate
-  --dev-cert-dir DIR           where that CA is written (default .dev-certs) ${envNames['dev-cert-dir']}
-  --namespace-labels FILE      YAML map: namespace -> labels        ${envNames['namespace-labels']}
-  --namespace-label NS:K=V     one namespace label (repeatable)
-  --namespace-source SRC       auto | local | cluster (default auto)  ${envNames['namespace-source']}
-  --kubeconfig FILE            cluster source outside a cluster     ${envNames.kubeconfig}
-  --namespace-failure-policy P deny | allow (default deny)          ${envNames['namespace-failure-policy']}
-  --namespace-lookup-timeout-ms N  live look-up timeout (default 2000) ${envNames['namespace-lookup-timeout-ms']}
-  --max-body-bytes N           body limit (default 7340032)         ${envNames['max-body-bytes']}
-  --log-level LEVEL            pino level (default info)            ${envNames['log-level']}
-  --shutdown-delay-ms N        unready before closing (default 5000) ${envNames['shutdown-delay-ms']}
-  --shutdown-timeout-ms N      wait for in-flight (default 20000)   ${envNames['shutdown-timeout-ms']}
-  --template-check-interval-ms N  (default 5000)                    ${envNames['template-check-interval-ms']}
-  --headers-timeout-ms N       (default 10000)                      ${envNames['headers-timeout-ms']}
-  --request-timeout-ms N       (default 10000)                      ${envNames['request-timeout-ms']}
-  --keep-alive-timeout-ms N    (default 120000)                     ${envNames['keep-alive-timeout-ms']}
-`;
-
-/** Parsed flags: strings, repeated strings, booleans. */
-export type Flags = Record<string, string | string[] | boolean | undefined>;
-
-/** Parses a command's flags strictly (no positionals); an unknown or malformed flag is a ConfigError. */
-export function parseFlags(argv: readonly string[], options: NonNullable<ParseArgsConfig['options']>): Flags {
-  try {
-    return parseArgs({ args: [...argv], options, strict: true, allowPositionals: false }).values as Flags;
-  } catch (err) {
-    throw new ConfigError([(err as Error).message]);
-  }
-}
+export const serveUsage = usageText('serve [options]', serveOptions, 'Flags win over environment variables.\n');
 
 /**
  * Builds the configuration from the environment and `serve`'s arguments. Throws ConfigError
@@ -122,40 +129,16 @@ export function parseFlags(argv: readonly string[], options: NonNullable<ParseAr
  */
 export function loadConfig(env: Readonly<Record<string, string | undefined>>, argv: readonly string[]): Config {
   const problems: string[] = [];
-  const values = parseFlags(argv, {
-    host: { type: 'string' },
-    port: { type: 'string' },
-    templates: { type: 'string' },
-    'tls-cert': { type: 'string' },
-    'tls-key': { type: 'string' },
-    'dev-cert-dir': { type: 'string' },
-    'namespace-labels': { type: 'string' },
-    'namespace-label': { type: 'string', multiple: true },
-    'namespace-source': { type: 'string' },
-    kubeconfig: { type: 'string' },
-    'namespace-failure-policy': { type: 'string' },
-    'namespace-lookup-timeout-ms': { type: 'string' },
-    'max-body-bytes': { type: 'string' },
-    'log-level': { type: 'string' },
-    'shutdown-delay-ms': { type: 'string' },
-    'shutdown-timeout-ms': { type: 'string' },
-    'template-check-interval-ms': { type: 'string' },
-    'headers-timeout-ms': { type: 'string' },
-    'request-timeout-ms': { type: 'string' },
-    'keep-alive-timeout-ms': { type: 'string' },
-  });
-  const option = (name: keyof typeof envNames): string | undefined => {
-    const flag = values[name];
-    if (typeof flag === 'string') return flag;
-    const fromEnv = env[envNames[name]];
-    return fromEnv === undefined || fromEnv === '' ? undefined : fromEnv;
-  };
-  const integer = (name: keyof typeof envNames, fallback: number, min: number, max: number): number => {
+  const { values } = parseOptions('serve', serveOptions, argv, env);
+  type Name = keyof typeof serveOptions;
+  const option = (name: Name): string | undefined => values[name] as string | undefined;
+  const integer = (name: Name, fallback: number, min: number, max: number): number => {
     const raw = option(name);
     if (raw === undefined) return fallback;
     const n = Number(raw);
     if (!/^\d+$/.test(raw.trim()) || n < min || n > max) {
-      problems.push(`--${name} / ${envNames[name]}: expected a whole number from ${min} to ${max} (got ${JSON.stringify(raw)})`);
+      const spec: OptionSpec = serveOptions[name];
+      problems.push(`--${name}${spec.env ? ` / ${spec.env}` : ''}: expected a whole number from ${min} to ${max} (got ${JSON.stringify(raw).slice(0, 80)})`);
       return fallback;
     }
     return n;

@@ -121,3 +121,9 @@ export class LedgerError extends Error {
   override readonly name = 'LedgerError';
   readonly code = 'ERR_LEDGER';
 }
+
+/** A command line that cannot be read (an unknown flag, a stray argument): the process exits 2 with the message. */
+export class UsageError extends Error {
+  override readonly name = 'UsageError';
+  readonly code = 'ERR_USAGE';
+}

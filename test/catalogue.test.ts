@@ -1,6 +1,9 @@
 /** The README's lists are the code's lists: reasons (and, in cli tests, options) checked against their one table. */
 import test from 'ava';
 import { readFile } from 'node:fs/promises';
+import { certsOptions, renderOptions } from '../src/cli/usage.js';
+import { serveOptions } from '../src/config.js';
+import { flagText, type OptionTable } from '../src/options.js';
 import { reasons } from '../src/pipeline/reasons.js';
 
 /** Rows of the markdown table that follows `heading` in the README: cells, trimmed. */
@@ -32,3 +35,23 @@ test("the README's reasons are the catalogue's, with the same decision and code"
     code.sort((a, b) => a.id.localeCompare(b.id)),
   );
 });
+
+for (const [command, heading, table, withEnv] of [
+  ['serve', 'Options of `serve`', serveOptions, true],
+  ['render', 'Options of `render`', renderOptions, false],
+  ['certs', 'Options of `certs`', certsOptions, false],
+] as const) {
+  test(`the README's options of ${command} are its option table's: flag, environment, default`, async (t) => {
+    const rows = await readmeTable(heading);
+    const expected = Object.entries(table as OptionTable).map(([name, spec]) => {
+      const cells = [`\`${flagText(name, spec)}\``];
+      if (withEnv) cells.push(spec.env ? `\`${spec.env}\`` : '');
+      cells.push(spec.default ?? '');
+      return cells;
+    });
+    t.deepEqual(
+      rows.map((r) => r.slice(0, withEnv ? 3 : 2)),
+      expected,
+    );
+  });
+}

@@ -122,3 +122,36 @@ test('serve with --kubeconfig uses the cluster source, says so, and injects by l
   t.true(expiry > Date.now() / 1000);
   t.regex(metrics, /^sidecar_injector_reviews_total\{operation="CREATE",decision="patched",reason="injected"\} 1$/m);
 });
+
+for (const args of [
+  ['serve', '--bogus'],
+  ['render', '-f', '-', '--bogus'],
+  ['check', '--bogus'],
+  ['certs', '--bogus'],
+  ['check', 'templates', 'extra'],
+]) {
+  test(`${args.join(' ')}: exits 2 and names what it cannot read`, async (t) => {
+    const { code, stderr } = await runFailing(args);
+    t.is(code, 2);
+    t.regex(
+      stderr,
+      args.includes('extra')
+        ? /check: unexpected argument "extra"/
+        : new RegExp(`${args[0]}: Unknown option '--bogus'; see sidecar-injector ${args[0]} --help`),
+    );
+  });
+}
+
+test('--help of every command is generated from its option table', async (t) => {
+  for (const [command, flag] of [
+    ['serve', '--keep-alive-timeout-ms N'],
+    ['render', '-f, --filename FILE'],
+    ['certs', '--ca-days N'],
+  ]) {
+    const child = spawn(process.execPath, [entry, command!, '--help'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    let stdout = '';
+    child.stdout.on('data', (c) => (stdout += c));
+    await new Promise((resolve) => child.once('close', resolve));
+    t.true(stdout.includes(flag!), `${command} --help lists ${flag}`);
+  }
+});

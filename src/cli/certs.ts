@@ -7,7 +7,8 @@
  */
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join, relative } from 'node:path';
-import { parseFlags } from '../config.js';
+import { parseOptions } from '../options.js';
+import { certsOptions } from './usage.js';
 import { ConfigError } from '../errors.js';
 import { checkKeyPair } from '../tls/reloader.js';
 import { createCa, createServingCertificate, daysLeft, type Pem } from '../tls/certificates.js';
@@ -67,14 +68,7 @@ patches:
 
 /** Runs `certs` with its arguments; returns what it wrote. */
 export async function certs(argv: readonly string[]): Promise<CertsResult> {
-  const values = parseFlags(argv, {
-    out: { type: 'string' },
-    base: { type: 'string' },
-    service: { type: 'string' },
-    namespace: { type: 'string' },
-    days: { type: 'string' },
-    'ca-days': { type: 'string' },
-  }) as Record<string, string | undefined>;
+  const values = parseOptions('certs', certsOptions, argv).values as Partial<Record<keyof typeof certsOptions, string>>;
   const out = values.out ?? join('manifests', 'overlays', 'self-signed');
   const base = values.base ?? join('manifests', 'base');
   const service = values.service ?? 'sidecar-injector';

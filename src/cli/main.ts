@@ -4,8 +4,9 @@
  * and exit code 1.
  */
 import { serveUsage } from '../config.js';
-import { ConfigError, TemplateError } from '../errors.js';
-import { certsUsage, checkUsage, renderUsage } from './usage.js';
+import { ConfigError, TemplateError, UsageError } from '../errors.js';
+import { parseOptions } from '../options.js';
+import { certsUsage, checkOptions, checkUsage, renderUsage } from './usage.js';
 
 const usage = `Usage: sidecar-injector <command> [options]
 
@@ -45,7 +46,7 @@ const commands: Record<string, Command> = {
     usage: checkUsage,
     run: async (args) => {
       const { check } = await import('./check.js');
-      const dir = args[0] ?? 'templates';
+      const dir = parseOptions('check', checkOptions, args, {}, ['DIR']).positionals[0] ?? 'templates';
       const set = await check(dir);
       process.stdout.write(`ok: ${dir}: ${set.templates.map((t) => `${t.name}@${t.hash}`).join(', ')}\n`);
     },
@@ -84,6 +85,11 @@ async function main(argv: readonly string[]): Promise<void> {
 }
 
 main(process.argv.slice(2)).catch((err: unknown) => {
+  // A command line we cannot read is the caller's mistake: exit 2, as for an unknown command.
+  if (err instanceof UsageError) {
+    process.stderr.write(`sidecar-injector ${err.message}\n`);
+    process.exit(2);
+  }
   if (err instanceof ConfigError || err instanceof TemplateError) {
     process.stderr.write(`sidecar-injector: ${err.message}\n`);
   } else {

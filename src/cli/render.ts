@@ -6,7 +6,8 @@
  */
 import { readFile } from 'node:fs/promises';
 import { parseAllDocuments, stringify } from 'yaml';
-import { parseFlags } from '../config.js';
+import { parseOptions } from '../options.js';
+import { renderOptions } from './usage.js';
 import { ConfigError } from '../errors.js';
 import { LabelKeys, LabelValues } from '../k8s/keys.js';
 import { renderObject, type RenderedObject } from '../manifests/inject-manifests.js';
@@ -43,14 +44,7 @@ async function readInput(file: string, io: RenderIo): Promise<string> {
 
 /** Runs `render`; returns the exit code (0, or 1 when a pod would be refused). */
 export async function render(argv: readonly string[], io: RenderIo): Promise<number> {
-  const values = parseFlags(argv, {
-    filename: { type: 'string', short: 'f' },
-    templates: { type: 'string' },
-    namespace: { type: 'string' },
-    'namespace-labels': { type: 'string' },
-    'namespace-label': { type: 'string', multiple: true },
-    explain: { type: 'boolean' },
-  });
+  const { values } = parseOptions('render', renderOptions, argv);
   const file = values.filename as string | undefined;
   if (!file) throw new ConfigError(['-f FILE (or -f - for stdin) is required']);
   const labelFlags = (values['namespace-label'] as string[] | undefined) ?? [];

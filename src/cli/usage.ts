@@ -1,35 +1,44 @@
-/** Usage texts of the subcommands, kept apart so that `--help` loads no command code. */
+/**
+ * The option tables of render, check and certs, and their usage texts (serve's lives in
+ * config.ts). Kept apart so that `--help` loads no command code.
+ */
+import { usageText, type OptionTable } from '../options.js';
 
-export const renderUsage = `Usage: sidecar-injector render -f FILE|- [options]
+export const renderOptions = {
+  filename: { kind: 'string', short: 'f', value: 'FILE', help: 'manifests to inject (- for stdin): YAML documents or JSON' },
+  templates: { kind: 'string', value: 'DIR', default: 'templates', help: 'template directory' },
+  namespace: { kind: 'string', value: 'NS', help: "namespace for every object (default: each object's own, else default)" },
+  'namespace-labels': { kind: 'string', value: 'FILE', help: 'YAML map: namespace -> labels' },
+  'namespace-label': { kind: 'list', value: 'NS:KEY=VALUE', help: 'one namespace label (repeatable); with neither, every namespace counts as opted in' },
+  explain: { kind: 'boolean', help: 'say on stderr, per object, what was injected or skipped and why' },
+} as const satisfies OptionTable;
 
-  -f, --filename FILE          manifests to inject (- for stdin): YAML documents or JSON
-  --templates DIR              template directory (default templates)
-  --namespace NS               namespace for every object (default: each object's own, else default)
-  --namespace-labels FILE      YAML map: namespace -> labels
-  --namespace-label NS:K=V     one namespace label (repeatable)
-                               with neither, every namespace counts as opted in
-  --explain                    say on stderr, per object, what was injected or skipped and why
+export const renderUsage = usageText(
+  'render -f FILE|- [options]',
+  renderOptions,
+  'Pods, Deployments, StatefulSets, DaemonSets, ReplicaSets, ReplicationControllers, Jobs and\nCronJobs are injected; other objects are written back unchanged.\n',
+);
 
-Pods, Deployments, StatefulSets, DaemonSets, ReplicaSets, ReplicationControllers, Jobs and
-CronJobs are injected; other objects are written back unchanged.
-`;
+/** `check` takes no flags, only the directory. */
+export const checkOptions = {} as const satisfies OptionTable;
 
-export const checkUsage = `Usage: sidecar-injector check [DIR]
+export const checkUsage = usageText(
+  'check [DIR]',
+  checkOptions,
+  'Validates the templates in DIR (default templates) exactly as serve does: every file, the\nkustomization.yaml that lists them (when present), and each template rendered into a sample\npod against the Kubernetes Pod schema. Exits 1 and names the file and the field of every problem.\n',
+);
 
-Validates the templates in DIR (default templates): every file, the kustomization.yaml that
-lists them (when present), and each template rendered into a sample pod against the
-Kubernetes Pod schema. Exits 1 and names the file and the field of every problem.
-`;
+export const certsOptions = {
+  out: { kind: 'string', value: 'DIR', default: 'manifests/overlays/self-signed', help: 'where to write the overlay' },
+  base: { kind: 'string', value: 'DIR', default: 'manifests/base', help: 'the kustomize base it builds on' },
+  service: { kind: 'string', value: 'NAME', default: 'sidecar-injector', help: 'the webhook Service' },
+  namespace: { kind: 'string', value: 'NS', default: 'sidecar-injector', help: 'its namespace' },
+  days: { kind: 'string', value: 'N', default: '90', help: 'serving certificate lifetime in days' },
+  'ca-days': { kind: 'string', value: 'N', default: '3650', help: 'CA lifetime in days, when a new CA is made' },
+} as const satisfies OptionTable;
 
-export const certsUsage = `Usage: sidecar-injector certs [options]
-
-  --out DIR          where to write the overlay (default manifests/overlays/self-signed)
-  --base DIR         the kustomize base it builds on (default manifests/base)
-  --service NAME     the webhook Service (default sidecar-injector)
-  --namespace NS     its namespace (default sidecar-injector)
-  --days N           serving certificate lifetime in days (default 90)
-  --ca-days N        CA lifetime in days, when a new CA is made (default 3650)
-
-Writes DIR/ca.crt, DIR/ca.key, DIR/tls.crt, DIR/tls.key and DIR/kustomization.yaml.
-Keep ca.key secret; it is reused on the next run unless it expires within 30 days.
-`;
+export const certsUsage = usageText(
+  'certs [options]',
+  certsOptions,
+  'Writes DIR/ca.crt, DIR/ca.key, DIR/tls.crt, DIR/tls.key and DIR/kustomization.yaml.\nKeep ca.key secret; it is reused on the next run unless it expires within 30 days.\n',
+);
