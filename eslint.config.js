@@ -80,7 +80,7 @@ export default tseslint.config(
   floor('pipeline', ['selection', 'templates', 'inject', 'namespaces', 'k8s']),
   floor('admission', ['pipeline', 'selection', 'templates', 'inject', 'namespaces', 'k8s']),
   floor('manifests', ['pipeline', 'selection', 'templates', 'inject', 'namespaces', 'k8s']),
-  floor('http', ['admission', 'pipeline', 'k8s', 'metrics']),
+  floor('http', ['admission', 'pipeline', 'k8s', 'metrics', 'liveness']),
   floor('fs', []),
   floor('tls', ['fs']),
 );

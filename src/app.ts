@@ -9,7 +9,9 @@ import type { Logger } from 'pino';
 import { mutate, type MutateDeps } from './admission/mutate.js';
 import { RequestError } from './errors.js';
 import { BodyBudget, defaultMaxBodyBytesInFlight, readJsonBody } from './http/body.js';
+import { createObserver } from './http/observe.js';
 import { Liveness } from './liveness.js';
+import { cut } from './quote.js';
 import type { Metrics } from './metrics.js';
 
 /** What the app needs; everything comes in as an argument. */
@@ -42,6 +44,7 @@ export function createApp(deps: AppDeps): Koa {
   const router = new Router();
   const { log, metrics } = deps;
   const liveness = deps.liveness ?? new Liveness();
+  const observer = createObserver(log, metrics, liveness);
 
   const budget = new BodyBudget(deps.maxBodyBytesInFlight ?? defaultMaxBodyBytesInFlight);
   router.post('/mutate', async (ctx) => {
@@ -55,30 +58,9 @@ export function createApp(deps: AppDeps): Koa {
   const review = async (ctx: Koa.Context, body: unknown) => {
     const started = process.hrtime.bigint();
     const outcome = await mutate(body, deps);
-    const text = JSON.stringify(outcome.response);
-    liveness.reviewAnswered();
-    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     ctx.type = 'application/json';
-    ctx.body = text;
-    metrics.reviews.inc({ operation: outcome.operation, decision: outcome.decision, reason: outcome.reason });
-    for (const template of outcome.injected) metrics.injections.inc({ template });
-    metrics.reviewDuration.observe(seconds);
-    // One line per review; never pod contents (env values can be secrets).
-    log.info(
-      {
-        uid: outcome.uid,
-        namespace: outcome.namespace,
-        pod: outcome.pod,
-        operation: outcome.operation,
-        dryRun: outcome.dryRun,
-        decision: outcome.decision,
-        reason: outcome.reason,
-        templates: outcome.templates,
-        patchOps: outcome.patchOps,
-        durationMs: Math.round(seconds * 1e6) / 1000,
-      },
-      outcome.message,
-    );
+    ctx.body = JSON.stringify(outcome.response);
+    observer.reviewed(outcome, Number(process.hrtime.bigint() - started) / 1e9);
   };
   router.get('/healthz', async (ctx) => {
     const problems = await liveness.problems();
@@ -108,28 +90,25 @@ export function createApp(deps: AppDeps): Koa {
     try {
       await next();
       if (ctx.status === 404 && ctx.body === undefined) {
-        metrics.errors.inc({ code: 'ERR_NOT_FOUND' });
-        sendError(ctx, 404, 'ERR_NOT_FOUND', `no route for ${ctx.method} ${ctx.path}; reviews go to POST /mutate`);
+        observer.misdirected('ERR_NOT_FOUND');
+        sendError(ctx, 404, 'ERR_NOT_FOUND', `no route for ${ctx.method} ${cut(ctx.path, 100)}; reviews go to POST /mutate`);
       }
     } catch (err) {
       if (err instanceof RequestError) {
         if (err.status === 413 || err.status === 503) ctx.set('Connection', 'close');
-        metrics.errors.inc({ code: err.code });
-        log.warn({ status: err.status, code: err.code, path: ctx.path }, err.message);
+        observer.refused(err.code, err.status, cut(ctx.path, 100), err.message);
         sendError(ctx, err.status, err.code, err.message);
         return;
       }
       const status = (err as { status?: unknown }).status;
       if (status === 405 || status === 501) {
         // 501 is the router's answer to a method it does not know at all; still the client's mistake.
-        metrics.errors.inc({ code: 'ERR_METHOD_NOT_ALLOWED' });
-        sendError(ctx, 405, 'ERR_METHOD_NOT_ALLOWED', `${ctx.method} is not allowed on ${ctx.path}`);
+        observer.misdirected('ERR_METHOD_NOT_ALLOWED');
+        sendError(ctx, 405, 'ERR_METHOD_NOT_ALLOWED', `${cut(ctx.method, 20)} is not allowed on ${cut(ctx.path, 100)}`);
         return;
       }
       // A bug, not bad input: answer 500 so that the webhook's failurePolicy decides (R-30).
-      if (ctx.path === '/mutate') liveness.reviewFailed();
-      metrics.errors.inc({ code: 'ERR_INTERNAL' });
-      log.error({ err, path: ctx.path }, 'internal error');
+      observer.failed(err, ctx.path);
       sendError(ctx, 500, 'ERR_INTERNAL', 'internal error while handling the review; see the injector log');
     }
   });

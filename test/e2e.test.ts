@@ -56,6 +56,8 @@ test('writes one log line per review with the decision, and never pod contents',
   t.is(lines.length, 1);
   const line = lines[0]!;
   t.like(line, {
+    msg: 'review',
+    detail: 'injected logs',
     namespace: 'shop',
     pod: 'web-5d8f-',
     operation: 'CREATE',
