@@ -9,14 +9,10 @@ import { join } from 'node:path';
 import { Pod } from 'kubernetes-models/v1/Pod';
 import { parse as parseYaml } from 'yaml';
 import { TemplateError, type TemplateProblem } from '../errors.js';
-import { contextFor } from '../templates/context.js';
-import { inject, ownMetadata } from '../inject/inject.js';
-import { emptyLedger, indexLedger } from '../inject/ledger.js';
-import { parsePod } from '../k8s/pod.js';
 import { podProblems } from '../k8s/pod-validation.js';
+import { injectPod } from '../pipeline/inject-pod.js';
 import { compileTemplateFiles, readTemplateFiles, type TemplateFile } from '../templates/load.js';
-import type { TemplateSet } from '../templates/set.js';
-import { render } from '../templates/render.js';
+import { createTemplateSet, type TemplateSet } from '../templates/set.js';
 import type { JsonObject } from '../k8s/json.js';
 import type { Template } from '../templates/template.js';
 
@@ -51,13 +47,8 @@ function schemaPath(message: string): string {
 
 /** Renders one template into the sample pod and returns the problems of the result. */
 export function checkRendered(template: Template): TemplateProblem[] {
-  const pod = samplePod();
-  const parts = parsePod(pod);
-  const ledger = emptyLedger();
-  const owner = indexLedger(ledger);
   const namespaceLabels = { 'kubernetes.io/metadata.name': 'sample', 'sidecar-injector.io/injection': 'enabled' };
-  const context = contextFor(parts, '', 'sample', ownMetadata(parts, owner), namespaceLabels);
-  const result = inject(pod, parts, ledger, owner, [render(template, context)]);
+  const result = injectPod(samplePod(), [template], createTemplateSet([template]), { namespace: 'sample', namespaceLabels });
   const problems: TemplateProblem[] = [];
   const add = (message: string) => problems.push({ file: template.file, field: 'rendered into a sample pod', message });
   for (const warning of result.warnings) add(warning);

@@ -7,6 +7,7 @@ import { diff } from './diff.js';
 import { inject } from './inject.js';
 import { indexLedger, parseLedger, serializeLedger } from './ledger.js';
 import { parsePod } from '../k8s/pod.js';
+import { injectPod } from '../pipeline/inject-pod.js';
 
 const set = templateSet(logShipperDoc, proxyDoc);
 const context: RenderContext = {
@@ -14,11 +15,14 @@ const context: RenderContext = {
   namespace: { name: 'shop', labels: {} },
 };
 
+/** The one face of injection, as the webhook uses it after selection. */
 function run(pod: Record<string, any>, names = ['logs', 'proxy']) {
-  const parts = parsePod(pod);
-  const { ledger } = parseLedger(parts.annotations['sidecar-injector.io/status']);
-  const rendered = names.map((n) => render(set.byName.get(n)!, context));
-  return inject(pod, parts, ledger, indexLedger(ledger), rendered);
+  return injectPod(
+    pod,
+    names.map((n) => set.byName.get(n)!),
+    set,
+    { namespace: 'shop', namespaceLabels: {} },
+  );
 }
 
 function basePod(): Record<string, any> {

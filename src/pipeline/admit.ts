@@ -5,18 +5,14 @@
  */
 import { AdmissionError, NamespaceLabelsUnavailableError } from '../errors.js';
 import { requestedTemplates, select, type Selection } from '../selection/select.js';
+import { injectTemplates, preparePod } from './inject-pod.js';
 import { reasonOfAdmissionError, reasons, say, type DenialReason, type Reason } from './reasons.js';
 import type { NamespaceLabelSource } from '../namespaces/source.js';
 import type { TemplateSet } from '../templates/set.js';
-import { contextFor } from '../templates/context.js';
-import { render } from '../templates/render.js';
 import type { JsonObject } from '../k8s/json.js';
 import type { Template } from '../templates/template.js';
-import { inject, ownMetadata, type Injection } from '../inject/inject.js';
-import { AnnotationKeys } from '../k8s/keys.js';
-import { indexLedger, parseLedger, type Ledger } from '../inject/ledger.js';
+import type { Injection } from '../inject/inject.js';
 import { parsePod, podDisplayName, podOs } from '../k8s/pod.js';
-import { checkLedger } from '../inject/trust.js';
 import { admissionProblem, annotationBytes, maxAnnotationBytes } from '../k8s/pod-validation.js';
 import { cut } from '../quote.js';
 
@@ -68,7 +64,6 @@ export async function admitPod(input: PodInput, deps: AdmitDeps): Promise<PodOut
   });
   try {
     const parts = parsePod(input.pod);
-    const pod = input.pod as JsonObject;
     podName = cut(podDisplayName(parts.metadata) || input.name, 100);
     // Controller-created pods had no metadata.namespace before Kubernetes 1.24.
     const podNamespace = input.namespace || (typeof parts.metadata.namespace === 'string' ? parts.metadata.namespace : '');
@@ -82,14 +77,9 @@ export async function admitPod(input: PodInput, deps: AdmitDeps): Promise<PodOut
     }
 
     const set = deps.templates();
-    const { ledger: claimed, problem: ledgerProblem } = parseLedger(parts.annotations[AnnotationKeys.status]);
-    // The ledger is a claim: only what the pod really holds of a template counts as ours.
-    const checked = checkLedger(claimed, parts, set);
-    const ledger = checked.believed;
-    const owner = indexLedger(ledger);
-    const own = ownMetadata(parts, owner);
-    const warnings: string[] = ledgerProblem ? [ledgerProblem] : [];
-    warnings.push(...checked.doubts);
+    const prepared = preparePod(input.pod, set, parts);
+    const { own, ledger } = prepared;
+    const warnings: string[] = [...prepared.warnings];
     const namespaceLabels = await deps.namespaces.labelsOf(namespace);
     const selection = select({ namespace, namespaceLabels, podLabels: own.labels, podAnnotations: own.annotations, podOs: podOs(parts) }, set);
     const common = { podName, namespace, warnings, selection, templates: selection.templates };
@@ -117,14 +107,10 @@ export async function admitPod(input: PodInput, deps: AdmitDeps): Promise<PodOut
       default:
         return { ...common, decision: 'allowed', reason: selection.reason, message: say(selection.reason) };
     }
-    const context = contextFor(parts, input.name, namespace, own, namespaceLabels);
-    const rendered = selection.templates.map((t) => render(t, context));
-    // Entries of retired templates are carried over as written; they decide nothing.
-    const written = { v: 1 as const, templates: Object.assign(Object.create(null) as Ledger['templates'], checked.retired, ledger.templates) };
-    const injection = inject(pod, parts, written, owner, rendered, checked.sidecars);
+    const injection = injectTemplates(prepared, selection.templates, { namespace, namespaceLabels, requestName: input.name });
     warnings.push(...injection.warnings);
     if (!injection.changed) {
-      const all = selection.templates.every((t) => Object.hasOwn(ledger.templates, t.name));
+      const all = selection.templates.every((t) => Object.hasOwn(ledger.believed.templates, t.name));
       if (injection.conflicts.length > 0) {
         return { ...common, decision: 'allowed', reason: 'template-conflict', message: say('template-conflict', injection.conflicts), injection };
       }
@@ -136,7 +122,7 @@ export async function admitPod(input: PodInput, deps: AdmitDeps): Promise<PodOut
     if (bytes > maxAnnotationBytes) {
       return denial('annotations-over-limit', say('annotations-over-limit', injection.injected, bytes), selection.templates);
     }
-    return { ...common, decision: 'patched', reason: 'injected', message: say('injected', injection.injected), original: pod, injection };
+    return { ...common, decision: 'patched', reason: 'injected', message: say('injected', injection.injected), original: prepared.pod, injection };
   } catch (err) {
     if (err instanceof NamespaceLabelsUnavailableError) {
       if (err.policy === 'allow') {
