@@ -41,13 +41,13 @@ function until(source: ClusterNamespaceSource, predicate: () => boolean | Promis
   return new Promise((resolve) => {
     const check = async () => {
       if (await predicate()) {
-        source.events.off('change', check);
-        source.events.off('list', check);
+        source.off('change', check);
+        source.off('reload', check);
         resolve();
       }
     };
-    source.events.on('change', check);
-    source.events.on('list', check);
+    source.on('change', check);
+    source.on('reload', check);
     void check();
   });
 }
@@ -73,7 +73,7 @@ test('is not ready until the first list has completed', async (t) => {
   const { api, source } = await setup(t, { before: (a) => ((a.listGate = new Promise((r) => (release = r))), a.create('shop', enabled)) });
   source.start();
   t.false(source.isReady());
-  const listed = once(source.events, 'list');
+  const listed = once(source, 'reload');
   release();
   await listed;
   t.true(source.isReady());
@@ -283,7 +283,7 @@ test('an expired continue token (410) restarts the list from the beginning', asy
 test('a watch that silently stops delivering is noticed and restarted, and then sees changes', async (t) => {
   const { api, source } = await setup(t, { before: (a) => a.create('shop', enabled), tuning: { watchStallMs: 300 } });
   api.watchFailure = 'silent';
-  const stalled = once(source.events, 'stall');
+  const stalled = once(source, 'stall');
   const firstWatch = once(api.events, 'watch');
   source.start();
   await firstWatch;
@@ -301,7 +301,7 @@ test('a watch that silently stops delivering is noticed and restarted, and then 
 test('a watch with bookmarks is not taken for a stalled one', async (t) => {
   const { api, source } = await setup(t, { before: (a) => a.create('shop', enabled), tuning: { watchStallMs: 300 } });
   let stalls = 0;
-  source.events.on('stall', () => stalls++);
+  source.on('stall', () => stalls++);
   const watching = once(api.events, 'watch');
   source.start();
   await watching;
@@ -339,4 +339,17 @@ test('the memory of failed look-ups is bounded', async (t) => {
   // The most recent ones are still remembered: no second GET for them.
   await source.labelsOf('gone-99').catch(() => undefined);
   t.is(api.getRequests.length, 100);
+});
+
+test('reloadNow lists again at once: a change the watch never delivered is seen, and status says so', async (t) => {
+  const { api, source } = await setup(t, { before: (a) => a.create('shop', enabled) });
+  const watching = once(api.events, 'watch');
+  source.start();
+  await watching;
+  api.create('quiet', { team: 'quiet' }, { silently: true });
+  t.false(source.current().has('quiet'));
+  await source.reloadNow();
+  t.is(source.current().get('quiet')?.team, 'quiet');
+  t.like(source.status(), { source: 'cluster', ready: true, namespaces: 2, failurePolicy: 'deny' });
+  t.deepEqual(api.getRequests, []);
 });

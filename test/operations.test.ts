@@ -106,7 +106,7 @@ test('template reload under load: a valid set is taken, a broken set is refused 
 
   const reloaded = once(store, 'reload');
   await publish({ 'log-shipper.yaml': logsYaml, 'proxy.yaml': automaticProxy });
-  await store.check();
+  await store.reloadNow();
   await reloaded;
   t.is(store.generation, 2);
   await waitFor(10);
@@ -114,7 +114,7 @@ test('template reload under load: a valid set is taken, a broken set is refused 
 
   const rejected = once(store, 'rejected');
   await publish({ 'log-shipper.yaml': logsYaml, 'proxy.yaml': automaticProxy.replace('{{ params.image }}', '{{ params.imag }}') });
-  await store.check();
+  await store.reloadNow();
   await rejected;
   t.is(store.generation, 2, 'the last good set stays');
   t.regex(store.status().lastError?.message ?? '', /proxy\.yaml: initContainers\[0\]\.image: .*not declared/);
@@ -127,7 +127,7 @@ test('template reload under load: a valid set is taken, a broken set is refused 
   // Fixed on disk: taken again, and the error clears.
   await publish({ 'log-shipper.yaml': logsYaml });
   await rm(join(dir, 'proxy.yaml'));
-  await store.check();
+  await store.reloadNow();
   t.is(store.generation, 3);
   t.is(store.status().lastError, undefined);
   await waitFor(10);

@@ -113,13 +113,13 @@ test('files that hold no matching pair are refused and the current pair stays', 
   const applied: string[] = [];
   const reloader = new CertificateReloader(join(dir, 'tls.crt'), join(dir, 'tls.key'), initial, (p) => applied.push(p.fingerprint256), 60_000);
   const errors: Error[] = [];
-  reloader.on('error', (err: Error) => errors.push(err));
+  reloader.on('rejected', (err: Error) => errors.push(err));
   await publish(dir, second, first.key);
-  await reloader.check();
+  await reloader.reloadNow();
   t.deepEqual(applied, []);
-  t.is(reloader.pair, initial);
+  t.is(reloader.current(), initial);
   t.regex(errors[0]?.message ?? '', /does not belong to the certificate/);
   await publish(dir, second);
-  await reloader.check();
+  await reloader.reloadNow();
   t.deepEqual(applied, [checkKeyPair(second.cert, second.key).fingerprint256]);
 });

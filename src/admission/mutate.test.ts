@@ -196,6 +196,7 @@ for (const policy of ['deny', 'allow'] as const) {
     const failing: NamespaceLabelSource = {
       kind: 'test',
       isReady: () => true,
+      status: () => ({ source: 'test' }),
       labelsOf: async (ns) => Promise.reject(new NamespaceLabelsUnavailableError(ns, 'the Kubernetes API did not answer', policy)),
     };
     const outcome = await mutate(review(), { templates: () => set, namespaces: failing });

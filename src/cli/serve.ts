@@ -22,15 +22,8 @@ import { createCertificates } from '../tls/certificates.js';
 import { CertificateReloader, checkKeyPair, readKeyPair, type KeyPair } from '../tls/reloader.js';
 
 /** The namespace label source the configuration asks for; a cluster source is started and measured. */
-async function createNamespaceSource(
-  config: Config,
-  log: Logger,
-  metrics: Metrics,
-): Promise<NamespaceLabelSource & { stop?: () => void; status?: () => object }> {
-  if (config.namespaceSource === 'local') {
-    const local = await loadLocalNamespaceSource(config);
-    return { ...local, status: () => ({ source: 'local', ready: true }) };
-  }
+async function createNamespaceSource(config: Config, log: Logger, metrics: Metrics): Promise<NamespaceLabelSource & { stop?: () => void }> {
+  if (config.namespaceSource === 'local') return loadLocalNamespaceSource(config);
   // Loaded only for the cluster source: the Kubernetes client is large.
   const { KubeConfig } = await import('@kubernetes/client-node');
   const { ClusterNamespaceSource } = await import('../namespaces/cluster.js');
@@ -53,13 +46,11 @@ async function createNamespaceSource(
     metrics.namespaceCacheSynced.set(source.isReady() ? 1 : 0);
   };
   measure();
-  source.events.on('list', measure);
-  source.events.on('change', measure);
-  source.events.on('lookup-failed', () => metrics.namespaceLookupFailures.inc());
+  source.on('reload', measure);
+  source.on('change', measure);
+  source.on('lookup-failed', () => metrics.namespaceLookupFailures.inc());
   source.start();
-  return Object.assign(source, {
-    status: () => ({ source: 'cluster', ready: source.isReady(), namespaces: source.size(), failurePolicy: config.namespaceFailurePolicy }),
-  });
+  return source;
 }
 
 /** The serving key pair: from files (checked to match), or a throw-away development CA. */
@@ -94,7 +85,7 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
   // The very checks `sidecar-injector check` runs, at start and on every reload: a set that
   // check refuses (a containerPort rendered as a string, say) would fail every pod creation.
   const { checkTemplateFiles, samplePod } = await import('./check.js');
-  const templates = await TemplateStore.load(config.templatesDir, checkTemplateFiles);
+  const templates = await TemplateStore.load(config.templatesDir, checkTemplateFiles, config.templateCheckIntervalMs);
   metrics.templateGeneration.set(templates.generation);
   metrics.templateSetCurrent.set(1);
   templates.on('reload', () => {
@@ -107,7 +98,7 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
     metrics.templateSetCurrent.set(0);
     log.error({ err: err.message, keptGeneration: templates.generation }, 'templates on disk refused; the last good set stays in use');
   });
-  templates.start(config.templateCheckIntervalMs);
+  templates.start();
 
   const namespaces = await createNamespaceSource(config, log, metrics);
   const tls = await loadTls(config, log);
@@ -137,8 +128,8 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
     status: () => ({
       draining,
       templates: templates.status(),
-      namespaces: namespaces.status?.(),
-      certificate: { notAfter: (reloader?.pair ?? tls).notAfter.toISOString() },
+      namespaces: namespaces.status(),
+      certificate: reloader?.status() ?? { notAfter: tls.notAfter.toISOString(), fingerprint256: tls.fingerprint256 },
     }),
   });
   const running = await startServer(app.callback(), { host: config.host, port: config.port, key: tls.key, cert: tls.cert, timeouts: config.timeouts });
@@ -152,7 +143,7 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
       metrics.certificateExpiry.set(pair.notAfter.getTime() / 1000);
       log.info({ notAfter: pair.notAfter.toISOString(), fingerprint256: pair.fingerprint256 }, 'serving certificate reloaded');
     });
-    reloader.on('error', (err: Error) => log.warn({ err: err.message }, 'serving certificate files hold no valid pair; keeping the current one'));
+    reloader.on('rejected', (err: Error) => log.warn({ err: err.message }, 'serving certificate files hold no valid pair; keeping the current one'));
     reloader.start();
   }
   log.info(

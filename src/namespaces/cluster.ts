@@ -14,6 +14,7 @@
  * options, so that each carries its own timeout.
  */
 import { EventEmitter } from 'node:events';
+import type { Reloadable } from '../reloadable.js';
 import https from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { Watch } from '@kubernetes/client-node';
@@ -59,10 +60,18 @@ interface NamespaceObject {
 }
 
 /** The cluster source: `start()` begins list and watch; `stop()` ends them. */
-export class ClusterNamespaceSource implements NamespaceLabelSource {
+/** What /status shows about the cluster source. */
+export interface ClusterSourceStatus {
+  readonly source: 'cluster';
+  readonly ready: boolean;
+  readonly namespaces: number;
+  readonly failurePolicy: NamespaceFailurePolicy;
+  readonly resourceVersion: string;
+}
+
+export class ClusterNamespaceSource extends EventEmitter implements NamespaceLabelSource, Reloadable<ReadonlyMap<string, Labels>, ClusterSourceStatus> {
   readonly kind = 'cluster';
-  /** Emits `list` (count), `watch` (resourceVersion), `change` (type, name), `error` (err) — for logs, metrics and tests. */
-  readonly events = new EventEmitter();
+  /** Emits `reload` (count) after each list, `rejected` (err) on a failed list or watch, `change` (type, name), `watch` (resourceVersion), `stall`, `lookup-failed` (namespace) — for logs, metrics and tests. */
   private readonly labels = new Map<string, Labels>();
   private readonly inFlight = new Map<string, Promise<Labels>>();
   private readonly failures = new Map<string, { until: number; error: NamespaceLabelsUnavailableError }>();
@@ -90,6 +99,7 @@ export class ClusterNamespaceSource implements NamespaceLabelSource {
   private lookupsThisSecond = { second: 0, count: 0 };
 
   constructor(private readonly options: ClusterSourceOptions) {
+    super();
     this.watch = new Watch(options.kubeConfig);
     this.lookupTimeoutMs = options.lookupTimeoutMs ?? 2000;
     this.backoffInitialMs = options.backoffInitialMs ?? 500;
@@ -103,8 +113,6 @@ export class ClusterNamespaceSource implements NamespaceLabelSource {
     this.maxLookupsPerSecond = options.maxLookupsPerSecond ?? 20;
     this.maxRememberedFailures = options.maxRememberedFailures ?? 1024;
     this.backoffMs = this.backoffInitialMs;
-    // An EventEmitter without an error listener throws on 'error'; failures are reported, not fatal.
-    this.events.on('error', () => undefined);
   }
 
   /** True once the first list has completed (readiness). */
@@ -115,6 +123,38 @@ export class ClusterNamespaceSource implements NamespaceLabelSource {
   /** Number of namespaces in the cache. */
   size(): number {
     return this.labels.size;
+  }
+
+  /** The cache: namespace name → labels. */
+  current(): ReadonlyMap<string, Labels> {
+    return this.labels;
+  }
+
+  status(): ClusterSourceStatus {
+    return {
+      source: 'cluster',
+      ready: this.synced,
+      namespaces: this.labels.size,
+      failurePolicy: this.options.failurePolicy,
+      resourceVersion: this.resourceVersion,
+    };
+  }
+
+  /** Lists again now, replacing the cache (the watch restarts from the new list). */
+  async reloadNow(): Promise<void> {
+    this.watchController?.abort();
+    this.watchController = undefined;
+    const listed = new Promise<void>((resolve) => {
+      const done = () => {
+        this.off('reload', done);
+        this.off('rejected', done);
+        resolve();
+      };
+      this.on('reload', done);
+      this.on('rejected', done);
+    });
+    void this.relist();
+    await listed;
   }
 
   /** Starts listing and watching in the background. */
@@ -144,7 +184,7 @@ export class ClusterNamespaceSource implements NamespaceLabelSource {
       // Look-ups are bounded: a storm of reviews naming unknown namespaces is not a storm of GETs.
       const refusal = this.lookupRefusal();
       if (refusal) {
-        this.events.emit('lookup-failed', namespace);
+        this.emit('lookup-failed', namespace);
         throw new NamespaceLabelsUnavailableError(namespace, refusal, this.options.failurePolicy);
       }
       pending = this.lookup(namespace).finally(() => this.inFlight.delete(namespace));
@@ -186,7 +226,7 @@ export class ClusterNamespaceSource implements NamespaceLabelSource {
       const error = new NamespaceLabelsUnavailableError(namespace, reason, this.options.failurePolicy);
       this.rememberFailure(namespace, error);
       this.options.log.warn({ namespace, err: (err as Error).message, policy: this.options.failurePolicy }, 'namespace labels unavailable');
-      this.events.emit('lookup-failed', namespace);
+      this.emit('lookup-failed', namespace);
       throw error;
     }
   }
@@ -210,7 +250,7 @@ export class ClusterNamespaceSource implements NamespaceLabelSource {
       this.synced = true;
       this.backoffMs = this.backoffInitialMs;
       this.options.log.info({ namespaces: this.labels.size, resourceVersion: this.resourceVersion }, 'namespaces listed');
-      this.events.emit('list', this.labels.size);
+      this.emit('reload', this.labels.size);
       await this.startWatch();
     } catch (err) {
       this.retry('list', err as Error, () => this.relist());
@@ -255,7 +295,7 @@ export class ClusterNamespaceSource implements NamespaceLabelSource {
           { silentForMs: Date.now() - this.lastWatchActivity, resourceVersion: this.resourceVersion },
           'namespace watch delivered nothing, not even a bookmark; restarting it',
         );
-        this.events.emit('stall');
+        this.emit('stall');
         const controller = this.watchController;
         this.watchController = undefined;
         this.stalled = true;
@@ -300,7 +340,7 @@ export class ClusterNamespaceSource implements NamespaceLabelSource {
       }
       eventsSeen++;
       if (object.metadata?.resourceVersion) this.resourceVersion = object.metadata.resourceVersion;
-      this.events.emit('change', type, object.metadata?.name);
+      this.emit('change', type, object.metadata?.name);
     };
     const onDone = (err: unknown) => {
       this.watchController = undefined;
@@ -331,7 +371,7 @@ export class ClusterNamespaceSource implements NamespaceLabelSource {
         onDone,
       );
       this.watchForStall();
-      this.events.emit('watch', from);
+      this.emit('watch', from);
     } catch (err) {
       this.retry('watch', err as Error, () => this.startWatch());
     }
@@ -342,7 +382,7 @@ export class ClusterNamespaceSource implements NamespaceLabelSource {
     const delay = Math.round(this.backoffMs * (0.8 + Math.random() * 0.4));
     this.backoffMs = Math.min(this.backoffMs * 2, this.backoffMaxMs);
     this.options.log.warn({ err: err.message, retryInMs: delay, synced: this.synced }, `namespace ${what} failed`);
-    this.events.emit('error', err);
+    this.emit('rejected', err);
     clearTimeout(this.retryTimer);
     this.retryTimer = setTimeout(() => void again(), delay);
     this.retryTimer.unref();

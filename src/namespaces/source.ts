@@ -17,6 +17,8 @@ export interface NamespaceLabelSource {
   labelsOf(namespace: string): Promise<Labels>;
   /** False until the source can answer (a cluster source before its first list). */
   isReady(): boolean;
+  /** What /status shows about the source. */
+  status(): object;
 }
 
 /** Namespace name → its labels, as written in a local namespace-labels file. */
@@ -35,6 +37,7 @@ export function createLocalNamespaceSource(map: NamespaceLabelMap): NamespaceLab
     kind: 'local',
     labelsOf: async (namespace) => resolved.get(namespace) ?? Object.freeze({ [metadataNameLabel]: namespace }),
     isReady: () => true,
+    status: () => ({ source: 'local', ready: true, namespaces: resolved.size }),
   };
 }
 

@@ -8,6 +8,7 @@
  */
 import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
+import type { Reloadable } from '../reloadable.js';
 import { TemplateError } from '../errors.js';
 import { WatchedCheck } from '../fs/watched-check.js';
 import { compileTemplateFiles, readTemplateFiles, type TemplateFile } from './load.js';
@@ -33,7 +34,7 @@ function fingerprint(files: readonly TemplateFile[]): string {
 export type TemplateCompiler = (files: readonly TemplateFile[], dir: string) => TemplateSet | Promise<TemplateSet>;
 
 /** Holds the template set in use. Emits `reload` (set) and `rejected` (error). */
-export class TemplateStore extends EventEmitter {
+export class TemplateStore extends EventEmitter implements Reloadable<TemplateSet, TemplateStatus> {
   private set: TemplateSet;
   private generationCount = 1;
   private loadedAt = new Date();
@@ -46,6 +47,7 @@ export class TemplateStore extends EventEmitter {
     files: readonly TemplateFile[],
     set: TemplateSet,
     private readonly compile: TemplateCompiler,
+    private readonly intervalMs: number,
   ) {
     super();
     this.set = set;
@@ -58,9 +60,9 @@ export class TemplateStore extends EventEmitter {
    * back to). `compile` validates and compiles a set, at start and on every reload (`serve`
    * passes the full `check`).
    */
-  static async load(dir: string, compile: TemplateCompiler = compileTemplateFiles): Promise<TemplateStore> {
+  static async load(dir: string, compile: TemplateCompiler = compileTemplateFiles, intervalMs = 5000): Promise<TemplateStore> {
     const files = await readTemplateFiles(dir);
-    return new TemplateStore(dir, files, await compile(files, dir), compile);
+    return new TemplateStore(dir, files, await compile(files, dir), compile, intervalMs);
   }
 
   /** The set in use. */
@@ -82,9 +84,9 @@ export class TemplateStore extends EventEmitter {
     };
   }
 
-  /** Watches the directory and checks it every `intervalMs`. */
-  start(intervalMs = 5000): void {
-    this.watched.start(intervalMs);
+  /** Watches the directory, and checks it every `intervalMs` (given to load) as well. */
+  start(): void {
+    this.watched.start(this.intervalMs);
   }
 
   stop(): void {
@@ -92,7 +94,7 @@ export class TemplateStore extends EventEmitter {
   }
 
   /** Reads the directory now; takes a changed, valid set into use. Resolves when done. */
-  check(): Promise<void> {
+  reloadNow(): Promise<void> {
     return this.watched.check();
   }
 

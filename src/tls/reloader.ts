@@ -7,6 +7,7 @@
  */
 import { X509Certificate, createPrivateKey } from 'node:crypto';
 import { EventEmitter } from 'node:events';
+import type { Reloadable } from '../reloadable.js';
 import { readFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { WatchedCheck } from '../fs/watched-check.js';
@@ -33,30 +34,38 @@ export async function readKeyPair(certFile: string, keyFile: string): Promise<Ke
   return checkKeyPair(cert, key);
 }
 
+/** What /status shows about the serving certificate. */
+export interface CertificateStatus {
+  readonly notAfter: string;
+  readonly fingerprint256: string;
+}
+
 /**
  * Watches a certificate and key file and calls `apply` with each new valid pair. Emits `reload`
- * (pair) after applying one and `error` (err) when the files hold no valid pair (the last good
- * pair stays in use).
+ * (pair) after applying one and `rejected` (err) when the files hold no valid pair (the last
+ * good pair stays in use).
  */
-export class CertificateReloader extends EventEmitter {
+export class CertificateReloader extends EventEmitter implements Reloadable<KeyPair, CertificateStatus> {
   private readonly watched: WatchedCheck;
 
   constructor(
     private readonly certFile: string,
     private readonly keyFile: string,
-    private current: KeyPair,
+    private pair: KeyPair,
     private readonly apply: (pair: KeyPair) => void,
     private readonly intervalMs = 10_000,
   ) {
     super();
-    // Without a listener an 'error' event would throw; a bad pair is reported, never fatal.
-    this.on('error', () => undefined);
     this.watched = new WatchedCheck([dirname(certFile), dirname(keyFile)], () => this.checkOnce());
   }
 
   /** The pair in use. */
-  get pair(): KeyPair {
-    return this.current;
+  current(): KeyPair {
+    return this.pair;
+  }
+
+  status(): CertificateStatus {
+    return { notAfter: this.pair.notAfter.toISOString(), fingerprint256: this.pair.fingerprint256 };
   }
 
   start(): void {
@@ -68,20 +77,20 @@ export class CertificateReloader extends EventEmitter {
   }
 
   /** Reads the files now and applies them if they changed and are valid. Resolves when done. */
-  check(): Promise<void> {
+  reloadNow(): Promise<void> {
     return this.watched.check();
   }
 
   private async checkOnce(): Promise<void> {
     try {
       const pair = await readKeyPair(this.certFile, this.keyFile);
-      if (pair.cert !== this.current.cert || pair.key !== this.current.key) {
+      if (pair.cert !== this.pair.cert || pair.key !== this.pair.key) {
         this.apply(pair);
-        this.current = pair;
+        this.pair = pair;
         this.emit('reload', pair);
       }
     } catch (err) {
-      this.emit('error', err);
+      this.emit('rejected', err);
     }
   }
 }
