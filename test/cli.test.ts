@@ -4,10 +4,10 @@ import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { decodePatch } from './helpers/apiserver.js';
 import { FakeApiServer } from './helpers/fake-apiserver.js';
 import { httpsCall } from './helpers/https.js';
+import { spawnServe } from './helpers/process.js';
 
 const entry = join('dist', 'src', 'cli', 'main.js');
 
@@ -20,31 +20,14 @@ async function get(port: number, ca: string, path: string): Promise<string> {
 }
 
 test('serve runs on the bundled templates with a throw-away certificate and stops on SIGTERM', async (t) => {
-  const certDir = await mkdtemp(join(tmpdir(), 'sidecar-injector-test-'));
-  const child = spawn(
-    process.execPath,
-    [entry, 'serve', '--host', '127.0.0.1', '--port', '0', '--namespace-labels', 'dev/namespaces.yaml', '--dev-cert-dir', certDir, '--shutdown-delay-ms', '0'],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
+  const { child, port, ca, certDir, logs, exited } = await spawnServe(['--namespace-labels', 'dev/namespaces.yaml', '--shutdown-delay-ms', '0']);
+  const listening = logs.find((l) => l.msg === 'listening')!;
+  t.is(listening.namespaceSource, 'local');
+  t.deepEqual(
+    listening.templates.map((s: string) => s.split('@')[0]),
+    ['log-shipper', 'proxy'],
   );
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const lines = createInterface({ input: child.stdout });
-  let caFile = '';
-  let port = 0;
-  for await (const line of lines) {
-    const record = JSON.parse(line);
-    if (record.caFile) caFile = record.caFile;
-    if (record.msg === 'listening') {
-      port = record.port;
-      t.is(record.namespaceSource, 'local');
-      t.deepEqual(
-        record.templates.map((s: string) => s.split('@')[0]),
-        ['log-shipper', 'proxy'],
-      );
-      break;
-    }
-  }
-  t.is(caFile, join(certDir, 'ca.crt'));
-  const ca = await readFile(caFile, 'utf8');
+  t.is(logs.find((l) => l.caFile)?.caFile, join(certDir, 'ca.crt'));
   const review = await post(port, ca, await readFile(join('dev', 'sample-review.json'), 'utf8'));
   t.is(review.response.uid, '705ab4f5-6393-11e8-b7cc-42010a800002');
   const paths = decodePatch(review.response).map((op) => op.path);
@@ -90,28 +73,14 @@ test('serve with --kubeconfig uses the cluster source, says so, and injects by l
   const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-test-'));
   const kubeconfig = join(dir, 'kubeconfig');
   await writeFile(kubeconfig, (await api.kubeConfig()).exportConfig());
-  const child = spawn(
-    process.execPath,
-    [entry, 'serve', '--host', '127.0.0.1', '--port', '0', '--kubeconfig', kubeconfig, '--dev-cert-dir', dir, '--shutdown-delay-ms', '0'],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
+  const { child, port, ca, logs } = await spawnServe(['--kubeconfig', kubeconfig, '--shutdown-delay-ms', '0'], { waitFor: 'namespaces listed' });
   t.teardown(async () => {
     child.kill('SIGTERM');
     await api.stop();
   });
-  let port = 0;
-  let listed = false;
-  for await (const line of createInterface({ input: child.stdout })) {
-    const record = JSON.parse(line);
-    if (record.msg === 'listening') {
-      port = record.port;
-      t.is(record.namespaceSource, 'cluster');
-      t.is(record.namespaceFailurePolicy, 'deny');
-    }
-    if (record.msg === 'namespaces listed') listed = true;
-    if (port && listed) break;
-  }
-  const ca = await readFile(join(dir, 'ca.crt'), 'utf8');
+  const listening = logs.find((l) => l.msg === 'listening')!;
+  t.is(listening.namespaceSource, 'cluster');
+  t.is(listening.namespaceFailurePolicy, 'deny');
   const review = await post(port, ca, await readFile(join('dev', 'sample-review.json'), 'utf8'));
   t.is(review.response.patchType, 'JSONPatch');
   // The cluster source and the certificate show in the metrics.

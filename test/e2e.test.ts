@@ -1,16 +1,12 @@
 import test from 'ava';
 import tls from 'node:tls';
 import { applyPatchV4, createReview, decodePatch, prepareCreate, reinvocationInput } from './helpers/apiserver.js';
+import { pod } from './helpers/pods.js';
 import { startTestServer, testCertificates, type TestServer } from './helpers/server.js';
 import { logShipperDoc, proxyDoc, templateSet } from './helpers/templates.js';
 
 const templates = templateSet(logShipperDoc, proxyDoc);
-const podBody = {
-  apiVersion: 'v1',
-  kind: 'Pod',
-  metadata: { generateName: 'web-5d8f-', labels: { app: 'web' } },
-  spec: { containers: [{ name: 'web', image: 'nginx:1.27', env: [{ name: 'DB_PASSWORD', value: 'hunter2-secret' }] }] },
-};
+const podBody = pod({ containers: [{ name: 'web', image: 'nginx:1.27', env: [{ name: 'DB_PASSWORD', value: 'hunter2-secret' }] }] });
 
 let server: TestServer;
 test.before(async () => {

@@ -7,7 +7,6 @@ import { mkdir, mkdtemp, readFile, rename, rm, symlink, writeFile } from 'node:f
 import https from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { createMetrics } from '../src/metrics.js';
 import { TemplateStore } from '../src/templates/store.js';
 import { createApp } from '../src/app.js';
@@ -18,8 +17,10 @@ import { httpsCall } from './helpers/https.js';
 import { startLoad } from './helpers/load.js';
 import { startTestServer, testCertificates, testNamespaces } from './helpers/server.js';
 import { logShipperDoc, templateSet } from './helpers/templates.js';
+import { pod } from './helpers/pods.js';
+import { spawnServe } from './helpers/process.js';
 
-const podBody = { metadata: { generateName: 'web-', labels: { app: 'web' } }, spec: { containers: [{ name: 'web', image: 'nginx' }] } };
+const podBody = pod({ generateName: 'web-', containers: [{ name: 'web', image: 'nginx' }] });
 const review = () => createReview(prepareCreate(podBody, 'shop'), { namespace: 'shop' });
 
 function metricValue(text: string, line: string): number {
@@ -138,38 +139,14 @@ test('template reload under load: a valid set is taken, a broken set is refused 
 });
 
 test('SIGTERM under load: readiness turns false first, every request is answered, the process exits 0', async (t) => {
-  const certDir = await mkdtemp(join(tmpdir(), 'sidecar-injector-test-'));
-  const child = spawn(
-    process.execPath,
-    [
-      join('dist', 'src', 'cli', 'main.js'),
-      'serve',
-      '--host',
-      '127.0.0.1',
-      '--port',
-      '0',
-      '--namespace-labels',
-      'dev/namespaces.yaml',
-      '--dev-cert-dir',
-      certDir,
-      '--shutdown-delay-ms',
-      '400',
-      '--shutdown-timeout-ms',
-      '5000',
-    ],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
-  );
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  let port = 0;
-  const lines = createInterface({ input: child.stdout });
-  for await (const line of lines) {
-    const record = JSON.parse(line);
-    if (record.msg === 'listening') {
-      port = record.port;
-      break;
-    }
-  }
-  const ca = await readFile(join(certDir, 'ca.crt'), 'utf8');
+  const { child, port, ca, exited } = await spawnServe([
+    '--namespace-labels',
+    'dev/namespaces.yaml',
+    '--shutdown-delay-ms',
+    '400',
+    '--shutdown-timeout-ms',
+    '5000',
+  ]);
   const agent = new https.Agent({ keepAlive: true, ca, maxSockets: 8 });
   t.teardown(() => agent.destroy());
   const call = async (method: string, path: string, body?: string) =>

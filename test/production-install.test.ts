@@ -4,13 +4,13 @@
  * tsconfig.build.json, the bundled templates — then `serve` starts and answers /healthz.
  */
 import test from 'ava';
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { copyFile, cp, mkdtemp, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { createInterface } from 'node:readline';
 import { httpsCall } from './helpers/https.js';
+import { spawnServe } from './helpers/process.js';
 
 test('the production install starts and answers /healthz', async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-prod-'));
@@ -24,21 +24,8 @@ test('the production install starts and answers /healthz', async (t) => {
   t.false(existsSync(join(dir, 'node_modules', 'ava')), 'no dev dependency is installed');
   t.false(existsSync(join(dir, 'dist', 'src', 'app.test.js')) || existsSync(join(dir, 'dist', 'test')), 'no test code is built');
 
-  const child = spawn(
-    process.execPath,
-    ['dist/src/cli/main.js', 'serve', '--host', '127.0.0.1', '--port', '0', '--namespace-source', 'local', '--dev-cert-dir', 'certs'],
-    { cwd: dir, stdio: ['ignore', 'pipe', 'inherit'] },
-  );
+  const { child, port, ca } = await spawnServe(['--namespace-source', 'local'], { cwd: dir, entry: 'dist/src/cli/main.js' });
   t.teardown(() => void child.kill('SIGTERM'));
-  let port = 0;
-  for await (const line of createInterface({ input: child.stdout })) {
-    const record = JSON.parse(line);
-    if (record.msg === 'listening') {
-      port = record.port;
-      break;
-    }
-  }
-  const ca = await readFile(join(dir, 'certs', 'ca.crt'), 'utf8');
   const { status } = await httpsCall({ port, ca, path: '/healthz' });
   t.is(status, 200);
 });

@@ -2,11 +2,11 @@ import test from 'ava';
 import fc from 'fast-check';
 import { mutate, type MutateDeps } from '../src/admission/mutate.js';
 import { labelKeyProblem } from '../src/k8s/label-syntax.js';
-import { createLocalNamespaceSource } from '../src/namespaces/source.js';
+import { optedIn } from './helpers/pods.js';
 import { loadTemplateDir } from '../src/templates/load.js';
 import { applyPatchV4, createReview, decodePatch, overwrites, prepareCreate, reinvocationInput, validationProblems } from './helpers/apiserver.js';
 
-const namespaces = createLocalNamespaceSource({ shop: { 'sidecar-injector.io/injection': 'enabled' } });
+const namespaces = optedIn('shop');
 
 // Pools that collide on purpose with what the bundled templates add.
 const containerNames = ['app', 'web', 'log-shipper', 'proxy', 'worker', 'istio-proxy', 'istio-init'];

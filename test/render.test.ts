@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { mutate } from '../src/admission/mutate.js';
 import { render } from '../src/cli/render.js';
-import { createLocalNamespaceSource } from '../src/namespaces/source.js';
+import { optedIn } from './helpers/pods.js';
 import { loadTemplateDir } from '../src/templates/load.js';
 import { createReview, prepareCreate } from './helpers/apiserver.js';
 
@@ -120,7 +120,7 @@ test('offline and in the cluster agree: a pod created from the rendered template
   const { stdout } = await run(['-f', fixture]);
   const deployment = docs(stdout)[1]!;
   const set = await loadTemplateDir('templates');
-  const namespaces = createLocalNamespaceSource({ shop: { 'sidecar-injector.io/injection': 'enabled' } });
+  const namespaces = optedIn('shop');
   const pod = prepareCreate(
     { apiVersion: 'v1', kind: 'Pod', metadata: { ...deployment.spec.template.metadata, generateName: 'web-5d8f-' }, spec: deployment.spec.template.spec },
     'shop',

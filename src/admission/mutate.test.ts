@@ -3,22 +3,14 @@ import { RequestError } from '../errors.js';
 import { applyPatchV4, createReview, decodePatch, prepareCreate, reinvocationInput } from '../../test/helpers/apiserver.js';
 import { logShipperDoc, proxyDoc, templateSet } from '../../test/helpers/templates.js';
 import { NamespaceLabelsUnavailableError } from '../errors.js';
-import { createLocalNamespaceSource, type NamespaceLabelSource } from '../namespaces/source.js';
+import type { NamespaceLabelSource } from '../namespaces/source.js';
+import { optedIn, pod } from '../../test/helpers/pods.js';
 import { mutate, type MutateDeps, type Reason } from './mutate.js';
 
 const set = templateSet(logShipperDoc, proxyDoc);
-const namespaces = createLocalNamespaceSource({
-  shop: { 'sidecar-injector.io/injection': 'enabled' },
-  plain: {},
-});
+const namespaces = optedIn('shop');
 const deps: MutateDeps = { templates: () => set, namespaces };
-
-const podBody = {
-  apiVersion: 'v1',
-  kind: 'Pod',
-  metadata: { generateName: 'web-5d8f-', labels: { app: 'web' } },
-  spec: { containers: [{ name: 'web', image: 'nginx:1.27' }] },
-};
+const podBody = pod();
 
 function review(options: { namespace?: string; version?: 'v1' | 'v1beta1'; body?: Record<string, any> } = {}) {
   const namespace = options.namespace ?? 'shop';

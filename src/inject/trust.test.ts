@@ -1,6 +1,6 @@
 import test from 'ava';
 import { admitPod } from '../pipeline/admit.js';
-import { createLocalNamespaceSource } from '../namespaces/source.js';
+import { optedIn } from '../../test/helpers/pods.js';
 import { applyDefaults, applyPatchV4, applyServiceAccountPlugin } from '../../test/helpers/apiserver.js';
 import { logShipperDoc, proxyDoc, templateSet } from '../../test/helpers/templates.js';
 import { contains, containsContainer, sameImage, sameScalar } from '../k8s/contains.js';
@@ -69,7 +69,7 @@ test('containment: defaults and extra list items are allowed, changed values are
 });
 
 const set = templateSet({ ...logShipperDoc, objectSelector: { matchExpressions: [{ key: 'tier', operator: 'NotIn', values: ['restricted'] }] } }, proxyDoc);
-const namespaces = createLocalNamespaceSource({ shop: { 'sidecar-injector.io/injection': 'enabled' } });
+const namespaces = optedIn('shop');
 const deps = { templates: () => set, namespaces };
 
 function pod(extra: { labels?: Record<string, string>; annotations?: Record<string, string>; containers?: unknown[] } = {}): Record<string, any> {

@@ -5,7 +5,8 @@ import { pino } from 'pino';
 import { createApp } from '../../src/app.js';
 import type { Liveness } from '../../src/liveness.js';
 import { createMetrics, type Metrics } from '../../src/metrics.js';
-import { createLocalNamespaceSource, type NamespaceLabelSource } from '../../src/namespaces/source.js';
+import type { NamespaceLabelSource } from '../../src/namespaces/source.js';
+import { optedIn } from './pods.js';
 import { defaultTimeouts, startServer, type RunningServer, type ServerTimeouts } from '../../src/server.js';
 import type { TemplateSet } from '../../src/templates/set.js';
 import { createCertificates, type CertificateBundle } from '../../src/tls/certificates.js';
@@ -19,13 +20,7 @@ export function testCertificates(): Promise<CertificateBundle> {
 }
 
 /** Namespaces used by the tests: `shop` and `default` opted in, `plain` not. */
-export const testNamespaces = createLocalNamespaceSource({
-  shop: { 'sidecar-injector.io/injection': 'enabled' },
-  default: { 'sidecar-injector.io/injection': 'enabled' },
-  test: { 'sidecar-injector.io/injection': 'enabled' },
-  'kube-public': { 'sidecar-injector.io/injection': 'enabled' },
-  plain: {},
-});
+export const testNamespaces = optedIn('shop', 'default', 'test', 'kube-public');
 
 export interface TestServer extends RunningServer {
   readonly url: string;
