@@ -5,67 +5,12 @@
  * reports the worst latency of the heavy reviews and of a legitimate review sent while they
  * are in flight. Run with `npm run bench:hostile`. Figures, not pass/fail.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { readFile, mkdtemp } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import https from 'node:https';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import tls from 'node:tls';
 import { createReview, prepareCreate } from '../test/helpers/apiserver.js';
 import { reviewText } from './reviews.js';
-
-async function startServe(): Promise<{ child: ChildProcess; port: number; ca: string }> {
-  const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-bench-'));
-  const child = spawn(
-    process.execPath,
-    [
-      '--max-old-space-size=160',
-      'dist/src/cli/main.js',
-      'serve',
-      '--host',
-      '127.0.0.1',
-      '--port',
-      '0',
-      '--namespace-labels',
-      'dev/namespaces.yaml',
-      '--dev-cert-dir',
-      dir,
-      '--shutdown-delay-ms',
-      '0',
-      '--log-level',
-      'warn',
-    ],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
-  );
-  // With --log-level warn the listening line is not printed: find the port from the dev-cert warning and /proc.
-  for await (const line of createInterface({ input: child.stdout! })) {
-    if (line.includes('throw-away development certificate')) break;
-  }
-  const ca = await readFile(join(dir, 'ca.crt'), 'utf8');
-  for (let i = 0; i < 100; i++) {
-    const port = await listeningPort(child.pid!);
-    if (port) return { child, port, ca };
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error('serve did not listen');
-}
-
-/** The TCP port a process listens on, from /proc/net/tcp and its socket inodes. */
-async function listeningPort(pid: number): Promise<number | undefined> {
-  const { readdir, readlink } = await import('node:fs/promises');
-  const inodes = new Set<string>();
-  for (const fd of await readdir(`/proc/${pid}/fd`)) {
-    const link = await readlink(`/proc/${pid}/fd/${fd}`).catch(() => '');
-    const m = /^socket:\[(\d+)\]$/.exec(link);
-    if (m) inodes.add(m[1]!);
-  }
-  for (const line of (await readFile('/proc/net/tcp', 'utf8')).split('\n').slice(1)) {
-    const f = line.trim().split(/\s+/);
-    if (f[3] === '0A' && inodes.has(f[9]!)) return parseInt(f[1]!.split(':')[1]!, 16);
-  }
-  return undefined;
-}
+import { startInjector } from './serve.js';
 
 async function memory(pid: number): Promise<{ rssMB: number; peakMB: number }> {
   const status = await readFile(`/proc/${pid}/status`, 'utf8');
@@ -151,7 +96,8 @@ const cases: [string, () => string][] = [
   ],
 ];
 
-const { child, port, ca } = await startServe();
+// The heap capped as in the Deployment (NODE_OPTIONS there).
+const { child, port, ca } = await startInjector('hostile', ['--max-old-space-size=160']);
 const pid = child.pid!;
 const legit = reviewText('typical');
 await post(port, ca, legit);

@@ -8,14 +8,12 @@
  *
  * Options: --duration-ms N (per run, default 2500), --runs N (default 2), --skip-micro.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import https from 'node:https';
-import { cpus, tmpdir, totalmem } from 'node:os';
+import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
-import { createCertificates } from '../src/tls/certificates.js';
+import { startChild, startInjector } from './serve.js';
 import { runMicro, formatMicro } from './micro.js';
 import { reviewText, type PodSize } from './reviews.js';
 import { mutate } from '../src/admission/mutate.js';
@@ -35,27 +33,6 @@ async function rssMb(pid: number): Promise<number> {
   const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
   const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
   return kb / 1024;
-}
-
-/** Starts a child process and resolves with the first JSON line it prints that holds `port`. */
-async function startChild(args: string[], pickPort: (record: Record<string, unknown>) => number | undefined): Promise<{ child: ChildProcess; port: number }> {
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
-  const lines = createInterface({ input: child.stdout! });
-  for await (const line of lines) {
-    let record: Record<string, unknown>;
-    try {
-      record = JSON.parse(line);
-    } catch {
-      continue;
-    }
-    const port = pickPort(record);
-    if (port) {
-      // Keep draining the child's output so that it never blocks on a full pipe.
-      child.stdout!.resume();
-      return { child, port };
-    }
-  }
-  throw new Error(`${args.join(' ')} exited before listening`);
 }
 
 async function drive(port: number, ca: string, body: string, uid: string, concurrency: number, durationMs: number, pid: number): Promise<RunResult> {
@@ -135,31 +112,9 @@ async function main(): Promise<void> {
   }
 
   const uid = '11111111-2222-3333-4444-555555555555';
-  const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-bench-'));
-  const certs = await createCertificates(['localhost'], ['127.0.0.1'], 1);
-  await writeFile(join(dir, 'tls.crt'), certs.cert);
-  await writeFile(join(dir, 'tls.key'), certs.key);
-  await writeFile(join(dir, 'namespaces.yaml'), 'shop:\n  sidecar-injector.io/injection: enabled\n');
-  const injector = await startChild(
-    [
-      'dist/src/cli/main.js',
-      'serve',
-      '--host',
-      '127.0.0.1',
-      '--port',
-      '0',
-      '--tls-cert',
-      join(dir, 'tls.crt'),
-      '--tls-key',
-      join(dir, 'tls.key'),
-      '--namespace-labels',
-      join(dir, 'namespaces.yaml'),
-      '--shutdown-delay-ms',
-      '0',
-    ],
-    (r) => (r.msg === 'listening' ? (r.port as number) : undefined),
-  );
-  const limit = await startChild(['dist/bench/limit-server.js', join(dir, 'tls.crt'), join(dir, 'tls.key')], (r) => r.port as number | undefined);
+  const injector = await startInjector('bench');
+  const { dir, cert, key, ca } = injector.files;
+  const limit = await startChild(['dist/bench/limit-server.js', cert, key], (r) => r.port as number | undefined);
   // The injector's own answers, computed once, for the limit server that sends the same bytes.
   const set = await loadTemplateDir('templates');
   const deps = { templates: () => set, namespaces: createLocalNamespaceSource({ shop: { 'sidecar-injector.io/injection': 'enabled' } }) };
@@ -169,10 +124,7 @@ async function main(): Promise<void> {
     patches[String(Buffer.byteLength(body))] = (await mutate(JSON.parse(body), deps)).response.response.patch ?? '';
   }
   await writeFile(join(dir, 'patches.json'), JSON.stringify(patches));
-  const limitPatch = await startChild(
-    ['dist/bench/limit-server.js', join(dir, 'tls.crt'), join(dir, 'tls.key'), join(dir, 'patches.json')],
-    (r) => r.port as number | undefined,
-  );
+  const limitPatch = await startChild(['dist/bench/limit-server.js', cert, key, join(dir, 'patches.json')], (r) => r.port as number | undefined);
   try {
     console.log(`\n## over HTTPS, keep-alive, ${durationMs} ms per run, ${runs} runs per configuration (injector logs at info, to a pipe)\n`);
     console.log('"limit+patch" is the limit server answering with the injector\'s own patch bytes (same answer size).\n');
@@ -181,9 +133,9 @@ async function main(): Promise<void> {
       const body = reviewText(size, { uid });
       for (const concurrency of [1, 32]) {
         for (let run = 1; run <= runs; run++) {
-          const lim = await drive(limit.port, certs.caCert, body, uid, concurrency, durationMs, limit.child.pid!);
-          const limP = await drive(limitPatch.port, certs.caCert, body, uid, concurrency, durationMs, limitPatch.child.pid!);
-          const inj = await drive(injector.port, certs.caCert, body, uid, concurrency, durationMs, injector.child.pid!);
+          const lim = await drive(limit.port, ca, body, uid, concurrency, durationMs, limit.child.pid!);
+          const limP = await drive(limitPatch.port, ca, body, uid, concurrency, durationMs, limitPatch.child.pid!);
+          const inj = await drive(injector.port, ca, body, uid, concurrency, durationMs, injector.child.pid!);
           const row = (name: string, r: RunResult, ratio: string) =>
             `${size.padEnd(8)} ${String(Math.round(Buffer.byteLength(body) / 100) / 10).padStart(5)}K ${String(concurrency).padStart(5)} ${String(run).padStart(4)}  ${name.padEnd(11)} ${fmt(r.rps, 0).padStart(8)} ${fmt(r.p50Ms, 3).padStart(9)} ${fmt(r.p99Ms, 3).padStart(8)} ${fmt(r.maxMs, 1).padStart(8)} ${fmt(r.peakRssMb, 1).padStart(12)} ${String(r.errors).padStart(7)}   ${ratio}`;
           const ratio = (r: RunResult) => `${fmt((r.rps / lim.rps) * 100, 0)}% of req/s, p99 ×${fmt(r.p99Ms / lim.p99Ms, 2)}`;

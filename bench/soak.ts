@@ -5,15 +5,11 @@
  *
  * Options: --minutes N (default 3), --max-requests N (default 3,000,000), --concurrency N (16).
  */
-import { spawn } from 'node:child_process';
-import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import https from 'node:https';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
-import { createCertificates } from '../src/tls/certificates.js';
 import { reviewText } from './reviews.js';
+import { startInjector } from './serve.js';
 
 async function rssMb(pid: number): Promise<number> {
   const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
@@ -25,42 +21,9 @@ const minutes = Number(values.minutes ?? 3);
 const maxRequests = Number(values['max-requests'] ?? 3_000_000);
 const concurrency = Number(values.concurrency ?? 16);
 
-const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-soak-'));
-const certs = await createCertificates(['localhost'], ['127.0.0.1'], 1);
-await writeFile(join(dir, 'tls.crt'), certs.cert);
-await writeFile(join(dir, 'tls.key'), certs.key);
-await writeFile(join(dir, 'namespaces.yaml'), 'shop:\n  sidecar-injector.io/injection: enabled\n');
-const child = spawn(
-  process.execPath,
-  [
-    'dist/src/cli/main.js',
-    'serve',
-    '--host',
-    '127.0.0.1',
-    '--port',
-    '0',
-    '--tls-cert',
-    join(dir, 'tls.crt'),
-    '--tls-key',
-    join(dir, 'tls.key'),
-    '--namespace-labels',
-    join(dir, 'namespaces.yaml'),
-    '--shutdown-delay-ms',
-    '0',
-  ],
-  { stdio: ['ignore', 'pipe', 'inherit'] },
-);
-let port = 0;
-for await (const line of createInterface({ input: child.stdout! })) {
-  const record = JSON.parse(line) as { msg?: string; port?: number };
-  if (record.msg === 'listening') {
-    port = record.port!;
-    break;
-  }
-}
-child.stdout!.resume();
+const { child, port, ca } = await startInjector('soak');
 const pid = child.pid!;
-const agent = new https.Agent({ keepAlive: true, maxSockets: concurrency, ca: certs.caCert });
+const agent = new https.Agent({ keepAlive: true, maxSockets: concurrency, ca });
 // Every request a different pod name and uid, as in a cluster: no two reviews are the same.
 const bodies = ['small', 'typical', 'large'] as const;
 let sent = 0;

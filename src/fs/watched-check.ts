@@ -3,6 +3,7 @@
  * events are unreliable on some volume types, and a mounted ConfigMap or Secret changes by a
  * symlink swap). Checks never overlap: a change during a check runs it once more right after.
  */
+import { EventEmitter } from 'node:events';
 import { watch, type FSWatcher } from 'node:fs';
 
 export class WatchedCheck {
@@ -53,5 +54,39 @@ export class WatchedCheck {
       this.running = undefined;
     });
     return this.running;
+  }
+}
+
+/**
+ * The base of what reloads from files (templates, the serving certificate): start watches
+ * and checks every `intervalMs`, stop ends that, reloadNow checks at once. Subclasses say what
+ * a check does; they emit `reload` and `rejected` (see reloadable.ts).
+ */
+export abstract class WatchedFiles extends EventEmitter {
+  private readonly watched: WatchedCheck;
+
+  protected constructor(
+    dirs: readonly string[],
+    private readonly intervalMs: number,
+  ) {
+    super();
+    this.watched = new WatchedCheck(dirs, () => this.checkOnce());
+  }
+
+  /** Reads the files and takes a changed, valid value into use; never throws (it emits `rejected`). */
+  protected abstract checkOnce(): Promise<void>;
+
+  /** Watches the directories, and checks every `intervalMs` as well. */
+  start(): void {
+    this.watched.start(this.intervalMs);
+  }
+
+  stop(): void {
+    this.watched.stop();
+  }
+
+  /** Reads the files now; resolves when done. */
+  reloadNow(): Promise<void> {
+    return this.watched.check();
   }
 }

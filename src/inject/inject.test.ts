@@ -192,20 +192,14 @@ test('an invalid rendered label value is skipped with a warning', (t) => {
   t.true(result.warnings.some((w) => w.includes('label example.com/app not added')));
 });
 
+/** Injects every template of `s` into the base pod, as the webhook would after selecting them all. */
+function injectAll(s: ReturnType<typeof templateSet>) {
+  return injectPod(basePod(), s.templates, s, { namespace: 'shop', namespaceLabels: {} });
+}
+
 test('two templates claiming one volume name with different content: the second is not injected at all, and says so', (t) => {
-  const s = templateSet(
-    { name: 'a', volumes: [{ name: 'shared', emptyDir: {} }] },
-    { name: 'b', volumes: [{ name: 'shared', emptyDir: { medium: 'Memory' } }] },
-  );
-  const pod = basePod();
-  const parts = parsePod(pod);
-  const { ledger } = parseLedger(undefined);
-  const result = inject(
-    pod,
-    parts,
-    ledger,
-    indexLedger(ledger),
-    s.templates.map((tpl) => render(tpl, context)),
+  const result = injectAll(
+    templateSet({ name: 'a', volumes: [{ name: 'shared', emptyDir: {} }] }, { name: 'b', volumes: [{ name: 'shared', emptyDir: { medium: 'Memory' } }] }),
   );
   t.deepEqual((result.pod as any).spec.volumes, [{ name: 'shared', emptyDir: {} }]);
   t.deepEqual(result.injected, ['a']);
@@ -214,19 +208,11 @@ test('two templates claiming one volume name with different content: the second 
 });
 
 test('two templates declaring the very same volume share it', (t) => {
-  const s = templateSet(
-    { name: 'a', volumes: [{ name: 'shared', emptyDir: {} }] },
-    { name: 'b', volumes: [{ name: 'shared', emptyDir: {} }], annotations: { 'b.example.com/x': 'y' } },
-  );
-  const pod = basePod();
-  const parts = parsePod(pod);
-  const { ledger } = parseLedger(undefined);
-  const result = inject(
-    pod,
-    parts,
-    ledger,
-    indexLedger(ledger),
-    s.templates.map((tpl) => render(tpl, context)),
+  const result = injectAll(
+    templateSet(
+      { name: 'a', volumes: [{ name: 'shared', emptyDir: {} }] },
+      { name: 'b', volumes: [{ name: 'shared', emptyDir: {} }], annotations: { 'b.example.com/x': 'y' } },
+    ),
   );
   t.deepEqual((result.pod as any).spec.volumes, [{ name: 'shared', emptyDir: {} }]);
   t.deepEqual(result.injected, ['a', 'b']);

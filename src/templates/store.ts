@@ -7,10 +7,9 @@
  * on /status until the directory is fixed.
  */
 import { createHash } from 'node:crypto';
-import { EventEmitter } from 'node:events';
 import type { Reloadable } from '../reloadable.js';
 import { TemplateError } from '../errors.js';
-import { WatchedCheck } from '../fs/watched-check.js';
+import { WatchedFiles } from '../fs/watched-check.js';
 import { compileTemplateFiles, readTemplateFiles, type TemplateFile } from './load.js';
 import type { TemplateSet } from './set.js';
 
@@ -34,25 +33,23 @@ function fingerprint(files: readonly TemplateFile[]): string {
 export type TemplateCompiler = (files: readonly TemplateFile[], dir: string) => TemplateSet | Promise<TemplateSet>;
 
 /** Holds the template set in use. Emits `reload` (set) and `rejected` (error). */
-export class TemplateStore extends EventEmitter implements Reloadable<TemplateSet, TemplateStatus> {
+export class TemplateStore extends WatchedFiles implements Reloadable<TemplateSet, TemplateStatus> {
   private set: TemplateSet;
   private generationCount = 1;
   private loadedAt = new Date();
   private lastSeen: string;
   private lastError: { at: string; message: string } | undefined;
-  private readonly watched: WatchedCheck;
 
   private constructor(
     readonly dir: string,
     files: readonly TemplateFile[],
     set: TemplateSet,
     private readonly compile: TemplateCompiler,
-    private readonly intervalMs: number,
+    intervalMs: number,
   ) {
-    super();
+    super([dir], intervalMs);
     this.set = set;
     this.lastSeen = fingerprint(files);
-    this.watched = new WatchedCheck([dir], () => this.checkOnce());
   }
 
   /**
@@ -84,21 +81,7 @@ export class TemplateStore extends EventEmitter implements Reloadable<TemplateSe
     };
   }
 
-  /** Watches the directory, and checks it every `intervalMs` (given to load) as well. */
-  start(): void {
-    this.watched.start(this.intervalMs);
-  }
-
-  stop(): void {
-    this.watched.stop();
-  }
-
-  /** Reads the directory now; takes a changed, valid set into use. Resolves when done. */
-  reloadNow(): Promise<void> {
-    return this.watched.check();
-  }
-
-  private async checkOnce(): Promise<void> {
+  protected async checkOnce(): Promise<void> {
     let files: TemplateFile[];
     try {
       files = await readTemplateFiles(this.dir);

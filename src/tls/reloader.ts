@@ -6,11 +6,10 @@
  * periodic check as well (as controller-runtime's certwatcher does).
  */
 import { X509Certificate, createPrivateKey } from 'node:crypto';
-import { EventEmitter } from 'node:events';
 import type { Reloadable } from '../reloadable.js';
 import { readFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import { WatchedCheck } from '../fs/watched-check.js';
+import { WatchedFiles } from '../fs/watched-check.js';
 
 /** A certificate and its key, checked to belong together. */
 export interface KeyPair {
@@ -45,18 +44,15 @@ export interface CertificateStatus {
  * (pair) after applying one and `rejected` (err) when the files hold no valid pair (the last
  * good pair stays in use).
  */
-export class CertificateReloader extends EventEmitter implements Reloadable<KeyPair, CertificateStatus> {
-  private readonly watched: WatchedCheck;
-
+export class CertificateReloader extends WatchedFiles implements Reloadable<KeyPair, CertificateStatus> {
   constructor(
     private readonly certFile: string,
     private readonly keyFile: string,
     private pair: KeyPair,
     private readonly apply: (pair: KeyPair) => void,
-    private readonly intervalMs = 10_000,
+    intervalMs = 10_000,
   ) {
-    super();
-    this.watched = new WatchedCheck([dirname(certFile), dirname(keyFile)], () => this.checkOnce());
+    super([dirname(certFile), dirname(keyFile)], intervalMs);
   }
 
   /** The pair in use. */
@@ -68,20 +64,7 @@ export class CertificateReloader extends EventEmitter implements Reloadable<KeyP
     return { notAfter: this.pair.notAfter.toISOString(), fingerprint256: this.pair.fingerprint256 };
   }
 
-  start(): void {
-    this.watched.start(this.intervalMs);
-  }
-
-  stop(): void {
-    this.watched.stop();
-  }
-
-  /** Reads the files now and applies them if they changed and are valid. Resolves when done. */
-  reloadNow(): Promise<void> {
-    return this.watched.check();
-  }
-
-  private async checkOnce(): Promise<void> {
+  protected async checkOnce(): Promise<void> {
     try {
       const pair = await readKeyPair(this.certFile, this.keyFile);
       if (pair.cert !== this.pair.cert || pair.key !== this.pair.key) {

@@ -1,0 +1,57 @@
+/**
+ * The injector as a child process for the benchmarks: one way to start it, with a throw-away
+ * certificate and the namespaces `shop` and `demo` opted in, its output drained so that it
+ * never blocks on a full pipe.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { createCertificates } from '../src/tls/certificates.js';
+
+/** Starts a child process and resolves with the first JSON line it prints that holds `port`. */
+export async function startChild(
+  args: string[],
+  pickPort: (record: Record<string, unknown>) => number | undefined,
+): Promise<{ child: ChildProcess; port: number }> {
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+  const lines = createInterface({ input: child.stdout! });
+  for await (const line of lines) {
+    let record: Record<string, unknown>;
+    try {
+      record = JSON.parse(line);
+    } catch {
+      continue;
+    }
+    const port = pickPort(record);
+    if (port) {
+      // Keep draining the child's output so that it never blocks on a full pipe.
+      child.stdout!.resume();
+      return { child, port };
+    }
+  }
+  throw new Error(`${args.join(' ')} exited before listening`);
+}
+
+/** A directory with a serving certificate (tls.crt, tls.key) and a namespace-labels file; `ca` is the CA (PEM). */
+export async function servingFiles(prefix: string): Promise<{ dir: string; ca: string; cert: string; key: string }> {
+  const dir = await mkdtemp(join(tmpdir(), `sidecar-injector-${prefix}-`));
+  const certs = await createCertificates(['localhost'], ['127.0.0.1'], 1);
+  await writeFile(join(dir, 'tls.crt'), certs.cert);
+  await writeFile(join(dir, 'tls.key'), certs.key);
+  await writeFile(join(dir, 'namespaces.yaml'), 'shop:\n  sidecar-injector.io/injection: enabled\ndemo:\n  sidecar-injector.io/injection: enabled\n');
+  return { dir, ca: certs.caCert, cert: join(dir, 'tls.crt'), key: join(dir, 'tls.key') };
+}
+
+/** Starts `serve` on the bundled templates; `nodeArgs` go to node (a heap cap, say). */
+export async function startInjector(
+  prefix: string,
+  nodeArgs: string[] = [],
+): Promise<{ child: ChildProcess; port: number; ca: string; files: Awaited<ReturnType<typeof servingFiles>> }> {
+  const files = await servingFiles(prefix);
+  const args = [...nodeArgs, 'dist/src/cli/main.js', 'serve', '--host', '127.0.0.1', '--port', '0', '--tls-cert', files.cert, '--tls-key', files.key];
+  args.push('--namespace-labels', join(files.dir, 'namespaces.yaml'), '--shutdown-delay-ms', '0');
+  const { child, port } = await startChild(args, (r) => (r.msg === 'listening' ? (r.port as number) : undefined));
+  return { child, port, ca: files.ca, files };
+}
