@@ -210,7 +210,7 @@ test.serial('answers the API server would reject are not given: annotation budge
   t.true(json.response.allowed);
   t.is(json.response.patch, undefined, 'no mount of the Secret is added anywhere');
   t.is(server.logs.at(-1)!.reason, 'template-conflict');
-  t.true(json.response.warnings.some((w: string) => w.startsWith("log-shipper not injected: the pod's volume app-logs is not this template's")));
+  t.true(json.response.warnings.some((w: string) => w === "log-shipper not injected: its mounts would use the pod's own volume app-logs; rename that volume"));
 });
 
 test.serial('/healthz fails while a prototype is polluted, and recovers', async (t) => {

@@ -204,7 +204,7 @@ test('two templates claiming one volume name with different content: the second 
   t.deepEqual((result.pod as any).spec.volumes, [{ name: 'shared', emptyDir: {} }]);
   t.deepEqual(result.injected, ['a']);
   t.deepEqual(result.conflicts, ['b']);
-  t.true(result.warnings.some((w) => w.includes("b not injected: the pod's volume shared is not this template's")));
+  t.true(result.warnings.some((w) => w.includes("b not injected: its mounts would use the pod's own volume shared; rename that volume")));
 });
 
 test('two templates declaring the very same volume share it', (t) => {

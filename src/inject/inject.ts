@@ -265,7 +265,7 @@ export function inject(
     if (foreign !== undefined) {
       conflicts.push(t.name);
       builder.warnings.push(
-        `${t.name} not injected: the pod's volume ${foreign} is not this template's, and its mounts would use that data; rename the volume`,
+        `${t.name} not injected: its mounts would use the pod's own volume ${foreign}; rename that volume`,
       );
       continue;
     }
