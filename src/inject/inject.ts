@@ -264,9 +264,7 @@ export function inject(
     const foreign = builder.foreignVolume(t.volumes, t.name);
     if (foreign !== undefined) {
       conflicts.push(t.name);
-      builder.warnings.push(
-        `${t.name} not injected: its mounts would use the pod's own volume ${foreign}; rename that volume`,
-      );
+      builder.warnings.push(`${t.name} not injected: its mounts would use the pod's own volume ${foreign}; rename that volume`);
       continue;
     }
     const entry: LedgerEntry = { hash: t.hash };
