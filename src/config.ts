@@ -170,11 +170,12 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
   const tlsCertFile = option('tls-cert');
   const tlsKeyFile = option('tls-key');
   if ((tlsCertFile === undefined) !== (tlsKeyFile === undefined)) problems.push('--tls-cert and --tls-key go together: give both or neither');
-  const namespaceLabels: Record<string, Record<string, string>> = {};
+  // Null-prototype maps: names come from the command line.
+  const namespaceLabels: Record<string, Record<string, string>> = Object.create(null);
   for (const flag of (values['namespace-label'] as string[] | undefined) ?? []) {
     const parsed = parseNamespaceLabelFlag(flag);
     if (typeof parsed === 'string') problems.push(parsed);
-    else (namespaceLabels[parsed.namespace] ??= {})[parsed.key] = parsed.value;
+    else (namespaceLabels[parsed.namespace] ??= Object.create(null) as Record<string, string>)[parsed.key] = parsed.value;
   }
   if (problems.length > 0) throw new ConfigError(problems);
   const namespaceLabelsFile = option('namespace-labels');

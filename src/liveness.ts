@@ -6,7 +6,7 @@
  */
 
 /** Consecutive internal failures of /mutate, with no success between, that make a replica unhealthy. */
-export const maxConsecutiveInternalErrors = 5;
+const maxConsecutiveInternalErrors = 5;
 
 /** Own property names of the prototypes a hostile key could pollute. */
 function prototypeShape(): string {

@@ -39,7 +39,7 @@ export const defaultTimeouts: ServerTimeouts = { headersTimeoutMs: 10_000, reque
  * first, then the least recently used, so that a client hoarding connections can lock neither
  * the API server out nor its busy pooled connections.
  */
-export const defaultMaxConnections = 500;
+const defaultMaxConnections = 500;
 
 /** What to serve and where. */
 export interface ServerOptions {
@@ -63,30 +63,36 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-/** Per-connection state: requests not yet answered, and when the last one was. */
+/** Per-connection state: requests not yet answered, the latest one, and when it came. */
 interface Connection {
   active: number;
   /** Time of the last request; 0 while none was sent. */
   lastRequestAt: number;
+  /** The latest request: while its body is still arriving, the connection is an upload. */
+  request?: IncomingMessage;
 }
 
 /**
- * The connection to close to make room: an idle one that never sent a request (a hoarder's),
- * oldest first; else the idle one whose last request is the oldest. The API server's pooled
- * connections carry requests all the time, so they are the last to go.
+ * The connection to close to make room, or undefined when every one is answering a request
+ * already received (then the new connection is refused instead): an idle one that never sent a
+ * request (a hoarder's), oldest first; else the idle one whose last request is the oldest; else
+ * the oldest whose request body is still arriving (a stalled upload: real reviews arrive in
+ * milliseconds). The API server's pooled connections carry requests all the time, so they go last.
  */
 function evictable(connections: ReadonlyMap<TLSSocket, Connection>): TLSSocket | undefined {
-  let choice: TLSSocket | undefined;
-  let oldest = Infinity;
+  let idle: TLSSocket | undefined;
+  let idleSince = Infinity;
+  let upload: TLSSocket | undefined;
+  let uploadSince = Infinity;
   for (const [socket, state] of connections) {
-    if (state.active > 0) continue;
-    if (state.lastRequestAt === 0) return socket;
-    if (state.lastRequestAt < oldest) {
-      oldest = state.lastRequestAt;
-      choice = socket;
+    if (state.active === 0) {
+      if (state.lastRequestAt === 0) return socket;
+      if (state.lastRequestAt < idleSince) [idle, idleSince] = [socket, state.lastRequestAt];
+    } else if (state.request && !state.request.complete && state.lastRequestAt < uploadSince) {
+      [upload, uploadSince] = [socket, state.lastRequestAt];
     }
   }
-  return choice;
+  return idle ?? upload;
 }
 
 /** Starts an HTTPS server with `handler` and resolves once it listens. */
@@ -116,6 +122,7 @@ export async function startServer(
       if (connection) {
         connection.active++;
         connection.lastRequestAt = Date.now();
+        connection.request = req;
       }
       // 'prefinish': the whole answer is written (end() was called). It must reach the client
       // within the write timeout ('finish' fires once it is flushed); a client that does not
@@ -135,13 +142,18 @@ export async function startServer(
     },
   );
   const maxConnections = options.maxConnections ?? defaultMaxConnections;
+  // Connections still in their TLS handshake are bounded too (and time out after the headers timeout).
+  server.maxConnections = 2 * maxConnections;
   server.on('secureConnection', (socket: TLSSocket) => {
     if (connections.size >= maxConnections) {
       const victim = evictable(connections);
-      if (victim) {
-        connections.delete(victim);
-        victim.destroy();
+      if (!victim) {
+        // Every connection is answering a request it has received: this one waits its turn elsewhere.
+        socket.destroy();
+        return;
       }
+      connections.delete(victim);
+      victim.destroy();
     }
     connections.set(socket, { active: 0, lastRequestAt: 0 });
     socket.once('close', () => connections.delete(socket));

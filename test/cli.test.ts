@@ -1,7 +1,7 @@
 /** The README's run command, as a real process: dev certificate, bundled templates, sample review. */
 import test from 'ava';
 import { spawn } from 'node:child_process';
-import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { decodePatch } from './helpers/apiserver.js';
@@ -123,4 +123,43 @@ test('--help of every command is generated from its option table', async (t) => 
     await new Promise((resolve) => child.once('close', resolve));
     t.true(stdout.includes(flag!), `${command} --help lists ${flag}`);
   }
+});
+
+test('command-line values are data: a namespace named __proto__ is refused, nothing is polluted', async (t) => {
+  for (const args of [
+    ['serve', '--port', '0', '--namespace-label', '__proto__:a=b'],
+    ['render', '-f', '-', '--namespace-label', '__proto__:sidecar-injector.io/injection=enabled'],
+  ]) {
+    const { code, stderr } = await runFailing(args);
+    t.is(code, 1, args.join(' '));
+    t.regex(stderr, /--namespace-label "__proto__:[^"]*": namespace "__proto__" is not a DNS-1123 label/);
+    t.notRegex(stderr, /\n\s+at /, 'no stack trace');
+  }
+});
+
+test('what the system refuses is a message, not a stack trace: a port in use, certificate lifetimes, a broken kustomization', async (t) => {
+  const net = await import('node:net');
+  const blocker = net.createServer();
+  await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => blocker.close());
+  const port = (blocker.address() as { port: number }).port;
+  const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-test-'));
+  let result = await runFailing(['serve', '--host', '127.0.0.1', '--port', String(port), '--dev-cert-dir', dir, '--namespace-source', 'local']);
+  t.is(result.code, 1);
+  t.regex(result.stderr, new RegExp(`cannot listen on 127.0.0.1:${port}: .*EADDRINUSE`));
+  t.notRegex(result.stderr, /\n\s+at /);
+  result = await runFailing(['certs', '--out', join(dir, 'certs'), '--days', '3000000']);
+  t.is(result.code, 1);
+  t.regex(result.stderr, /--days: expected a whole number of days from 1 to 36500/);
+  result = await runFailing(['certs', '--out', join(dir, 'certs'), '--service', 'a b']);
+  t.is(result.code, 1);
+  t.regex(result.stderr, /--service "a b": expected a DNS-1123 label/);
+  const templates = join(dir, 'templates');
+  await mkdir(templates);
+  await writeFile(join(templates, 'agent.yaml'), 'name: agent\ncontainers: [{ name: agent, image: x }]\n');
+  await writeFile(join(templates, 'kustomization.yaml'), 'configMapGenerator: {files: 7}\n');
+  result = await runFailing(['check', templates]);
+  t.is(result.code, 1);
+  t.regex(result.stderr, /kustomization.yaml: configMapGenerator: must be a list/);
+  t.notRegex(result.stderr, /\n\s+at /);
 });

@@ -504,3 +504,21 @@ test("making room evicts a hoarder's never-used connections before a pooled conn
   t.is(again.status, 200);
   t.true(again.reused, 'the pooled connection survived the hoarding');
 });
+
+test('the connection limit is hard: stalled uploads are closed to make room, and a real review still gets through', async (t) => {
+  const own = await startTestServer({ templates: await loadTemplateDir('templates'), maxConnections: 3 });
+  t.teardown(() => own.stop());
+  const { caCert } = await testCertificates();
+  const uploads: tls.TLSSocket[] = [];
+  for (let i = 0; i < 6; i++) {
+    const socket = tls.connect({ host: '127.0.0.1', port: own.port, ca: caCert, servername: 'localhost' });
+    socket.on('error', () => undefined);
+    await new Promise((resolve) => socket.once('secureConnect', resolve).once('close', resolve));
+    socket.write(`POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 1048576\r\n\r\n${' '.repeat(60_000)}`);
+    uploads.push(socket);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  t.teardown(() => uploads.forEach((s) => s.destroy()));
+  t.true(await eventually(async () => (await connections(own)) <= 3), 'never more than the limit');
+  t.is((await own.post(review(basePod()))).status, 200, 'a real review evicts a stalled upload and is answered');
+});

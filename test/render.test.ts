@@ -139,3 +139,12 @@ test('the pipeline from the README: sidecar-injector render -f - reads stdin and
   t.is(code, 0);
   t.is(docs(stdout).length, 8);
 });
+
+test('documents whose kind is a JavaScript name are no workloads; an unresolved alias is a clear error', async (t) => {
+  for (const kind of ['constructor', '__proto__', 'hasOwnProperty']) {
+    const { code, stdout } = await run(['-f', '-'], `apiVersion: v1\nkind: ${kind}\nmetadata: {name: x}\n`);
+    t.is(code, 0, kind);
+    t.regex(stdout, new RegExp(`kind: ${kind}`));
+  }
+  await t.throwsAsync(run(['-f', '-'], 'apiVersion: v1\nkind: Pod\nmetadata: {name: *missing}\n'), { message: /document 1/ });
+});

@@ -10,6 +10,8 @@ import { join, relative } from 'node:path';
 import { parseOptions } from '../options.js';
 import { certsOptions } from './usage.js';
 import { ConfigError } from '../errors.js';
+import { isDns1123Label } from '../k8s/label-syntax.js';
+import { quote } from '../quote.js';
 import { checkKeyPair } from '../tls/reloader.js';
 import { createCa, createServingCertificate, daysLeft, type Pem } from '../tls/certificates.js';
 
@@ -21,9 +23,14 @@ export interface CertsResult {
   readonly notAfter: Date;
 }
 
+/** Certificate lifetimes accepted, in days: up to 100 years (X.509 dates end at 9999). */
+const maxDays = 36_500;
+
 function positive(value: string | undefined, name: string, fallback: number): number {
   if (value === undefined) return fallback;
-  if (!/^\d+$/.test(value) || Number(value) < 1) throw new ConfigError([`--${name}: expected a whole number of days (got ${JSON.stringify(value)})`]);
+  if (!/^\d+$/.test(value) || Number(value) < 1 || Number(value) > maxDays) {
+    throw new ConfigError([`--${name}: expected a whole number of days from 1 to ${maxDays} (got ${quote(value)})`]);
+  }
   return Number(value);
 }
 
@@ -75,7 +82,14 @@ export async function certs(argv: readonly string[]): Promise<CertsResult> {
   const namespace = values.namespace ?? 'sidecar-injector';
   const days = positive(values.days, 'days', 90);
   const caDays = positive(values['ca-days'], 'ca-days', 3650);
-  await mkdir(out, { recursive: true });
+  // They become DNS names in the certificate: each must be a DNS-1123 label.
+  const names = [`--service ${quote(service)}`, `--namespace ${quote(namespace)}`].filter((_, i) => !isDns1123Label([service, namespace][i]!));
+  if (names.length > 0) throw new ConfigError(names.map((n) => `${n}: expected a DNS-1123 label`));
+  try {
+    await mkdir(out, { recursive: true });
+  } catch (err) {
+    throw new ConfigError([`--out ${quote(out)}: ${(err as Error).message}`]);
+  }
   const previous = await existingCa(out);
   const ca = previous ?? (await createCa(caDays));
   const dnsNames = [`${service}.${namespace}.svc`, `${service}.${namespace}.svc.cluster.local`, `${service}.${namespace}`, service];

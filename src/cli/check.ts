@@ -13,7 +13,7 @@ import { podProblems } from '../k8s/pod-validation.js';
 import { injectPod } from '../pipeline/inject-pod.js';
 import { compileTemplateFiles, readTemplateFiles, type TemplateFile } from '../templates/load.js';
 import { createTemplateSet, type TemplateSet } from '../templates/set.js';
-import type { JsonObject } from '../k8s/json.js';
+import { isJsonObject, type JsonObject } from '../k8s/json.js';
 import type { Template } from '../templates/template.js';
 
 /** A sample Deployment pod, as the webhook receives it (no name, generateName set). */
@@ -69,8 +69,22 @@ async function checkKustomization(dir: string, files: readonly string[]): Promis
   } catch {
     return [];
   }
-  const doc = parseYaml(text) as { configMapGenerator?: { files?: string[] }[] } | null;
-  const listed = new Set((doc?.configMapGenerator ?? []).flatMap((g) => (g.files ?? []).map((f) => f.split('=').pop() ?? f)));
+  const invalid = (message: string): TemplateProblem[] => [{ file: 'kustomization.yaml', field: 'configMapGenerator', message }];
+  let doc: unknown;
+  try {
+    doc = parseYaml(text);
+  } catch (err) {
+    return invalid(`is not valid YAML: ${(err as Error).message.split('\n')[0]}`);
+  }
+  const generators = isJsonObject(doc) ? doc.configMapGenerator : undefined;
+  if (generators !== undefined && !Array.isArray(generators)) return invalid('must be a list');
+  const listed = new Set<string>();
+  for (const generator of (generators as unknown[] | undefined) ?? []) {
+    const files = isJsonObject(generator) ? generator.files : undefined;
+    if (files === undefined) continue;
+    if (!Array.isArray(files) || files.some((f) => typeof f !== 'string')) return invalid('files must be a list of file names');
+    for (const f of files as string[]) listed.add(f.split('=').pop() ?? f);
+  }
   const problems: TemplateProblem[] = [];
   for (const file of files) {
     if (!listed.has(file))

@@ -90,8 +90,10 @@ main(process.argv.slice(2)).catch((err: unknown) => {
     process.stderr.write(`sidecar-injector ${err.message}\n`);
     process.exit(2);
   }
-  if (err instanceof ConfigError || err instanceof TemplateError) {
-    process.stderr.write(`sidecar-injector: ${err.message}\n`);
+  // Configuration, templates, and what the system refused (a file, a port): a message, no stack.
+  const systemError = typeof (err as { code?: unknown })?.code === 'string' && /^E[A-Z]+$/.test((err as { code: string }).code);
+  if (err instanceof ConfigError || err instanceof TemplateError || systemError) {
+    process.stderr.write(`sidecar-injector: ${(err as Error).message}\n`);
   } else {
     process.stderr.write(`sidecar-injector: ${(err as Error).stack ?? String(err)}\n`);
   }

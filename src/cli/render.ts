@@ -49,12 +49,13 @@ export async function render(argv: readonly string[], io: RenderIo): Promise<num
   const file = values.filename as string | undefined;
   if (!file) throw new ConfigError(['-f FILE (or -f - for stdin) is required']);
   const labelFlags = (values['namespace-label'] as string[] | undefined) ?? [];
-  const namespaceLabels: Record<string, Record<string, string>> = {};
+  // Null-prototype maps: names come from the command line.
+  const namespaceLabels: Record<string, Record<string, string>> = Object.create(null);
   const problems: string[] = [];
   for (const flag of labelFlags) {
     const parsed = parseNamespaceLabelFlag(flag);
     if (typeof parsed === 'string') problems.push(parsed);
-    else (namespaceLabels[parsed.namespace] ??= {})[parsed.key] = parsed.value;
+    else (namespaceLabels[parsed.namespace] ??= Object.create(null) as Record<string, string>)[parsed.key] = parsed.value;
   }
   if (problems.length > 0) throw new ConfigError(problems);
   const labelsFile = values['namespace-labels'] as string | undefined;
@@ -75,8 +76,14 @@ export async function render(argv: readonly string[], io: RenderIo): Promise<num
   const deps = { templates: () => set, namespaces };
   const out: string[] = [];
   let refused = 0;
-  for (const doc of docs) {
-    const object = doc.toJS({ maxAliasCount: 100 }) as unknown;
+  for (const [index, doc] of docs.entries()) {
+    let object: unknown;
+    try {
+      object = doc.toJS({ maxAliasCount: 100 });
+    } catch (err) {
+      // An unresolved or excessive alias: the document cannot be read.
+      throw new ConfigError([`${file}: document ${index + 1}: ${(err as Error).message.split('\n')[0]}`]);
+    }
     if (object === null || object === undefined) continue;
     const result: RenderedObject = await renderObject(object, options, deps);
     // Unchanged objects are written as they were read, comments included.

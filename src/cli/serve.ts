@@ -63,9 +63,13 @@ async function loadTls(config: Config, log: Logger): Promise<KeyPair> {
     }
   }
   const bundle = await createCertificates(['localhost'], ['127.0.0.1', '::1'], 7);
-  await mkdir(config.devCertDir, { recursive: true });
   const caFile = join(config.devCertDir, 'ca.crt');
-  await writeFile(caFile, bundle.caCert);
+  try {
+    await mkdir(config.devCertDir, { recursive: true });
+    await writeFile(caFile, bundle.caCert);
+  } catch (err) {
+    throw new ConfigError([`--dev-cert-dir: cannot write ${caFile}: ${(err as Error).message}`]);
+  }
   log.warn({ caFile }, 'no --tls-cert/--tls-key given: serving a throw-away development certificate for localhost and 127.0.0.1; trust it with curl --cacert');
   return checkKeyPair(bundle.cert, bundle.key);
 }
@@ -132,7 +136,15 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
       certificate: reloader?.status() ?? { notAfter: tls.notAfter.toISOString(), fingerprint256: tls.fingerprint256 },
     }),
   });
-  const running = await startServer(app.callback(), { host: config.host, port: config.port, key: tls.key, cert: tls.cert, timeouts: config.timeouts });
+  let running: RunningServer;
+  try {
+    running = await startServer(app.callback(), { host: config.host, port: config.port, key: tls.key, cert: tls.cert, timeouts: config.timeouts });
+  } catch (err) {
+    // A port in use, an address this machine does not have: the configuration, not a bug.
+    templates.stop();
+    namespaces.stop?.();
+    throw new ConfigError([`cannot listen on ${config.host}:${config.port}: ${(err as Error).message}`]);
+  }
   log.info({ notAfter: tls.notAfter.toISOString(), fingerprint256: tls.fingerprint256 }, 'serving certificate');
   if (config.tlsCertFile && config.tlsKeyFile) {
     // A Secret update swaps the mounted files: new handshakes get the new pair, open connections keep theirs.

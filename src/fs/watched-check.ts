@@ -6,7 +6,7 @@
 import { EventEmitter } from 'node:events';
 import { watch, type FSWatcher } from 'node:fs';
 
-export class WatchedCheck {
+class WatchedCheck {
   private watchers: FSWatcher[] = [];
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;

@@ -95,7 +95,9 @@ export class BodyBudget {
 /**
  * Bytes of each body that are not counted against the budget: real reviews (about 5 KB, at
  * most tens of KB) never wait for large ones, and clients that stall large uploads cannot
- * starve them. What this leaves unbudgeted is bounded by the connection limit (500 × 64 KiB).
+ * starve them. What this leaves unbudgeted is bounded by the connection limit (500 × 64 KiB =
+ * 32 MiB), which is a hard limit: at the limit, a stalled upload is closed to make room, and
+ * with none to close a new connection is refused (server.ts).
  */
 export const unbudgetedBytesPerBody = 64 * 1024;
 
@@ -126,7 +128,7 @@ function overloaded(budget: BodyBudget): RequestError {
  * the bytes read are taken from it as they arrive and stay taken until the caller gives them
  * back (after answering); on a refusal they are given back here.
  */
-export function readBody(req: IncomingMessage, limit: number, budget?: BodyBudget): Promise<Buffer> {
+function readBody(req: IncomingMessage, limit: number, budget?: BodyBudget): Promise<Buffer> {
   const declared = req.headers['content-length'];
   if (declared !== undefined && Number(declared) > limit) {
     return Promise.reject(new RequestError(413, 'ERR_BODY_TOO_LARGE', `request body of ${cut(declared, 40)} bytes exceeds the limit of ${limit} bytes`));

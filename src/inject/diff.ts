@@ -19,7 +19,7 @@ function isObject(value: unknown): value is Json {
 }
 
 /** Path segment escaping per RFC 6901 (`~` → `~0`, `/` → `~1`), R-55. */
-export const escapePathComponent: (segment: string) => string = jsonpatch.escapePathComponent;
+const escapePathComponent: (segment: string) => string = jsonpatch.escapePathComponent;
 
 function identity(item: unknown): string | undefined {
   if (!isObject(item)) return undefined;

@@ -232,3 +232,104 @@ test('request values that are not what the API server sends are refused, not a c
     t.is(outcome.reason, 'invalid-pod', title);
   }
 });
+
+// --- Second hostile review ------------------------------------------------------------------
+
+/** The bundled-style fixed point, run through the real pipeline: inject, apply, default, call again. */
+async function injectThenReinvoke(first: ReturnType<typeof templateSet>, second: ReturnType<typeof templateSet>, alter: (pod: any) => void = () => undefined) {
+  const one = await admitPod(
+    { pod: pod({ annotations: { 'sidecar-injector.io/templates': 'proxy' } }), namespace: 'shop', name: '' },
+    { templates: () => first, namespaces },
+  );
+  if (one.decision !== 'patched') throw new Error(one.message);
+  const patched = applyPatchV4(one.original, diff(one.original, one.injection.pod)) as Record<string, any>;
+  applyServiceAccountPlugin(patched);
+  applyDefaults(patched);
+  alter(patched);
+  const two = await admitPod({ pod: patched, namespace: 'shop', name: '' }, { templates: () => second, namespaces });
+  const afterTwo = two.decision === 'patched' ? (applyPatchV4(patched, diff(patched, two.injection.pod)) as Record<string, any>) : patched;
+  const three = await admitPod({ pod: afterTwo, namespace: 'shop', name: '' }, { templates: () => second, namespaces });
+  return { two, three, afterTwo };
+}
+
+test('a sidecar doubted after a template change is never given app items, and the next call is a fixed point', async (t) => {
+  const newer = templateSet(
+    {
+      ...logShipperDoc,
+      containers: [{ ...logShipperDoc.containers[0], image: 'fluent/fluent-bit:4' }],
+      appContainers: { ...logShipperDoc.appContainers, env: [...logShipperDoc.appContainers.env, { name: 'LOG_FORMAT', value: 'json' }] },
+    },
+    proxyDoc,
+  );
+  const { two, three, afterTwo } = await injectThenReinvoke(set, newer);
+  t.is(two.decision, 'patched', 'the new env reaches the app container');
+  const sidecar = afterTwo.spec.containers.find((c: any) => c.name === 'log-shipper');
+  t.false(
+    (sidecar.env ?? []).some((e: any) => e.name === 'LOG_DIR' || e.name === 'LOG_FORMAT'),
+    'the old sidecar is left alone',
+  );
+  t.true(afterTwo.spec.containers.find((c: any) => c.name === 'web').env.some((e: any) => e.name === 'LOG_FORMAT'));
+  t.not(three.decision, 'patched', 'the third call changes nothing');
+});
+
+test('a genuine sidecar with resizePolicy defaulted by the API server is believed, without warnings', async (t) => {
+  const { two } = await injectThenReinvoke(set, set, (p) => {
+    for (const c of [...p.spec.containers, ...p.spec.initContainers]) c.resizePolicy = [{ resourceName: 'cpu', restartPolicy: 'NotRequired' }];
+  });
+  t.is(two.reason, 'already-injected');
+  t.deepEqual(two.warnings, []);
+});
+
+test('quantities compare by value only where Kubernetes has quantities: a forged "1000m" label is not the template\'s "1"', async (t) => {
+  const tiered = templateSet(
+    { name: 'tier', labels: { 'example.com/tier': '1' }, annotations: { 'tier.example.com/x': 'y' } },
+    {
+      name: 'batch-only',
+      objectSelector: { matchExpressions: [{ key: 'example.com/tier', operator: 'DoesNotExist' }] },
+      annotations: { 'batch.example.com/x': 'y' },
+    },
+  );
+  const forged = serializeLedger({ v: 1, templates: { tier: { hash: 'x', labels: ['example.com/tier'] } } });
+  const outcome = await admitPod(
+    { pod: pod({ labels: { app: 'web', 'example.com/tier': '1000m' }, annotations: { 'sidecar-injector.io/status': forged } }), namespace: 'shop', name: '' },
+    { templates: () => tiered, namespaces },
+  );
+  t.false(
+    outcome.selection?.templates.some((x) => x.name === 'batch-only'),
+    'the label is seen by selection',
+  );
+  t.true(outcome.warnings.some((w) => /claims label example.com\/tier, which does not match the template/.test(w)));
+  t.true(contains({ limits: { cpu: '1' } }, { limits: { cpu: '1000m' } }), 'under resources they are equal');
+});
+
+test('a sidecar with a rewritten argument or a privileged securityContext of its own is doubted', async (t) => {
+  const withArgs = templateSet(
+    {
+      name: 'shipper',
+      containers: [
+        { name: 'shipper', image: 'fluent/fluent-bit:3', args: ['--tag={{ pod.namespace }}.app', '--output=stdout'], securityContext: { runAsNonRoot: true } },
+      ],
+    },
+    proxyDoc,
+  );
+  for (const [title, alter] of [
+    ['an argument rewritten around its placeholder', (c: any) => (c.args = ['--config=/var/log/app/attacker.conf', '--output=stdout'])],
+    ['a privileged securityContext', (c: any) => (c.securityContext = { ...c.securityContext, privileged: true })],
+  ] as const) {
+    const { two } = await injectThenReinvoke(withArgs, withArgs, (p) => alter(p.spec.containers.find((c: any) => c.name === 'shipper')));
+    t.not(two.reason, 'already-injected', title);
+    t.true(
+      two.warnings.some((w) => /claims container shipper, which does not match the template/.test(w)),
+      title,
+    );
+  }
+  const { two } = await injectThenReinvoke(withArgs, withArgs);
+  t.is(two.reason, 'already-injected', 'untouched, it is believed');
+});
+
+test('a pod whose imagePullSecrets hold {} (an empty name, as the API server sends it) is served, not denied', async (t) => {
+  const body = pod();
+  body.spec.imagePullSecrets = [{}];
+  const outcome = await admitPod({ pod: body, namespace: 'shop', name: '' }, deps);
+  t.is(outcome.decision, 'patched');
+});

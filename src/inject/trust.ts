@@ -51,6 +51,8 @@ export interface CheckedLedger {
    * items of ours, and the template is not taken as injected.
    */
   readonly sidecars: ReadonlySet<string>;
+  /** Per template, the doubted container claims of `sidecars`: written back with the ledger, trusted for nothing else. */
+  readonly claimedSidecars: Readonly<Record<string, LedgerEntry>>;
 }
 
 const maxDoubts = 3;
@@ -139,7 +141,8 @@ class PodIndex {
 export function checkLedger(claimed: Ledger, parts: PodParts, set: TemplateSet): CheckedLedger {
   const believed = emptyLedger();
   // A pod without a ledger (every first call) costs nothing here.
-  if (Object.keys(claimed.templates).length === 0) return { believed, retired: Object.create(null), doubts: [], sidecars: new Set() };
+  if (Object.keys(claimed.templates).length === 0)
+    return { believed, retired: Object.create(null), doubts: [], sidecars: new Set(), claimedSidecars: Object.create(null) };
   const retired: Record<string, LedgerEntry> = Object.create(null);
   const doubts: string[] = [];
   let doubted = 0;
@@ -149,6 +152,7 @@ export function checkLedger(claimed: Ledger, parts: PodParts, set: TemplateSet):
   const pod = new PodIndex(parts);
   // Containers claimed under a name their template adds: not app containers, so their app-item claims are void.
   const sidecars = new Set<string>();
+  const claimedSidecars: Record<string, LedgerEntry> = Object.create(null);
   const entries = Object.entries(claimed.templates);
 
   for (const [name, entry] of entries) {
@@ -178,6 +182,8 @@ export function checkLedger(claimed: Ledger, parts: PodParts, set: TemplateSet):
         if (isContainer && actual !== null) sidecars.add(key);
         if (actual !== null && !(isContainer ? containsContainer(expected, actual) : contains(expected, actual))) {
           doubt(name, what, 'which does not match the template');
+          // Kept in the ledger written back, so that the next call also knows it for a sidecar.
+          if (isContainer) ((claimedSidecars[name] ??= { hash: entry.hash })[kind as 'containers' | 'initContainers'] ??= []).push(key);
           continue;
         }
         (kept[kind] ??= []).push(key);
@@ -225,5 +231,5 @@ export function checkLedger(claimed: Ledger, parts: PodParts, set: TemplateSet):
     else if (podItemKinds.every((kind) => !kept[kind])) delete believed.templates[name];
   }
   if (doubted > maxDoubts) doubts.push(`status annotation: ${doubted - maxDoubts} more claims not treated as injected`);
-  return { believed, retired, doubts, sidecars };
+  return { believed, retired, doubts, sidecars, claimedSidecars };
 }

@@ -12,10 +12,55 @@
 import { isJsonObject } from './json.js';
 
 /**
- * Stands for a value that depends on the pod or its namespace, in a template's skeleton: any
- * present value is accepted there when a pod's item is compared with what the template adds.
+ * A string of a template's skeleton that depends on the pod: its literal text, in order, with
+ * any text where the placeholders were (`--prop=tag={{ pod.namespace }}.app` → `--prop=tag=`,
+ * `.app`). Matched without regular expressions, in linear time, whatever a pod sends.
  */
-export const anyValue: unique symbol = Symbol('any value');
+export class TextPattern {
+  /** `parts[0]` is the prefix, the last part the suffix; any text may stand between parts. */
+  constructor(readonly parts: readonly string[]) {}
+
+  matches(text: string): boolean {
+    const { parts } = this;
+    const first = parts[0]!;
+    const last = parts[parts.length - 1]!;
+    if (parts.length === 1) return text === first;
+    if (text.length < first.length + last.length || !text.startsWith(first) || !text.endsWith(last)) return false;
+    // Each middle part at its leftmost place after the previous: enough when every gap is "any text".
+    let at = first.length;
+    const end = text.length - last.length;
+    for (let i = 1; i < parts.length - 1; i++) {
+      const found = text.indexOf(parts[i]!, at);
+      if (found === -1 || found + parts[i]!.length > end) return false;
+      at = found + parts[i]!.length;
+    }
+    return true;
+  }
+}
+
+/** Any string: a value wholly taken from the pod. */
+export const anyValue = new TextPattern(['', '']);
+
+/** Fields whose values are Kubernetes quantities (compared by value, as the API server rewrites them). */
+const quantityParents: ReadonlySet<string> = new Set(['requests', 'limits']);
+const quantityFields: ReadonlySet<string> = new Set(['sizeLimit']);
+
+/**
+ * Fields the API server defaults inside the objects of a container (ports, probes, env
+ * sources, resources); any other field a pod adds inside them makes the container someone
+ * else's (a `privileged: true` of its own, say).
+ */
+const defaultedNestedFields: ReadonlySet<string> = new Set([
+  'protocol',
+  'hostPort',
+  'timeoutSeconds',
+  'periodSeconds',
+  'successThreshold',
+  'failureThreshold',
+  'scheme',
+  'apiVersion',
+  'requests',
+]);
 
 const quantityRe = /^([+-]?)(\d+(?:\.\d*)?|\.\d+)(?:(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)|[eE]([+-]?\d{1,3}))?$/;
 const binary: Record<string, number> = { Ki: 10, Mi: 20, Gi: 30, Ti: 40, Pi: 50, Ei: 60 };
@@ -87,6 +132,8 @@ const addableContainerFields: ReadonlySet<string> = new Set([
   'terminationMessagePolicy',
   'imagePullPolicy',
   'resources',
+  // Defaulted for containers with requests where in-place resize is on (SetDefaults_Pod).
+  'resizePolicy',
   'volumeMounts',
   'env',
   'envFrom',
@@ -96,28 +143,38 @@ const addableContainerFields: ReadonlySet<string> = new Set([
 export function containsContainer(skeleton: unknown, actual: unknown): boolean {
   if (!isJsonObject(skeleton) || !isJsonObject(actual)) return false;
   for (const field in actual) if (!Object.hasOwn(skeleton, field) && !addableContainerFields.has(field)) return false;
-  return contains(skeleton, actual);
+  // The container's own fields are checked above; inside them, only defaulted fields may be extra.
+  for (const field in skeleton) {
+    if (!Object.hasOwn(actual, field) || !contains(skeleton[field], actual[field], field, quantityParents.has(field), true)) return false;
+  }
+  return true;
 }
 
-/** True when `actual` holds everything `skeleton` says (see the module comment). */
-export function contains(skeleton: unknown, actual: unknown, key = ''): boolean {
-  if (skeleton === anyValue) return actual !== undefined && actual !== null;
+/**
+ * True when `actual` holds everything `skeleton` says (see the module comment). `key` is the
+ * field compared; quantities compare by value only where Kubernetes has quantities
+ * (`resources.requests`/`limits`, `sizeLimit`); `strict` (inside a container) refuses fields in
+ * nested objects beyond those the API server defaults.
+ */
+export function contains(skeleton: unknown, actual: unknown, key = '', inQuantities = false, strict = false): boolean {
+  if (skeleton instanceof TextPattern) return typeof actual === 'string' && skeleton.matches(actual);
   if (Array.isArray(skeleton)) {
     if (!Array.isArray(actual)) return false;
-    if (skeleton.every((item) => !isJsonObject(item))) {
+    if (skeleton.every((item) => !isJsonObject(item) || item instanceof TextPattern)) {
       // Lists of strings (command, args, capabilities): same length, same order.
-      return skeleton.length === actual.length && skeleton.every((item, i) => contains(item, actual[i]));
+      return skeleton.length === actual.length && skeleton.every((item, i) => contains(item, actual[i], key, inQuantities, strict));
     }
-    return skeleton.every((item) => actual.some((candidate) => contains(item, candidate)));
+    return skeleton.every((item) => actual.some((candidate) => contains(item, candidate, key, inQuantities, strict)));
   }
   if (isJsonObject(skeleton)) {
     if (!isJsonObject(actual)) return false;
+    if (strict) for (const field in actual) if (!Object.hasOwn(skeleton, field) && !defaultedNestedFields.has(field)) return false;
     for (const field in skeleton) {
       if (!Object.hasOwn(actual, field)) return false;
-      if (!contains(skeleton[field], actual[field], field)) return false;
+      if (!contains(skeleton[field], actual[field], field, inQuantities || quantityParents.has(field), strict)) return false;
     }
     return true;
   }
   if (key === 'image' && typeof skeleton === 'string' && typeof actual === 'string') return sameImage(skeleton, actual);
-  return sameScalar(skeleton, actual);
+  return inQuantities || quantityFields.has(key) ? sameScalar(skeleton, actual) : skeleton === actual;
 }

@@ -46,7 +46,7 @@ function stringMap(value: unknown, field: string): Readonly<Record<string, strin
   return value as Record<string, string>;
 }
 
-function namedList(value: unknown, field: string, required: boolean): readonly JsonObject[] {
+function namedList(value: unknown, field: string, required: boolean, nameOptional = false): readonly JsonObject[] {
   if (value === undefined || value === null) {
     if (required) throw invalid(field, 'is required');
     return [];
@@ -55,7 +55,8 @@ function namedList(value: unknown, field: string, required: boolean): readonly J
   for (let i = 0; i < value.length; i++) {
     const item: unknown = value[i];
     if (!isJsonObject(item)) throw invalid(`${field}[${i}]`, 'must be an object');
-    if (typeof item.name !== 'string') throw invalid(`${field}[${i}].name`, 'must be a string');
+    if (typeof item.name !== 'string' && !(nameOptional && (item.name === undefined || item.name === null)))
+      throw invalid(`${field}[${i}].name`, 'must be a string');
   }
   return value as JsonObject[];
 }
@@ -119,7 +120,8 @@ export function parsePod(pod: unknown): PodParts {
     containers: namedList(spec.containers, 'spec.containers', true),
     initContainers: namedList(spec.initContainers, 'spec.initContainers', false),
     volumes: namedList(spec.volumes, 'spec.volumes', false),
-    imagePullSecrets: namedList(spec.imagePullSecrets, 'spec.imagePullSecrets', false),
+    // `{}` is what the API server sends for `name: ""` (omitted when empty): it only warns about it.
+    imagePullSecrets: namedList(spec.imagePullSecrets, 'spec.imagePullSecrets', false, true),
   };
   checkContainerLists(parts.initContainers, 'spec.initContainers');
   checkContainerLists(parts.containers, 'spec.containers');

@@ -24,7 +24,7 @@ export interface Selector {
 }
 
 /** The selector that matches every label set (`{}`). */
-export const everything: Selector = Object.freeze({ requirements: Object.freeze([]) });
+const everything: Selector = Object.freeze({ requirements: Object.freeze([]) });
 
 const operators: ReadonlySet<string> = new Set(['In', 'NotIn', 'Exists', 'DoesNotExist']);
 

@@ -50,7 +50,7 @@ function describeEntry(entry: LedgerEntry | undefined): string {
 }
 
 /** The sentences explaining an outcome. */
-export function explain(outcome: PodOutcome, assumedOptIn: boolean): string[] {
+function explain(outcome: PodOutcome, assumedOptIn: boolean): string[] {
   const lines: string[] = [];
   if (outcome.decision === 'denied') {
     lines.push(`refused: ${outcome.message}`);
@@ -125,7 +125,8 @@ export async function renderObject(object: unknown, options: RenderOptions, deps
       explanation: explain(outcome, options.assumedOptIn),
     };
   }
-  const path = podTemplatePaths[kind];
+  // Own keys only: a kind of `constructor` or `__proto__` is no workload.
+  const path = Object.hasOwn(podTemplatePaths, kind) ? podTemplatePaths[kind] : undefined;
   if (!path) return { object, changed: false, refused: false, label, explanation: ['not a workload; left as is'] };
   const template = getPath(object, path);
   if (!template) return { object, changed: false, refused: false, label, explanation: ['has no pod template; left as is'] };

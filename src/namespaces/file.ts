@@ -15,7 +15,7 @@ export interface LocalNamespaceLabels {
 
 /** Builds the local namespace source from the labels file and the flags (flags win). */
 export async function loadLocalNamespaceSource(config: LocalNamespaceLabels): Promise<NamespaceLabelSource> {
-  const merged: Record<string, Record<string, string>> = {};
+  const merged: Record<string, Record<string, string>> = Object.create(null);
   if (config.namespaceLabelsFile) {
     let text: string;
     try {
@@ -33,6 +33,7 @@ export async function loadLocalNamespaceSource(config: LocalNamespaceLabels): Pr
     if (problems.length > 0) throw new ConfigError(problems);
     Object.assign(merged, map);
   }
-  for (const [namespace, labels] of Object.entries(config.namespaceLabels)) merged[namespace] = { ...(merged[namespace] ?? {}), ...labels };
+  for (const [namespace, labels] of Object.entries(config.namespaceLabels))
+    merged[namespace] = { ...(Object.hasOwn(merged, namespace) ? merged[namespace] : {}), ...labels };
   return createLocalNamespaceSource(merged);
 }

@@ -4,7 +4,8 @@
  * and/or flags); the cluster source lives beside it when configured.
  */
 import type { Labels } from '../k8s/selector.js';
-import { labelKeyProblem, labelValueProblem } from '../k8s/label-syntax.js';
+import { isDns1123Label, labelKeyProblem, labelValueProblem } from '../k8s/label-syntax.js';
+import { quote } from '../quote.js';
 
 /** The label every namespace carries since Kubernetes 1.21; sources add it themselves. */
 export const metadataNameLabel = 'kubernetes.io/metadata.name';
@@ -46,22 +47,26 @@ export function createLocalNamespaceSource(map: NamespaceLabelMap): NamespaceLab
  * it typed, or the list of problems found. Values must be strings, keys and values valid labels.
  */
 export function parseNamespaceLabelMap(doc: unknown, origin: string): { map: Record<string, Record<string, string>>; problems: string[] } {
-  const map: Record<string, Record<string, string>> = {};
+  // Null-prototype maps: names come from a file.
+  const map: Record<string, Record<string, string>> = Object.create(null);
   const problems: string[] = [];
   if (doc === null || doc === undefined) return { map, problems };
   if (typeof doc !== 'object' || Array.isArray(doc)) {
     return { map, problems: [`${origin}: must be a map of namespace names to label maps`] };
   }
   for (const [namespace, labels] of Object.entries(doc as Record<string, unknown>)) {
+    if (!isDns1123Label(namespace)) {
+      problems.push(`${origin}: namespace ${quote(namespace)} is not a DNS-1123 label`);
+      continue;
+    }
     if (labels === null || typeof labels !== 'object' || Array.isArray(labels)) {
       problems.push(`${origin}: ${namespace}: must be a map of label keys to string values`);
       continue;
     }
-    const entry: Record<string, string> = {};
+    const entry: Record<string, string> = Object.create(null);
     for (const [key, value] of Object.entries(labels as Record<string, unknown>)) {
       const problem =
-        labelKeyProblem(key) ??
-        (typeof value !== 'string' ? `label ${JSON.stringify(key)} must have a string value (quote it in YAML)` : labelValueProblem(value));
+        labelKeyProblem(key) ?? (typeof value !== 'string' ? `label ${quote(key)} must have a string value (quote it in YAML)` : labelValueProblem(value));
       if (problem) problems.push(`${origin}: ${namespace}: ${problem}`);
       else entry[key] = value as string;
     }
@@ -76,11 +81,12 @@ export function parseNamespaceLabelMap(doc: unknown, origin: string): { map: Rec
 export function parseNamespaceLabelFlag(flag: string): { namespace: string; key: string; value: string } | string {
   const colon = flag.indexOf(':');
   const eq = flag.indexOf('=', colon + 1);
-  if (colon <= 0 || eq === -1) return `--namespace-label ${JSON.stringify(flag)}: expected NAMESPACE:KEY=VALUE`;
+  if (colon <= 0 || eq === -1) return `--namespace-label ${quote(flag)}: expected NAMESPACE:KEY=VALUE`;
   const namespace = flag.slice(0, colon);
   const key = flag.slice(colon + 1, eq);
   const value = flag.slice(eq + 1);
-  const problem = labelKeyProblem(key) ?? labelValueProblem(value);
-  if (problem) return `--namespace-label ${JSON.stringify(flag)}: ${problem}`;
+  const problem =
+    (isDns1123Label(namespace) ? undefined : `namespace ${quote(namespace)} is not a DNS-1123 label`) ?? labelKeyProblem(key) ?? labelValueProblem(value);
+  if (problem) return `--namespace-label ${quote(flag)}: ${problem}`;
   return { namespace, key, value };
 }

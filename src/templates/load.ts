@@ -19,7 +19,13 @@ export function parseTemplateText(text: string, file: string): { template?: Temp
   const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: false });
   const issues = doc.errors.length > 0 ? doc.errors : doc.warnings;
   if (issues.length > 0) return { problems: issues.map((e) => ({ file, field: '', message: `YAML: ${e.message.split('\n')[0]}` })) };
-  return compileTemplate(doc.toJS({ maxAliasCount: 100 }), file);
+  let value: unknown;
+  try {
+    value = doc.toJS({ maxAliasCount: 100 });
+  } catch (err) {
+    return { problems: [{ file, field: '', message: `YAML: ${(err as Error).message.split('\n')[0]}` }] };
+  }
+  return compileTemplate(value, file);
 }
 
 /** The template files of a directory, as text. */
@@ -41,7 +47,16 @@ export async function readTemplateFiles(dir: string): Promise<TemplateFile[]> {
     throw new TemplateError([{ file: dir, field: '', message: `cannot read the templates directory: ${(err as Error).message}` }]);
   }
   const files: TemplateFile[] = [];
-  for (const name of names.filter(isTemplateFileName).sort()) files.push({ name, text: await readFile(join(dir, name), 'utf8') });
+  const problems: TemplateProblem[] = [];
+  for (const name of names.filter(isTemplateFileName).sort()) {
+    try {
+      files.push({ name, text: await readFile(join(dir, name), 'utf8') });
+    } catch (err) {
+      // A directory or a dangling link with a template's name.
+      problems.push({ file: name, field: '', message: `cannot be read: ${(err as Error).message}` });
+    }
+  }
+  if (problems.length > 0) throw new TemplateError(problems);
   return files;
 }
 

@@ -2,7 +2,7 @@
  * Renders a compiled template for one pod. Structure comes only from the template: values
  * from the pod are substituted into string leaves and can never add a key or a list item.
  */
-import { anyValue } from '../k8s/contains.js';
+import { TextPattern } from '../k8s/contains.js';
 import { deepFreeze, type JsonObject } from '../k8s/json.js';
 import type { Compiled, Template } from './template.js';
 import { renderSegments, resolve, type RenderContext, type Segment } from './placeholders.js';
@@ -23,8 +23,20 @@ export interface RenderedTemplate {
   readonly imagePullSecrets: JsonObject[];
 }
 
-/** The context a skeleton is built with: reading it is a bug (pod-dependent strings become anyValue). */
+/** The context a skeleton is built with: reading it is a bug (pod-dependent strings become TextPatterns). */
 const noContext = undefined as unknown as RenderContext;
+
+/** The literal text of a pod-dependent string, with "any text" where each pod value goes. */
+function textPattern(segments: readonly Segment[], template: Template): TextPattern {
+  const parts: string[] = [''];
+  for (const segment of segments) {
+    if (segment.kind === 'text') parts[parts.length - 1] += segment.text;
+    else if (segment.ref.source === 'params' || segment.ref.source === 'literal')
+      parts[parts.length - 1] += renderSegments([segment], noContext, template.params);
+    else parts.push('');
+  }
+  return new TextPattern(parts);
+}
 
 function dependsOnPod(segments: readonly Segment[]): boolean {
   return segments.some((s) => s.kind === 'placeholder' && s.ref.source !== 'params' && s.ref.source !== 'literal');
@@ -36,7 +48,7 @@ function build(node: Compiled, context: RenderContext, template: Template, skele
       // Frozen at compile time: shared, never copied.
       return node.value;
     case 'string':
-      if (skeleton && dependsOnPod(node.segments)) return anyValue;
+      if (skeleton && dependsOnPod(node.segments)) return textPattern(node.segments, template);
       return renderSegments(node.segments, context, template.params);
     case 'param':
       return template.params[node.key];
@@ -97,7 +109,7 @@ export function renderCacheSize(template: Template): { entries: number; bytes: n
   return { entries: entries?.entries.size ?? 0, bytes: entries?.bytes ?? 0 };
 }
 
-/** A template rendered without a pod: pod-dependent strings are `anyValue`. Deeply frozen, computed once. */
+/** A template rendered without a pod: pod-dependent strings are TextPatterns. Deeply frozen, computed once. */
 export type Skeleton = RenderedTemplate;
 const skeletons = new WeakMap<Template, Skeleton>();
 
@@ -118,7 +130,7 @@ function renderFresh(template: Template, context: RenderContext, skeleton = fals
     const out: Record<string, string> = {};
     for (const [key, value] of entries) {
       const built = build(value, context, template, skeleton);
-      out[key] = built === anyValue ? (anyValue as unknown as string) : String(built);
+      out[key] = built instanceof TextPattern ? (built as unknown as string) : String(built);
     }
     return out;
   };
