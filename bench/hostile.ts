@@ -129,6 +129,25 @@ await new Promise((resolve) => setTimeout(resolve, 1000));
 console.log(`100 clients that never read: ${JSON.stringify(await memory(pid))}`);
 for (const s of stuck) s.destroy();
 
+// 3,000 clients that send headers and 60 KB of a 1 MiB body, then stall.
+const stalled: tls.TLSSocket[] = [];
+for (let i = 0; i < 3000; i++) {
+  const socket = tls.connect({ host: '127.0.0.1', port, ca, servername: 'localhost' });
+  socket.on('error', () => undefined);
+  const ok = await new Promise<boolean>((resolve) => {
+    socket.once('secureConnect', () => resolve(true));
+    socket.once('close', () => resolve(false));
+  });
+  if (ok) socket.write(`POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1048576\r\n\r\n${' '.repeat(60_000)}`);
+  stalled.push(socket);
+}
+await new Promise((resolve) => setTimeout(resolve, 500));
+const duringUploads = await post(port, ca, legit).catch(() => ({ status: 0, ms: 0, bytes: 0 }));
+console.log(
+  `3,000 stalled 1 MiB uploads: ${stalled.filter((s) => !s.destroyed).length} still open; a legitimate review: HTTP ${duringUploads.status} in ${duringUploads.ms.toFixed(0)} ms; ${JSON.stringify(await memory(pid))}`,
+);
+for (const s of stalled) s.destroy();
+
 // 5,000 idle TLS connections (the server keeps at most 500).
 const idle: tls.TLSSocket[] = [];
 let held = 0;
