@@ -10,7 +10,7 @@ import { parseOptions } from '../options.js';
 import { renderOptions } from './usage.js';
 import { ConfigError } from '../errors.js';
 import { LabelKeys, LabelValues } from '../k8s/keys.js';
-import { renderObject, type RenderedObject } from '../manifests/inject-manifests.js';
+import { injectManifest, type InjectedManifest } from '../manifests/inject-manifests.js';
 import { parseNamespaceLabelFlag, metadataNameLabel, type NamespaceLabelSource } from '../namespaces/source.js';
 import { loadTemplateDir } from '../templates/load.js';
 import { loadLocalNamespaceSource } from '../namespaces/file.js';
@@ -85,7 +85,7 @@ export async function render(argv: readonly string[], io: RenderIo): Promise<num
       throw new ConfigError([`${file}: document ${index + 1}: ${(err as Error).message.split('\n')[0]}`]);
     }
     if (object === null || object === undefined) continue;
-    const result: RenderedObject = await renderObject(object, options, deps);
+    const result: InjectedManifest = await injectManifest(object, options, deps);
     // Unchanged objects are written as they were read, comments included.
     // The separator is written between documents below; a document's own `---` is dropped.
     out.push(result.changed ? stringify(result.object, { lineWidth: 0 }) : doc.toString({ lineWidth: 0 }).replace(/^---[ \t]*\n/, ''));

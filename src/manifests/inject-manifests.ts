@@ -20,7 +20,7 @@ const podTemplatePaths: Record<string, readonly string[]> = {
 };
 
 /** What happened to one object. */
-export interface RenderedObject {
+export interface InjectedManifest {
   /** The object to write: the input itself when unchanged. */
   readonly object: unknown;
   readonly changed: boolean;
@@ -87,7 +87,7 @@ function setPath(object: JsonObject, path: readonly string[], value: JsonObject)
 }
 
 /** Options of an offline render. */
-export interface RenderOptions {
+export interface ManifestOptions {
   /** Namespace for objects that name none (and overriding theirs when set). */
   readonly namespace?: string;
   readonly defaultNamespace: string;
@@ -96,7 +96,7 @@ export interface RenderOptions {
 }
 
 /** Injects one object (recursing into `List` items). */
-export async function renderObject(object: unknown, options: RenderOptions, deps: AdmitDeps): Promise<RenderedObject> {
+export async function injectManifest(object: unknown, options: ManifestOptions, deps: AdmitDeps): Promise<InjectedManifest> {
   if (!isJsonObject(object)) return { object, changed: false, refused: false, label: 'a document that is not an object', explanation: ['left as is'] };
   const kind = typeof object.kind === 'string' ? object.kind : '';
   const metadata = isJsonObject(object.metadata) ? object.metadata : {};
@@ -104,7 +104,7 @@ export async function renderObject(object: unknown, options: RenderOptions, deps
   const namespace = options.namespace ?? (typeof metadata.namespace === 'string' && metadata.namespace ? metadata.namespace : options.defaultNamespace);
   const label = `${kind || 'object'} ${namespace}/${name}`;
   if (kind === 'List' && Array.isArray(object.items)) {
-    const items = await Promise.all(object.items.map((item) => renderObject(item, options, deps)));
+    const items = await Promise.all(object.items.map((item) => injectManifest(item, options, deps)));
     const changed = items.some((i) => i.changed);
     return {
       object: changed ? { ...object, items: items.map((i) => i.object) } : object,
