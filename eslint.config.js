@@ -42,7 +42,7 @@ function floor(folder, allowed) {
 }
 
 export default tseslint.config(
-  { ignores: ['dist/', 'node_modules/', '.dev-certs/', 'manifests/overlays/self-signed/'] },
+  { ignores: ['dist/', 'node_modules/', '.dev-certs/', '.node24/', 'manifests/overlays/self-signed/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   prettier,
