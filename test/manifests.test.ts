@@ -60,6 +60,7 @@ test('every object of the base and of both overlays validates against the Kubern
     'Namespace',
     'NetworkPolicy',
     'PodDisruptionBudget',
+    'ResourceQuota',
     'Service',
     'ServiceAccount',
   ]);
@@ -114,10 +115,15 @@ test('webhook: calls the Service on /mutate, and the Service reaches the contain
   t.like(service.spec.selector, deployment().spec.selector.matchLabels);
 });
 
-test('deployment: two replicas spread across nodes, and a PodDisruptionBudget', (t) => {
+test('deployment: two replicas spread across zones and nodes, and a PodDisruptionBudget', (t) => {
   const spec = deployment().spec;
   t.is(spec.replicas, 2);
-  t.is(spec.template.spec.topologySpreadConstraints[0].topologyKey, 'kubernetes.io/hostname');
+  const spread = spec.template.spec.topologySpreadConstraints as Obj[];
+  t.deepEqual(
+    spread.map((c) => c.topologyKey),
+    ['topology.kubernetes.io/zone', 'kubernetes.io/hostname'],
+  );
+  for (const c of spread) t.deepEqual(c.labelSelector.matchLabels, spec.selector.matchLabels);
   const pdb = one(base, 'PodDisruptionBudget');
   t.is(pdb.spec.minAvailable, 1);
   t.deepEqual(pdb.spec.selector.matchLabels, spec.selector.matchLabels);
@@ -230,4 +236,26 @@ test('the restricted-ingress component narrows the sources to outside the pod ne
   const from = one(objects, 'NetworkPolicy').spec.ingress[0].from;
   t.deepEqual(from[0].ipBlock, { cidr: '0.0.0.0/0', except: ['10.244.0.0/16'] });
   t.deepEqual(from[1].namespaceSelector.matchLabels, { 'kubernetes.io/metadata.name': 'monitoring' });
+});
+
+test('deployment: the system-cluster-critical priority class, with a quota that admits it where clusters require one', (t) => {
+  t.is(deployment().spec.template.spec.priorityClassName, 'system-cluster-critical');
+  const quota = one(base, 'ResourceQuota');
+  t.is(quota.metadata.namespace, 'sidecar-injector');
+  t.deepEqual(quota.spec.scopeSelector.matchExpressions, [{ operator: 'In', scopeName: 'PriorityClass', values: ['system-cluster-critical'] }]);
+});
+
+test('the autoscaling component adds an HPA on the Deployment that never goes below the two replicas', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-hpa-'));
+  const root = relative(dir, process.cwd());
+  await writeFile(
+    join(dir, 'kustomization.yaml'),
+    `apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ${join(root, 'manifests', 'overlays', 'cert-manager')}\ncomponents:\n  - ${join(root, 'manifests', 'components', 'autoscaling')}\n`,
+  );
+  const objects = kustomize(dir);
+  t.deepEqual(await schemaProblems(objects), []);
+  const hpa = one(objects, 'HorizontalPodAutoscaler');
+  t.deepEqual(hpa.spec.scaleTargetRef, { apiVersion: 'apps/v1', kind: 'Deployment', name: one(objects, 'Deployment').metadata.name });
+  t.is(hpa.spec.minReplicas, 2);
+  t.true(hpa.spec.maxReplicas <= Number(one(objects, 'ResourceQuota').spec.hard.pods), 'the quota admits every replica the HPA may make');
 });
