@@ -20,4 +20,9 @@ export const AnnotationKeys = {
   request: 'sidecar-injector.io/templates',
   /** On a pod, written by us: the ledger of everything we injected. */
   status: 'sidecar-injector.io/status',
+  /**
+   * On a mirror pod (a static pod the kubelet mirrors into the API): such pods may not
+   * reference service accounts, secrets or config maps (CONTRACT R-69); they are never injected.
+   */
+  mirror: 'kubernetes.io/config.mirror',
 } as const;

@@ -12,6 +12,7 @@ import type { TemplateSet } from '../templates/set.js';
 import type { JsonObject } from '../k8s/json.js';
 import type { Template } from '../templates/template.js';
 import type { Injection } from '../inject/inject.js';
+import { AnnotationKeys } from '../k8s/keys.js';
 import { parsePod, podDisplayName, podOs } from '../k8s/pod.js';
 import { admissionProblem, annotationBytes, maxAnnotationBytes } from '../k8s/pod-validation.js';
 import { cut } from '../quote.js';
@@ -76,6 +77,11 @@ export async function admitPod(input: PodInput, deps: AdmitDeps): Promise<PodOut
       return denial(reason, say(reason, problem.message));
     }
 
+    // Mirror pods may not reference what sidecars bring; the webhook's matchConditions
+    // keep them from us on clusters that have the field (match-conditions.ts), this on all.
+    if (Object.hasOwn(parts.annotations, AnnotationKeys.mirror)) {
+      return { decision: 'allowed', reason: 'mirror-pod', message: say('mirror-pod'), warnings: [], podName, namespace, templates: [] };
+    }
     const set = deps.templates();
     const prepared = preparePod(input.pod, set, parts);
     const { own, ledger } = prepared;

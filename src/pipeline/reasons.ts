@@ -32,6 +32,7 @@ export const reasons = {
     say: (templates: readonly string[]) => `not injected: ${templates.join(', ')} (the pod's own items are in the way)`,
   },
   'pod-opted-out': { decision: 'allowed', say: () => `pod has label ${LabelKeys.podOptOut}=${LabelValues.disabled}` },
+  'mirror-pod': { decision: 'allowed', say: () => `a mirror pod (annotation ${AnnotationKeys.mirror}) belongs to the kubelet and is never injected` },
   'namespace-not-enabled': {
     decision: 'allowed',
     say: (namespace: string) => `namespace ${namespace} does not have label ${LabelKeys.namespaceOptIn}=${LabelValues.enabled}`,
