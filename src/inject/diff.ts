@@ -11,18 +11,13 @@
  * fast-json-patch's `compare` for that array, which is always correct.
  */
 import jsonpatch, { type Operation } from 'fast-json-patch';
-
-type Json = Record<string, unknown>;
-
-function isObject(value: unknown): value is Json {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
+import { isJsonObject } from '../k8s/json.js';
 
 /** Path segment escaping per RFC 6901 (`~` → `~0`, `/` → `~1`), R-55. */
 const escapePathComponent: (segment: string) => string = jsonpatch.escapePathComponent;
 
 function identity(item: unknown): string | undefined {
-  if (!isObject(item)) return undefined;
+  if (!isJsonObject(item)) return undefined;
   if (typeof item.name === 'string') return `name:${item.name}`;
   if (typeof item.mountPath === 'string') return `mountPath:${item.mountPath}`;
   return undefined;
@@ -30,7 +25,7 @@ function identity(item: unknown): string | undefined {
 
 function walk(before: unknown, after: unknown, path: string, ops: Operation[]): void {
   if (before === after) return;
-  if (isObject(before) && isObject(after)) {
+  if (isJsonObject(before) && isJsonObject(after)) {
     for (const key in before) {
       if (!Object.hasOwn(after, key)) ops.push({ op: 'remove', path: `${path}/${escapePathComponent(key)}` });
     }

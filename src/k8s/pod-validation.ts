@@ -10,7 +10,7 @@
  */
 import { quote } from '../quote.js';
 import { isDns1123Label, isDns1123Subdomain, labelKeyProblem, labelValueProblem } from './label-syntax.js';
-import type { JsonObject } from './json.js';
+import { isJsonObject, type JsonObject } from './json.js';
 import type { PodParts } from './pod.js';
 
 /** The API server's limit on the total size of a pod's annotation keys and values (R-66). */
@@ -46,13 +46,10 @@ export function annotationBytes(annotations: Readonly<Record<string, string>>): 
   return total;
 }
 
-function isObjectValue(value: unknown): value is JsonObject {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
 /**
  * The first problem that makes this pod unservable, or undefined. Checks, in order of cost:
- * the number of containers, labels and volumes; the namespace and name; label keys and
+ * the number of containers and volumes (labels and annotations were counted when the pod was
+ * read); the namespace and names; label keys and
  * values; annotation keys and their total size; container and volume names (DNS-1123
  * labels, unique). Each check is linear in what it reads and stops at the first problem.
  */
@@ -73,7 +70,7 @@ export function admissionProblem(parts: PodParts, namespace: string, requestName
   if (parts.volumes.length > reviewLimits.maxVolumes) return tooLarge('volumes', parts.volumes.length, reviewLimits.maxVolumes);
 
   if (!isDns1123Label(namespace)) return invalid(`namespace ${quote(namespace)} is not a DNS-1123 label`);
-  const os = isObjectValue(parts.spec.os) ? parts.spec.os.name : undefined;
+  const os = isJsonObject(parts.spec.os) ? parts.spec.os.name : undefined;
   if (os !== undefined && os !== 'linux' && os !== 'windows') return invalid(`spec.os.name ${quote(os)} is not linux or windows`);
   if (requestName !== '' && !isDns1123Subdomain(requestName)) return invalid(`request.name ${quote(requestName)} is not a DNS-1123 subdomain`);
   const { name, generateName } = parts.metadata;
@@ -103,8 +100,8 @@ export function admissionProblem(parts: PodParts, namespace: string, requestName
   ];
   for (const [field, list] of lists) {
     for (let i = 0; i < list.length; i++) {
-      const item = list[i] as JsonObject | null;
-      const containerName = item !== null && typeof item === 'object' ? item.name : undefined;
+      const item: unknown = list[i];
+      const containerName = isJsonObject(item) ? item.name : undefined;
       if (typeof containerName !== 'string' || !isDns1123Label(containerName))
         return invalid(`${field}[${i}].name ${quote(containerName)} is not a DNS-1123 label`);
       if (containerNames.has(containerName)) return invalid(`${field}[${i}].name ${quote(containerName)} is used by another container`);

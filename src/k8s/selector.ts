@@ -4,6 +4,7 @@
  */
 import { SelectorError } from '../errors.js';
 import { quote } from '../quote.js';
+import { isJsonObject } from './json.js';
 import { labelKeyProblem, labelValueProblem } from './label-syntax.js';
 
 /** A label map as found in `metadata.labels`. */
@@ -28,10 +29,6 @@ const everything: Selector = Object.freeze({ requirements: Object.freeze([]) });
 
 const operators: ReadonlySet<string> = new Set(['In', 'NotIn', 'Exists', 'DoesNotExist']);
 
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
 /**
  * Parses a `LabelSelector` object (`matchLabels`, `matchExpressions`). An absent or null
  * selector is `{}` and matches everything, as the API server defaults webhook selectors
@@ -39,7 +36,7 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
  */
 export function parseSelector(raw: unknown): Selector {
   if (raw === undefined || raw === null) return everything;
-  if (!isPlainObject(raw)) throw new SelectorError('', 'a selector must be an object with matchLabels and/or matchExpressions');
+  if (!isJsonObject(raw)) throw new SelectorError('', 'a selector must be an object with matchLabels and/or matchExpressions');
   for (const key of Object.keys(raw)) {
     if (key !== 'matchLabels' && key !== 'matchExpressions') {
       throw new SelectorError(key, `unknown field ${quote(key)} (expected matchLabels or matchExpressions)`);
@@ -48,7 +45,7 @@ export function parseSelector(raw: unknown): Selector {
   const requirements: Requirement[] = [];
   const { matchLabels, matchExpressions } = raw;
   if (matchLabels !== undefined && matchLabels !== null) {
-    if (!isPlainObject(matchLabels)) throw new SelectorError('matchLabels', 'must be a map of label keys to values');
+    if (!isJsonObject(matchLabels)) throw new SelectorError('matchLabels', 'must be a map of label keys to values');
     for (const [key, value] of Object.entries(matchLabels)) {
       const field = `matchLabels[${quote(key)}]`;
       const keyProblem = labelKeyProblem(key);
@@ -67,7 +64,7 @@ export function parseSelector(raw: unknown): Selector {
 }
 
 function parseExpression(expr: unknown, field: string): Requirement {
-  if (!isPlainObject(expr)) throw new SelectorError(field, 'must be an object with key, operator and values');
+  if (!isJsonObject(expr)) throw new SelectorError(field, 'must be an object with key, operator and values');
   const { key, operator, values } = expr;
   if (typeof key !== 'string') throw new SelectorError(`${field}.key`, 'is required and must be a string');
   const keyProblem = labelKeyProblem(key);
