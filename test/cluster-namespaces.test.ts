@@ -352,4 +352,7 @@ test('reloadNow lists again at once: a change the watch never delivered is seen,
   t.is(source.current().get('quiet')?.team, 'quiet');
   t.like(source.status(), { source: 'cluster', ready: true, namespaces: 2, failurePolicy: 'deny' });
   t.deepEqual(api.getRequests, []);
+  // The watch it replaced does not come back beside the new one.
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  t.is(api.activeWatches, 1);
 });

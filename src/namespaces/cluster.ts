@@ -142,6 +142,8 @@ export class ClusterNamespaceSource extends EventEmitter implements NamespaceLab
 
   /** Lists again now, replacing the cache (the watch restarts from the new list). */
   async reloadNow(): Promise<void> {
+    // The running watch is superseded: its end must not start another one beside the new list's.
+    this.watchGeneration++;
     this.watchController?.abort();
     this.watchController = undefined;
     const listed = new Promise<void>((resolve) => {
@@ -307,6 +309,8 @@ export class ClusterNamespaceSource extends EventEmitter implements NamespaceLab
   }
 
   private stalled = false;
+  /** Counts watches started or superseded: a watch acts only while its generation is current. */
+  private watchGeneration = 0;
 
   private async startWatch(): Promise<void> {
     if (this.stopped) return;
@@ -315,9 +319,11 @@ export class ClusterNamespaceSource extends EventEmitter implements NamespaceLab
     let errorEvent: string | undefined;
     let eventsSeen = 0;
     const started = Date.now();
+    const generation = ++this.watchGeneration;
     this.lastWatchActivity = started;
     this.stalled = false;
     const onEvent = (type: string, object: NamespaceObject & { code?: number; message?: string }) => {
+      if (generation !== this.watchGeneration) return;
       this.lastWatchActivity = Date.now();
       switch (type) {
         case 'ADDED':
@@ -343,6 +349,7 @@ export class ClusterNamespaceSource extends EventEmitter implements NamespaceLab
       this.emit('change', type, object.metadata?.name);
     };
     const onDone = (err: unknown) => {
+      if (generation !== this.watchGeneration) return;
       this.watchController = undefined;
       if (this.stopped) return;
       const status = (err as { statusCode?: number } | null)?.statusCode;
@@ -364,12 +371,18 @@ export class ClusterNamespaceSource extends EventEmitter implements NamespaceLab
       }
     };
     try {
-      this.watchController = await this.watch.watch(
+      const controller = await this.watch.watch(
         '/api/v1/namespaces',
         { resourceVersion: from, allowWatchBookmarks: true, timeoutSeconds: this.watchTimeoutSeconds },
         onEvent,
         onDone,
       );
+      // Superseded while it was opening (reloadNow, stop): close it rather than keep two.
+      if (generation !== this.watchGeneration || this.stopped) {
+        controller.abort();
+        return;
+      }
+      this.watchController = controller;
       this.watchForStall();
       this.emit('watch', from);
     } catch (err) {
