@@ -14,7 +14,7 @@ import { AnnotationKeys } from '../k8s/keys.js';
 import {
   appItemKinds,
   itemKey,
-  podItemKinds,
+  mergeEntries,
   serializeLedger,
   type AppContainerItems,
   type AppItemKind,
@@ -307,29 +307,4 @@ export function inject(
   if (injected.length === 0) return { pod, changed: false, injected, present, conflicts, warnings: builder.warnings, ledger: previous };
   const newPod = builder.build(pod, serializeLedger(next));
   return { pod: newPod, changed: true, injected, present, conflicts, warnings: builder.warnings, ledger: next };
-}
-
-/** The earlier entry of a template plus what this call added, under the current hash. */
-function mergeEntries(before: LedgerEntry | undefined, added: LedgerEntry): LedgerEntry {
-  if (!before) return added;
-  const out: LedgerEntry = { ...before, hash: added.hash };
-  for (const kind of podItemKinds) {
-    if (added[kind]) out[kind] = union(before[kind], added[kind]);
-  }
-  if (added.appContainers) {
-    const apps: Record<string, AppContainerItems> = Object.assign(Object.create(null), before.appContainers);
-    for (const [container, items] of Object.entries(added.appContainers)) {
-      const merged: AppContainerItems = { ...(Object.hasOwn(apps, container) ? apps[container] : {}) };
-      for (const kind of appItemKinds) {
-        if (items[kind]) merged[kind] = union(merged[kind], items[kind]);
-      }
-      apps[container] = merged;
-    }
-    out.appContainers = apps;
-  }
-  return out;
-}
-
-function union(before: readonly string[] | undefined, added: readonly string[]): string[] {
-  return [...new Set([...(before ?? []), ...added])];
 }

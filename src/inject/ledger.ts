@@ -161,3 +161,28 @@ export function indexLedger(ledger: Ledger): Ownership {
     injectedContainers,
   };
 }
+
+/** The earlier entry of a template plus what this call added, under the current hash. */
+export function mergeEntries(before: LedgerEntry | undefined, added: LedgerEntry): LedgerEntry {
+  if (!before) return added;
+  const out: LedgerEntry = { ...before, hash: added.hash };
+  for (const kind of podItemKinds) {
+    if (added[kind]) out[kind] = union(before[kind], added[kind]);
+  }
+  if (added.appContainers) {
+    const apps: Record<string, AppContainerItems> = Object.assign(Object.create(null), before.appContainers);
+    for (const [container, items] of Object.entries(added.appContainers)) {
+      const merged: AppContainerItems = { ...(Object.hasOwn(apps, container) ? apps[container] : {}) };
+      for (const kind of appItemKinds) {
+        if (items[kind]) merged[kind] = union(merged[kind], items[kind]);
+      }
+      apps[container] = merged;
+    }
+    out.appContainers = apps;
+  }
+  return out;
+}
+
+function union(before: readonly string[] | undefined, added: readonly string[]): string[] {
+  return [...new Set([...(before ?? []), ...added])];
+}

@@ -28,6 +28,7 @@ import {
   appItemKinds,
   emptyLedger,
   itemKey,
+  mergeEntries,
   podItemKinds,
   type AppContainerItems,
   type AppItemKind,
@@ -41,8 +42,12 @@ import type { PodParts } from '../k8s/pod.js';
 export interface CheckedLedger {
   /** Entries of templates in the set, holding only believed items. */
   readonly believed: Ledger;
-  /** Entries of templates that are not in the set: carried over as written, trusted for nothing. */
-  readonly retired: Readonly<Record<string, LedgerEntry>>;
+  /**
+   * The ledger to carry into what is written back: the believed entries, entries of templates
+   * no longer in the set (as written), and the doubted claims on `sidecars` — neither of the
+   * last two is trusted, but the next call must still know those containers for no app containers.
+   */
+  readonly carried: Ledger;
   /** One sentence per disbelieved claim (at most a few, then a count). */
   readonly doubts: readonly string[];
   /**
@@ -51,8 +56,6 @@ export interface CheckedLedger {
    * items of ours, and the template is not taken as injected.
    */
   readonly sidecars: ReadonlySet<string>;
-  /** Per template, the doubted container claims of `sidecars`: written back with the ledger, trusted for nothing else. */
-  readonly claimedSidecars: Readonly<Record<string, LedgerEntry>>;
 }
 
 const maxDoubts = 3;
@@ -130,7 +133,10 @@ class PodIndex {
     let items = this.appItems.get(id);
     if (!items) {
       items = new Map();
-      for (const item of (container[kind] as JsonObject[] | undefined) ?? []) if (!items.has(itemKey(kind, item))) items.set(itemKey(kind, item), item);
+      for (const item of (container[kind] as JsonObject[] | undefined) ?? []) {
+        const key = itemKey(kind, item);
+        if (!items.has(key)) items.set(key, item);
+      }
       this.appItems.set(id, items);
     }
     return items.get(key) ?? null;
@@ -141,8 +147,7 @@ class PodIndex {
 export function checkLedger(claimed: Ledger, parts: PodParts, set: TemplateSet): CheckedLedger {
   const believed = emptyLedger();
   // A pod without a ledger (every first call) costs nothing here.
-  if (Object.keys(claimed.templates).length === 0)
-    return { believed, retired: Object.create(null), doubts: [], sidecars: new Set(), claimedSidecars: Object.create(null) };
+  if (Object.keys(claimed.templates).length === 0) return { believed, carried: believed, doubts: [], sidecars: new Set() };
   const retired: Record<string, LedgerEntry> = Object.create(null);
   const doubts: string[] = [];
   let doubted = 0;
@@ -231,5 +236,7 @@ export function checkLedger(claimed: Ledger, parts: PodParts, set: TemplateSet):
     else if (podItemKinds.every((kind) => !kept[kind])) delete believed.templates[name];
   }
   if (doubted > maxDoubts) doubts.push(`status annotation: ${doubted - maxDoubts} more claims not treated as injected`);
-  return { believed, retired, doubts, sidecars, claimedSidecars };
+  const carried: Ledger = { v: 1, templates: Object.assign(Object.create(null) as Ledger['templates'], retired, believed.templates) };
+  for (const [name, claims] of Object.entries(claimedSidecars)) carried.templates[name] = mergeEntries(carried.templates[name], claims);
+  return { believed, carried, doubts, sidecars };
 }

@@ -9,7 +9,7 @@ import type { JsonObject } from '../k8s/json.js';
 import { AnnotationKeys } from '../k8s/keys.js';
 import { parsePod, type PodParts } from '../k8s/pod.js';
 import { inject, ownMetadata, type Injection } from '../inject/inject.js';
-import { indexLedger, parseLedger, type Ledger, type LedgerEntry, type Ownership } from '../inject/ledger.js';
+import { indexLedger, parseLedger, type Ownership } from '../inject/ledger.js';
 import { checkLedger, type CheckedLedger } from '../inject/trust.js';
 import { contextFor, type OwnMetadata } from '../templates/context.js';
 import { render } from '../templates/render.js';
@@ -53,19 +53,7 @@ export function injectTemplates(prepared: PreparedPod, templates: readonly Templ
   const { pod, parts, ledger, owner, own } = prepared;
   const context = contextFor(parts, place.requestName ?? '', place.namespace, own, place.namespaceLabels);
   const rendered = templates.map((t) => render(t, context));
-  // Entries of retired templates are carried over as written, and doubted sidecar claims are
-  // kept beside the believed items: neither is trusted, but the next call must still know that
-  // those containers are no app containers (or it would add app items to a sidecar).
-  const written: Ledger = { v: 1, templates: Object.assign(Object.create(null) as Ledger['templates'], ledger.retired) };
-  for (const [name, entry] of Object.entries(ledger.believed.templates)) written.templates[name] = entry;
-  for (const [name, claims] of Object.entries(ledger.claimedSidecars)) {
-    const entry: LedgerEntry = { ...(written.templates[name] ?? { hash: claims.hash }) };
-    for (const kind of ['containers', 'initContainers'] as const) {
-      if (claims[kind]) entry[kind] = [...new Set([...(entry[kind] ?? []), ...claims[kind]])];
-    }
-    written.templates[name] = entry;
-  }
-  return inject(pod, parts, written, owner, rendered, ledger.sidecars);
+  return inject(pod, parts, ledger.carried, owner, rendered, ledger.sidecars);
 }
 
 /** Both steps at once, for a pod whose templates are already chosen (`check`, tests). */
