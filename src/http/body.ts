@@ -108,10 +108,11 @@ export function budgeted(size: number): number {
 
 /**
  * Default sum of bodies held at once: 16 MiB — two bodies at the 7 MiB limit, or three thousand
- * typical reviews. A body stays counted until its answer is sent, and its parsed form takes up
- * to five times its size (a map of 200,000 keys), so this bounds the live memory of reviews
- * at about 110 MB whatever clients send: within the Deployment's 256 Mi with the V8 heap
- * capped at 160 MB (NODE_OPTIONS in manifests/base/deployment.yaml).
+ * typical reviews. A body stays counted until its answer is sent; its parsed form takes up to
+ * five times its size (a map of 200,000 keys; denser bodies are refused by the object count),
+ * so this bounds the live memory of reviews at about 110 MB whatever clients send: within the
+ * Deployment's 256 Mi with the V8 heap capped at 160 MB (NODE_OPTIONS in
+ * manifests/base/deployment.yaml).
  */
 export const defaultMaxBodyBytesInFlight = 16 * 1024 * 1024;
 

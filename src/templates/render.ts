@@ -84,29 +84,29 @@ export const renderCacheLimits = { entries: 256, maxKeyBytes: 2048, bytes: 4 * 1
  */
 export function render(template: Template, context: RenderContext): RenderedTemplate {
   const key = JSON.stringify(template.references.map((ref) => resolve(ref, context, template.params) ?? null));
-  let entries = cache.get(template);
-  if (!entries) cache.set(template, (entries = { entries: new Map(), bytes: 0 }));
-  const hit = entries.entries.get(key);
+  let cached = cache.get(template);
+  if (!cached) cache.set(template, (cached = { entries: new Map(), bytes: 0 }));
+  const hit = cached.entries.get(key);
   if (hit) return hit.rendered;
   const rendered = deepFreeze(renderFresh(template, context));
   // Long values are rare and would pin memory: render them, do not keep them.
   if (key.length > renderCacheLimits.maxKeyBytes) return rendered;
   // Each substituted value can appear in several fields: count it once per reference use.
   const bytes = 2 * key.length * Math.max(1, template.placeholderCount) + template.staticBytes;
-  entries.entries.set(key, { rendered, bytes });
-  entries.bytes += bytes;
-  while (entries.entries.size > renderCacheLimits.entries || entries.bytes > renderCacheLimits.bytes) {
-    const [oldestKey, oldest] = entries.entries.entries().next().value as [string, { bytes: number }];
-    entries.entries.delete(oldestKey);
-    entries.bytes -= oldest.bytes;
+  cached.entries.set(key, { rendered, bytes });
+  cached.bytes += bytes;
+  while (cached.entries.size > renderCacheLimits.entries || cached.bytes > renderCacheLimits.bytes) {
+    const [oldestKey, oldest] = cached.entries.entries().next().value as [string, { bytes: number }];
+    cached.entries.delete(oldestKey);
+    cached.bytes -= oldest.bytes;
   }
   return rendered;
 }
 
-/** What the render cache of `template` holds: entries and the bytes accounted (for tests and /status). */
+/** What the render cache of `template` holds: entries and the bytes accounted (for tests). */
 export function renderCacheSize(template: Template): { entries: number; bytes: number } {
-  const entries = cache.get(template);
-  return { entries: entries?.entries.size ?? 0, bytes: entries?.bytes ?? 0 };
+  const cached = cache.get(template);
+  return { entries: cached?.entries.size ?? 0, bytes: cached?.bytes ?? 0 };
 }
 
 /** A template rendered without a pod: pod-dependent strings are TextPatterns. Deeply frozen, computed once. */
