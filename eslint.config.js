@@ -5,7 +5,8 @@
 //   fs/                                        a leaf (watching files)
 //   templates/                                 k8s, fs
 //   selection/, inject/                        templates, k8s
-//   namespaces/                                k8s
+//   kube-api/                                  k8s (list/watch and GETs of the Kubernetes API)
+//   namespaces/                                k8s, kube-api
 //   pipeline/                                  selection, templates, inject, namespaces, k8s
 //   admission/, manifests/                     pipeline and below
 //   http/, tls/, fs/, app.ts, server.ts, …     above the domain; cli/ on top
@@ -13,7 +14,7 @@ import js from '@eslint/js';
 import prettier from 'eslint-config-prettier';
 import tseslint from 'typescript-eslint';
 
-const floors = ['k8s', 'templates', 'selection', 'inject', 'namespaces', 'pipeline', 'admission', 'manifests', 'http', 'tls', 'fs', 'cli'];
+const floors = ['k8s', 'kube-api', 'templates', 'selection', 'inject', 'namespaces', 'pipeline', 'admission', 'manifests', 'http', 'tls', 'fs', 'cli'];
 const topFiles = ['app', 'server', 'config', 'metrics', 'liveness'];
 
 /** A rule for the files of `folder` that forbids every folder and top-level module not in `allowed`. */
@@ -76,7 +77,8 @@ export default tseslint.config(
   floor('templates', ['k8s', 'fs']),
   floor('selection', ['templates', 'k8s']),
   floor('inject', ['templates', 'k8s']),
-  floor('namespaces', ['k8s']),
+  floor('kube-api', ['k8s']),
+  floor('namespaces', ['k8s', 'kube-api']),
   floor('pipeline', ['selection', 'templates', 'inject', 'namespaces', 'k8s']),
   floor('admission', ['pipeline', 'selection', 'templates', 'inject', 'namespaces', 'k8s']),
   floor('manifests', ['pipeline', 'selection', 'templates', 'inject', 'namespaces', 'k8s']),

@@ -1,0 +1,286 @@
+/**
+ * A reflector: one collection of the Kubernetes API (namespaces, nodes) kept in memory from a
+ * list and a watch. The namespace label source and the cluster version source both use it.
+ *
+ * The list/watch protocol (https://kubernetes.io/docs/reference/using-api/api-concepts/):
+ * list (page by page), then watch from the list's resourceVersion; every event and BOOKMARK
+ * advances the resourceVersion; a watch the server ends normally is resumed from it; `410
+ * Gone` (as an HTTP status or an ERROR event) means the history is compacted: list again,
+ * replacing the whole cache, which also drops objects deleted meanwhile; any other failure is
+ * retried from the last resourceVersion with exponential backoff, so a dropped connection
+ * misses no change. A watch that delivers nothing, not even a BOOKMARK, for `watchStallMs`
+ * is presumed dead and restarted.
+ *
+ * @kubernetes/client-node provides the in-cluster configuration (token file re-read on
+ * rotation, CA) and the watch stream; lists are plain requests (request.ts) with a timeout.
+ */
+import { EventEmitter } from 'node:events';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { Watch } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { KubernetesApiError } from '../errors.js';
+import { getJson } from './request.js';
+
+/** An object of the collection, as far as the reflector reads it. */
+export interface ApiObject {
+  metadata?: { name?: string; resourceVersion?: string };
+}
+
+/** Tunables shared by every reflector. */
+export interface ReflectorTuning {
+  /** Timeout of each page of a list. @default 60000 */
+  readonly listTimeoutMs?: number;
+  /** Objects per list page (`limit`). @default 500 */
+  readonly listPageSize?: number;
+  /** A watch silent this long is restarted: the API server sends a BOOKMARK about once a minute. @default 120000 */
+  readonly watchStallMs?: number;
+  /** First and largest retry delay after a failed list or watch. @default 500, 30000 */
+  readonly backoffInitialMs?: number;
+  readonly backoffMaxMs?: number;
+  /** How long the server may hold one watch before ending it. @default 300 */
+  readonly watchTimeoutSeconds?: number;
+}
+
+export interface ReflectorOptions<T extends ApiObject> extends ReflectorTuning {
+  readonly kubeConfig: KubeConfig;
+  readonly log: Logger;
+  /** The collection's path, e.g. `/api/v1/namespaces`. */
+  readonly path: string;
+  /** What the objects are called in log lines, e.g. `namespace`. */
+  readonly what: string;
+  /** A complete list replaced everything known. */
+  readonly replace: (items: readonly T[]) => void;
+  /** One object was added, changed or deleted. */
+  readonly apply: (type: 'ADDED' | 'MODIFIED' | 'DELETED', object: T) => void;
+}
+
+/**
+ * Emits `reload` (item count) after each list, `rejected` (err) on a failed list or watch,
+ * `change` (type, name) per event, `watch` (resourceVersion) when a watch opens, `stall`.
+ */
+export class Reflector<T extends ApiObject> extends EventEmitter {
+  private resourceVersion = '';
+  private synced = false;
+  private stopped = true;
+  private watchController: AbortController | undefined;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private stallTimer: NodeJS.Timeout | undefined;
+  private backoffMs: number;
+  private readonly watch: Watch;
+  private readonly listTimeoutMs: number;
+  private readonly listPageSize: number;
+  private readonly watchStallMs: number;
+  private readonly backoffInitialMs: number;
+  private readonly backoffMaxMs: number;
+  private readonly watchTimeoutSeconds: number;
+  /** When the current watch last delivered anything (an event or a BOOKMARK). */
+  private lastWatchActivity = 0;
+  private stalled = false;
+  /** Counts watches started or superseded: a watch acts only while its generation is current. */
+  private watchGeneration = 0;
+
+  constructor(private readonly options: ReflectorOptions<T>) {
+    super();
+    this.watch = new Watch(options.kubeConfig);
+    this.listTimeoutMs = options.listTimeoutMs ?? 60_000;
+    this.listPageSize = options.listPageSize ?? 500;
+    this.watchStallMs = options.watchStallMs ?? 120_000;
+    this.backoffInitialMs = options.backoffInitialMs ?? 500;
+    this.backoffMaxMs = options.backoffMaxMs ?? 30_000;
+    this.watchTimeoutSeconds = options.watchTimeoutSeconds ?? 300;
+    this.backoffMs = this.backoffInitialMs;
+  }
+
+  /** True once the first list has completed. */
+  isSynced(): boolean {
+    return this.synced;
+  }
+
+  /** The resourceVersion of the last list, event or bookmark. */
+  version(): string {
+    return this.resourceVersion;
+  }
+
+  start(): void {
+    if (!this.stopped) return;
+    this.stopped = false;
+    void this.relist();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    clearTimeout(this.retryTimer);
+    clearInterval(this.stallTimer);
+    this.stallTimer = undefined;
+    this.watchController?.abort();
+    this.watchController = undefined;
+  }
+
+  /** Lists again now, replacing everything (the watch restarts from the new list); resolves after the list or its failure. */
+  async relistNow(): Promise<void> {
+    // The running watch is superseded: its end must not start another one beside the new list's.
+    this.watchGeneration++;
+    this.watchController?.abort();
+    this.watchController = undefined;
+    const listed = new Promise<void>((resolve) => {
+      const done = () => {
+        this.off('reload', done);
+        this.off('rejected', done);
+        resolve();
+      };
+      this.on('reload', done);
+      this.on('rejected', done);
+    });
+    void this.relist();
+    await listed;
+  }
+
+  private async relist(): Promise<void> {
+    if (this.stopped) return;
+    try {
+      const { items, resourceVersion } = await this.listAll();
+      if (this.stopped) return;
+      this.options.replace(items);
+      this.resourceVersion = resourceVersion;
+      this.synced = true;
+      this.backoffMs = this.backoffInitialMs;
+      this.options.log.info({ count: items.length, resourceVersion }, `${this.options.what}s listed`);
+      this.emit('reload', items.length);
+      await this.startWatch();
+    } catch (err) {
+      this.retry('list', err as Error, () => this.relist());
+    }
+  }
+
+  /** Every object, page by page (`limit`, `continue`); an expired continue token (410) restarts the list. */
+  private async listAll(): Promise<{ items: T[]; resourceVersion: string }> {
+    type Page = { metadata?: { resourceVersion?: string; continue?: string }; items?: T[] };
+    for (let attempt = 0; ; attempt++) {
+      const items: T[] = [];
+      let token = '';
+      let resourceVersion = '';
+      try {
+        do {
+          const query = new URLSearchParams({ limit: String(this.listPageSize) });
+          if (token) query.set('continue', token);
+          const page = (await getJson(this.options.kubeConfig, `${this.options.path}?${query}`, this.listTimeoutMs)) as Page;
+          for (const item of page.items ?? []) items.push(item);
+          resourceVersion = page.metadata?.resourceVersion ?? resourceVersion;
+          token = page.metadata?.continue ?? '';
+          if (this.stopped) return { items, resourceVersion };
+        } while (token);
+        return { items, resourceVersion };
+      } catch (err) {
+        if (!(err instanceof KubernetesApiError && err.statusCode === 410 && token && attempt < 3)) throw err;
+        this.options.log.info(`${this.options.what} list continue token expired (410 Gone); listing again from the start`);
+      }
+    }
+  }
+
+  private watchForStall(): void {
+    clearInterval(this.stallTimer);
+    this.stallTimer = setInterval(
+      () => {
+        if (!this.watchController || Date.now() - this.lastWatchActivity < this.watchStallMs) return;
+        this.options.log.warn(
+          { silentForMs: Date.now() - this.lastWatchActivity, resourceVersion: this.resourceVersion },
+          `${this.options.what} watch delivered nothing, not even a bookmark; restarting it`,
+        );
+        this.emit('stall');
+        const controller = this.watchController;
+        this.watchController = undefined;
+        this.stalled = true;
+        controller.abort();
+      },
+      Math.max(10, Math.min(10_000, this.watchStallMs / 4)),
+    );
+    this.stallTimer.unref();
+  }
+
+  private async startWatch(): Promise<void> {
+    if (this.stopped) return;
+    const from = this.resourceVersion;
+    let relistNeeded = false;
+    let errorEvent: string | undefined;
+    let eventsSeen = 0;
+    const started = Date.now();
+    const generation = ++this.watchGeneration;
+    this.lastWatchActivity = started;
+    this.stalled = false;
+    const onEvent = (type: string, object: T & { code?: number; message?: string }) => {
+      if (generation !== this.watchGeneration) return;
+      this.lastWatchActivity = Date.now();
+      switch (type) {
+        case 'ADDED':
+        case 'MODIFIED':
+        case 'DELETED':
+          this.options.apply(type, object);
+          break;
+        case 'BOOKMARK':
+          break;
+        case 'ERROR':
+          // The API server reports an expired resourceVersion as an ERROR event with code 410.
+          if (object.code === 410) relistNeeded = true;
+          else errorEvent = `ERROR event, code ${String(object.code)}: ${String(object.message ?? '').slice(0, 200)}`;
+          this.options.log.warn({ code: object.code, message: object.message }, `${this.options.what} watch error event`);
+          return;
+        default:
+          return;
+      }
+      eventsSeen++;
+      if (object.metadata?.resourceVersion) this.resourceVersion = object.metadata.resourceVersion;
+      this.emit('change', type, object.metadata?.name);
+    };
+    const onDone = (err: unknown) => {
+      if (generation !== this.watchGeneration) return;
+      this.watchController = undefined;
+      if (this.stopped) return;
+      const status = (err as { statusCode?: number } | null)?.statusCode;
+      if (relistNeeded || status === 410) {
+        this.options.log.info({ resourceVersion: this.resourceVersion }, `${this.options.what} watch expired (410 Gone); listing again`);
+        this.resourceVersion = '';
+        void this.relist();
+      } else if (this.stalled) {
+        this.retry('watch', new Error(`no event or bookmark for ${this.watchStallMs} ms`), () => this.startWatch());
+      } else if (err || errorEvent) {
+        this.retry('watch', err instanceof Error ? err : new Error(errorEvent ?? String(err)), () => this.startWatch());
+      } else if (eventsSeen === 0 && Date.now() - started < 1000) {
+        // Ended at once with nothing delivered: a failure in disguise, not the server's timeout.
+        this.retry('watch', new Error('the watch ended at once without events'), () => this.startWatch());
+      } else {
+        // The server ended the watch (timeoutSeconds): resume from the last resourceVersion.
+        if (eventsSeen > 0) this.backoffMs = this.backoffInitialMs;
+        void this.startWatch();
+      }
+    };
+    try {
+      const controller = await this.watch.watch(
+        this.options.path,
+        { resourceVersion: from, allowWatchBookmarks: true, timeoutSeconds: this.watchTimeoutSeconds },
+        onEvent,
+        onDone,
+      );
+      // Superseded while it was opening (relistNow, stop): close it rather than keep two.
+      if (generation !== this.watchGeneration || this.stopped) {
+        controller.abort();
+        return;
+      }
+      this.watchController = controller;
+      this.watchForStall();
+      this.emit('watch', from);
+    } catch (err) {
+      this.retry('watch', err as Error, () => this.startWatch());
+    }
+  }
+
+  private retry(what: 'list' | 'watch', err: Error, again: () => Promise<void>): void {
+    if (this.stopped) return;
+    const delay = Math.round(this.backoffMs * (0.8 + Math.random() * 0.4));
+    this.backoffMs = Math.min(this.backoffMs * 2, this.backoffMaxMs);
+    this.options.log.warn({ err: err.message, retryInMs: delay, synced: this.synced }, `${this.options.what} ${what} failed`);
+    this.emit('rejected', err);
+    clearTimeout(this.retryTimer);
+    this.retryTimer = setTimeout(() => void again(), delay);
+    this.retryTimer.unref();
+  }
+}
