@@ -8,6 +8,8 @@ import { defaultMaxBodyBytes } from './http/body.js';
 import { defaultTimeouts, type ServerTimeouts } from './server.js';
 import type { NamespaceFailurePolicy } from './errors.js';
 import { parseNamespaceLabelFlag } from './namespaces/source.js';
+import { parseKubernetesVersion, type KubernetesVersion } from './k8s/version.js';
+import { podSecurityActions, type PodSecurityAction } from './pipeline/pod-security-fit.js';
 
 /** Everything `serve` needs to know. */
 export interface Config {
@@ -50,6 +52,10 @@ export interface Config {
   readonly templateCheckIntervalMs: number;
   /** pino level. @default 'info' */
   readonly logLevel: string;
+  /** The Kubernetes version to serve for; decides over what the cluster reports. */
+  readonly kubernetesVersion?: KubernetesVersion;
+  /** What a template that would break the namespace's enforced Pod Security level gets. @default 'skip' */
+  readonly podSecurityAction: PodSecurityAction;
   readonly timeouts: ServerTimeouts;
 }
 
@@ -83,6 +89,19 @@ export const serveOptions = {
     env: 'SIDECAR_INJECTOR_NAMESPACE_LOOKUP_TIMEOUT_MS',
     default: '2000',
     help: 'live namespace look-up timeout',
+  },
+  'kubernetes-version': {
+    kind: 'string',
+    value: 'X.Y',
+    env: 'SIDECAR_INJECTOR_KUBERNETES_VERSION',
+    help: 'serve for this Kubernetes version (else learned from the cluster: oldest kubelet, or the API server)',
+  },
+  'pod-security-action': {
+    kind: 'string',
+    value: 'ACTION',
+    env: 'SIDECAR_INJECTOR_POD_SECURITY_ACTION',
+    default: 'skip',
+    help: 'skip | deny | inject, for a template that would break the enforced Pod Security level',
   },
   'max-body-bytes': { kind: 'string', value: 'N', env: 'SIDECAR_INJECTOR_MAX_BODY_BYTES', default: String(defaultMaxBodyBytes), help: 'request body limit' },
   'log-level': { kind: 'string', value: 'LEVEL', env: 'SIDECAR_INJECTOR_LOG_LEVEL', default: 'info', help: 'pino level' },
@@ -177,6 +196,13 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
     if (typeof parsed === 'string') problems.push(parsed);
     else (namespaceLabels[parsed.namespace] ??= Object.create(null) as Record<string, string>)[parsed.key] = parsed.value;
   }
+  const versionText = option('kubernetes-version');
+  const kubernetesVersion = versionText === undefined ? undefined : parseKubernetesVersion(versionText);
+  if (versionText !== undefined && !kubernetesVersion) problems.push(kubernetesVersionProblem(versionText));
+  const podSecurityAction = option('pod-security-action') ?? 'skip';
+  if (!podSecurityActions.includes(podSecurityAction as PodSecurityAction)) {
+    problems.push(`--pod-security-action: expected ${podSecurityActions.join(', ')} (got ${JSON.stringify(podSecurityAction).slice(0, 80)})`);
+  }
   if (problems.length > 0) throw new ConfigError(problems);
   const namespaceLabelsFile = option('namespace-labels');
   return Object.freeze({
@@ -196,6 +222,13 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
     shutdownTimeoutMs,
     templateCheckIntervalMs,
     logLevel,
+    ...(kubernetesVersion ? { kubernetesVersion } : {}),
+    podSecurityAction: podSecurityAction as PodSecurityAction,
     timeouts: Object.freeze(timeouts),
   });
+}
+
+/** The problem with a `--kubernetes-version` that is not a version. */
+export function kubernetesVersionProblem(text: string): string {
+  return `--kubernetes-version: expected a version such as 1.28 or v1.29.3 (got ${JSON.stringify(text).slice(0, 80)})`;
 }

@@ -171,8 +171,8 @@ test('deployment: mounts the TLS Secret where --tls-cert and --tls-key point', (
   t.is(arg('tls-key'), `${certDir}/tls.key`);
 });
 
-test("rbac: get, list and watch on namespaces, nothing more, bound to the Deployment's service account", (t) => {
-  t.deepEqual(one(base, 'ClusterRole').rules, [{ apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list', 'watch'] }]);
+test("rbac: get, list and watch on namespaces and nodes, nothing more, bound to the Deployment's service account", (t) => {
+  t.deepEqual(one(base, 'ClusterRole').rules, [{ apiGroups: [''], resources: ['namespaces', 'nodes'], verbs: ['get', 'list', 'watch'] }]);
   const binding = one(base, 'ClusterRoleBinding');
   t.deepEqual(binding.subjects, [
     { kind: 'ServiceAccount', name: deployment().spec.template.spec.serviceAccountName, namespace: deployment().metadata.namespace },

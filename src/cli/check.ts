@@ -15,6 +15,47 @@ import { compileTemplateFiles, readTemplateFiles, type TemplateFile } from '../t
 import { createTemplateSet, type TemplateSet } from '../templates/set.js';
 import { isJsonObject, type JsonObject } from '../k8s/json.js';
 import type { Template } from '../templates/template.js';
+import { ConfigError } from '../errors.js';
+import { kubernetesVersionProblem } from '../config.js';
+import { formatVersion, parseKubernetesVersion, supportsNativeSidecars, type KubernetesVersion } from '../k8s/version.js';
+import { checkPodSecurity, describeViolations, type PodSecurityPolicy } from '../k8s/pod-security.js';
+import { templateInForm } from '../templates/forms.js';
+
+/** What `check` checks about the cluster, besides the templates themselves. */
+export interface ClusterCheck {
+  /** Check each template's rendering against this Pod Security level. */
+  readonly podSecurity?: PodSecurityPolicy;
+  /** Check each template in the form it takes at this version. */
+  readonly version?: KubernetesVersion;
+}
+
+/** Reads `--pod-security` and `--kubernetes-version`; throws ConfigError on a bad value. */
+export function clusterCheckOptions(values: Readonly<Record<string, unknown>>): ClusterCheck {
+  const problems: string[] = [];
+  const versionText = values['kubernetes-version'] as string | undefined;
+  const version = versionText === undefined ? undefined : parseKubernetesVersion(versionText);
+  if (versionText !== undefined && !version) problems.push(kubernetesVersionProblem(versionText));
+  const level = values['pod-security'] as string | undefined;
+  if (level !== undefined && level !== 'baseline' && level !== 'restricted') problems.push(`--pod-security: expected baseline or restricted (got ${JSON.stringify(level).slice(0, 80)})`);
+  if (problems.length > 0) throw new ConfigError(problems);
+  const podSecurity: PodSecurityPolicy | undefined =
+    level === undefined
+      ? undefined
+      : { level: level as 'baseline' | 'restricted', version: version ?? 'latest', label: `${level}:${version ? `v${formatVersion(version)}` : 'latest'}` };
+  return { ...(podSecurity ? { podSecurity } : {}), ...(version ? { version } : {}) };
+}
+
+/**
+ * The sample pod hardened to the restricted level (pod-level non-root and seccomp, each
+ * container without privilege escalation or capabilities): a template's violations are then its own.
+ */
+export function restrictedSamplePod(): JsonObject {
+  const pod = samplePod();
+  const spec = pod.spec as JsonObject;
+  spec.securityContext = { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } };
+  spec.containers = (spec.containers as JsonObject[]).map((c) => ({ ...c, securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } } }));
+  return pod;
+}
 
 /** A sample Deployment pod, as the webhook receives it (no name, generateName set). */
 export function samplePod(): JsonObject {
@@ -46,11 +87,20 @@ function schemaPath(message: string): string {
 }
 
 /** Renders one template into the sample pod and returns the problems of the result. */
-export function checkRendered(template: Template): TemplateProblem[] {
+export function checkRendered(template: Template, cluster: ClusterCheck = {}): TemplateProblem[] {
   const namespaceLabels = { 'kubernetes.io/metadata.name': 'sample', 'sidecar-injector.io/injection': 'enabled' };
-  const result = injectPod(samplePod(), [template], createTemplateSet([template]), { namespace: 'sample', namespaceLabels });
+  // Below 1.29 a template with the container fallback is injected in its container form.
+  const below = cluster.version && !supportsNativeSidecars(cluster.version) && template.nativeSidecars.length > 0;
+  const form = below && template.nativeSidecarFallback === 'container' ? templateInForm(template, 'container') : template;
+  const sample = cluster.podSecurity ? restrictedSamplePod() : samplePod();
+  const result = injectPod(sample, [form], createTemplateSet([template]), { namespace: 'sample', namespaceLabels });
   const problems: TemplateProblem[] = [];
-  const add = (message: string) => problems.push({ file: template.file, field: 'rendered into a sample pod', message });
+  const field = `rendered into a sample pod${below ? ` at Kubernetes ${formatVersion(cluster.version!)} (nativeSidecars fallback ${template.nativeSidecarFallback})` : ''}`;
+  const add = (message: string) => problems.push({ file: template.file, field, message });
+  if (cluster.podSecurity) {
+    const violations = checkPodSecurity(result.pod, cluster.podSecurity);
+    if (violations.length > 0) add(`violates PodSecurity "${cluster.podSecurity.label}": ${describeViolations(violations)}`);
+  }
   for (const warning of result.warnings) add(warning);
   for (const problem of podProblems(result.pod)) add(problem);
   try {
@@ -98,15 +148,15 @@ async function checkKustomization(dir: string, files: readonly string[]): Promis
 }
 
 /** Runs every check on `dir`; resolves with the set, or rejects with TemplateError listing every problem. */
-export async function check(dir: string): Promise<TemplateSet> {
-  return checkTemplateFiles(await readTemplateFiles(dir), dir);
+export async function check(dir: string, cluster: ClusterCheck = {}): Promise<TemplateSet> {
+  return checkTemplateFiles(await readTemplateFiles(dir), dir, cluster);
 }
 
 /**
  * Every check on template files already read: `check` runs it on a directory, and `serve` on
  * every set it loads (at start and on each reload), so a set `check` refuses is never served.
  */
-export async function checkTemplateFiles(files: readonly TemplateFile[], dir: string): Promise<TemplateSet> {
+export async function checkTemplateFiles(files: readonly TemplateFile[], dir: string, cluster: ClusterCheck = {}): Promise<TemplateSet> {
   const problems: TemplateProblem[] = [];
   let set: TemplateSet | undefined;
   try {
@@ -121,7 +171,7 @@ export async function checkTemplateFiles(files: readonly TemplateFile[], dir: st
       files.map((f) => f.name),
     )),
   );
-  for (const template of set?.templates ?? []) problems.push(...checkRendered(template));
+  for (const template of set?.templates ?? []) problems.push(...checkRendered(template, cluster));
   if (problems.length > 0 || !set) throw new TemplateError(problems);
   return set;
 }

@@ -39,16 +39,21 @@ const commands: Record<string, Command> = {
     usage: renderUsage,
     run: async (args) => {
       const { render } = await import('./render.js');
-      process.exitCode = await render(args, { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr });
+      process.exitCode = await render(args, { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr }, process.env);
     },
   },
   check: {
     usage: checkUsage,
     run: async (args) => {
-      const { check } = await import('./check.js');
-      const dir = parseOptions('check', checkOptions, args, {}, ['DIR']).positionals[0] ?? 'templates';
-      const set = await check(dir);
-      process.stdout.write(`ok: ${dir}: ${set.templates.map((t) => `${t.name}@${t.hash}`).join(', ')}\n`);
+      const { check, clusterCheckOptions } = await import('./check.js');
+      const parsed = parseOptions('check', checkOptions, args, process.env, ['DIR']);
+      const dir = parsed.positionals[0] ?? 'templates';
+      const cluster = clusterCheckOptions(parsed.values);
+      const set = await check(dir, cluster);
+      const against = [cluster.podSecurity ? `PodSecurity ${cluster.podSecurity.label}` : '', cluster.version ? `Kubernetes ${cluster.version.major}.${cluster.version.minor}` : '']
+        .filter(Boolean)
+        .join(', ');
+      process.stdout.write(`ok: ${dir}: ${set.templates.map((t) => `${t.name}@${t.hash}`).join(', ')}${against ? ` (checked for ${against})` : ''}\n`);
     },
   },
   certs: {

@@ -14,6 +14,10 @@ import { injectManifest, type InjectedManifest } from '../manifests/inject-manif
 import { parseNamespaceLabelFlag, metadataNameLabel, type NamespaceLabelSource } from '../namespaces/source.js';
 import { loadTemplateDir } from '../templates/load.js';
 import { loadLocalNamespaceSource } from '../namespaces/file.js';
+import { kubernetesVersionProblem } from '../config.js';
+import { decideVersion, parseKubernetesVersion } from '../k8s/version.js';
+import type { AdmitDeps } from '../pipeline/admit.js';
+import { podSecurityActions, type PodSecurityAction } from '../pipeline/pod-security-fit.js';
 
 /** Output streams and stdin, so that tests need no process. */
 export interface RenderIo {
@@ -44,8 +48,8 @@ async function readInput(file: string, io: RenderIo): Promise<string> {
 }
 
 /** Runs `render`; returns the exit code (0, or 1 when a pod would be refused). */
-export async function render(argv: readonly string[], io: RenderIo): Promise<number> {
-  const { values } = parseOptions('render', renderOptions, argv);
+export async function render(argv: readonly string[], io: RenderIo, env: Readonly<Record<string, string | undefined>> = {}): Promise<number> {
+  const { values } = parseOptions('render', renderOptions, argv, env);
   const file = values.filename as string | undefined;
   if (!file) throw new ConfigError(['-f FILE (or -f - for stdin) is required']);
   const labelFlags = (values['namespace-label'] as string[] | undefined) ?? [];
@@ -73,7 +77,15 @@ export async function render(argv: readonly string[], io: RenderIo): Promise<num
 
   const namespaceOption = values.namespace as string | undefined;
   const options = { ...(namespaceOption ? { namespace: namespaceOption } : {}), defaultNamespace: 'default', assumedOptIn };
-  const deps = { templates: () => set, namespaces };
+  const versionText = values['kubernetes-version'] as string | undefined;
+  const version = versionText === undefined ? undefined : parseKubernetesVersion(versionText);
+  if (versionText !== undefined && !version) throw new ConfigError([kubernetesVersionProblem(versionText)]);
+  const action = (values['pod-security-action'] as string | undefined) ?? 'skip';
+  if (!podSecurityActions.includes(action as PodSecurityAction)) {
+    throw new ConfigError([`--pod-security-action: expected ${podSecurityActions.join(', ')} (got ${JSON.stringify(action).slice(0, 80)})`]);
+  }
+  const decision = decideVersion(version ? { flag: version } : {});
+  const deps: AdmitDeps = { templates: () => set, namespaces, kubernetesVersion: () => decision, podSecurity: action as PodSecurityAction };
   const out: string[] = [];
   let refused = 0;
   for (const [index, doc] of docs.entries()) {

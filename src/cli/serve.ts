@@ -11,6 +11,7 @@ import { admitPod } from '../pipeline/admit.js';
 import { LabelKeys, LabelValues } from '../k8s/keys.js';
 import { Liveness } from '../liveness.js';
 import { createLocalNamespaceSource } from '../namespaces/source.js';
+import { decideVersion, formatVersion, type VersionDecision } from '../k8s/version.js';
 import { loadConfig, type Config } from '../config.js';
 import { ConfigError } from '../errors.js';
 import { createMetrics, type Metrics } from '../metrics.js';
@@ -21,12 +22,31 @@ import { TemplateStore } from '../templates/store.js';
 import { createCertificates } from '../tls/certificates.js';
 import { CertificateReloader, checkKeyPair, readKeyPair, type KeyPair } from '../tls/reloader.js';
 
-/** The namespace label source the configuration asks for; a cluster source is started and measured. */
-async function createNamespaceSource(config: Config, log: Logger, metrics: Metrics): Promise<NamespaceLabelSource & { stop?: () => void }> {
-  if (config.namespaceSource === 'local') return loadLocalNamespaceSource(config);
+/** What the cluster says about itself: namespace labels, and the version to serve for. */
+interface ClusterView {
+  readonly namespaces: NamespaceLabelSource & { stop?: () => void };
+  readonly version: () => VersionDecision;
+  readonly versionStatus: () => unknown;
+  stop(): void;
+}
+
+/** The namespace label source and version source the configuration asks for; cluster sources are started and measured. */
+async function createClusterView(config: Config, log: Logger, metrics: Metrics): Promise<ClusterView> {
+  if (config.namespaceSource === 'local') {
+    const namespaces = await loadLocalNamespaceSource(config);
+    const decision = decideVersion(config.kubernetesVersion ? { flag: config.kubernetesVersion } : {});
+    return { namespaces, version: () => decision, versionStatus: () => ({
+        kubernetesVersion: decision.version ? formatVersion(decision.version) : null,
+        source: decision.source,
+        reason: decision.reason,
+        apiServer: null,
+        nodes: null,
+      }), stop: () => {} };
+  }
   // Loaded only for the cluster source: the Kubernetes client is large.
   const { KubeConfig } = await import('@kubernetes/client-node');
   const { ClusterNamespaceSource } = await import('../namespaces/cluster.js');
+  const { ClusterVersionSource } = await import('../kube-api/cluster-version.js');
   const kubeConfig = new KubeConfig();
   try {
     if (config.kubeconfig) kubeConfig.loadFromFile(config.kubeconfig);
@@ -50,7 +70,21 @@ async function createNamespaceSource(config: Config, log: Logger, metrics: Metri
   source.on('change', measure);
   source.on('lookup-failed', () => metrics.namespaceLookupFailures.inc());
   source.start();
-  return source;
+  const versions = new ClusterVersionSource({
+    kubeConfig,
+    log: log.child({ component: 'versions' }),
+    ...(config.kubernetesVersion ? { flag: config.kubernetesVersion } : {}),
+  });
+  versions.start();
+  return {
+    namespaces: source,
+    version: () => versions.current(),
+    versionStatus: () => versions.status(),
+    stop: () => {
+      source.stop();
+      versions.stop();
+    },
+  };
 }
 
 /** The serving key pair: from files (checked to match), or a throw-away development CA. */
@@ -104,7 +138,8 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
   });
   templates.start();
 
-  const namespaces = await createNamespaceSource(config, log, metrics);
+  const cluster = await createClusterView(config, log, metrics);
+  const { namespaces } = cluster;
   const tls = await loadTls(config, log);
   metrics.certificateExpiry.set(tls.notAfter.getTime() / 1000);
   let draining = false;
@@ -127,12 +162,16 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
     maxBodyBytes: config.maxBodyBytes,
     templates: () => templates.current(),
     namespaces,
+    kubernetesVersion: cluster.version,
+    podSecurity: config.podSecurityAction,
     isReady: () => !draining && namespaces.isReady(),
     isDraining: () => draining,
     status: () => ({
       draining,
       templates: templates.status(),
       namespaces: namespaces.status(),
+      kubernetes: cluster.versionStatus(),
+      podSecurityAction: config.podSecurityAction,
       certificate: reloader?.status() ?? { notAfter: tls.notAfter.toISOString(), fingerprint256: tls.fingerprint256 },
     }),
   });
@@ -142,7 +181,7 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
   } catch (err) {
     // A port in use, an address this machine does not have: the configuration, not a bug.
     templates.stop();
-    namespaces.stop?.();
+    cluster.stop();
     throw new ConfigError([`cannot listen on ${config.host}:${config.port}: ${(err as Error).message}`]);
   }
   log.info({ notAfter: tls.notAfter.toISOString(), fingerprint256: tls.fingerprint256 }, 'serving certificate');
@@ -184,7 +223,7 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
       }
       templates.stop();
       reloader?.stop();
-      namespaces.stop?.();
+      cluster.stop();
       log.info({ reason }, 'stopped');
     })());
   for (const signal of ['SIGTERM', 'SIGINT'] as const) {

@@ -11,6 +11,8 @@ export const renderOptions = {
   'namespace-labels': { kind: 'string', value: 'FILE', help: 'YAML map: namespace -> labels' },
   'namespace-label': { kind: 'list', value: 'NS:KEY=VALUE', help: 'one namespace label (repeatable); with neither, every namespace counts as opted in' },
   explain: { kind: 'boolean', help: 'say on stderr, per object, what was injected or skipped and why' },
+  'kubernetes-version': { kind: 'string', value: 'X.Y', env: 'SIDECAR_INJECTOR_KUBERNETES_VERSION', help: 'render for this Kubernetes version (default: current features)' },
+  'pod-security-action': { kind: 'string', value: 'ACTION', default: 'skip', help: 'skip | deny | inject, for a template that would break the enforced Pod Security level' },
 } as const satisfies OptionTable;
 
 export const renderUsage = usageText(
@@ -19,8 +21,16 @@ export const renderUsage = usageText(
   'Pods, Deployments, StatefulSets, DaemonSets, ReplicaSets, ReplicationControllers, Jobs and\nCronJobs are injected; other objects are written back unchanged.\n',
 );
 
-/** `check` takes no flags, only the directory. */
-export const checkOptions = {} as const satisfies OptionTable;
+/** `check` takes the directory and two checks about the cluster. */
+export const checkOptions = {
+  'pod-security': { kind: 'string', value: 'LEVEL', help: "baseline | restricted: report each template's violations of that Pod Security level" },
+  'kubernetes-version': {
+    kind: 'string',
+    value: 'X.Y',
+    env: 'SIDECAR_INJECTOR_KUBERNETES_VERSION',
+    help: 'check each template in the form it takes at this version (and Pod Security rules of that version)',
+  },
+} as const satisfies OptionTable;
 
 export const checkUsage = usageText(
   'check [DIR]',

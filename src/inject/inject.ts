@@ -7,7 +7,7 @@
  * then skips identical references in constant time, so the cost of a call grows with what
  * changed plus one pass over the lists that grew, never quadratically.
  */
-import type { JsonObject } from '../k8s/json.js';
+import { isJsonObject, type JsonObject } from '../k8s/json.js';
 import type { RenderedTemplate } from '../templates/render.js';
 import { labelValueProblem } from '../k8s/label-syntax.js';
 import { AnnotationKeys } from '../k8s/keys.js';
@@ -25,6 +25,7 @@ import {
 } from './ledger.js';
 import type { PodParts } from '../k8s/pod.js';
 import { contains } from '../k8s/contains.js';
+import { addGrowth, grownResources, runsBesideApp, sidecarShare, type ResourceGrowth } from './pod-resources.js';
 
 /** The result of injection. `pod` is the input object itself when nothing was added. */
 export interface Injection {
@@ -40,6 +41,10 @@ export interface Injection {
   readonly warnings: readonly string[];
   /** The ledger after this call. */
   readonly ledger: Ledger;
+  /** Decisions worth explaining (`render --explain`, the log) but not worth a warning on every pod. */
+  readonly notes: readonly string[];
+  /** What the pod-level resources grew by in this call (pod-resources.ts), when they did. */
+  readonly resourceGrowth?: ResourceGrowth;
 }
 
 /** Labels and annotations of the pod minus the ones the injector added (per the ledger). */
@@ -205,9 +210,10 @@ class PodBuilder {
   }
 
   /** Assembles the new pod; shares every object that did not change. */
-  build(pod: JsonObject, ledgerText: string): JsonObject {
+  build(pod: JsonObject, ledgerText: string, growth: ResourceGrowth | undefined): JsonObject {
     const { parts } = this;
     const spec: JsonObject = { ...parts.spec };
+    if (growth && isJsonObject(parts.spec.resources)) spec.resources = grownResources(parts.spec.resources, growth);
     const grow = (list: readonly JsonObject[], front: JsonObject[], back: JsonObject[]) =>
       front.length === 0 && back.length === 0 ? list : [...front, ...list, ...back];
     if (this.front.initContainers.length + this.back.initContainers.length > 0) {
@@ -255,6 +261,8 @@ export function inject(
   sidecars: ReadonlySet<string> = new Set(),
 ): Injection {
   const builder = new PodBuilder(parts, owner, sidecars);
+  const notes: string[] = [];
+  let growth: ResourceGrowth | undefined;
   const next: Ledger = { v: 1, templates: Object.assign(Object.create(null) as Ledger['templates'], previous.templates) };
   const injected: string[] = [];
   const present: string[] = [];
@@ -267,7 +275,7 @@ export function inject(
       builder.warnings.push(`${t.name} not injected: its mounts would use the pod's own volume ${foreign}; rename that volume`);
       continue;
     }
-    const entry: LedgerEntry = { hash: t.hash };
+    const entry: LedgerEntry = t.form === 'container' ? { hash: t.hash, form: 'container' } : { hash: t.hash };
     let added = 0;
     const record = (kind: PodItemKind, key: string, ok: boolean) => {
       if (ok) {
@@ -275,8 +283,28 @@ export function inject(
         added++;
       }
     };
-    for (const c of t.initContainers) record('initContainers', c.name as string, builder.addContainer('initContainers', c, t.placement, t.name));
-    for (const c of t.containers) record('containers', c.name as string, builder.addContainer('containers', c, t.placement, t.name));
+    // The sidecars this call adds for the template: their share of a pod-level budget.
+    const besideApp: JsonObject[] = [];
+    for (const list of ['initContainers', 'containers'] as const) {
+      for (const c of t[list]) {
+        const added = builder.addContainer(list, c, t.placement, t.name);
+        record(list, c.name as string, added);
+        if (added && runsBesideApp(c, list)) besideApp.push(c);
+      }
+    }
+    const share = sidecarShare(parts.spec.resources, besideApp);
+    if (share) {
+      entry.podResources = share;
+      growth = growth ? addGrowth(growth, share) : share;
+    }
+    // A container placed first would become the one kubectl logs and exec pick (kubernetes#96986).
+    const firstApp = builder.appContainers[0];
+    if (t.placement === 'first' && entry.containers && firstApp !== undefined && !Object.hasOwn(parts.annotations, AnnotationKeys.defaultContainer)) {
+      const appName = parts.containers[firstApp]!.name as string;
+      const added = builder.addMetadata('annotations', AnnotationKeys.defaultContainer, appName, t.name);
+      record('annotations', AnnotationKeys.defaultContainer, added);
+      if (added) notes.push(`${AnnotationKeys.defaultContainer} set to ${appName}, the pod's first own container: ${t.name} places its container before it`);
+    }
     for (const v of t.volumes) record('volumes', v.name as string, builder.addVolume(v, t.name));
     for (const s of t.imagePullSecrets) record('imagePullSecrets', s.name as string, builder.addPullSecret(s));
     for (const [k, v] of Object.entries(t.labels)) record('labels', k, builder.addMetadata('labels', k, v, t.name));
@@ -304,7 +332,7 @@ export function inject(
     } else present.push(t.name);
   }
 
-  if (injected.length === 0) return { pod, changed: false, injected, present, conflicts, warnings: builder.warnings, ledger: previous };
-  const newPod = builder.build(pod, serializeLedger(next));
-  return { pod: newPod, changed: true, injected, present, conflicts, warnings: builder.warnings, ledger: next };
+  if (injected.length === 0) return { pod, changed: false, injected, present, conflicts, warnings: builder.warnings, ledger: previous, notes };
+  const newPod = builder.build(pod, serializeLedger(next), growth);
+  return { pod: newPod, changed: true, injected, present, conflicts, warnings: builder.warnings, ledger: next, notes, ...(growth ? { resourceGrowth: growth } : {}) };
 }

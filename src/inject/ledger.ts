@@ -7,6 +7,7 @@
 import { LedgerError } from '../errors.js';
 import { quote } from '../quote.js';
 import { isJsonObject, type JsonObject } from '../k8s/json.js';
+import { addGrowth, type ResourceGrowth } from './pod-resources.js';
 
 /** Items added to one of the pod's own containers, by key. */
 export interface AppContainerItems {
@@ -18,6 +19,8 @@ export interface AppContainerItems {
 /** What one template added, with the hash of the template version that added it. */
 export interface LedgerEntry {
   hash: string;
+  /** `container` when the template's native sidecars were injected as ordinary containers (templates/forms.ts). */
+  form?: 'container';
   containers?: string[];
   initContainers?: string[];
   volumes?: string[];
@@ -25,6 +28,8 @@ export interface LedgerEntry {
   labels?: string[];
   annotations?: string[];
   appContainers?: Record<string, AppContainerItems>;
+  /** What the template's sidecars added to the pod-level resources (pod-resources.ts): a record for readers, never acted on. */
+  podResources?: ResourceGrowth;
 }
 
 /** The whole ledger; `v` versions the format. */
@@ -100,6 +105,8 @@ function readLedger(text: string): Ledger {
   for (const [name, raw] of Object.entries(doc.templates)) {
     if (!isJsonObject(raw) || typeof raw.hash !== 'string') throw new LedgerError(`entry ${quote(name)} is malformed`);
     const entry: LedgerEntry = { hash: raw.hash };
+    if (raw.form === 'container') entry.form = 'container';
+    else if (raw.form !== undefined) throw new LedgerError(`${name}.form is malformed`);
     for (const kind of podItemKinds) {
       const list = stringList(raw[kind], `${name}.${kind}`);
       if (list) entry[kind] = list;
@@ -118,9 +125,26 @@ function readLedger(text: string): Ledger {
       }
       entry.appContainers = apps;
     }
+    if (raw.podResources !== undefined) entry.podResources = readGrowth(raw.podResources, name);
     templates[name] = entry;
   }
   return { v: 1, templates };
+}
+
+function readGrowth(raw: unknown, name: string): ResourceGrowth {
+  const malformed = () => new LedgerError(`${name}.podResources is malformed`);
+  if (!isJsonObject(raw)) throw malformed();
+  const growth: ResourceGrowth = {};
+  for (const [list, values] of Object.entries(raw)) {
+    if ((list !== 'requests' && list !== 'limits') || !isJsonObject(values)) throw malformed();
+    const map: Record<string, string> = Object.create(null);
+    for (const [resource, value] of Object.entries(values)) {
+      if (typeof value !== 'string') throw malformed();
+      map[resource] = value;
+    }
+    growth[list] = map;
+  }
+  return growth;
 }
 
 /** The annotation text for a ledger: templates sorted by name, so equal ledgers serialise equally. */
@@ -166,6 +190,10 @@ export function indexLedger(ledger: Ledger): Ownership {
 export function mergeEntries(before: LedgerEntry | undefined, added: LedgerEntry): LedgerEntry {
   if (!before) return added;
   const out: LedgerEntry = { ...before, hash: added.hash };
+  if (added.form) out.form = added.form;
+  else delete out.form;
+  const podResources = addGrowth(before.podResources, added.podResources);
+  if (podResources) out.podResources = podResources;
   for (const kind of podItemKinds) {
     if (added[kind]) out[kind] = union(before[kind], added[kind]);
   }

@@ -23,7 +23,9 @@ import { skeletonOf, type Skeleton } from '../templates/render.js';
 import type { TemplateSet } from '../templates/set.js';
 import type { JsonObject } from '../k8s/json.js';
 import type { Template } from '../templates/template.js';
-import { contains, containsContainer } from '../k8s/contains.js';
+import { templateInForm } from '../templates/forms.js';
+import { anyValue, contains, containsContainer } from '../k8s/contains.js';
+import { AnnotationKeys } from '../k8s/keys.js';
 import {
   appItemKinds,
   emptyLedger,
@@ -80,7 +82,7 @@ function skeletonIndex(template: Template): SkeletonIndex {
       volumes: byName(s.volumes),
       imagePullSecrets: byName(s.imagePullSecrets),
       labels: new Map(Object.entries(s.labels)),
-      annotations: new Map(Object.entries(s.annotations)),
+      annotations: new Map<string, unknown>(Object.entries(s.annotations)),
     },
     app: {
       env: new Map(s.appEnv.map((item) => [itemKey('env', item), item as unknown])),
@@ -88,6 +90,8 @@ function skeletonIndex(template: Template): SkeletonIndex {
       volumeMounts: new Map(s.appVolumeMounts.map((item) => [itemKey('volumeMounts', item), item as unknown])),
     },
   };
+  // A template placing a container first sets the default container to the pod's own (inject.ts).
+  if (template.placement === 'first' && s.containers.length > 0) (index.pod.annotations as Map<string, unknown>).set(AnnotationKeys.defaultContainer, anyValue);
   indexes.set(template, index);
   return index;
 }
@@ -161,13 +165,17 @@ export function checkLedger(claimed: Ledger, parts: PodParts, set: TemplateSet):
   const entries = Object.entries(claimed.templates);
 
   for (const [name, entry] of entries) {
-    const template = set.byName.get(name);
-    if (!template) {
+    const inForce = set.byName.get(name);
+    if (!inForce) {
       retired[name] = entry;
       continue;
     }
-    const skeleton = skeletonIndex(template);
+    // Checked against the form the ledger says was injected: a second call keeps that form.
+    const skeleton = skeletonIndex(templateInForm(inForce, entry.form ?? 'native'));
     const kept: LedgerEntry = { hash: entry.hash };
+    if (entry.form) kept.form = entry.form;
+    // A record for readers only (never acted on), carried with the template's believed entry.
+    if (entry.podResources) kept.podResources = entry.podResources;
     let items = 0;
     for (const kind of podItemKinds) {
       // Deduplicated: a forged list may repeat one key a hundred thousand times.
@@ -200,10 +208,10 @@ export function checkLedger(claimed: Ledger, parts: PodParts, set: TemplateSet):
 
   // App-container claims last: they hold only for containers that are not ours.
   for (const [name, entry] of entries) {
-    const template = set.byName.get(name);
+    const inForce = set.byName.get(name);
     const kept = believed.templates[name];
-    if (!template || !kept || !entry.appContainers) continue;
-    const skeleton = skeletonIndex(template);
+    if (!inForce || !kept || !entry.appContainers) continue;
+    const skeleton = skeletonIndex(templateInForm(inForce, entry.form ?? 'native'));
     const apps: Record<string, AppContainerItems> = Object.create(null);
     let items = 0;
     for (const [containerName, claims] of Object.entries(entry.appContainers)) {

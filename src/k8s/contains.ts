@@ -9,6 +9,7 @@
  * that depend on the pod match any string; quantities compare by value; an image matches
  * across a registry mirror or a digest pin.
  */
+import { sameQuantity } from './quantity.js';
 import { isJsonObject } from './json.js';
 
 /**
@@ -62,34 +63,9 @@ const defaultedNestedFields: ReadonlySet<string> = new Set([
   'requests',
 ]);
 
-const quantityRe = /^([+-]?)(\d+(?:\.\d*)?|\.\d+)(?:(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)|[eE]([+-]?\d{1,3}))?$/;
-const binary: Record<string, number> = { Ki: 10, Mi: 20, Gi: 30, Ti: 40, Pi: 50, Ei: 60 };
-const decimal: Record<string, number> = { n: -9, u: -6, m: -3, k: 3, M: 6, G: 9, T: 12, P: 15, E: 18 };
-
-/** A Kubernetes quantity as an exact fraction `num / den`, or undefined when the text is not one. */
-function quantity(value: unknown): { num: bigint; den: bigint } | undefined {
-  const text = typeof value === 'number' && Number.isFinite(value) ? String(value) : value;
-  if (typeof text !== 'string' || text.length > 64) return undefined;
-  const m = quantityRe.exec(text);
-  if (!m) return undefined;
-  const [, sign, digits, suffix, exponent] = m;
-  const [whole, fraction = ''] = digits!.split('.');
-  let num = BigInt(`${whole || '0'}${fraction}`) * (sign === '-' ? -1n : 1n);
-  let den = 10n ** BigInt(fraction.length);
-  const scale = suffix ? decimal[suffix] : exponent ? Number(exponent) : 0;
-  if (suffix && binary[suffix] !== undefined) num *= 2n ** BigInt(binary[suffix]!);
-  else if (scale !== undefined && scale > 0) num *= 10n ** BigInt(scale);
-  else if (scale !== undefined && scale < 0) den *= 10n ** BigInt(-scale);
-  return { num, den };
-}
-
 /** True when two scalars are equal, or are the same Kubernetes quantity written differently. */
 export function sameScalar(a: unknown, b: unknown): boolean {
-  if (a === b) return true;
-  const qa = quantity(a);
-  if (!qa) return false;
-  const qb = quantity(b);
-  return qb !== undefined && qa.num * qb.den === qb.num * qa.den;
+  return a === b || sameQuantity(a, b);
 }
 
 /** An image reference split as the container runtime reads it: registry, repository, tag, digest. */

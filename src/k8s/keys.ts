@@ -25,4 +25,13 @@ export const AnnotationKeys = {
    * reference service accounts, secrets or config maps (CONTRACT R-69); they are never injected.
    */
   mirror: 'kubernetes.io/config.mirror',
+  /** The container `kubectl logs` and `kubectl exec` use when none is named (else the first in `containers`). */
+  defaultContainer: 'kubectl.kubernetes.io/default-container',
+} as const;
+
+/** The Pod Security Admission labels of a namespace (CONTRACT R-71), per mode: level and version. */
+export const PodSecurityLabels = {
+  enforce: { level: 'pod-security.kubernetes.io/enforce', version: 'pod-security.kubernetes.io/enforce-version' },
+  warn: { level: 'pod-security.kubernetes.io/warn', version: 'pod-security.kubernetes.io/warn-version' },
+  audit: { level: 'pod-security.kubernetes.io/audit', version: 'pod-security.kubernetes.io/audit-version' },
 } as const;

@@ -145,3 +145,22 @@ export function podOs(parts: PodParts): 'linux' | 'windows' {
   const selector = isJsonObject(parts.spec.nodeSelector) ? parts.spec.nodeSelector['kubernetes.io/os'] : undefined;
   return selector === 'windows' ? 'windows' : 'linux';
 }
+
+/**
+ * Why the pod runs to completion, or undefined when it runs until deleted: owned by a Job
+ * (its Job completes only when the pod's containers all exit), or `restartPolicy` Never or
+ * OnFailure. Such a pod must never get a long-running ordinary container.
+ */
+export function runsToCompletion(parts: PodParts): string | undefined {
+  const owners = parts.metadata.ownerReferences;
+  if (Array.isArray(owners)) {
+    for (const owner of owners) {
+      if (isJsonObject(owner) && owner.kind === 'Job' && typeof owner.apiVersion === 'string' && owner.apiVersion.startsWith('batch/')) {
+        return `it belongs to Job ${quote(typeof owner.name === 'string' ? owner.name : '')}`;
+      }
+    }
+  }
+  const policy = parts.spec.restartPolicy;
+  if (policy === 'Never' || policy === 'OnFailure') return `its restartPolicy is ${policy}`;
+  return undefined;
+}

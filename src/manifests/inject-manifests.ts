@@ -7,6 +7,8 @@
 import { admitPod, type AdmitDeps, type PodOutcome } from '../pipeline/admit.js';
 import { podItemKinds, type LedgerEntry } from '../inject/ledger.js';
 import { isJsonObject, type JsonObject } from '../k8s/json.js';
+import { AnnotationKeys, LabelKeys } from '../k8s/keys.js';
+import { clusterWarning } from '../pipeline/cluster-warnings.js';
 
 /** Where the pod template of each supported kind lives. */
 const podTemplatePaths: Record<string, readonly string[]> = {
@@ -71,6 +73,7 @@ function explain(outcome: PodOutcome, assumedOptIn: boolean): string[] {
   }
   for (const skip of outcome.selection?.skipped ?? []) lines.push(`${skip.template}: skipped — ${skip.message.replace(`${skip.template}: `, '')}`);
   for (const warning of outcome.warnings) lines.push(`warning: ${warning}`);
+  for (const note of outcome.notes ?? []) lines.push(`note: ${note}`);
   return lines;
 }
 
@@ -131,13 +134,31 @@ export async function injectManifest(object: unknown, options: ManifestOptions, 
   const template = getPath(object, path);
   if (!template) return { object, changed: false, refused: false, label, explanation: ['has no pod template; left as is'] };
   const templateMetadata = isJsonObject(template.metadata) ? template.metadata : {};
+  const misplaced = misplacedOptIn(kind, metadata, templateMetadata, path);
   // The pod its controller would create: generateName from the workload, the namespace filled (R-24).
   const pod = { apiVersion: 'v1', kind: 'Pod', metadata: { ...templateMetadata, generateName: `${name}-`, namespace }, spec: template.spec };
   const outcome = await admitPod({ pod, namespace, name: '' }, deps);
-  if (outcome.decision !== 'patched')
-    return { object, changed: false, refused: outcome.decision === 'denied', label, explanation: explain(outcome, options.assumedOptIn) };
+  const explanation = [...explain(outcome, options.assumedOptIn), ...misplaced];
+  if (outcome.decision !== 'patched') return { object, changed: false, refused: outcome.decision === 'denied', label, explanation };
   const injected = outcome.injection.pod;
   const { generateName: _generateName, namespace: _namespace, ...newMetadata } = injected.metadata as JsonObject;
   const newTemplate = { ...template, metadata: newMetadata, spec: injected.spec };
-  return { object: setPath(object, path, newTemplate), changed: true, refused: false, label, explanation: explain(outcome, options.assumedOptIn) };
+  return { object: setPath(object, path, newTemplate), changed: true, refused: false, label, explanation };
+}
+
+/**
+ * Warnings for opt-in or opt-out metadata put on the workload instead of its pod template:
+ * pods never see the workload's own labels and annotations (a common mistake).
+ */
+function misplacedOptIn(kind: string, workload: JsonObject, podTemplate: JsonObject, path: readonly string[]): string[] {
+  const lines: string[] = [];
+  const has = (metadata: JsonObject, field: 'labels' | 'annotations', key: string) => isJsonObject(metadata[field]) && Object.hasOwn(metadata[field], key);
+  const where = path.join('.');
+  if (has(workload, 'labels', LabelKeys.podOptOut) && !has(podTemplate, 'labels', LabelKeys.podOptOut)) {
+    lines.push(`warning: ${clusterWarning('misplaced-opt-in', kind, `label ${LabelKeys.podOptOut}`, where)}`);
+  }
+  if (has(workload, 'annotations', AnnotationKeys.request) && !has(podTemplate, 'annotations', AnnotationKeys.request)) {
+    lines.push(`warning: ${clusterWarning('misplaced-opt-in', kind, `annotation ${AnnotationKeys.request}`, where)}`);
+  }
+  return lines;
 }

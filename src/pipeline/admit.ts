@@ -16,12 +16,22 @@ import { AnnotationKeys } from '../k8s/keys.js';
 import { parsePod, podDisplayName, podOs } from '../k8s/pod.js';
 import { admissionProblem, annotationBytes, maxAnnotationBytes } from '../k8s/pod-validation.js';
 import { cut } from '../quote.js';
+import { runsToCompletion } from '../k8s/pod.js';
+import type { VersionDecision } from '../k8s/version.js';
+import { planNativeSidecars } from './native-sidecars.js';
+import { fitPodSecurity, type PodSecurityAction } from './pod-security-fit.js';
+import { clusterWarning } from './cluster-warnings.js';
+import { describeGrowth } from '../inject/pod-resources.js';
 
 /** What admission needs from the rest of the process. */
 export interface AdmitDeps {
   /** The template set in force (read once per pod, so a reload takes effect at once). */
   readonly templates: () => TemplateSet;
   readonly namespaces: NamespaceLabelSource;
+  /** The Kubernetes version the injector serves for (k8s/version.ts); undefined: unknown, current features. */
+  readonly kubernetesVersion?: () => VersionDecision | undefined;
+  /** What a template that would break the namespace's enforced Pod Security level gets. @default 'skip' */
+  readonly podSecurity?: PodSecurityAction;
 }
 
 interface Common {
@@ -33,6 +43,8 @@ interface Common {
   /** The templates selected for this pod, empty when none. */
   readonly templates: readonly Template[];
   readonly selection?: Selection;
+  /** Decisions explained in `render --explain` and the log, not in warnings. */
+  readonly notes?: readonly string[];
 }
 
 /** The outcome for one pod. */
@@ -88,7 +100,8 @@ export async function admitPod(input: PodInput, deps: AdmitDeps): Promise<PodOut
     const warnings: string[] = [...prepared.warnings];
     const namespaceLabels = await deps.namespaces.labelsOf(namespace);
     const selection = select({ namespace, namespaceLabels, podLabels: own.labels, podAnnotations: own.annotations, podOs: podOs(parts) }, set);
-    const common = { podName, namespace, warnings, selection, templates: selection.templates };
+    const notes: string[] = [];
+    const common = { podName, namespace, warnings, notes, selection, templates: selection.templates };
     // A template the pod asked for by name and did not get deserves a sentence.
     const requested = new Set(requestedTemplates(own.annotations));
     // So does a template skipped because of the pod's operating system.
@@ -113,10 +126,24 @@ export async function admitPod(input: PodInput, deps: AdmitDeps): Promise<PodOut
       default:
         return { ...common, decision: 'allowed', reason: selection.reason, message: say(selection.reason) };
     }
-    const injection = injectTemplates(prepared, selection.templates, { namespace, namespaceLabels, requestName: input.name });
+    // What the cluster runs: native sidecars only from 1.29, else each template's fallback.
+    const plan = planNativeSidecars(selection.templates, deps.kubernetesVersion?.(), ledger.believed, runsToCompletion(parts));
+    warnings.push(...plan.warnings);
+    if (plan.denial) return denial('native-sidecars-unsupported', say('native-sidecars-unsupported', plan.denial.message), selection.templates);
+    const place = { namespace, namespaceLabels, requestName: input.name };
+    const injectOnly = (templates: readonly Template[]) => injectTemplates(prepared, templates, place);
+    const fit = fitPodSecurity(input.pod, injectOnly(plan.templates), plan.templates, namespaceLabels, deps.podSecurity ?? 'skip', injectOnly);
+    warnings.push(...fit.warnings);
+    if (fit.denial) return denial('pod-security', say('pod-security', fit.denial), plan.templates);
+    const injection = fit.injection;
     warnings.push(...injection.warnings);
+    if (injection.resourceGrowth) warnings.push(clusterWarning('pod-resources-grown', injection.injected.join(', '), describeGrowth(injection.resourceGrowth)));
+    notes.push(...injection.notes, ...fit.notes);
+    if (fit.templates.length === 0 && !injection.changed) {
+      return { ...common, decision: 'allowed', reason: 'cluster-unfit', message: say('cluster-unfit', selection.templates.map((t) => t.name)), injection };
+    }
     if (!injection.changed) {
-      const all = selection.templates.every((t) => Object.hasOwn(ledger.believed.templates, t.name));
+      const all = fit.templates.every((t) => Object.hasOwn(ledger.believed.templates, t.name));
       if (injection.conflicts.length > 0) {
         return { ...common, decision: 'allowed', reason: 'template-conflict', message: say('template-conflict', injection.conflicts), injection };
       }

@@ -38,6 +38,10 @@ export const reasons = {
     say: (namespace: string) => `namespace ${namespace} does not have label ${LabelKeys.namespaceOptIn}=${LabelValues.enabled}`,
   },
   'no-template-matched': { decision: 'allowed', say: () => 'no template matches this pod' },
+  'cluster-unfit': {
+    decision: 'allowed',
+    say: (templates: readonly string[]) => `not injected: ${templates.join(', ')} would not run in this cluster as it is (the warnings say why)`,
+  },
   // Reviews that are not ours.
   'operation-not-create': { decision: 'allowed', say: (operation: string) => `operation ${operation} is not CREATE` },
   'not-a-pod': { decision: 'allowed', say: (kind: string) => `kind ${kind} is not a core Pod` },
@@ -56,6 +60,13 @@ export const reasons = {
     code: 400,
     say: (unknown: readonly string[], available: readonly string[]) =>
       `annotation ${AnnotationKeys.request} names ${quoteList(unknown)}, which ${unknown.length === 1 ? 'is' : 'are'} not a sidecar template here (available: ${available.join(', ') || 'none'}); fix the annotation or add the template`,
+  },
+  'native-sidecars-unsupported': { decision: 'denied', code: 400, say: (message: string) => message },
+  'pod-security': {
+    decision: 'denied',
+    code: 403,
+    otherwise: 'the template is left out with a warning (--pod-security skip, the default), or injected with a warning (inject)',
+    say: (message: string) => message,
   },
   'namespace-unknown': {
     decision: 'denied',

@@ -11,6 +11,8 @@ import { renderSegments, resolve, type RenderContext, type Segment } from './pla
 export interface RenderedTemplate {
   readonly name: string;
   readonly hash: string;
+  /** The form rendered (templates/forms.ts): recorded in the ledger so that a second call uses the same. */
+  readonly form: Template['form'];
   readonly placement: Template['placement'];
   readonly containers: JsonObject[];
   readonly initContainers: JsonObject[];
@@ -138,6 +140,7 @@ function renderFresh(template: Template, context: RenderContext, skeleton = fals
   return {
     name: template.name,
     hash: template.hash,
+    form: template.form,
     placement: template.placement,
     containers: list(body.containers),
     initContainers: list(body.initContainers),

@@ -17,6 +17,17 @@ export type InjectionMode = 'automatic' | 'on-request';
 /** Where a template's containers go in `containers` / `initContainers`. */
 export type Placement = 'first' | 'last';
 
+/**
+ * What a template's native sidecars (init containers with `restartPolicy: Always`) become
+ * where the cluster does not support them (below 1.29): ordinary containers, nothing (the
+ * template is skipped), or a denied pod.
+ */
+export type NativeSidecarFallback = 'container' | 'skip' | 'deny';
+export const nativeSidecarFallbacks: readonly NativeSidecarFallback[] = ['container', 'skip', 'deny'];
+
+/** The form a template is injected in: as written, or with its native sidecars as ordinary containers. */
+export type TemplateForm = 'native' | 'container';
+
 /** A pod's operating system, as `spec.os.name` names it. */
 export type PodOs = 'linux' | 'windows';
 
@@ -73,6 +84,12 @@ export interface Template {
   readonly body: TemplateBody;
   /** The pod operating systems (`spec.os.name`) the template's containers run on; other pods skip it. */
   readonly os: readonly PodOs[];
+  /** Names of its init containers with `restartPolicy: Always` (native sidecars), in order. */
+  readonly nativeSidecars: readonly string[];
+  /** What they become on clusters without native sidecars. @default 'container' */
+  readonly nativeSidecarFallback: NativeSidecarFallback;
+  /** `native` as compiled; `container` for the variant templates/forms.ts derives. */
+  readonly form: TemplateForm;
   /** Every value of the pod or namespace the template reads; a rendering depends on these only. */
   readonly references: readonly Reference[];
   /** Placeholders in the template (each may repeat a value in the output): sizes the render cache's accounting. */
@@ -97,6 +114,7 @@ const topLevelFields = new Set([
   'annotations',
   'imagePullSecrets',
   'os',
+  'nativeSidecars',
 ]);
 const appContainerFields = new Set(['env', 'envFrom', 'volumeMounts']);
 
@@ -284,6 +302,30 @@ function checkStringMap(map: unknown, field: string, problems: Problems, isLabel
   return Object.entries(map);
 }
 
+/** `nativeSidecars: { fallback: container | skip | deny }`, and the names of the init containers it concerns. */
+function checkNativeSidecars(raw: unknown, initContainers: readonly JsonObject[], problems: Problems): { names: string[]; fallback: NativeSidecarFallback } {
+  const names: string[] = [];
+  initContainers.forEach((container, i) => {
+    const policy = container.restartPolicy;
+    if (policy === undefined) return;
+    if (policy !== 'Always') problems.add(`initContainers[${i}].restartPolicy`, 'may only be Always (a native sidecar), as literal text');
+    else if (typeof container.name === 'string') names.push(container.name);
+  });
+  let fallback: NativeSidecarFallback = 'container';
+  if (raw !== undefined && raw !== null) {
+    if (!isJsonObject(raw)) problems.add('nativeSidecars', 'must be a map with a fallback');
+    else {
+      for (const key of Object.keys(raw)) if (key !== 'fallback') problems.add(`nativeSidecars.${key}`, 'unknown field (expected fallback)');
+      if (raw.fallback !== undefined) {
+        if (!nativeSidecarFallbacks.includes(raw.fallback as NativeSidecarFallback)) {
+          problems.add('nativeSidecars.fallback', `must be one of ${nativeSidecarFallbacks.join(', ')}`);
+        } else fallback = raw.fallback as NativeSidecarFallback;
+      }
+    }
+  }
+  return { names, fallback };
+}
+
 /** `os: [linux]` (the default) or a list of linux and windows; windows forbids Linux-only security fields. */
 function checkOs(raw: unknown, containers: readonly unknown[], problems: Problems): PodOs[] {
   if (raw === undefined || raw === null) return ['linux'];
@@ -388,6 +430,7 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
   const annotations = checkStringMap(doc.annotations, 'annotations', problems, false);
   const pullSecrets = checkNamedList(doc.imagePullSecrets, 'imagePullSecrets', problems, new Set(), 'imagePullSecret');
   const os = checkOs(doc.os, [...containers, ...initContainers], problems);
+  const native = checkNativeSidecars(doc.nativeSidecars, initContainers, problems);
 
   const allReferences: Reference[] = [];
   const compileList = (list: readonly unknown[], field: string) =>
@@ -420,6 +463,9 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
     params: Object.freeze(params),
     body,
     os,
+    nativeSidecars: native.names,
+    nativeSidecarFallback: native.fallback,
+    form: 'native',
     references: uniqueReferences(allReferences),
     placeholderCount: allReferences.length,
     staticBytes: canonical.length,

@@ -1,0 +1,95 @@
+/**
+ * Pod-level resources (`spec.resources`, KEP-2837; CONTRACT R-72). When a pod sets them, the
+ * API server requires the containers' aggregate requests within the pod's requests and each
+ * container's limits within the pod's limits. A sidecar must not eat the app's budget or get
+ * the pod rejected, so the pod's budget grows by the sidecars' share: for every resource the
+ * pod budgets (in `requests` or `limits`), the sum of what the added sidecars request or limit.
+ * Only sidecars count (containers, and init containers with `restartPolicy: Always`): an
+ * ordinary init container runs before the app and alone. Pure.
+ */
+import { isJsonObject, type JsonObject } from '../k8s/json.js';
+import { addQuantities, formatQuantity, parseQuantity, type Quantity } from '../k8s/quantity.js';
+
+/** What was added to the pod's budget, per list and resource name, as quantity text. */
+export interface ResourceGrowth {
+  requests?: Record<string, string>;
+  limits?: Record<string, string>;
+}
+
+const lists = ['requests', 'limits'] as const;
+
+/** True when `container` runs beside the app containers (a regular container or a native sidecar). */
+export function runsBesideApp(container: JsonObject, list: 'containers' | 'initContainers'): boolean {
+  return list === 'containers' || container.restartPolicy === 'Always';
+}
+
+/** The share `sidecars` claim of the pod's budget `podResources`; undefined when nothing is budgeted or claimed. */
+export function sidecarShare(podResources: unknown, sidecars: readonly JsonObject[]): ResourceGrowth | undefined {
+  if (!isJsonObject(podResources) || sidecars.length === 0) return undefined;
+  let share: ResourceGrowth | undefined;
+  for (const list of lists) {
+    const budget = podResources[list];
+    if (!isJsonObject(budget)) continue;
+    for (const name of Object.keys(budget)) {
+      let sum: Quantity | undefined;
+      for (const sidecar of sidecars) {
+        const own = isJsonObject(sidecar.resources) && isJsonObject(sidecar.resources[list]) ? sidecar.resources[list][name] : undefined;
+        const q = parseQuantity(own);
+        if (q && q.num > 0n) sum = sum ? addQuantities(sum, q) : q;
+      }
+      if (sum) ((share ??= {})[list] ??= Object.create(null) as Record<string, string>)[name] = formatQuantity(sum);
+    }
+  }
+  return share;
+}
+
+/** Adds two growths (the same sidecars' shares recorded over two calls). */
+export function addGrowth(a: ResourceGrowth | undefined, b: ResourceGrowth | undefined): ResourceGrowth | undefined {
+  if (!a) return b;
+  if (!b) return a;
+  const out: ResourceGrowth = {};
+  for (const list of lists) {
+    const merged: Record<string, string> = Object.assign(Object.create(null), a[list]);
+    for (const [name, value] of Object.entries(b[list] ?? {})) {
+      const before = parseQuantity(merged[name]);
+      const added = parseQuantity(value);
+      merged[name] = before && added ? formatQuantity(addQuantities(before, added)) : value;
+    }
+    if (Object.keys(merged).length > 0) out[list] = merged;
+  }
+  return out;
+}
+
+/**
+ * The pod's `spec.resources` grown by `growth`; resources whose budget is not a quantity are
+ * left as they are (the API server refuses such a pod anyway).
+ */
+export function grownResources(podResources: JsonObject, growth: ResourceGrowth): JsonObject {
+  const out: JsonObject = { ...podResources };
+  for (const list of lists) {
+    const add = growth[list];
+    const budget = podResources[list];
+    if (!add || !isJsonObject(budget)) continue;
+    const next: JsonObject = { ...budget };
+    for (const [name, value] of Object.entries(add)) {
+      const before = parseQuantity(budget[name]);
+      const extra = parseQuantity(value);
+      if (before && extra) next[name] = formatQuantity(addQuantities(before, extra));
+    }
+    out[list] = next;
+  }
+  return out;
+}
+
+/** `cpu +10m, memory +64Mi (requests); memory +128Mi (limits)`. */
+export function describeGrowth(growth: ResourceGrowth): string {
+  return lists
+    .filter((list) => growth[list] && Object.keys(growth[list]!).length > 0)
+    .map(
+      (list) =>
+        `${Object.entries(growth[list]!)
+          .map(([name, value]) => `${name} +${value}`)
+          .join(', ')} (${list})`,
+    )
+    .join('; ');
+}

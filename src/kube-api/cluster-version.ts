@@ -1,0 +1,151 @@
+/**
+ * The cluster's Kubernetes version, learned: the API server's `/version` (read at start and
+ * every `versionRefreshMs`) and every node's kubelet (`status.nodeInfo.kubeletVersion`, kept by
+ * a reflector over Nodes). k8s/version.ts decides from these; this module only gathers them.
+ * A cluster whose nodes cannot be read (RBAC) still gives the API server's version.
+ */
+import { EventEmitter } from 'node:events';
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { decideVersion, type KubernetesVersion, type NodeVersion, type VersionDecision } from '../k8s/version.js';
+import { Reflector, type ReflectorTuning } from './reflector.js';
+import { getJson } from './request.js';
+
+export interface ClusterVersionOptions extends ReflectorTuning {
+  readonly kubeConfig: KubeConfig;
+  readonly log: Logger;
+  /** `--kubernetes-version`: when given, it decides (the cluster is still read, for /status). */
+  readonly flag?: KubernetesVersion;
+  /** How often `/version` is read again (API servers are upgraded in place). @default 600000 */
+  readonly versionRefreshMs?: number;
+  /** Timeout of the `/version` GET. @default 5000 */
+  readonly requestTimeoutMs?: number;
+}
+
+interface NodeObject {
+  metadata?: { name?: string; resourceVersion?: string };
+  status?: { nodeInfo?: { kubeletVersion?: unknown } };
+}
+
+/** What /status shows about the cluster's version. */
+export interface ClusterVersionStatus {
+  readonly kubernetesVersion: string | null;
+  readonly source: VersionDecision['source'];
+  readonly reason: string;
+  readonly apiServer: string | null;
+  readonly nodes: number | null;
+}
+
+/** Emits `change` (decision) whenever the decided version or its source changes. */
+export class ClusterVersionSource extends EventEmitter {
+  private readonly kubelets = new Map<string, string>();
+  private readonly reflector: Reflector<NodeObject>;
+  private apiServer: string | undefined;
+  private nodesProblem: string | undefined;
+  private decision: VersionDecision;
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = true;
+
+  constructor(private readonly options: ClusterVersionOptions) {
+    super();
+    this.reflector = new Reflector<NodeObject>({
+      ...options,
+      path: '/api/v1/nodes',
+      what: 'node',
+      replace: (items) => {
+        this.kubelets.clear();
+        for (const item of items) this.store(item);
+        this.nodesProblem = undefined;
+        this.decide();
+      },
+      apply: (type, object) => {
+        // Nodes change often (conditions, images); the decision depends only on kubelet versions.
+        const name = object.metadata?.name ?? '';
+        const before = this.kubelets.get(name);
+        if (type === 'DELETED') this.kubelets.delete(name);
+        else this.store(object);
+        if (this.kubelets.get(name) !== before) this.decide();
+      },
+    });
+    this.reflector.on('rejected', (err: Error) => {
+      if (this.reflector.isSynced()) return;
+      this.nodesProblem = err.message.slice(0, 200);
+      this.decide();
+    });
+    this.decision = this.facts();
+  }
+
+  /** The version decided now; `version` undefined when nothing is known. */
+  current(): VersionDecision {
+    return this.decision;
+  }
+
+  status(): ClusterVersionStatus {
+    const { version, source, reason } = this.decision;
+    return {
+      kubernetesVersion: version ? `${version.major}.${version.minor}` : null,
+      source,
+      reason,
+      apiServer: this.apiServer ?? null,
+      nodes: this.reflector.isSynced() ? this.kubelets.size : null,
+    };
+  }
+
+  start(): void {
+    if (!this.stopped) return;
+    this.stopped = false;
+    this.reflector.start();
+    void this.readApiServerVersion();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    this.reflector.stop();
+  }
+
+  private store(node: NodeObject): void {
+    const name = node.metadata?.name;
+    if (typeof name !== 'string') return;
+    const version = node.status?.nodeInfo?.kubeletVersion;
+    this.kubelets.set(name, typeof version === 'string' ? version.slice(0, 100) : '');
+  }
+
+  private async readApiServerVersion(): Promise<void> {
+    if (this.stopped) return;
+    let retryMs = this.options.versionRefreshMs ?? 600_000;
+    try {
+      const answer = (await getJson(this.options.kubeConfig, '/version', this.options.requestTimeoutMs ?? 5000)) as { gitVersion?: unknown };
+      this.apiServer = typeof answer?.gitVersion === 'string' ? answer.gitVersion.slice(0, 100) : '';
+      this.decide();
+    } catch (err) {
+      this.options.log.warn({ err: (err as Error).message }, 'cannot read the API server version; retrying');
+      retryMs = Math.min(retryMs, 10_000);
+    }
+    if (this.stopped) return;
+    this.timer = setTimeout(() => void this.readApiServerVersion(), retryMs);
+    this.timer.unref();
+  }
+
+  private facts(): VersionDecision {
+    const nodes: NodeVersion[] | undefined = this.reflector.isSynced()
+      ? [...this.kubelets].map(([node, kubeletVersion]) => ({ node, kubeletVersion }))
+      : undefined;
+    return decideVersion({
+      ...(this.options.flag ? { flag: this.options.flag } : {}),
+      ...(this.apiServer !== undefined ? { apiServer: this.apiServer } : {}),
+      ...(nodes ? { nodes } : {}),
+      ...(this.nodesProblem ? { nodesProblem: this.nodesProblem } : {}),
+    });
+  }
+
+  private decide(): void {
+    const next = this.facts();
+    const before = this.decision;
+    this.decision = next;
+    if (before.source !== next.source || before.version?.major !== next.version?.major || before.version?.minor !== next.version?.minor) {
+      this.options.log.info({ kubernetesVersion: this.status().kubernetesVersion, source: next.source, reason: next.reason }, 'kubernetes version decided');
+      this.emit('change', next);
+    }
+  }
+}
