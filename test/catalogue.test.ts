@@ -1,7 +1,8 @@
 /** The README's lists are the code's lists: reasons (and, in cli tests, options) checked against their one table. */
 import test from 'ava';
 import { readFile } from 'node:fs/promises';
-import { certsOptions, renderOptions } from '../src/cli/usage.js';
+import { certsOptions, checkOptions, renderOptions } from '../src/cli/usage.js';
+import { clusterWarnings } from '../src/pipeline/cluster-warnings.js';
 import { serveOptions } from '../src/config.js';
 import { flagText, type OptionTable } from '../src/options.js';
 import { reasons } from '../src/pipeline/reasons.js';
@@ -40,6 +41,7 @@ for (const [command, heading, table, withEnv] of [
   ['serve', 'Options of `serve`', serveOptions, true],
   ['render', 'Options of `render`', renderOptions, false],
   ['certs', 'Options of `certs`', certsOptions, false],
+  ['check', 'Options of `check`', checkOptions, false],
 ] as const) {
   test(`the README's options of ${command} are its option table's: flag, environment, default`, async (t) => {
     const rows = await readmeTable(heading);
@@ -55,3 +57,17 @@ for (const [command, heading, table, withEnv] of [
     );
   });
 }
+
+test("the README's warnings about the cluster are the catalogue's, word for word", async (t) => {
+  const rows = await readmeTable('The warnings about the cluster (one table');
+  // Each warning with its parameters' names as placeholders: `<template> not injected: …`.
+  const expected = Object.entries(clusterWarnings).map(([id, say]) => {
+    const names = /^\(([^)]*)\)/
+      .exec(say.toString())![1]!
+      .split(',')
+      .map((n) => `<${n.trim()}>`);
+    return [`\`${id}\``, `\`${(say as (...a: string[]) => string)(...names)}\``];
+  });
+  t.true(expected.length >= 8);
+  t.deepEqual(rows, expected);
+});

@@ -83,3 +83,60 @@ test('the check command exits 1 and prints every problem', async (t) => {
   t.regex(stderr, /a\.yaml: name: is required and must be a DNS-1123 label/);
   t.regex(stderr, /b\.yaml: containers\[0\]\.image: a container needs an image/);
 });
+
+test('--pod-security restricted: the bundled templates pass, in both forms; a template that breaks the level is named with the rule', async (t) => {
+  const { clusterCheckOptions } = await import('../src/cli/check.js');
+  for (const version of [undefined, '1.28', '1.33']) {
+    const options = clusterCheckOptions({ 'pod-security': 'restricted', ...(version ? { 'kubernetes-version': version } : {}) });
+    await t.notThrowsAsync(check('templates', options), version ?? 'latest');
+  }
+  const dir = await dirWith({ 'agent.yaml': good });
+  const err = await t.throwsAsync(check(dir, clusterCheckOptions({ 'pod-security': 'restricted' })), { instanceOf: TemplateError });
+  t.deepEqual(
+    err!.problems.map((p) => [p.file, p.field]),
+    [['agent.yaml', 'rendered into a sample pod']],
+  );
+  t.is(
+    err!.problems[0]!.message,
+    'violates PodSecurity "restricted:latest": allowPrivilegeEscalation != false (container "agent" must set securityContext.allowPrivilegeEscalation=false), unrestricted capabilities (container "agent" must set securityContext.capabilities.drop=["ALL"])',
+  );
+  // Baseline asks less: the same template passes.
+  await t.notThrowsAsync(check(dir, clusterCheckOptions({ 'pod-security': 'baseline' })));
+  // A privileged sidecar fails baseline too, at the version given.
+  const privileged = await dirWith({ 'p.yaml': `${good}    securityContext:\n      privileged: true\n` });
+  const base = await t.throwsAsync(check(privileged, clusterCheckOptions({ 'pod-security': 'baseline', 'kubernetes-version': '1.30' })), {
+    instanceOf: TemplateError,
+  });
+  t.regex(
+    base!.problems[0]!.message,
+    /^violates PodSecurity "baseline:v1\.30": privileged \(container "agent" must not set securityContext\.privileged=true\)$/,
+  );
+});
+
+test('--kubernetes-version below 1.29 checks a template in the form it takes there', async (t) => {
+  const { clusterCheckOptions } = await import('../src/cli/check.js');
+  // A native sidecar with a port whose name collides with an app container's once it is an ordinary container is still valid;
+  // what matters is that the container form is rendered and checked (its field says so).
+  const dir = await dirWith({
+    'proxy.yaml':
+      'name: proxy\nplacement: first\ninitContainers:\n  - name: proxy\n    image: envoy\n    restartPolicy: Always\n    ports: [{ containerPort: "8080" }]\n',
+  });
+  const err = await t.throwsAsync(check(dir, clusterCheckOptions({ 'kubernetes-version': '1.28' })), { instanceOf: TemplateError });
+  t.is(err!.problems[0]!.field, 'rendered into a sample pod at Kubernetes 1.28 (nativeSidecars fallback container)');
+  t.regex(err!.problems[0]!.message, /spec\.containers\[0\]\.ports\[0\]\.containerPort must be integer/);
+});
+
+test('nativeSidecars: the fallback is one of container, skip, deny; restartPolicy may only be a literal Always', async (t) => {
+  const dir = await dirWith({
+    'a.yaml': 'name: a\nnativeSidecars: { fallback: hope, extra: 1 }\ninitContainers:\n  - name: a\n    image: x\n    restartPolicy: OnFailure\n',
+  });
+  const err = await t.throwsAsync(check(dir), { instanceOf: TemplateError });
+  t.deepEqual(
+    err!.problems.map((p) => `${p.field}: ${p.message}`),
+    [
+      'initContainers[0].restartPolicy: may only be Always (a native sidecar), as literal text',
+      'nativeSidecars.extra: unknown field (expected fallback)',
+      'nativeSidecars.fallback: must be one of container, skip, deny',
+    ],
+  );
+});

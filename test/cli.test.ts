@@ -90,6 +90,39 @@ test('serve with --kubeconfig uses the cluster source, says so, and injects by l
   const expiry = Number(/^sidecar_injector_serving_certificate_expiry_timestamp_seconds (\d+)$/m.exec(metrics)?.[1]);
   t.true(expiry > Date.now() / 1000);
   t.regex(metrics, /^sidecar_injector_reviews_total\{operation="CREATE",decision="patched",reason="injected"\} 1$/m);
+  // The version it serves for, learned from the cluster, and why: /version read, nodes listed (none here).
+  let status: any;
+  for (;;) {
+    status = JSON.parse(await get(port, ca, '/status'));
+    if (status.kubernetes.apiServer !== null && status.kubernetes.nodes !== null) break;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  t.deepEqual(status.kubernetes, {
+    kubernetesVersion: '1.31',
+    source: 'api-server',
+    reason: 'API server v1.31.4; no node reports a kubelet version',
+    apiServer: 'v1.31.4',
+    nodes: 0,
+  });
+  t.is(status.podSecurityAction, 'skip');
+});
+
+test('serve, render and check refuse a --kubernetes-version that is not one, and a bad Pod Security option', async (t) => {
+  for (const [args, message] of [
+    [
+      ['serve', '--namespace-source', 'local', '--kubernetes-version', 'latest'],
+      /--kubernetes-version: expected a version such as 1\.28 or v1\.29\.3 \(got "latest"\)/,
+    ],
+    [['serve', '--namespace-source', 'local', '--pod-security-action', 'warn'], /--pod-security-action: expected skip, deny, inject \(got "warn"\)/],
+    [['render', '-f', '-', '--kubernetes-version', '1'], /--kubernetes-version: expected a version/],
+    [['check', 'templates', '--pod-security', 'strict'], /--pod-security: expected baseline or restricted \(got "strict"\)/],
+    [['check', 'templates', '--kubernetes-version', 'v2'], /--kubernetes-version: expected a version/],
+  ] as const) {
+    const { code, stderr } = await runFailing([...args]);
+    t.is(code, 1, args.join(' '));
+    t.regex(stderr, message);
+    t.notRegex(stderr, /\n\s+at /);
+  }
 });
 
 for (const args of [

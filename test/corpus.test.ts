@@ -3,17 +3,29 @@ import { createLocalNamespaceSource } from '../src/namespaces/source.js';
 import { loadTemplateDir } from '../src/templates/load.js';
 import { applyPatchV4, createReview, decodePatch, overwrites, prepareCreate, reinvocationInput, validationProblems } from './helpers/apiserver.js';
 import { loadCorpus } from './helpers/corpus.js';
+import { parsePod, runsToCompletion as partsRunToCompletion } from '../src/k8s/pod.js';
+
+const runsToCompletion = (pod: unknown) => partsRunToCompletion(parsePod(pod)) !== undefined;
 import { startTestServer, type TestServer } from './helpers/server.js';
 
 const corpus = loadCorpus();
-let server: TestServer;
+/** The corpus runs on a server that knows no version (current features), and at 1.28 and 1.33 (R-70). */
+const versions = ['current', '1.28', '1.33'] as const;
+const servers = new Map<(typeof versions)[number], TestServer>();
 test.before(async () => {
   // Every namespace the corpus uses is opted in.
   const labels = Object.fromEntries(corpus.map((p) => [p.namespace, { 'sidecar-injector.io/injection': 'enabled' }]));
-  server = await startTestServer({ templates: await loadTemplateDir('templates'), namespaces: createLocalNamespaceSource(labels) });
+  const templates = await loadTemplateDir('templates');
+  for (const version of versions) {
+    const kubernetesVersion = version === 'current' ? undefined : { major: 1, minor: Number(version.split('.')[1]) };
+    servers.set(
+      version,
+      await startTestServer({ templates, namespaces: createLocalNamespaceSource(labels), ...(kubernetesVersion ? { kubernetesVersion } : {}) }),
+    );
+  }
 });
 test.after.always(async () => {
-  await server?.stop();
+  for (const server of servers.values()) await server.stop();
 });
 
 test('the corpus is there and not empty', (t) => {
@@ -21,8 +33,9 @@ test('the corpus is there and not empty', (t) => {
 });
 
 for (const { name, namespace, body } of corpus) {
-  for (const requestProxy of [false, true]) {
-    test(`${name}${requestProxy ? ' (requesting proxy)' : ''}: valid review, patch applies and only adds, second call is empty`, async (t) => {
+  for (const [version, requestProxy] of versions.flatMap((v) => [false, true].map((r) => [v, r] as const))) {
+    test(`${name}${requestProxy ? ' (requesting proxy)' : ''}${version === 'current' ? '' : ` at ${version}`}: valid review, patch applies and only adds, second call is empty`, async (t) => {
+      const server = servers.get(version)!;
       const pod = prepareCreate(body, namespace);
       if (requestProxy) pod.metadata.annotations = { ...(pod.metadata.annotations ?? {}), 'sidecar-injector.io/templates': 'proxy' };
       const review = createReview(pod, { namespace });
@@ -41,11 +54,34 @@ for (const { name, namespace, body } of corpus) {
       if (requestProxy) {
         // The bundled proxy template excludes kube-public by its namespaceSelector, and says so.
         if (namespace === 'kube-public') t.deepEqual(warnings, ['proxy: namespace kube-public does not match its namespaceSelector']);
-        else t.true((patched.spec.initContainers ?? []).some((c: any) => c.name === 'proxy'));
+        else if (version !== '1.28') t.true((patched.spec.initContainers ?? []).some((c: any) => c.name === 'proxy' && c.restartPolicy === 'Always'));
+        else if (runsToCompletion(pod)) {
+          // Below 1.29 a pod that runs to completion gets no proxy at all: as a container it would never let it finish.
+          t.false([...(patched.spec.initContainers ?? []), ...patched.spec.containers].some((c: any) => c.name === 'proxy'));
+          t.true(warnings.some((w) => w.startsWith('proxy not injected: no native sidecars on Kubernetes 1.28')));
+        } else {
+          // Below 1.29 the proxy is an ordinary container, first, and kubectl still defaults to the pod's own.
+          t.false((patched.spec.initContainers ?? []).some((c: any) => c.name === 'proxy'));
+          t.is(patched.spec.containers[0].name, 'proxy');
+          t.is(patched.spec.containers[0].restartPolicy, undefined);
+          const own = pod.spec.containers[0].name;
+          t.is(
+            patched.metadata.annotations['kubectl.kubernetes.io/default-container'],
+            pod.metadata.annotations?.['kubectl.kubernetes.io/default-container'] ?? own,
+          );
+        }
       }
       // The same pod again, and after reinvocation's plugins and defaulting: nothing to do.
-      for (const again of [patched, reinvocationInput(patched)]) {
-        const second = await server.post(createReview(again, { namespace }));
+      // The same pod again, on the same version. And where a version change between the calls
+      // finds only templates already injected, on the next version too: the ledger keeps the form.
+      const skippedForVersion = warnings.some((w) => w.includes('no native sidecars'));
+      const next = servers.get(versions[(versions.indexOf(version) + 1) % versions.length]!)!;
+      for (const [again, on] of [
+        [patched, server],
+        [reinvocationInput(patched), server],
+        ...(skippedForVersion ? [] : [[reinvocationInput(patched), next] as const]),
+      ] as const) {
+        const second = await on.post(createReview(again, { namespace }));
         t.is(second.status, 200);
         t.deepEqual(
           Object.keys(second.json.response).filter((k) => k.startsWith('patch')),

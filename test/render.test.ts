@@ -148,3 +148,61 @@ test('documents whose kind is a JavaScript name are no workloads; an unresolved 
   }
   await t.throwsAsync(run(['-f', '-'], 'apiVersion: v1\nkind: Pod\nmetadata: {name: *missing}\n'), { message: /document 1/ });
 });
+
+test('--kubernetes-version 1.28: the proxy runs as an ordinary container, a Job gets none, and --explain says why; misplaced opt-in is named', async (t) => {
+  const manifests = `apiVersion: apps/v1
+kind: Deployment
+metadata: { name: web, namespace: shop, annotations: { sidecar-injector.io/templates: proxy } }
+spec:
+  template:
+    metadata: { labels: { app: web } }
+    spec: { containers: [{ name: web, image: nginx }] }
+---
+apiVersion: batch/v1
+kind: Job
+metadata: { name: migrate, namespace: shop, labels: { sidecar-injector.io/inject: disabled } }
+spec:
+  template:
+    metadata: { annotations: { sidecar-injector.io/templates: proxy } }
+    spec: { restartPolicy: Never, containers: [{ name: migrate, image: migrate }] }
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: { name: api, namespace: shop }
+spec:
+  template:
+    metadata: { annotations: { sidecar-injector.io/templates: proxy } }
+    spec: { containers: [{ name: api, image: api }] }
+`;
+  const { code, stdout, stderr } = await run(['-f', '-', '--explain', '--kubernetes-version', '1.28'], manifests);
+  t.is(code, 0);
+  const [web, job, api] = docs(stdout);
+  t.false(
+    podSpecOf(web!).containers.some((c: any) => c.name === 'proxy'),
+    'web did not ask on its pods',
+  );
+  t.deepEqual(
+    podSpecOf(api!).containers.map((c: any) => c.name),
+    ['proxy', 'api', 'log-shipper'],
+  );
+  t.is(api!.spec.template.metadata.annotations['kubectl.kubernetes.io/default-container'], 'api');
+  t.false([...(podSpecOf(job!).initContainers ?? []), ...podSpecOf(job!).containers].some((c: any) => c.name === 'proxy'));
+  t.true(
+    stderr.includes(
+      '  warning: Deployment carries annotation sidecar-injector.io/templates in its own metadata, which its pods do not inherit; put it under spec.template.metadata for it to apply\n',
+    ),
+  );
+  t.true(stderr.includes('  warning: Job carries label sidecar-injector.io/inject in its own metadata, which its pods do not inherit;'));
+  t.true(stderr.includes('  warning: proxy not injected: no native sidecars on Kubernetes 1.28, and the pod runs to completion (restartPolicy Never)\n'));
+  t.true(stderr.includes('  warning: proxy: no native sidecars on Kubernetes 1.28; proxy run as ordinary containers (start order not guaranteed)\n'));
+  t.true(stderr.includes("  note: kubectl.kubernetes.io/default-container set to api, the pod's first own container: proxy places its container before it\n"));
+  // Rendering its own output again changes nothing at the same version; on 1.33 the ledger keeps
+  // the form of what was injected, and only the Job, which got no proxy, now gets it natively.
+  t.is((await run(['-f', '-', '--kubernetes-version', '1.28'], stdout)).stdout, stdout);
+  const [web2, job2, api2] = docs((await run(['-f', '-', '--kubernetes-version', '1.33'], stdout)).stdout);
+  t.deepEqual([web2, api2], [web, api]);
+  t.deepEqual(
+    podSpecOf(job2!).initContainers.map((c: any) => [c.name, c.restartPolicy]),
+    [['proxy', 'Always']],
+  );
+});

@@ -30,6 +30,8 @@ export interface ReviewOutcome {
   readonly injected: readonly string[];
   readonly patchOps: number;
   readonly message: string;
+  /** Decisions worth a log field but no warning (the default container set, …). */
+  readonly notes?: readonly string[];
 }
 
 /**
@@ -72,6 +74,7 @@ export async function mutate(body: unknown, deps: MutateDeps): Promise<ReviewOut
     templates: outcome.templates.map((t) => t.name),
     reason: outcome.reason,
     message: outcome.message,
+    ...(outcome.notes?.length ? { notes: outcome.notes.map((n) => cut(n, 200)) } : {}),
   };
   switch (outcome.decision) {
     case 'denied':
@@ -82,7 +85,9 @@ export async function mutate(body: unknown, deps: MutateDeps): Promise<ReviewOut
       const ops = diff(outcome.original, outcome.injection.pod);
       const injected = outcome.injection.injected;
       const hashes = new Map(outcome.templates.map((t) => [t.name, t.hash]));
-      const audit = { injected: injected.map((name) => `${name}@${hashes.get(name) ?? ''}`).join(',') };
+      const audit: Record<string, string> = { injected: injected.map((name) => `${name}@${hashes.get(name) ?? ''}`).join(',') };
+      // The namespace's audit level, in the audit event the API server writes (R-47).
+      if (outcome.podSecurityAudit) audit['pod-security-audit'] = cut(outcome.podSecurityAudit, 1000);
       return {
         ...summary,
         response: patched(version, request.uid, ops, { warnings: outcome.warnings, auditAnnotations: audit }),

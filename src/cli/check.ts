@@ -36,7 +36,8 @@ export function clusterCheckOptions(values: Readonly<Record<string, unknown>>): 
   const version = versionText === undefined ? undefined : parseKubernetesVersion(versionText);
   if (versionText !== undefined && !version) problems.push(kubernetesVersionProblem(versionText));
   const level = values['pod-security'] as string | undefined;
-  if (level !== undefined && level !== 'baseline' && level !== 'restricted') problems.push(`--pod-security: expected baseline or restricted (got ${JSON.stringify(level).slice(0, 80)})`);
+  if (level !== undefined && level !== 'baseline' && level !== 'restricted')
+    problems.push(`--pod-security: expected baseline or restricted (got ${JSON.stringify(level).slice(0, 80)})`);
   if (problems.length > 0) throw new ConfigError(problems);
   const podSecurity: PodSecurityPolicy | undefined =
     level === undefined
@@ -53,7 +54,10 @@ export function restrictedSamplePod(): JsonObject {
   const pod = samplePod();
   const spec = pod.spec as JsonObject;
   spec.securityContext = { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } };
-  spec.containers = (spec.containers as JsonObject[]).map((c) => ({ ...c, securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } } }));
+  spec.containers = (spec.containers as JsonObject[]).map((c) => ({
+    ...c,
+    securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } },
+  }));
   return pod;
 }
 

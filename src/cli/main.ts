@@ -50,7 +50,10 @@ const commands: Record<string, Command> = {
       const dir = parsed.positionals[0] ?? 'templates';
       const cluster = clusterCheckOptions(parsed.values);
       const set = await check(dir, cluster);
-      const against = [cluster.podSecurity ? `PodSecurity ${cluster.podSecurity.label}` : '', cluster.version ? `Kubernetes ${cluster.version.major}.${cluster.version.minor}` : '']
+      const against = [
+        cluster.podSecurity ? `PodSecurity ${cluster.podSecurity.label}` : '',
+        cluster.version ? `Kubernetes ${cluster.version.major}.${cluster.version.minor}` : '',
+      ]
         .filter(Boolean)
         .join(', ');
       process.stdout.write(`ok: ${dir}: ${set.templates.map((t) => `${t.name}@${t.hash}`).join(', ')}${against ? ` (checked for ${against})` : ''}\n`);

@@ -35,13 +35,18 @@ async function createClusterView(config: Config, log: Logger, metrics: Metrics):
   if (config.namespaceSource === 'local') {
     const namespaces = await loadLocalNamespaceSource(config);
     const decision = decideVersion(config.kubernetesVersion ? { flag: config.kubernetesVersion } : {});
-    return { namespaces, version: () => decision, versionStatus: () => ({
+    return {
+      namespaces,
+      version: () => decision,
+      versionStatus: () => ({
         kubernetesVersion: decision.version ? formatVersion(decision.version) : null,
         source: decision.source,
         reason: decision.reason,
         apiServer: null,
         nodes: null,
-      }), stop: () => {} };
+      }),
+      stop: () => {},
+    };
   }
   // Loaded only for the cluster source: the Kubernetes client is large.
   const { KubeConfig } = await import('@kubernetes/client-node');

@@ -11,8 +11,18 @@ export const renderOptions = {
   'namespace-labels': { kind: 'string', value: 'FILE', help: 'YAML map: namespace -> labels' },
   'namespace-label': { kind: 'list', value: 'NS:KEY=VALUE', help: 'one namespace label (repeatable); with neither, every namespace counts as opted in' },
   explain: { kind: 'boolean', help: 'say on stderr, per object, what was injected or skipped and why' },
-  'kubernetes-version': { kind: 'string', value: 'X.Y', env: 'SIDECAR_INJECTOR_KUBERNETES_VERSION', help: 'render for this Kubernetes version (default: current features)' },
-  'pod-security-action': { kind: 'string', value: 'ACTION', default: 'skip', help: 'skip | deny | inject, for a template that would break the enforced Pod Security level' },
+  'kubernetes-version': {
+    kind: 'string',
+    value: 'X.Y',
+    env: 'SIDECAR_INJECTOR_KUBERNETES_VERSION',
+    help: 'render for this Kubernetes version (default: current features)',
+  },
+  'pod-security-action': {
+    kind: 'string',
+    value: 'ACTION',
+    default: 'skip',
+    help: 'skip | deny | inject, for a template that would break the enforced Pod Security level',
+  },
 } as const satisfies OptionTable;
 
 export const renderUsage = usageText(

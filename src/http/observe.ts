@@ -42,6 +42,7 @@ export function createObserver(log: Logger, metrics: Metrics, liveness: Liveness
           detail: outcome.message,
           templates: outcome.templates,
           patchOps: outcome.patchOps,
+          ...(outcome.notes ? { notes: outcome.notes } : {}),
           durationMs: Math.round(seconds * 1e6) / 1000,
         },
         'review',

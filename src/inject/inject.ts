@@ -334,5 +334,15 @@ export function inject(
 
   if (injected.length === 0) return { pod, changed: false, injected, present, conflicts, warnings: builder.warnings, ledger: previous, notes };
   const newPod = builder.build(pod, serializeLedger(next), growth);
-  return { pod: newPod, changed: true, injected, present, conflicts, warnings: builder.warnings, ledger: next, notes, ...(growth ? { resourceGrowth: growth } : {}) };
+  return {
+    pod: newPod,
+    changed: true,
+    injected,
+    present,
+    conflicts,
+    warnings: builder.warnings,
+    ledger: next,
+    notes,
+    ...(growth ? { resourceGrowth: growth } : {}),
+  };
 }

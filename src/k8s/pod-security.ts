@@ -44,7 +44,11 @@ export function podSecurityPolicies(namespaceLabels: Readonly<Record<string, str
     const keys = PodSecurityLabels[mode];
     if (!Object.hasOwn(namespaceLabels, keys.level)) continue;
     const raw = namespaceLabels[keys.level]!;
-    const level: PodSecurityLevel = podSecurityLevels.includes(raw as PodSecurityLevel) ? (raw as PodSecurityLevel) : mode === 'enforce' ? 'restricted' : 'privileged';
+    const level: PodSecurityLevel = podSecurityLevels.includes(raw as PodSecurityLevel)
+      ? (raw as PodSecurityLevel)
+      : mode === 'enforce'
+        ? 'restricted'
+        : 'privileged';
     if (level === 'privileged') continue;
     const versionText = Object.hasOwn(namespaceLabels, keys.version) ? namespaceLabels[keys.version]! : 'latest';
     const match = /^v1\.(0|[1-9][0-9]{0,2})$/.exec(versionText);
@@ -91,7 +95,13 @@ const restrictedVolumeTypes = new Set(['configMap', 'csi', 'downwardAPI', 'empty
 
 /** The safe sysctls at a policy version. */
 function allowedSysctls(at: (minor: number) => boolean): Set<string> {
-  const allowed = ['kernel.shm_rmid_forced', 'net.ipv4.ip_local_port_range', 'net.ipv4.tcp_syncookies', 'net.ipv4.ping_group_range', 'net.ipv4.ip_unprivileged_port_start'];
+  const allowed = [
+    'kernel.shm_rmid_forced',
+    'net.ipv4.ip_local_port_range',
+    'net.ipv4.tcp_syncookies',
+    'net.ipv4.ping_group_range',
+    'net.ipv4.ip_unprivileged_port_start',
+  ];
   if (at(27)) allowed.push('net.ipv4.ip_local_reserved_ports');
   if (at(29)) allowed.push('net.ipv4.tcp_keepalive_time', 'net.ipv4.tcp_fin_timeout', 'net.ipv4.tcp_keepalive_intvl', 'net.ipv4.tcp_keepalive_probes');
   if (at(32)) allowed.push('net.ipv4.tcp_rmem', 'net.ipv4.tcp_wmem');
@@ -145,32 +155,55 @@ export function checkPodSecurity(pod: unknown, policy: PodSecurityPolicy): PodSe
       const add = object(context(c).capabilities).add;
       return Array.isArray(add) && add.some((cap) => !baselineCapabilities.has(cap as string));
     });
-    if (offenders.length > 0) fail('capabilities_baseline', 'non-default capabilities', `${names(offenders)} must not include non-default capabilities in securityContext.capabilities.add`);
+    if (offenders.length > 0)
+      fail(
+        'capabilities_baseline',
+        'non-default capabilities',
+        `${names(offenders)} must not include non-default capabilities in securityContext.capabilities.add`,
+      );
   }
   const hostNamespaces = (['hostNetwork', 'hostPID', 'hostIPC'] as const).filter((field) => spec[field] === true);
   if (hostNamespaces.length > 0) fail('hostNamespaces', 'host namespaces', hostNamespaces.map((f) => `${f}=true`).join(', '));
   if (!restricted) {
     const hostPaths = list(spec.volumes).filter((v) => v.hostPath !== undefined && v.hostPath !== null);
-    if (hostPaths.length > 0) fail('hostPathVolumes', 'hostPath volumes', `${hostPaths.length === 1 ? 'volume' : 'volumes'} ${hostPaths.map((v) => JSON.stringify(v.name)).join(', ')}`);
+    if (hostPaths.length > 0)
+      fail(
+        'hostPathVolumes',
+        'hostPath volumes',
+        `${hostPaths.length === 1 ? 'volume' : 'volumes'} ${hostPaths.map((v) => JSON.stringify(v.name)).join(', ')}`,
+      );
   }
   const hostPortContainers = containers.filter((c) => list(c.ports).some((p) => typeof p.hostPort === 'number' && p.hostPort !== 0));
   if (hostPortContainers.length > 0) {
-    const ports = hostPortContainers.flatMap((c) => list(c.ports).map((p) => p.hostPort).filter((p) => typeof p === 'number' && p !== 0));
-    fail('hostPorts', 'hostPort', `${names(hostPortContainers)} ${hostPortContainers.length === 1 ? 'uses' : 'use'} ${ports.length === 1 ? 'hostPort' : 'hostPorts'} ${ports.join(', ')}`);
+    const ports = hostPortContainers.flatMap((c) =>
+      list(c.ports)
+        .map((p) => p.hostPort)
+        .filter((p) => typeof p === 'number' && p !== 0),
+    );
+    fail(
+      'hostPorts',
+      'hostPort',
+      `${names(hostPortContainers)} ${hostPortContainers.length === 1 ? 'uses' : 'use'} ${ports.length === 1 ? 'hostPort' : 'hostPorts'} ${ports.join(', ')}`,
+    );
   }
   if (at(34)) {
-    const hostOf = (handler: unknown) => [object(object(handler).httpGet).host, object(object(handler).tcpSocket).host].some((h) => typeof h === 'string' && h !== '');
+    const hostOf = (handler: unknown) =>
+      [object(object(handler).httpGet).host, object(object(handler).tcpSocket).host].some((h) => typeof h === 'string' && h !== '');
     const probing = containers.filter(
       (c) =>
-        ['livenessProbe', 'readinessProbe', 'startupProbe'].some((p) => hostOf(c[p])) ||
-        ['postStart', 'preStop'].some((h) => hostOf(object(c.lifecycle)[h])),
+        ['livenessProbe', 'readinessProbe', 'startupProbe'].some((p) => hostOf(c[p])) || ['postStart', 'preStop'].some((h) => hostOf(object(c.lifecycle)[h])),
     );
-    if (probing.length > 0) fail('hostProbesAndHostLifecycle', 'probe or lifecycle host', `${names(probing)} ${probing.length === 1 ? 'uses' : 'use'} probe or lifecycle host`);
+    if (probing.length > 0)
+      fail('hostProbesAndHostLifecycle', 'probe or lifecycle host', `${names(probing)} ${probing.length === 1 ? 'uses' : 'use'} probe or lifecycle host`);
   }
   const hostProcess = (ctx: JsonObject) => object(ctx.windowsOptions).hostProcess === true;
   const hostProcessContainers = containers.filter((c) => hostProcess(context(c)));
   if (hostProcess(podContext) || hostProcessContainers.length > 0) {
-    fail('windowsHostProcess', 'hostProcess', `${setters(hostProcess(podContext), hostProcessContainers)} must not set securityContext.windowsOptions.hostProcess=true`);
+    fail(
+      'windowsHostProcess',
+      'hostProcess',
+      `${setters(hostProcess(podContext), hostProcessContainers)} must not set securityContext.windowsOptions.hostProcess=true`,
+    );
   }
   const privileged = containers.filter((c) => context(c).privileged === true);
   if (privileged.length > 0) fail('privileged', 'privileged', `${names(privileged)} must not set securityContext.privileged=true`);
@@ -180,7 +213,11 @@ export function checkPodSecurity(pod: unknown, policy: PodSecurityPolicy): PodSe
   if (!(restricted && at(19))) {
     const unconfined = containers.filter((c) => seccompType(context(c)) === 'Unconfined');
     if (seccompType(podContext) === 'Unconfined' || unconfined.length > 0) {
-      fail('seccompProfile_baseline', 'seccompProfile', `${setters(seccompType(podContext) === 'Unconfined', unconfined)} must not set securityContext.seccompProfile.type to "Unconfined"`);
+      fail(
+        'seccompProfile_baseline',
+        'seccompProfile',
+        `${setters(seccompType(podContext) === 'Unconfined', unconfined)} must not set securityContext.seccompProfile.type to "Unconfined"`,
+      );
     }
   }
   const seLinuxTypes = new Set(['', 'container_t', 'container_init_t', 'container_kvm_t', ...(at(31) ? ['container_engine_t'] : [])]);
@@ -204,7 +241,8 @@ export function checkPodSecurity(pod: unknown, policy: PodSecurityPolicy): PodSe
   // --- restricted (ids sorted) ---
   if (at(8) && !windows) {
     const escalating = containers.filter((c) => context(c).allowPrivilegeEscalation !== false);
-    if (escalating.length > 0) fail('allowPrivilegeEscalation', 'allowPrivilegeEscalation != false', `${names(escalating)} must set securityContext.allowPrivilegeEscalation=false`);
+    if (escalating.length > 0)
+      fail('allowPrivilegeEscalation', 'allowPrivilegeEscalation != false', `${names(escalating)} must set securityContext.allowPrivilegeEscalation=false`);
   }
   if (at(22) && !windows) {
     const problems: string[] = [];
@@ -223,7 +261,11 @@ export function checkPodSecurity(pod: unknown, policy: PodSecurityPolicy): PodSe
   const volumes = list(spec.volumes).filter((v) => !Object.keys(v).some((key) => restrictedVolumeTypes.has(key)));
   if (volumes.length > 0) {
     const typeOf = (v: JsonObject) => Object.keys(v).find((key) => key !== 'name') ?? 'unknown';
-    fail('restrictedVolumes', 'restricted volume types', volumes.map((v) => `volume ${JSON.stringify(v.name)} uses restricted volume type ${JSON.stringify(typeOf(v))}`).join('; '));
+    fail(
+      'restrictedVolumes',
+      'restricted volume types',
+      volumes.map((v) => `volume ${JSON.stringify(v.name)} uses restricted volume type ${JSON.stringify(typeOf(v))}`).join('; '),
+    );
   }
   const podNonRoot = podContext.runAsNonRoot;
   const explicitRoot = containers.filter((c) => context(c).runAsNonRoot === false);
@@ -235,7 +277,8 @@ export function checkPodSecurity(pod: unknown, policy: PodSecurityPolicy): PodSe
   }
   if (at(23)) {
     const root = containers.filter((c) => context(c).runAsUser === 0);
-    if (podContext.runAsUser === 0 || root.length > 0) fail('runAsUser', 'runAsUser=0', `${setters(podContext.runAsUser === 0, root)} must not set runAsUser=0`);
+    if (podContext.runAsUser === 0 || root.length > 0)
+      fail('runAsUser', 'runAsUser=0', `${setters(podContext.runAsUser === 0, root)} must not set runAsUser=0`);
   }
   if (at(19) && !windows) {
     const allowed = (type: unknown) => type === 'RuntimeDefault' || type === 'Localhost';
@@ -247,9 +290,17 @@ export function checkPodSecurity(pod: unknown, policy: PodSecurityPolicy): PodSe
     });
     const unset = containers.filter((c) => seccompType(context(c)) === undefined || seccompType(context(c)) === null);
     if (badPod || badContainers.length > 0) {
-      fail('seccompProfile_restricted', 'seccompProfile', `${setters(badPod, badContainers)} must not set securityContext.seccompProfile.type to ${JSON.stringify(String(badPod ? podType : seccompType(context(badContainers[0]!))))}`);
+      fail(
+        'seccompProfile_restricted',
+        'seccompProfile',
+        `${setters(badPod, badContainers)} must not set securityContext.seccompProfile.type to ${JSON.stringify(String(badPod ? podType : seccompType(context(badContainers[0]!))))}`,
+      );
     } else if (!allowed(podType) && unset.length > 0) {
-      fail('seccompProfile_restricted', 'seccompProfile', `pod or ${names(unset)} must set securityContext.seccompProfile.type to "RuntimeDefault" or "Localhost"`);
+      fail(
+        'seccompProfile_restricted',
+        'seccompProfile',
+        `pod or ${names(unset)} must set securityContext.seccompProfile.type to "RuntimeDefault" or "Localhost"`,
+      );
     }
   }
   return out;

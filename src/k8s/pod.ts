@@ -156,11 +156,11 @@ export function runsToCompletion(parts: PodParts): string | undefined {
   if (Array.isArray(owners)) {
     for (const owner of owners) {
       if (isJsonObject(owner) && owner.kind === 'Job' && typeof owner.apiVersion === 'string' && owner.apiVersion.startsWith('batch/')) {
-        return `it belongs to Job ${quote(typeof owner.name === 'string' ? owner.name : '')}`;
+        return `Job ${quote(typeof owner.name === 'string' ? owner.name : '', 40)}`;
       }
     }
   }
   const policy = parts.spec.restartPolicy;
-  if (policy === 'Never' || policy === 'OnFailure') return `its restartPolicy is ${policy}`;
+  if (policy === 'Never' || policy === 'OnFailure') return `restartPolicy ${policy}`;
   return undefined;
 }

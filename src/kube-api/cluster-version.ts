@@ -52,11 +52,11 @@ export class ClusterVersionSource extends EventEmitter {
       ...options,
       path: '/api/v1/nodes',
       what: 'node',
+      // Decided on `reload`, once the reflector counts as synced (a list of zero nodes is an answer too).
       replace: (items) => {
         this.kubelets.clear();
         for (const item of items) this.store(item);
         this.nodesProblem = undefined;
-        this.decide();
       },
       apply: (type, object) => {
         // Nodes change often (conditions, images); the decision depends only on kubelet versions.
@@ -67,6 +67,7 @@ export class ClusterVersionSource extends EventEmitter {
         if (this.kubelets.get(name) !== before) this.decide();
       },
     });
+    this.reflector.on('reload', () => this.decide());
     this.reflector.on('rejected', (err: Error) => {
       if (this.reflector.isSynced()) return;
       this.nodesProblem = err.message.slice(0, 200);

@@ -45,6 +45,8 @@ interface Common {
   readonly selection?: Selection;
   /** Decisions explained in `render --explain` and the log, not in warnings. */
   readonly notes?: readonly string[];
+  /** Pod Security audit-level violations the injection introduces (for the audit event). */
+  readonly podSecurityAudit?: string;
 }
 
 /** The outcome for one pod. */
@@ -138,9 +140,18 @@ export async function admitPod(input: PodInput, deps: AdmitDeps): Promise<PodOut
     const injection = fit.injection;
     warnings.push(...injection.warnings);
     if (injection.resourceGrowth) warnings.push(clusterWarning('pod-resources-grown', injection.injected.join(', '), describeGrowth(injection.resourceGrowth)));
-    notes.push(...injection.notes, ...fit.notes);
+    notes.push(...injection.notes);
     if (fit.templates.length === 0 && !injection.changed) {
-      return { ...common, decision: 'allowed', reason: 'cluster-unfit', message: say('cluster-unfit', selection.templates.map((t) => t.name)), injection };
+      return {
+        ...common,
+        decision: 'allowed',
+        reason: 'cluster-unfit',
+        message: say(
+          'cluster-unfit',
+          selection.templates.map((t) => t.name),
+        ),
+        injection,
+      };
     }
     if (!injection.changed) {
       const all = fit.templates.every((t) => Object.hasOwn(ledger.believed.templates, t.name));
@@ -155,7 +166,15 @@ export async function admitPod(input: PodInput, deps: AdmitDeps): Promise<PodOut
     if (bytes > maxAnnotationBytes) {
       return denial('annotations-over-limit', say('annotations-over-limit', injection.injected, bytes), selection.templates);
     }
-    return { ...common, decision: 'patched', reason: 'injected', message: say('injected', injection.injected), original: prepared.pod, injection };
+    return {
+      ...common,
+      ...(fit.audit ? { podSecurityAudit: fit.audit } : {}),
+      decision: 'patched',
+      reason: 'injected',
+      message: say('injected', injection.injected),
+      original: prepared.pod,
+      injection,
+    };
   } catch (err) {
     if (err instanceof NamespaceLabelsUnavailableError) {
       if (err.policy === 'allow') {

@@ -44,7 +44,7 @@ export function planNativeSidecars(
       out.push(template);
       continue;
     }
-    const at = `Kubernetes ${formatVersion(version!.version!)} (${version!.source})`;
+    const at = `Kubernetes ${formatVersion(version!.version!)}`;
     const names = template.nativeSidecars.join(', ');
     switch (template.nativeSidecarFallback) {
       case 'deny':
@@ -61,7 +61,7 @@ export function planNativeSidecars(
         continue;
       case 'container':
         if (completion) {
-          warnings.push(clusterWarning('native-sidecars-run-to-completion', template.name, at, names, completion));
+          warnings.push(clusterWarning('native-sidecars-run-to-completion', template.name, at, completion));
           continue;
         }
         warnings.push(clusterWarning('native-sidecars-as-containers', template.name, at, names));

@@ -7,7 +7,7 @@
  * with a warning (`skip`, the default), or the pod is denied (`deny`), or injected anyway with
  * a warning (`inject`: the API server decides). A pod that already fails the level is the API
  * server's to refuse; injection changes nothing about that. Warn and audit levels add a
- * warning and a note when the injection (not the pod) makes the pod violate them. Pure.
+ * warning and an audit annotation when the injection (not the pod) makes the pod violate them. Pure.
  */
 import { checkPodSecurity, describeViolations, podSecurityPolicies, type PodSecurityPolicy } from '../k8s/pod-security.js';
 import type { Injection } from '../inject/inject.js';
@@ -25,8 +25,8 @@ export interface PodSecurityFit {
   /** The templates injected after the fit. */
   readonly templates: readonly Template[];
   readonly warnings: readonly string[];
-  /** Sentences for the log and --explain (audit-level violations). */
-  readonly notes: readonly string[];
+  /** The violations of the audit level the injection introduces: for the audit event (auditAnnotations). */
+  readonly audit?: string;
   /** Under `deny`: why the pod is refused. */
   readonly denial?: string;
 }
@@ -54,7 +54,6 @@ export function fitPodSecurity(
 ): PodSecurityFit {
   const policies = podSecurityPolicies(namespaceLabels);
   const warnings: string[] = [];
-  const notes: string[] = [];
   let result = injection;
   let kept = templates;
   const enforce = policies.enforce;
@@ -71,7 +70,6 @@ export function fitPodSecurity(
           injection,
           templates,
           warnings,
-          notes,
           denial: `injecting ${names} would make the pod violate PodSecurity "${enforce.label}" enforced on the namespace: ${broken}; fix the template or the namespace's level`,
         };
       }
@@ -79,7 +77,9 @@ export function fitPodSecurity(
       else {
         for (const t of culprits) {
           const alone = injectOnly([t]);
-          warnings.push(clusterWarning('pod-security-skipped', t.name, enforce.label, cut(describeViolations(checkPodSecurity(alone.pod, enforce)), maxViolationText)));
+          warnings.push(
+            clusterWarning('pod-security-skipped', t.name, enforce.label, cut(describeViolations(checkPodSecurity(alone.pod, enforce)), maxViolationText)),
+          );
         }
         kept = templates.filter((t) => !culprits.includes(t));
         result = injectOnly(kept);
@@ -98,7 +98,7 @@ export function fitPodSecurity(
     if (warned !== undefined) warnings.push(clusterWarning('pod-security-warn', result.injected.join(', '), warn!.label, warned));
     const audit = policies.audit;
     const audited = audit ? introduced(audit, original, result.pod) : undefined;
-    if (audited !== undefined) notes.push(`the injected pod would be audited against PodSecurity "${audit!.label}": ${audited}`);
+    if (audited !== undefined) return { injection: result, templates: kept, warnings, audit: `${audit!.label}: ${audited}` };
   }
-  return { injection: result, templates: kept, warnings, notes };
+  return { injection: result, templates: kept, warnings };
 }

@@ -1,5 +1,6 @@
 /**
- * A small in-process HTTPS server that speaks the Kubernetes API's wire format for Namespaces:
+ * A small in-process HTTPS server that speaks the Kubernetes API's wire format for Namespaces
+ * (and Nodes, with `/version`, for the version source):
  * list (`GET /api/v1/namespaces`), watch (`?watch=true`, newline-delimited JSON events with
  * resourceVersions, BOOKMARK events, `410 Gone` for a compacted history) and get
  * (`GET /api/v1/namespaces/NAME`, 404 as a Status). No Kubernetes API server can run on the
@@ -21,10 +22,20 @@ interface NamespaceObject {
   status: { phase: string };
 }
 
+interface NodeObject {
+  kind: 'Node';
+  apiVersion: 'v1';
+  metadata: { name: string; uid: string; resourceVersion: string; labels: Record<string, string> };
+  status: { nodeInfo: { kubeletVersion: string; osImage: string }; images: { names: string[]; sizeBytes: number }[] };
+}
+
+type Collection = 'namespaces' | 'nodes';
+
 interface WatchEvent {
   type: 'ADDED' | 'MODIFIED' | 'DELETED';
-  object: NamespaceObject;
+  object: NamespaceObject | NodeObject;
   rv: number;
+  collection: Collection;
 }
 
 /** A watch request as the server saw it. */
@@ -46,8 +57,15 @@ export class FakeApiServer {
   /** Events at or below this resourceVersion are no longer retained (compaction). */
   private compactedAt = 100;
   private readonly store = new Map<string, NamespaceObject>();
+  private readonly nodes = new Map<string, NodeObject>();
   private readonly history: WatchEvent[] = [];
-  private readonly watchers = new Set<{ from: number; res: ServerResponse }>();
+  private readonly watchers = new Set<{ from: number; res: ServerResponse; collection: Collection }>();
+  /** The API server's `/version` gitVersion. */
+  gitVersion = 'v1.31.4';
+  /** Answer node lists and watches with 403 (RBAC without the nodes rule). */
+  nodesForbidden = false;
+  /** Requests of `/version` seen. */
+  versionRequests = 0;
   /** Emits `watch` when a watch stream opens, `list` when a list is answered. */
   readonly events = new EventEmitter();
   readonly watchRequests: WatchRequest[] = [];
@@ -116,10 +134,36 @@ export class FakeApiServer {
     };
   }
 
-  private emit(type: WatchEvent['type'], object: NamespaceObject): void {
-    const event = { type, object, rv: Number(object.metadata.resourceVersion) };
+  private emit(type: WatchEvent['type'], object: NamespaceObject | NodeObject): void {
+    const collection: Collection = object.kind === 'Node' ? 'nodes' : 'namespaces';
+    const event = { type, object, rv: Number(object.metadata.resourceVersion), collection };
     this.history.push(event);
-    for (const w of this.watchers) if (event.rv > w.from) w.res.write(`${JSON.stringify({ type, object })}\n`);
+    for (const w of this.watchers) if (w.collection === collection && event.rv > w.from) w.res.write(`${JSON.stringify({ type, object })}\n`);
+  }
+
+  private node(name: string, kubeletVersion: string): NodeObject {
+    return {
+      kind: 'Node',
+      apiVersion: 'v1',
+      metadata: { name, uid: `uid-${name}`, resourceVersion: String(++this.rv), labels: { 'kubernetes.io/hostname': name } },
+      // Real nodes carry much more (conditions, images): the source must keep only the version.
+      status: { nodeInfo: { kubeletVersion, osImage: 'Debian GNU/Linux 12' }, images: [{ names: ['registry.k8s.io/pause:3.9'], sizeBytes: 321520 }] },
+    };
+  }
+
+  /** Adds a node or changes its kubelet version (an upgraded node). */
+  setNode(name: string, kubeletVersion: string): void {
+    const existed = this.nodes.has(name);
+    const object = this.node(name, kubeletVersion);
+    this.nodes.set(name, object);
+    this.emit(existed ? 'MODIFIED' : 'ADDED', object);
+  }
+
+  deleteNode(name: string): void {
+    const previous = this.nodes.get(name);
+    if (!previous) return;
+    this.nodes.delete(name);
+    this.emit('DELETED', { ...previous, metadata: { ...previous.metadata, resourceVersion: String(++this.rv) } });
   }
 
   /** Creates a namespace; with `silently`, its watch event is held back until `release()` (a slow watch). */
@@ -185,9 +229,45 @@ export class FakeApiServer {
     res.end(JSON.stringify(body));
   }
 
+  /** Streams a collection's retained events after `from`, then every new one, until the client goes. */
+  private stream(res: ServerResponse, from: number, collection: Collection): void {
+    for (const event of this.history) {
+      if (event.collection === collection && event.rv > from) res.write(`${JSON.stringify({ type: event.type, object: event.object })}\n`);
+    }
+    const watcher = { from, res, collection };
+    this.watchers.add(watcher);
+    res.on('close', () => this.watchers.delete(watcher));
+  }
+
+  /** Nodes: list (one page) and watch, or 403 when forbidden. */
+  private handleNodes(url: URL, res: ServerResponse): void {
+    if (this.nodesForbidden) {
+      return this.send(
+        res,
+        403,
+        status(403, 'Forbidden', 'nodes is forbidden: User "system:serviceaccount:sidecar-injector:sidecar-injector" cannot list resource "nodes"'),
+      );
+    }
+    if (url.searchParams.get('watch') === 'true') {
+      const from = Number(url.searchParams.get('resourceVersion') ?? '0');
+      res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
+      res.flushHeaders();
+      this.stream(res, from, 'nodes');
+      this.events.emit('node-watch', from);
+      return;
+    }
+    this.send(res, 200, { kind: 'NodeList', apiVersion: 'v1', metadata: { resourceVersion: String(this.rv) }, items: [...this.nodes.values()] });
+  }
+
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     if (req.headers.authorization !== `Bearer ${token}`) return this.send(res, 401, status(401, 'Unauthorized', 'Unauthorized'));
     const url = new URL(req.url ?? '/', 'https://x');
+    if (url.pathname === '/version' && req.method === 'GET') {
+      this.versionRequests++;
+      const [major, minor] = this.gitVersion.replace(/^v/, '').split('.');
+      return this.send(res, 200, { major, minor, gitVersion: this.gitVersion, platform: 'linux/amd64' });
+    }
+    if (url.pathname === '/api/v1/nodes' && req.method === 'GET') return this.handleNodes(url, res);
     const match = /^\/api\/v1\/namespaces(?:\/([^/]+))?$/.exec(url.pathname);
     if (!match || req.method !== 'GET') return this.send(res, 404, status(404, 'NotFound', 'the server could not find the requested resource'));
     const name = match[1] && decodeURIComponent(match[1]);
@@ -225,10 +305,7 @@ export class FakeApiServer {
         this.events.emit('watch', from);
         return;
       }
-      for (const event of this.history) if (event.rv > from) res.write(`${JSON.stringify({ type: event.type, object: event.object })}\n`);
-      const watcher = { from, res };
-      this.watchers.add(watcher);
-      res.on('close', () => this.watchers.delete(watcher));
+      this.stream(res, from, 'namespaces');
       this.events.emit('watch', from);
       return;
     }

@@ -1,4 +1,6 @@
 /** A real HTTPS injector on 127.0.0.1:0 with a throw-away certificate, and a client for it. */
+import { decideVersion, type KubernetesVersion } from '../../src/k8s/version.js';
+import type { PodSecurityAction } from '../../src/pipeline/pod-security-fit.js';
 import https from 'node:https';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
@@ -48,6 +50,9 @@ export async function startTestServer(options: {
   maxConnections?: number;
   timeouts?: Partial<ServerTimeouts>;
   liveness?: Liveness;
+  /** The Kubernetes version served for (`--kubernetes-version`); absent: unknown, current features. */
+  kubernetesVersion?: KubernetesVersion;
+  podSecurity?: PodSecurityAction;
 }): Promise<TestServer> {
   const certs = await testCertificates();
   const logs: Record<string, unknown>[] = [];
@@ -67,6 +72,8 @@ export async function startTestServer(options: {
     ...(options.liveness ? { liveness: options.liveness } : {}),
     templates: typeof options.templates === 'function' ? options.templates : () => options.templates as TemplateSet,
     namespaces: options.namespaces ?? testNamespaces,
+    ...(options.kubernetesVersion ? { kubernetesVersion: () => decideVersion({ flag: options.kubernetesVersion! }) } : {}),
+    ...(options.podSecurity ? { podSecurity: options.podSecurity } : {}),
     isReady: () => state.ready,
   });
   const running = await startServer(app.callback(), {
