@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import { mutate, type MutateDeps } from './admission/mutate.js';
 import { RequestError } from './errors.js';
 import { BodyBudget, defaultMaxBodyBytesInFlight, readJsonBody } from './http/body.js';
-import { createObserver } from './http/observe.js';
+import { createObserver, type Webhook } from './http/observe.js';
 import { Liveness } from './liveness.js';
 import { cut } from './quote.js';
 import type { Metrics } from './metrics.js';
@@ -47,21 +47,28 @@ export function createApp(deps: AppDeps): Koa {
   const observer = createObserver(log, metrics, liveness);
 
   const budget = new BodyBudget(deps.maxBodyBytesInFlight ?? defaultMaxBodyBytesInFlight);
-  router.post('/mutate', async (ctx) => {
-    let held = 0;
-    try {
-      await review(ctx, await readJsonBody(ctx.req, deps.maxBodyBytes, budget, (bytes) => (held = bytes)));
-    } finally {
-      budget.give(held);
-    }
-  });
-  const review = async (ctx: Koa.Context, body: unknown) => {
-    const started = process.hrtime.bigint();
-    const outcome = await mutate(body, deps);
-    ctx.type = 'application/json';
-    ctx.body = JSON.stringify(outcome.response);
-    observer.reviewed(outcome, Number(process.hrtime.bigint() - started) / 1e9);
-  };
+  // One path per webhook: /mutate injects every template (one webhook for all); the required and
+  // the optional webhook (failurePolicy Fail and Ignore) each inject only their own templates.
+  const webhooks = [
+    ['/mutate', 'all', deps],
+    ['/mutate/required', 'required', { ...deps, failurePolicy: 'Fail' }],
+    ['/mutate/optional', 'optional', { ...deps, failurePolicy: 'Ignore' }],
+  ] as const satisfies readonly (readonly [string, Webhook, MutateDeps])[];
+  for (const [path, webhook, webhookDeps] of webhooks) {
+    router.post(path, async (ctx) => {
+      let held = 0;
+      try {
+        const body = await readJsonBody(ctx.req, deps.maxBodyBytes, budget, (bytes) => (held = bytes));
+        const started = process.hrtime.bigint();
+        const outcome = await mutate(body, webhookDeps);
+        ctx.type = 'application/json';
+        ctx.body = JSON.stringify(outcome.response);
+        observer.reviewed(outcome, Number(process.hrtime.bigint() - started) / 1e9, webhook);
+      } finally {
+        budget.give(held);
+      }
+    });
+  }
   router.get('/healthz', async (ctx) => {
     const problems = await liveness.problems();
     if (problems.length > 0) {

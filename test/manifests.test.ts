@@ -42,7 +42,9 @@ const one = (objects: Obj[], kind: string): Obj => {
   if (found.length !== 1) throw new Error(`expected one ${kind}, found ${found.length}`);
   return found[0]!;
 };
-const webhook = () => one(base, 'MutatingWebhookConfiguration').webhooks[0];
+const webhooks = (): Obj[] => one(base, 'MutatingWebhookConfiguration').webhooks;
+/** The required webhook; every field test below runs on both (see `for (const which …)`). */
+const webhook = () => webhooks()[0]!;
 const deployment = () => one(base, 'Deployment');
 const injector = () => deployment().spec.template.spec.containers[0];
 const arg = (name: string) => (injector().args as string[]).find((a) => a.startsWith(`--${name}=`))?.split('=')[1];
@@ -97,17 +99,35 @@ test('webhook: admissionReviewVersions v1 then v1beta1', (t) => t.deepEqual(webh
 test('webhook: matchPolicy Equivalent', (t) => t.is(webhook().matchPolicy, 'Equivalent'));
 test('webhook: an explicit timeoutSeconds below the 10 s default', (t) => t.true(webhook().timeoutSeconds >= 1 && webhook().timeoutSeconds < 10));
 
-test('webhook: an explicit failurePolicy with its reason written beside it', async (t) => {
-  t.true(['Fail', 'Ignore'].includes(webhook().failurePolicy));
+test('two webhooks: required (Fail) on /mutate/required and optional (Ignore) on /mutate/optional, each with its reason written beside it', async (t) => {
+  t.deepEqual(
+    webhooks().map((w) => [w.name, w.failurePolicy, w.clientConfig.service.path]),
+    [
+      ['required.sidecar-injector.io', 'Fail', '/mutate/required'],
+      ['optional.sidecar-injector.io', 'Ignore', '/mutate/optional'],
+    ],
+  );
   const source = await readFile(join('manifests', 'base', 'mutatingwebhookconfiguration.yaml'), 'utf8');
   const lines = source.split('\n');
-  const at = lines.findIndex((l) => l.includes('failurePolicy:'));
-  t.regex(lines.slice(Math.max(0, at - 6), at).join('\n'), /# Fail: /);
+  for (const policy of ['Fail', 'Ignore']) {
+    const at = lines.findIndex((l) => l.trim() === `failurePolicy: ${policy}`);
+    t.regex(lines.slice(Math.max(0, at - 6), at).join('\n'), new RegExp(`# ${policy}: `));
+  }
 });
 
-test('webhook: calls the Service on /mutate, and the Service reaches the container port', (t) => {
+test('two webhooks: everything but name, path and failurePolicy is the same in both', (t) => {
+  const strip = (w: Obj) => {
+    const { name: _name, failurePolicy: _policy, clientConfig, ...rest } = w;
+    const { path: _path, ...service } = clientConfig.service;
+    return { ...rest, clientConfig: { ...clientConfig, service } };
+  };
+  const [required, optional] = webhooks();
+  t.deepEqual(strip(optional!), strip(required!));
+});
+
+test('webhook: calls the Service on its path, and the Service reaches the container port', (t) => {
   const service = one(base, 'Service');
-  t.deepEqual(webhook().clientConfig.service, { name: service.metadata.name, namespace: service.metadata.namespace, path: '/mutate', port: 443 });
+  t.deepEqual(webhook().clientConfig.service, { name: service.metadata.name, namespace: service.metadata.namespace, path: '/mutate/required', port: 443 });
   t.is(service.spec.ports[0].port, 443);
   const port = injector().ports.find((p: Obj) => p.name === service.spec.ports[0].targetPort);
   t.is(port?.containerPort, 10250);
@@ -195,7 +215,7 @@ test('certs overlay: a TLS Secret and the CA in caBundle; the certificate is for
   t.is(secret.metadata.name, 'sidecar-injector-tls');
   t.is(secret.metadata.namespace, 'sidecar-injector');
   const ca = await readFile(join(generatedDir, 'ca.crt'), 'utf8');
-  t.is(one(generated, 'MutatingWebhookConfiguration').webhooks[0].clientConfig.caBundle, Buffer.from(ca).toString('base64'));
+  for (const hook of one(generated, 'MutatingWebhookConfiguration').webhooks) t.is(hook.clientConfig.caBundle, Buffer.from(ca).toString('base64'), hook.name);
   const cert = new X509Certificate(Buffer.from(secret.data['tls.crt'], 'base64'));
   t.true(cert.verify(new X509Certificate(ca).publicKey));
   t.is(cert.checkHost('sidecar-injector.sidecar-injector.svc'), 'sidecar-injector.sidecar-injector.svc');

@@ -42,10 +42,11 @@ async function wrongfullyExcluded(conditions: readonly MatchCondition[]): Promis
   return { excluded, patched };
 }
 
-test('the manifest holds exactly the conditions the code declares', (t) => {
+test('both webhooks of the manifest hold exactly the conditions the code declares', (t) => {
   const rendered = parseAllDocuments(execFileSync('kubectl', ['kustomize', 'manifests'], { encoding: 'utf8' })).map((d) => d.toJS());
-  const webhook = rendered.find((o) => o.kind === 'MutatingWebhookConfiguration').webhooks[0];
-  t.deepEqual(webhook.matchConditions, matchConditions);
+  const hooks = rendered.find((o) => o.kind === 'MutatingWebhookConfiguration').webhooks;
+  t.is(hooks.length, 2);
+  for (const webhook of hooks) t.deepEqual(webhook.matchConditions, matchConditions, webhook.name);
 });
 
 test('no condition keeps from the injector a corpus pod it would patch', async (t) => {

@@ -44,7 +44,7 @@ async function existingCa(out: string): Promise<Pem | undefined> {
   }
 }
 
-/** The overlay's kustomization: the base, the TLS Secret, the caBundle. */
+/** The overlay's kustomization: the base, the TLS Secret, the caBundle of both webhooks (required and optional). */
 function kustomization(base: string, service: string, namespace: string, caCert: string): string {
   return `# Written by \`sidecar-injector certs\`: the base plus the serving certificate and the CA.
 # Contains references to private keys in this directory; do not commit it.
@@ -67,10 +67,7 @@ patches:
       kind: MutatingWebhookConfiguration
       name: ${service}
     patch: |-
-      - op: add
-        path: /webhooks/0/clientConfig/caBundle
-        value: ${Buffer.from(caCert).toString('base64')}
-`;
+${[0, 1].map((i) => `      - op: add\n        path: /webhooks/${i}/clientConfig/caBundle\n        value: ${Buffer.from(caCert).toString('base64')}\n`).join('')}`;
 }
 
 /** Runs `certs` with its arguments; returns what it wrote. */

@@ -9,10 +9,13 @@ import type { ReviewOutcome } from '../admission/mutate.js';
 import type { Liveness } from '../liveness.js';
 import type { Metrics } from '../metrics.js';
 
+/** Which webhook a review came through: its path says it (app.ts). */
+export type Webhook = 'all' | 'required' | 'optional';
+
 /** What the routes report; each call logs and measures. */
 export interface Observer {
   /** A review answered, and the seconds from its body read to its answer. */
-  reviewed(outcome: ReviewOutcome, seconds: number): void;
+  reviewed(outcome: ReviewOutcome, seconds: number, webhook: Webhook): void;
   /** A request refused before it was a review (HTTP 4xx/503), with its code: counted and logged. */
   refused(code: string, status: number, path: string, message: string): void;
   /** A request for no route or with a wrong method: counted only (scanners would flood the log). */
@@ -24,7 +27,7 @@ export interface Observer {
 /** Creates the observer over a logger, the metrics and the liveness tracker. */
 export function createObserver(log: Logger, metrics: Metrics, liveness: Liveness): Observer {
   return {
-    reviewed(outcome, seconds) {
+    reviewed(outcome, seconds, webhook) {
       liveness.reviewAnswered();
       metrics.reviews.inc({ operation: outcome.operation, decision: outcome.decision, reason: outcome.reason });
       for (const template of outcome.injected) metrics.injections.inc({ template });
@@ -33,6 +36,7 @@ export function createObserver(log: Logger, metrics: Metrics, liveness: Liveness
       log.info(
         {
           uid: outcome.uid,
+          webhook,
           namespace: outcome.namespace,
           pod: outcome.pod,
           operation: outcome.operation,

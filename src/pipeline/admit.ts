@@ -10,7 +10,7 @@ import { reasonOfAdmissionError, reasons, say, type DenialReason, type Reason } 
 import type { NamespaceLabelSource } from '../namespaces/source.js';
 import type { TemplateSet } from '../templates/set.js';
 import type { JsonObject } from '../k8s/json.js';
-import type { Template } from '../templates/template.js';
+import type { Template, TemplateFailurePolicy } from '../templates/template.js';
 import type { Injection } from '../inject/inject.js';
 import { AnnotationKeys } from '../k8s/keys.js';
 import { parsePod, podDisplayName, podOs } from '../k8s/pod.js';
@@ -32,6 +32,11 @@ export interface AdmitDeps {
   readonly kubernetesVersion?: () => VersionDecision | undefined;
   /** What a template that would break the namespace's enforced Pod Security level gets. @default 'skip' */
   readonly podSecurity?: PodSecurityAction;
+  /**
+   * Inject only the templates of this failurePolicy (the webhook of that class calls its own
+   * path); undefined: every template (one webhook for all).
+   */
+  readonly failurePolicy?: TemplateFailurePolicy;
 }
 
 interface Common {
@@ -128,10 +133,25 @@ export async function admitPod(input: PodInput, deps: AdmitDeps): Promise<PodOut
       default:
         return { ...common, decision: 'allowed', reason: selection.reason, message: say(selection.reason) };
     }
+    // Selection ran over every template (a pod may request the other class's); this webhook injects its own class.
+    const ours = deps.failurePolicy ? selection.templates.filter((t) => t.failurePolicy === deps.failurePolicy) : selection.templates;
+    if (ours.length === 0) {
+      return {
+        ...common,
+        decision: 'allowed',
+        reason: 'other-webhook',
+        message: say(
+          'other-webhook',
+          selection.templates.map((t) => t.name),
+          deps.failurePolicy!,
+        ),
+      };
+    }
+    const mine = { ...common, templates: ours };
     // What the cluster runs: native sidecars only from 1.29, else each template's fallback.
-    const plan = planNativeSidecars(selection.templates, deps.kubernetesVersion?.(), ledger.believed, runsToCompletion(parts));
+    const plan = planNativeSidecars(ours, deps.kubernetesVersion?.(), ledger.believed, runsToCompletion(parts));
     warnings.push(...plan.warnings);
-    if (plan.denial) return denial('native-sidecars-unsupported', say('native-sidecars-unsupported', plan.denial.message), selection.templates);
+    if (plan.denial) return denial('native-sidecars-unsupported', say('native-sidecars-unsupported', plan.denial.message), ours);
     const place = { namespace, namespaceLabels, requestName: input.name };
     const injectOnly = (templates: readonly Template[]) => injectTemplates(prepared, templates, place);
     const fit = fitPodSecurity(input.pod, injectOnly(plan.templates), plan.templates, namespaceLabels, deps.podSecurity ?? 'skip', injectOnly);
@@ -143,7 +163,7 @@ export async function admitPod(input: PodInput, deps: AdmitDeps): Promise<PodOut
     notes.push(...injection.notes);
     if (fit.templates.length === 0 && !injection.changed) {
       return {
-        ...common,
+        ...mine,
         decision: 'allowed',
         reason: 'cluster-unfit',
         message: say(
@@ -156,18 +176,18 @@ export async function admitPod(input: PodInput, deps: AdmitDeps): Promise<PodOut
     if (!injection.changed) {
       const all = fit.templates.every((t) => Object.hasOwn(ledger.believed.templates, t.name));
       if (injection.conflicts.length > 0) {
-        return { ...common, decision: 'allowed', reason: 'template-conflict', message: say('template-conflict', injection.conflicts), injection };
+        return { ...mine, decision: 'allowed', reason: 'template-conflict', message: say('template-conflict', injection.conflicts), injection };
       }
       const reason = all ? 'already-injected' : 'nothing-to-add';
-      return { ...common, decision: 'allowed', reason, message: say(reason), injection };
+      return { ...mine, decision: 'allowed', reason, message: say(reason), injection };
     }
     // The API server refuses a pod whose annotations exceed the limit: say so ourselves, precisely.
     const bytes = annotationBytes((injection.pod.metadata as JsonObject).annotations as Record<string, string>);
     if (bytes > maxAnnotationBytes) {
-      return denial('annotations-over-limit', say('annotations-over-limit', injection.injected, bytes), selection.templates);
+      return denial('annotations-over-limit', say('annotations-over-limit', injection.injected, bytes), ours);
     }
     return {
-      ...common,
+      ...mine,
       ...(fit.audit ? { podSecurityAudit: fit.audit } : {}),
       decision: 'patched',
       reason: 'injected',

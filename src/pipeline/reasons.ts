@@ -38,6 +38,11 @@ export const reasons = {
     say: (namespace: string) => `namespace ${namespace} does not have label ${LabelKeys.namespaceOptIn}=${LabelValues.enabled}`,
   },
   'no-template-matched': { decision: 'allowed', say: () => 'no template matches this pod' },
+  'other-webhook': {
+    decision: 'allowed',
+    say: (templates: readonly string[], policy: string) =>
+      `${templates.join(', ')} ${templates.length === 1 ? 'is' : 'are'} injected by the other webhook (this one injects failurePolicy ${policy} templates)`,
+  },
   'cluster-unfit': {
     decision: 'allowed',
     say: (templates: readonly string[]) => `not injected: ${templates.join(', ')} would not run in this cluster as it is (the warnings say why)`,

@@ -25,6 +25,14 @@ export type Placement = 'first' | 'last';
 export type NativeSidecarFallback = 'container' | 'skip' | 'deny';
 export const nativeSidecarFallbacks: readonly NativeSidecarFallback[] = ['container', 'skip', 'deny'];
 
+/**
+ * Whether a pod may be created without the template's sidecars while the injector cannot be
+ * reached: `Fail` (required: the pod is refused and retried) or `Ignore` (optional). Each class
+ * has its own webhook with that failurePolicy (manifests), calling its own path.
+ */
+export type TemplateFailurePolicy = 'Fail' | 'Ignore';
+export const templateFailurePolicies: readonly TemplateFailurePolicy[] = ['Fail', 'Ignore'];
+
 /** The form a template is injected in: as written, or with its native sidecars as ordinary containers. */
 export type TemplateForm = 'native' | 'container';
 
@@ -90,6 +98,8 @@ export interface Template {
   readonly nativeSidecarFallback: NativeSidecarFallback;
   /** `native` as compiled; `container` for the variant templates/forms.ts derives. */
   readonly form: TemplateForm;
+  /** Required (`Fail`, the default) or optional (`Ignore`): which webhook injects it. */
+  readonly failurePolicy: TemplateFailurePolicy;
   /** Every value of the pod or namespace the template reads; a rendering depends on these only. */
   readonly references: readonly Reference[];
   /** Placeholders in the template (each may repeat a value in the output): sizes the render cache's accounting. */
@@ -115,6 +125,7 @@ const topLevelFields = new Set([
   'imagePullSecrets',
   'os',
   'nativeSidecars',
+  'failurePolicy',
 ]);
 const appContainerFields = new Set(['env', 'envFrom', 'volumeMounts']);
 
@@ -379,6 +390,10 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
   if (injection !== 'automatic' && injection !== 'on-request') problems.add('injection', 'must be "automatic" or "on-request"');
   const placement = doc.placement ?? 'last';
   if (placement !== 'first' && placement !== 'last') problems.add('placement', 'must be "first" or "last"');
+  const failurePolicy = doc.failurePolicy ?? 'Fail';
+  if (!templateFailurePolicies.includes(failurePolicy as TemplateFailurePolicy)) {
+    problems.add('failurePolicy', 'must be "Fail" (required: pods wait for the injector) or "Ignore" (optional)');
+  }
 
   const params: Record<string, ParamValue> = {};
   if (doc.parameters !== undefined && doc.parameters !== null) {
@@ -466,6 +481,7 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
     nativeSidecars: native.names,
     nativeSidecarFallback: native.fallback,
     form: 'native',
+    failurePolicy: failurePolicy as TemplateFailurePolicy,
     references: uniqueReferences(allReferences),
     placeholderCount: allReferences.length,
     staticBytes: canonical.length,
