@@ -48,6 +48,13 @@ export async function runMicro(budgetMs = 1500): Promise<Result[]> {
   const rows: Result[] = [];
   for (const size of ['small', 'typical', 'large'] as PodSize[]) rows.push(await measure(`${size} pod`, reviewText(size), deps, budgetMs));
   for (const envCount of [10, 100, 1000, 10000]) rows.push(await measure(`${envCount} env vars`, reviewText('typical', { envCount }), deps, budgetMs));
+  // Parameter overrides on the pod: three values read against their declarations, and rendered.
+  const overrides = {
+    'log-shipper.sidecar-injector.io/memoryLimit': '128Mi',
+    'proxy.sidecar-injector.io/cpuRequest': '200m',
+    'proxy.sidecar-injector.io/logLevel': 'debug',
+  };
+  rows.push(await measure('typical, 3 overrides', reviewText('typical', { annotations: overrides }), deps, budgetMs));
   return rows;
 }
 

@@ -91,8 +91,12 @@ export function podBody(size: PodSize, envCount?: number): Record<string, any> {
 }
 
 /** The AdmissionReview JSON text for one pod size. */
-export function reviewText(size: PodSize, options: { envCount?: number; requestProxy?: boolean; uid?: string } = {}): string {
+export function reviewText(
+  size: PodSize,
+  options: { envCount?: number; requestProxy?: boolean; uid?: string; annotations?: Readonly<Record<string, string>> } = {},
+): string {
   const pod = prepareCreate(podBody(size, options.envCount), 'shop');
   if (options.requestProxy ?? true) pod.metadata.annotations = { ...(pod.metadata.annotations ?? {}), 'sidecar-injector.io/templates': 'proxy' };
+  if (options.annotations) pod.metadata.annotations = { ...(pod.metadata.annotations ?? {}), ...options.annotations };
   return JSON.stringify(createReview(pod, { namespace: 'shop', uid: options.uid ?? '11111111-2222-3333-4444-555555555555' }));
 }

@@ -140,3 +140,27 @@ test('nativeSidecars: the fallback is one of container, skip, deny; restartPolic
     ],
   );
 });
+
+test('an overridable parameter reaching a sensitive field is refused unless an enum or a pattern constrains it', async (t) => {
+  const template = (declaration: string, field: string) =>
+    `name: agent\nparameters:\n  p:\n${declaration}\ncontainers:\n  - name: agent\n    image: ${field === 'image' ? '"{{ params.p }}"' : 'agent:1'}\n${field === 'args' ? '    args: ["--level={{ params.p }}"]\n' : ''}${field === 'env' ? '    env: [{ name: X, value: "{{ params.p }}" }]\n' : ''}`;
+  const unconstrained = '    default: agent:1\n    override: pod';
+  for (const field of ['image', 'args']) {
+    const err = await t.throwsAsync(check(await dirWith({ 'agent.yaml': template(unconstrained, field) })), { instanceOf: TemplateError });
+    t.deepEqual(
+      err!.problems.map((p) => `${p.field}: ${p.message}`),
+      [
+        `parameters.p: is overridable (override: pod) and reaches containers[0].${field === 'image' ? 'image' : 'args[0]'}, where an override could change what runs or with which rights: constrain it with type: enum or a pattern`,
+      ],
+    );
+  }
+  // Constrained, or not overridable, or in a field that is not sensitive: accepted.
+  for (const [declaration, field] of [
+    ['    default: agent:1\n    override: pod\n    pattern: "registry\\\\.example\\\\.com/agent:[0-9.]+|agent:1"', 'image'],
+    ['    default: info\n    type: enum\n    values: [info, debug]\n    override: pod', 'args'],
+    ['    default: agent:1\n    override: none', 'image'],
+    ['    default: x\n    override: pod', 'env'],
+  ]) {
+    await t.notThrowsAsync(check(await dirWith({ 'agent.yaml': template(declaration!, field!) })), `${field}: ${declaration}`);
+  }
+});

@@ -276,6 +276,7 @@ export function inject(
       continue;
     }
     const entry: LedgerEntry = t.form === 'container' ? { hash: t.hash, form: 'container' } : { hash: t.hash };
+    if (t.overrides) entry.params = { ...t.overrides };
     let added = 0;
     const record = (kind: PodItemKind, key: string, ok: boolean) => {
       if (ok) {

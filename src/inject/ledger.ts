@@ -30,6 +30,8 @@ export interface LedgerEntry {
   appContainers?: Record<string, AppContainerItems>;
   /** What the template's sidecars added to the pod-level resources (pod-resources.ts): a record for readers, never acted on. */
   podResources?: ResourceGrowth;
+  /** Parameters overridden by the namespace or the pod, with the values used: a record for readers (and the auditor), never acted on. */
+  params?: Record<string, string>;
 }
 
 /** The whole ledger; `v` versions the format. */
@@ -126,6 +128,15 @@ function readLedger(text: string): Ledger {
       entry.appContainers = apps;
     }
     if (raw.podResources !== undefined) entry.podResources = readGrowth(raw.podResources, name);
+    if (raw.params !== undefined) {
+      if (!isJsonObject(raw.params)) throw new LedgerError(`${name}.params is malformed`);
+      const params: Record<string, string> = Object.create(null);
+      for (const [key, value] of Object.entries(raw.params)) {
+        if (typeof value !== 'string') throw new LedgerError(`${name}.params is malformed`);
+        params[key] = value;
+      }
+      entry.params = params;
+    }
     templates[name] = entry;
   }
   return { v: 1, templates };
@@ -192,6 +203,7 @@ export function mergeEntries(before: LedgerEntry | undefined, added: LedgerEntry
   const out: LedgerEntry = { ...before, hash: added.hash };
   if (added.form) out.form = added.form;
   else delete out.form;
+  if (added.params) out.params = added.params;
   const podResources = addGrowth(before.podResources, added.podResources);
   if (podResources) out.podResources = podResources;
   for (const kind of podItemKinds) {

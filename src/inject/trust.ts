@@ -176,6 +176,7 @@ export function checkLedger(claimed: Ledger, parts: PodParts, set: TemplateSet):
     if (entry.form) kept.form = entry.form;
     // A record for readers only (never acted on), carried with the template's believed entry.
     if (entry.podResources) kept.podResources = entry.podResources;
+    if (entry.params) kept.params = entry.params;
     let items = 0;
     for (const kind of podItemKinds) {
       // Deduplicated: a forged list may repeat one key a hundred thousand times.

@@ -42,6 +42,9 @@ export class TextPattern {
 /** Any string: a value wholly taken from the pod. */
 export const anyValue = new TextPattern(['', '']);
 
+/** Any string, number or boolean: an overridable parameter alone in a field (it keeps its type). */
+export const anyScalar: unique symbol = Symbol('any scalar');
+
 /** Fields whose values are Kubernetes quantities (compared by value, as the API server rewrites them). */
 const quantityParents: ReadonlySet<string> = new Set(['requests', 'limits']);
 const quantityFields: ReadonlySet<string> = new Set(['sizeLimit']);
@@ -134,6 +137,7 @@ export function containsContainer(skeleton: unknown, actual: unknown): boolean {
  */
 export function contains(skeleton: unknown, actual: unknown, key = '', inQuantities = false, strict = false): boolean {
   if (skeleton instanceof TextPattern) return typeof actual === 'string' && skeleton.matches(actual);
+  if (skeleton === anyScalar) return typeof actual === 'string' || typeof actual === 'number' || typeof actual === 'boolean';
   if (Array.isArray(skeleton)) {
     if (!Array.isArray(actual)) return false;
     if (skeleton.every((item) => !isJsonObject(item) || item instanceof TextPattern)) {

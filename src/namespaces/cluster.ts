@@ -8,7 +8,7 @@ import type { Reloadable } from '../reloadable.js';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { KubernetesApiError, NamespaceLabelsUnavailableError, type NamespaceFailurePolicy } from '../errors.js';
-import { metadataNameLabel, type NamespaceLabelSource } from './source.js';
+import { metadataNameLabel, overrideAnnotations, type NamespaceLabelSource } from './source.js';
 import type { Labels } from '../k8s/selector.js';
 import { Reflector, type ReflectorTuning } from '../kube-api/reflector.js';
 import { getJson } from '../kube-api/request.js';
@@ -32,8 +32,10 @@ export interface ClusterSourceOptions extends ReflectorTuning {
 }
 
 interface NamespaceObject {
-  metadata?: { name?: string; resourceVersion?: string; labels?: Record<string, string> };
+  metadata?: { name?: string; resourceVersion?: string; labels?: Record<string, string>; annotations?: Record<string, string> };
 }
+
+const noOverrides: Readonly<Record<string, string>> = Object.freeze(Object.create(null));
 
 /** The cluster source: `start()` begins list and watch; `stop()` ends them. */
 /** What /status shows about the cluster source. */
@@ -49,6 +51,8 @@ export class ClusterNamespaceSource extends EventEmitter implements NamespaceLab
   readonly kind = 'cluster';
   /** Emits the reflector's `reload` (count), `rejected` (err), `change` (type, name), `watch` (resourceVersion), `stall`; and `lookup-failed` (namespace) — for logs, metrics and tests. */
   private readonly labels = new Map<string, Labels>();
+  /** Override annotations of the namespaces that have any (most have none: nothing is kept for them). */
+  private readonly overrides = new Map<string, Readonly<Record<string, string>>>();
   private readonly inFlight = new Map<string, Promise<Labels>>();
   private readonly failures = new Map<string, { until: number; error: NamespaceLabelsUnavailableError }>();
   private readonly reflector: Reflector<NamespaceObject>;
@@ -72,11 +76,14 @@ export class ClusterNamespaceSource extends EventEmitter implements NamespaceLab
       what: 'namespace',
       replace: (items) => {
         this.labels.clear();
+        this.overrides.clear();
         for (const item of items) this.store(item);
       },
       apply: (type, object) => {
-        if (type === 'DELETED') this.labels.delete(object.metadata?.name ?? '');
-        else this.store(object);
+        if (type === 'DELETED') {
+          this.labels.delete(object.metadata?.name ?? '');
+          this.overrides.delete(object.metadata?.name ?? '');
+        } else this.store(object);
       },
     });
     for (const event of ['reload', 'rejected', 'change', 'watch', 'stall']) this.reflector.on(event, (...args: unknown[]) => this.emit(event, ...args));
@@ -179,10 +186,18 @@ export class ClusterNamespaceSource extends EventEmitter implements NamespaceLab
     }
   }
 
+  /** The namespace's parameter overrides (`<template>.sidecar-injector.io/<name>` annotations) as last seen. */
+  overridesOf(namespace: string): Readonly<Record<string, string>> {
+    return this.overrides.get(namespace) ?? noOverrides;
+  }
+
   private store(object: NamespaceObject): Labels {
     const name = object.metadata?.name ?? '';
     const labels = Object.freeze({ ...(object.metadata?.labels ?? {}), [metadataNameLabel]: name });
     this.labels.set(name, labels);
+    const overrides = overrideAnnotations(object.metadata?.annotations);
+    if (Object.keys(overrides).length > 0) this.overrides.set(name, overrides);
+    else this.overrides.delete(name);
     this.failures.delete(name);
     return labels;
   }

@@ -16,6 +16,7 @@ export interface LocalNamespaceLabels {
 /** Builds the local namespace source from the labels file and the flags (flags win). */
 export async function loadLocalNamespaceSource(config: LocalNamespaceLabels): Promise<NamespaceLabelSource> {
   const merged: Record<string, Record<string, string>> = Object.create(null);
+  let annotations: Record<string, Record<string, string>> = Object.create(null);
   if (config.namespaceLabelsFile) {
     let text: string;
     try {
@@ -29,11 +30,12 @@ export async function loadLocalNamespaceSource(config: LocalNamespaceLabels): Pr
     } catch (err) {
       throw new ConfigError([`--namespace-labels: ${config.namespaceLabelsFile} is not valid YAML: ${(err as Error).message.split('\n')[0]}`]);
     }
-    const { map, problems } = parseNamespaceLabelMap(doc, config.namespaceLabelsFile);
-    if (problems.length > 0) throw new ConfigError(problems);
-    Object.assign(merged, map);
+    const parsed = parseNamespaceLabelMap(doc, config.namespaceLabelsFile);
+    if (parsed.problems.length > 0) throw new ConfigError(parsed.problems);
+    Object.assign(merged, parsed.map);
+    annotations = parsed.annotations;
   }
   for (const [namespace, labels] of Object.entries(config.namespaceLabels))
     merged[namespace] = { ...(Object.hasOwn(merged, namespace) ? merged[namespace] : {}), ...labels };
-  return createLocalNamespaceSource(merged);
+  return createLocalNamespaceSource(merged, annotations);
 }

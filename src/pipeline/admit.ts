@@ -22,6 +22,8 @@ import { planNativeSidecars } from './native-sidecars.js';
 import { fitPodSecurity, type PodSecurityAction } from './pod-security-fit.js';
 import { clusterWarning } from './cluster-warnings.js';
 import { describeGrowth } from '../inject/pod-resources.js';
+import { overrideDomain, overridesByTemplate, resolveParameters, type ResolvedParameters } from './overrides.js';
+import type { ParamValue } from '../templates/placeholders.js';
 
 /** What admission needs from the rest of the process. */
 export interface AdmitDeps {
@@ -52,6 +54,8 @@ interface Common {
   readonly notes?: readonly string[];
   /** Pod Security audit-level violations the injection introduces (for the audit event). */
   readonly podSecurityAudit?: string;
+  /** Each template's declared parameters with their values and where they came from (for --explain). */
+  readonly parameters?: ReadonlyMap<string, ResolvedParameters['explained']>;
 }
 
 /** The outcome for one pod. */
@@ -147,13 +151,27 @@ export async function admitPod(input: PodInput, deps: AdmitDeps): Promise<PodOut
         ),
       };
     }
-    const mine = { ...common, templates: ours };
+    // Parameter overrides: the pod's own annotations (not those we added) and the namespace's.
+    const fromPod = overridesByTemplate(own.annotations);
+    const fromNamespace = overridesByTemplate(deps.namespaces.overridesOf?.(namespace) ?? {});
+    for (const name of fromPod.keys())
+      if (!set.byName.has(name)) warnings.push(`annotation ${cut(`${name}${overrideDomain}…`, 100)} names no template here; ignored`);
+    const overrides = new Map<string, Readonly<Record<string, ParamValue>> | undefined>();
+    const parameters = new Map<string, ResolvedParameters['explained']>();
+    for (const template of ours) {
+      const resolved = resolveParameters(template, fromNamespace.get(template.name), fromPod.get(template.name));
+      if (resolved.denial) return denial('invalid-override', say('invalid-override', resolved.denial), ours);
+      warnings.push(...resolved.warnings);
+      overrides.set(template.name, resolved.overrides);
+      if (resolved.explained.length > 0) parameters.set(template.name, resolved.explained);
+    }
+    const mine = { ...common, templates: ours, ...(parameters.size > 0 ? { parameters } : {}) };
     // What the cluster runs: native sidecars only from 1.29, else each template's fallback.
     const plan = planNativeSidecars(ours, deps.kubernetesVersion?.(), ledger.believed, runsToCompletion(parts));
     warnings.push(...plan.warnings);
     if (plan.denial) return denial('native-sidecars-unsupported', say('native-sidecars-unsupported', plan.denial.message), ours);
     const place = { namespace, namespaceLabels, requestName: input.name };
-    const injectOnly = (templates: readonly Template[]) => injectTemplates(prepared, templates, place);
+    const injectOnly = (templates: readonly Template[]) => injectTemplates(prepared, templates, place, overrides);
     const fit = fitPodSecurity(input.pod, injectOnly(plan.templates), plan.templates, namespaceLabels, deps.podSecurity ?? 'skip', injectOnly);
     warnings.push(...fit.warnings);
     if (fit.denial) return denial('pod-security', say('pod-security', fit.denial), plan.templates);

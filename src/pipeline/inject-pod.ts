@@ -15,6 +15,7 @@ import { contextFor, type OwnMetadata } from '../templates/context.js';
 import { render } from '../templates/render.js';
 import type { TemplateSet } from '../templates/set.js';
 import type { Template } from '../templates/template.js';
+import type { ParamValue } from '../templates/placeholders.js';
 
 /** A pod read, with its ledger checked: what selection and injection need. */
 export interface PreparedPod {
@@ -48,11 +49,19 @@ export interface PodPlace {
   readonly requestName?: string;
 }
 
-/** Renders `templates` with the pod's values and injects them; never throws for any pod value. */
-export function injectTemplates(prepared: PreparedPod, templates: readonly Template[], place: PodPlace): Injection {
+/**
+ * Renders `templates` with the pod's values (and each template's parameter overrides, by
+ * template name) and injects them; never throws for any pod value.
+ */
+export function injectTemplates(
+  prepared: PreparedPod,
+  templates: readonly Template[],
+  place: PodPlace,
+  overrides?: ReadonlyMap<string, Readonly<Record<string, ParamValue>> | undefined>,
+): Injection {
   const { pod, parts, ledger, owner, own } = prepared;
   const context = contextFor(parts, place.requestName ?? '', place.namespace, own, place.namespaceLabels);
-  const rendered = templates.map((t) => render(t, context));
+  const rendered = templates.map((t) => render(t, context, overrides?.get(t.name)));
   return inject(pod, parts, ledger.carried, owner, rendered, ledger.sidecars);
 }
 

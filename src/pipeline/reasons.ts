@@ -66,6 +66,7 @@ export const reasons = {
     say: (unknown: readonly string[], available: readonly string[]) =>
       `annotation ${AnnotationKeys.request} names ${quoteList(unknown)}, which ${unknown.length === 1 ? 'is' : 'are'} not a sidecar template here (available: ${available.join(', ') || 'none'}); fix the annotation or add the template`,
   },
+  'invalid-override': { decision: 'denied', code: 400, say: (message: string) => `${message}; fix or remove the annotation` },
   'native-sidecars-unsupported': { decision: 'denied', code: 400, say: (message: string) => message },
   'pod-security': {
     decision: 'denied',

@@ -2,10 +2,10 @@
  * Renders a compiled template for one pod. Structure comes only from the template: values
  * from the pod are substituted into string leaves and can never add a key or a list item.
  */
-import { TextPattern } from '../k8s/contains.js';
+import { anyScalar, TextPattern } from '../k8s/contains.js';
 import { deepFreeze, type JsonObject } from '../k8s/json.js';
 import type { Compiled, Template } from './template.js';
-import { renderSegments, resolve, type RenderContext, type Segment } from './placeholders.js';
+import { renderSegments, resolve, type ParamValue, type RenderContext, type Segment } from './placeholders.js';
 
 /** A template rendered for one pod: plain JSON, owned by the caller. */
 export interface RenderedTemplate {
@@ -23,42 +23,50 @@ export interface RenderedTemplate {
   readonly labels: Record<string, string>;
   readonly annotations: Record<string, string>;
   readonly imagePullSecrets: JsonObject[];
+  /** The parameter values overridden for this rendering, as text: recorded in the ledger. */
+  readonly overrides?: Readonly<Record<string, string>>;
 }
 
 /** The context a skeleton is built with: reading it is a bug (pod-dependent strings become TextPatterns). */
 const noContext = undefined as unknown as RenderContext;
 
-/** The literal text of a pod-dependent string, with "any text" where each pod value goes. */
+/** True when the segment's value is the same for every pod: text, a literal, a parameter nobody overrides. */
+function fixed(segment: Segment, template: Template): boolean {
+  return segment.kind === 'text' || segment.ref.source === 'literal' || (segment.ref.source === 'params' && !template.overridable.has(segment.ref.key));
+}
+
+/** The literal text of a pod-dependent string, with "any text" where each pod value (or override) goes. */
 function textPattern(segments: readonly Segment[], template: Template): TextPattern {
   const parts: string[] = [''];
   for (const segment of segments) {
     if (segment.kind === 'text') parts[parts.length - 1] += segment.text;
-    else if (segment.ref.source === 'params' || segment.ref.source === 'literal')
-      parts[parts.length - 1] += renderSegments([segment], noContext, template.params);
+    else if (fixed(segment, template)) parts[parts.length - 1] += renderSegments([segment], noContext, template.params);
     else parts.push('');
   }
   return new TextPattern(parts);
 }
 
-function dependsOnPod(segments: readonly Segment[]): boolean {
-  return segments.some((s) => s.kind === 'placeholder' && s.ref.source !== 'params' && s.ref.source !== 'literal');
+function dependsOnPod(segments: readonly Segment[], template: Template): boolean {
+  return segments.some((s) => !fixed(s, template));
 }
 
-function build(node: Compiled, context: RenderContext, template: Template, skeleton = false): unknown {
+function build(node: Compiled, context: RenderContext, template: Template, params: Readonly<Record<string, ParamValue>>, skeleton = false): unknown {
   switch (node.kind) {
     case 'static':
       // Frozen at compile time: shared, never copied.
       return node.value;
     case 'string':
-      if (skeleton && dependsOnPod(node.segments)) return textPattern(node.segments, template);
-      return renderSegments(node.segments, context, template.params);
+      if (skeleton && dependsOnPod(node.segments, template)) return textPattern(node.segments, template);
+      return renderSegments(node.segments, context, params);
     case 'param':
-      return template.params[node.key];
+      // An overridable parameter alone in a field keeps its type, whatever its value per pod.
+      if (skeleton && template.overridable.has(node.key)) return anyScalar;
+      return params[node.key];
     case 'array':
-      return node.items.map((item) => build(item, context, template, skeleton));
+      return node.items.map((item) => build(item, context, template, params, skeleton));
     case 'object': {
       const out: JsonObject = {};
-      for (const [key, value] of node.entries) out[key] = build(value, context, template, skeleton);
+      for (const [key, value] of node.entries) out[key] = build(value, context, template, params, skeleton);
       return out;
     }
   }
@@ -84,13 +92,22 @@ export const renderCacheLimits = { entries: 256, maxKeyBytes: 2048, bytes: 4 * 1
  * rendering depends only on the template and the values it references, so pods of one
  * Deployment render once.
  */
-export function render(template: Template, context: RenderContext): RenderedTemplate {
-  const key = JSON.stringify(template.references.map((ref) => resolve(ref, context, template.params) ?? null));
+export function render(template: Template, context: RenderContext, overrides?: Readonly<Record<string, ParamValue>>): RenderedTemplate {
+  // Overridden values are part of what a rendering depends on.
+  const values = JSON.stringify(template.references.map((ref) => resolve(ref, context, template.params) ?? null));
+  const key = overrides ? `${values}${JSON.stringify(overrides)}` : values;
   let cached = cache.get(template);
   if (!cached) cache.set(template, (cached = { entries: new Map(), bytes: 0 }));
   const hit = cached.entries.get(key);
   if (hit) return hit.rendered;
-  const rendered = deepFreeze(renderFresh(template, context));
+  const rendered = deepFreeze(
+    overrides
+      ? {
+          ...renderFresh(template, context, false, { ...template.params, ...overrides }),
+          overrides: Object.fromEntries(Object.entries(overrides).map(([k, v]) => [k, String(v)])),
+        }
+      : renderFresh(template, context, false, template.params),
+  );
   // Long values are rare and would pin memory: render them, do not keep them.
   if (key.length > renderCacheLimits.maxKeyBytes) return rendered;
   // Each substituted value can appear in several fields: count it once per reference use.
@@ -122,17 +139,17 @@ const skeletons = new WeakMap<Template, Skeleton>();
  */
 export function skeletonOf(template: Template): Skeleton {
   let skeleton = skeletons.get(template);
-  if (!skeleton) skeletons.set(template, (skeleton = deepFreeze(renderFresh(template, noContext, true))));
+  if (!skeleton) skeletons.set(template, (skeleton = deepFreeze(renderFresh(template, noContext, true, template.params))));
   return skeleton;
 }
 
-function renderFresh(template: Template, context: RenderContext, skeleton = false): RenderedTemplate {
-  const list = (nodes: readonly Compiled[]) => nodes.map((n) => build(n, context, template, skeleton) as JsonObject);
+function renderFresh(template: Template, context: RenderContext, skeleton: boolean, params: Readonly<Record<string, ParamValue>>): RenderedTemplate {
+  const list = (nodes: readonly Compiled[]) => nodes.map((n) => build(n, context, template, params, skeleton) as JsonObject);
   const map = (entries: readonly (readonly [string, Compiled])[]) => {
     const out: Record<string, string> = {};
     for (const [key, value] of entries) {
-      const built = build(value, context, template, skeleton);
-      out[key] = built instanceof TextPattern ? (built as unknown as string) : String(built);
+      const built = build(value, context, template, params, skeleton);
+      out[key] = built instanceof TextPattern || built === anyScalar ? (built as unknown as string) : String(built);
     }
     return out;
   };

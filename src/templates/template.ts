@@ -10,6 +10,7 @@ import { parseSelector, type Selector } from '../k8s/selector.js';
 import { isDns1123Label, labelKeyProblem, labelValueProblem } from '../k8s/label-syntax.js';
 import { hasPlaceholder, parseSegments, type ParamValue, type Reference, type Segment } from './placeholders.js';
 import { AnnotationKeys } from '../k8s/keys.js';
+import { compileDeclaration, type ParamDeclaration } from './parameters.js';
 
 /** `automatic`: injected wherever the selectors match; `on-request`: only when the pod names it too. */
 export type InjectionMode = 'automatic' | 'on-request';
@@ -88,7 +89,12 @@ export interface Template {
   readonly placement: Placement;
   readonly namespaceSelector: Selector;
   readonly objectSelector: Selector;
+  /** Every parameter's value: the fixed ones, and the defaults of declared ones. */
   readonly params: Readonly<Record<string, ParamValue>>;
+  /** Declared parameters (a type, rules, who may override), by name; fixed scalars are not here. */
+  readonly declarations: ReadonlyMap<string, ParamDeclaration>;
+  /** Names of parameters a namespace or pod may override: their rendered values vary per pod. */
+  readonly overridable: ReadonlySet<string>;
   readonly body: TemplateBody;
   /** The pod operating systems (`spec.os.name`) the template's containers run on; other pods skip it. */
   readonly os: readonly PodOs[];
@@ -172,6 +178,7 @@ function compileValue(
   problems: Problems,
   literalFields: ReadonlySet<string>,
   references: Reference[],
+  uses: { param: string; field: string }[] = [],
 ): Compiled {
   if (typeof value === 'string') {
     let segments: Segment[];
@@ -182,7 +189,11 @@ function compileValue(
       return { kind: 'static', value };
     }
     if (!hasPlaceholder(segments)) return { kind: 'static', value };
-    for (const segment of segments) if (segment.kind === 'placeholder') references.push(segment.ref);
+    for (const segment of segments) {
+      if (segment.kind !== 'placeholder') continue;
+      references.push(segment.ref);
+      if (segment.ref.source === 'params') uses.push({ param: segment.ref.key, field });
+    }
     const lastKey = field.slice(field.lastIndexOf('.') + 1);
     if (literalFields.has(lastKey)) {
       problems.add(field, 'names a thing and must be literal text: placeholders are not allowed here');
@@ -195,13 +206,13 @@ function compileValue(
     return { kind: 'string', segments };
   }
   if (Array.isArray(value)) {
-    const items = value.map((item, i) => compileValue(item, `${field}[${i}]`, params, problems, literalFields, references));
+    const items = value.map((item, i) => compileValue(item, `${field}[${i}]`, params, problems, literalFields, references, uses));
     return items.every((c) => c.kind === 'static') ? { kind: 'static', value: deepFreeze(value) } : { kind: 'array', items };
   }
   if (isJsonObject(value)) {
     const entries = Object.entries(value).map(([k, v]) => {
       if (k.includes('{{')) problems.add(`${field}.${k}`, 'map keys must be literal: placeholders are not allowed in keys');
-      return [k, compileValue(v, `${field}.${k}`, params, problems, literalFields, references)] as const;
+      return [k, compileValue(v, `${field}.${k}`, params, problems, literalFields, references, uses)] as const;
     });
     return entries.every(([, c]) => c.kind === 'static') ? { kind: 'static', value: deepFreeze(value) } : { kind: 'object', entries };
   }
@@ -211,6 +222,14 @@ function compileValue(
 }
 
 const namingFields = new Set(['name', 'mountPath']);
+
+/**
+ * Fields where a value decides what runs or with which rights (issue: a per-pod image override
+ * injects any container): an overridable parameter may reach them only constrained by an enum
+ * or a pattern. Container image, command, args, securityContext and ports; any volume; any
+ * env valueFrom.
+ */
+const sensitiveFieldRe = /^(?:init)?[cC]ontainers\[\d+\]\.(?:image|command|args|securityContext|ports)(?:[.[]|$)|^volumes\[|\.valueFrom(?:[.[]|$)/;
 
 /** Checks a list of named objects: each an object with a literal DNS-1123 `name`, names unique. */
 function checkNamedList(list: unknown, field: string, problems: Problems, seen: Set<string>, what: string): JsonObject[] {
@@ -396,6 +415,7 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
   }
 
   const params: Record<string, ParamValue> = {};
+  const declarations = new Map<string, ParamDeclaration>();
   if (doc.parameters !== undefined && doc.parameters !== null) {
     if (!isJsonObject(doc.parameters)) problems.add('parameters', 'must be a map of names to values');
     else {
@@ -404,7 +424,15 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
         if (typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean') {
           if (typeof value === 'string' && value.includes('{{')) problems.add(`parameters.${key}`, 'parameter values cannot hold placeholders');
           params[key] = value;
-        } else problems.add(`parameters.${key}`, 'must be a string, number or boolean');
+        } else if (isJsonObject(value)) {
+          const declaration = compileDeclaration(key, value, (field, message) => problems.add(field, message));
+          if (declaration) {
+            if (typeof declaration.default === 'string' && declaration.default.includes('{{'))
+              problems.add(`parameters.${key}.default`, 'cannot hold placeholders');
+            params[key] = declaration.default;
+            declarations.set(key, declaration);
+          } else params[key] = '';
+        } else problems.add(`parameters.${key}`, 'must be a string, number or boolean, or a declaration (default, type, override, …)');
       }
     }
   }
@@ -448,10 +476,11 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
   const native = checkNativeSidecars(doc.nativeSidecars, initContainers, problems);
 
   const allReferences: Reference[] = [];
+  const uses: { param: string; field: string }[] = [];
   const compileList = (list: readonly unknown[], field: string) =>
-    list.map((item, i) => compileValue(item, `${field}[${i}]`, paramNames, problems, namingFields, allReferences));
+    list.map((item, i) => compileValue(item, `${field}[${i}]`, paramNames, problems, namingFields, allReferences, uses));
   const compileMap = (entries: [string, unknown][], field: string) =>
-    entries.map(([k, v]) => [k, compileValue(v, `${field}.${k}`, paramNames, problems, namingFields, allReferences)] as const);
+    entries.map(([k, v]) => [k, compileValue(v, `${field}.${k}`, paramNames, problems, namingFields, allReferences, uses)] as const);
   const body: TemplateBody = {
     containers: compileList(containers, 'containers'),
     initContainers: compileList(initContainers, 'initContainers'),
@@ -463,6 +492,17 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
     annotations: compileMap(annotations, 'annotations'),
     imagePullSecrets: compileList(pullSecrets, 'imagePullSecrets'),
   };
+  const overridable = new Set([...declarations.values()].filter((d) => d.override !== 'none').map((d) => d.name));
+  for (const { param, field } of uses) {
+    const declaration = declarations.get(param);
+    if (!declaration || declaration.override === 'none' || declaration.type === 'enum' || declaration.pattern) continue;
+    if (sensitiveFieldRe.test(field)) {
+      problems.add(
+        `parameters.${param}`,
+        `is overridable (override: ${declaration.override}) and reaches ${field}, where an override could change what runs or with which rights: constrain it with type: enum or a pattern`,
+      );
+    }
+  }
   if (problems.list.length > 0) return { problems: problems.list };
   const canonical = canonicalJson(doc);
   const hash = createHash('sha256').update(canonical).digest('hex').slice(0, 12);
@@ -476,6 +516,8 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
     namespaceSelector,
     objectSelector,
     params: Object.freeze(params),
+    declarations,
+    overridable,
     body,
     os,
     nativeSidecars: native.names,
