@@ -103,6 +103,7 @@ test('serve with --kubeconfig uses the cluster source, says so, and injects by l
     reason: 'API server v1.31.4; no node reports a kubelet version',
     apiServer: 'v1.31.4',
     nodes: 0,
+    settled: true,
   });
   t.is(status.podSecurityAction, 'skip');
 });

@@ -204,11 +204,26 @@ test('Pod Security enforce: deny refuses the pod (403); inject injects with a wa
   const injected = await create(t, inject, hardened(), 'strict');
   t.true(injected.after.spec.containers.some((c: Json) => c.name === 'agent'));
   t.regex(injected.warnings[0]!, /^loose injected though they violate PodSecurity "restricted:latest": /);
-  // A pod that fails the level as sent gets its sidecar and no Pod Security word from us.
+  // A pod that fails the level as sent: what it fails is the API server's to judge; what the
+  // sidecar would add still counts (our rules may be stricter than the API server's).
   const skip = await server(templateSet(loose));
   const failing = await create(t, skip, pod(), 'strict');
-  t.true(failing.after.spec.containers.some((c: Json) => c.name === 'agent'));
-  t.deepEqual(failing.warnings, []);
+  t.false(failing.after.spec.containers.some((c: Json) => c.name === 'agent'));
+  t.regex(failing.warnings[0]!, /^loose not injected: it would violate PodSecurity "restricted:latest": /);
+  // A compliant sidecar in a pod that fails on its own: injected, no word from us.
+  const hardenedAgent = {
+    name: 'hard',
+    containers: [
+      {
+        name: 'agent',
+        image: 'agent:1',
+        securityContext: { allowPrivilegeEscalation: false, runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' }, capabilities: { drop: ['ALL'] } },
+      },
+    ],
+  };
+  const compliant = await create(t, await server(templateSet(hardenedAgent)), pod(), 'strict');
+  t.true(compliant.after.spec.containers.some((c: Json) => c.name === 'agent'));
+  t.deepEqual(compliant.warnings, []);
   // baseline: the loose sidecar passes.
   t.deepEqual((await create(t, skip, hardened(), 'base')).warnings, []);
 });
@@ -225,6 +240,31 @@ test('Pod Security warn and audit: injected, with a warning and a note', async (
 
 const q = (text: string): Quantity => parseQuantity(text)!;
 
+/**
+ * What the API server checks of pod-level resources (R-72), on the pod as it will default it:
+ * a container's request defaults from its limit; the aggregate of container requests within
+ * the pod's requests, every container limit within the pod's limits, pod requests within pod limits.
+ */
+function budgetProblems(p: Json): string[] {
+  const problems: string[] = [];
+  const pod = p.spec.resources ?? {};
+  const all = [...(p.spec.initContainers ?? []).filter((c: Json) => c.restartPolicy === 'Always'), ...p.spec.containers];
+  for (const name of ['cpu', 'memory']) {
+    const request = (c: Json) => c.resources?.requests?.[name] ?? c.resources?.limits?.[name];
+    if (pod.requests?.[name]) {
+      const sum = all.reduce((acc: Quantity, c: Json) => (request(c) ? addQuantities(acc, q(request(c))) : acc), q('0'));
+      if (!quantityAtMost(sum, q(pod.requests[name]))) problems.push(`aggregate requests.${name} over the pod's`);
+    }
+    if (pod.limits?.[name]) {
+      for (const c of all)
+        if (c.resources?.limits?.[name] && !quantityAtMost(q(c.resources.limits[name]), q(pod.limits[name])))
+          problems.push(`${c.name} limits.${name} over the pod's`);
+      if (pod.requests?.[name] && !quantityAtMost(q(pod.requests[name]), q(pod.limits[name]))) problems.push(`pod requests.${name} over its limits`);
+    }
+  }
+  return problems;
+}
+
 test('pod-level resources grow by the sidecars share, recorded in the ledger; the budget holds every container', async (t) => {
   const s = await server(await loadTemplateDir('templates'));
   const body = pod({
@@ -233,19 +273,30 @@ test('pod-level resources grow by the sidecars share, recorded in the ledger; th
     spec: { resources: { requests: { cpu: '1', memory: '1Gi' }, limits: { cpu: '2', memory: '2Gi' } } },
   });
   const { after, warnings } = await create(t, s, body);
-  // log-shipper 10m/32Mi (limit 64Mi), proxy 50m/64Mi (limit 256Mi); no sidecar limits cpu.
-  t.deepEqual(after.spec.resources, { requests: { cpu: '1060m', memory: '1120Mi' }, limits: { cpu: '2', memory: '2368Mi' } });
-  t.deepEqual(ledgerOf(after).templates.proxy.podResources, { requests: { cpu: '50m', memory: '64Mi' }, limits: { memory: '256Mi' } });
-  t.true(warnings.includes("log-shipper, proxy: pod-level resources grown by the sidecars' share: cpu +60m, memory +96Mi (requests); memory +320Mi …"));
-  // What the API server checks (R-72): aggregate requests within the pod's, each limit within the pod's.
-  const all = [...after.spec.initContainers, ...after.spec.containers];
-  for (const name of ['cpu', 'memory']) {
-    const sum = all.reduce((acc: Quantity, c: Json) => (c.resources?.requests?.[name] ? addQuantities(acc, q(c.resources.requests[name])) : acc), q('0'));
-    t.true(quantityAtMost(sum, q(after.spec.resources.requests[name])), name);
-    for (const c of all) if (c.resources?.limits?.[name]) t.true(quantityAtMost(q(c.resources.limits[name]), q(after.spec.resources.limits[name])));
-  }
+  // log-shipper 10m/32Mi (limit 64Mi), proxy 50m/64Mi (limit 256Mi). Neither limits cpu: the
+  // pod's cpu limit grows by their requests, so that its requests never pass its limits.
+  t.deepEqual(after.spec.resources, { requests: { cpu: '1060m', memory: '1120Mi' }, limits: { cpu: '2060m', memory: '2368Mi' } });
+  t.deepEqual(ledgerOf(after).templates.proxy.podResources, { requests: { cpu: '50m', memory: '64Mi' }, limits: { cpu: '50m', memory: '256Mi' } });
+  t.true(warnings.includes("log-shipper, proxy: pod-level resources grown by the sidecars' share: cpu +60m, memory +96Mi (requests); cpu +60m, memo…"));
+  t.deepEqual(budgetProblems(after), []);
   // A pod without pod-level resources keeps having none.
   t.is((await create(t, s, pod())).after.spec.resources, undefined);
+});
+
+test('pod-level resources: requests equal to limits, and a sidecar that states only limits, stay within the budget', async (t) => {
+  const limitsOnly = { name: 'capped', containers: [{ name: 'capped', image: 'c:1', resources: { limits: { cpu: '100m', memory: '128Mi' } } }] };
+  const requestsOnly = { name: 'loose', containers: [{ name: 'loose', image: 'l:1', resources: { requests: { cpu: '20m', memory: '16Mi' } } }] };
+  const s = await server(templateSet(limitsOnly, requestsOnly));
+  for (const resources of [
+    { requests: { cpu: '2', memory: '2Gi' }, limits: { cpu: '2', memory: '2Gi' } },
+    { requests: { cpu: '1', memory: '1Gi' } },
+    { limits: { cpu: '1', memory: '1Gi' } },
+  ]) {
+    const body = pod({ containers: [{ name: 'web', image: 'nginx', resources: { requests: { cpu: '1', memory: '1Gi' } } }], spec: { resources } });
+    const { after } = await create(t, s, body);
+    t.deepEqual(budgetProblems(after), [], JSON.stringify(resources));
+    t.is(after.spec.containers.length, 3);
+  }
 });
 
 test('default container: set when a template places a container first, never over the pod’s own choice', async (t) => {
@@ -267,4 +318,30 @@ test('default container: set when a template places a container first, never ove
   t.false((ledgerOf(chosen.after).templates.agent.annotations ?? []).includes('kubectl.kubernetes.io/default-container'));
   const lastOnly = await server(templateSet(last));
   t.is((await create(t, lastOnly, pod())).after.metadata.annotations['kubectl.kubernetes.io/default-container'], undefined);
+});
+
+test('a forged ledger cannot choose the form: only a native sidecar the pod holds in that form keeps it', async (t) => {
+  const set = await loadTemplateDir('templates');
+  const requested = { 'sidecar-injector.io/templates': 'proxy' };
+  // On 1.33, a Job pod claiming the container form (with a label as its only evidence) gets the native sidecar.
+  const forgedForm = JSON.stringify({ v: 1, templates: { proxy: { hash: 'x', form: 'container', labels: ['proxy.example.com/injected'] } } });
+  const job = pod({
+    labels: { app: 'web', 'proxy.example.com/injected': 'true' },
+    annotations: { ...requested, 'sidecar-injector.io/status': forgedForm },
+    spec: { restartPolicy: 'Never' },
+  });
+  const current = await create(t, await server(set, { version: 33 }), job);
+  t.deepEqual(
+    current.after.spec.initContainers.map((c: Json) => [c.name, c.restartPolicy]),
+    [['proxy', 'Always']],
+  );
+  t.false(current.after.spec.containers.some((c: Json) => c.name === 'proxy'));
+  t.true(current.warnings.some((w) => w.startsWith('proxy: status annotation claims form container, but the pod holds none of its sidecars as an ordina')));
+  // On 1.28 with fallback deny, a ledger believed for a volume only does not make the native form "recorded".
+  const denySet = templateSet({ ...nativeProxy('deny'), volumes: [{ name: 'proxy-tmp', emptyDir: {} }] });
+  const forgedVolume = JSON.stringify({ v: 1, templates: { proxy: { hash: 'x', volumes: ['proxy-tmp'] } } });
+  const withVolume = pod({ annotations: { 'sidecar-injector.io/status': forgedVolume }, volumes: [{ name: 'proxy-tmp', emptyDir: {} }] });
+  const denied = await create(t, await server(denySet, { version: 28 }), withVolume);
+  t.false(denied.response.allowed);
+  t.is(denied.reason, 'native-sidecars-unsupported');
 });

@@ -78,17 +78,27 @@ test('nodes forbidden: the API server version decides, and /status says why', as
   t.true(api.versionRequests >= 1);
 });
 
-test('an API server older than every kubelet decides; nodes without a readable version are named', async (t) => {
-  const { source } = await setup(t, (a) => {
+test('an API server older than every kubelet decides; a node without a readable version counts as three minors behind', async (t) => {
+  const { api, source } = await setup(t, (a) => {
     a.gitVersion = 'v1.29.0';
     a.setNode('node-a', 'v1.30.0');
-    a.setNode('node-b', 'not-a-version');
+    a.setNode('node-b', 'v1.31.2_custom');
   });
+  t.false(source.isSettled());
   source.start();
   const status = await until(source, (s) => s.nodes === 2 && s.apiServer !== null);
+  t.true(source.isSettled());
   t.is(status.kubernetesVersion, '1.29');
   t.is(status.source, 'api-server');
-  t.regex(status.reason, /older than every kubelet; 1 node\(s\) report no readable kubelet version/);
+  t.regex(status.reason, /older than every kubelet/);
+  // A kubelet that reports nothing readable is never taken for a new one.
+  api.setNode('node-c', '');
+  const skewed = await until(source, (s) => s.nodes === 3 && s.kubernetesVersion !== '1.29');
+  t.is(skewed.kubernetesVersion, '1.26');
+  t.regex(
+    skewed.reason,
+    /^oldest kubelet is 1\.26 \(assumed\) \(node node-c\) of 3 node\(s\); API server v1\.29\.0; 1 node\(s\) report no readable kubelet version, taken as 3 minor versions behind the API server$/,
+  );
 });
 
 test('the flag decides over the cluster', async (t) => {

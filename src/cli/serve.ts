@@ -27,6 +27,8 @@ interface ClusterView {
   readonly namespaces: NamespaceLabelSource & { stop?: () => void };
   readonly version: () => VersionDecision;
   readonly versionStatus: () => unknown;
+  /** True once the version to serve for is decided on what the cluster said (or the flag). */
+  readonly versionSettled: () => boolean;
   stop(): void;
 }
 
@@ -44,7 +46,9 @@ async function createClusterView(config: Config, log: Logger, metrics: Metrics):
         reason: decision.reason,
         apiServer: null,
         nodes: null,
+        settled: true,
       }),
+      versionSettled: () => true,
       stop: () => {},
     };
   }
@@ -85,6 +89,7 @@ async function createClusterView(config: Config, log: Logger, metrics: Metrics):
     namespaces: source,
     version: () => versions.current(),
     versionStatus: () => versions.status(),
+    versionSettled: () => versions.isSettled(),
     stop: () => {
       source.stop();
       versions.stop();
@@ -169,7 +174,7 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
     namespaces,
     kubernetesVersion: cluster.version,
     podSecurity: config.podSecurityAction,
-    isReady: () => !draining && namespaces.isReady(),
+    isReady: () => !draining && namespaces.isReady() && cluster.versionSettled(),
     isDraining: () => draining,
     status: () => ({
       draining,

@@ -23,19 +23,32 @@ export function runsBesideApp(container: JsonObject, list: 'containers' | 'initC
   return list === 'containers' || container.restartPolicy === 'Always';
 }
 
-/** The share `sidecars` claim of the pod's budget `podResources`; undefined when nothing is budgeted or claimed. */
+/** A container's own request or limit of `name`, when it states one. */
+function own(container: JsonObject, list: 'requests' | 'limits', name: string): Quantity | undefined {
+  const resources = container.resources;
+  const values = isJsonObject(resources) ? resources[list] : undefined;
+  const q = isJsonObject(values) ? parseQuantity(values[name]) : undefined;
+  return q && q.num > 0n ? q : undefined;
+}
+
+/**
+ * The share `sidecars` claim of the pod's budget `podResources`; undefined when nothing is
+ * budgeted or claimed. A sidecar's request is its request, else its limit (the API server
+ * defaults one from the other); its limit is its limit, else its request — so the pod's
+ * limits grow at least as much as its requests, and requests never pass limits.
+ */
 export function sidecarShare(podResources: unknown, sidecars: readonly JsonObject[]): ResourceGrowth | undefined {
   if (!isJsonObject(podResources) || sidecars.length === 0) return undefined;
   let share: ResourceGrowth | undefined;
   for (const list of lists) {
     const budget = podResources[list];
     if (!isJsonObject(budget)) continue;
+    const other = list === 'requests' ? 'limits' : 'requests';
     for (const name of Object.keys(budget)) {
       let sum: Quantity | undefined;
       for (const sidecar of sidecars) {
-        const own = isJsonObject(sidecar.resources) && isJsonObject(sidecar.resources[list]) ? sidecar.resources[list][name] : undefined;
-        const q = parseQuantity(own);
-        if (q && q.num > 0n) sum = sum ? addQuantities(sum, q) : q;
+        const q = own(sidecar, list, name) ?? own(sidecar, other, name);
+        if (q) sum = sum ? addQuantities(sum, q) : q;
       }
       if (sum) ((share ??= {})[list] ??= Object.create(null) as Record<string, string>)[name] = formatQuantity(sum);
     }

@@ -162,7 +162,21 @@ export function checkLedger(claimed: Ledger, parts: PodParts, set: TemplateSet):
   // Containers claimed under a name their template adds: not app containers, so their app-item claims are void.
   const sidecars = new Set<string>();
   const claimedSidecars: Record<string, LedgerEntry> = Object.create(null);
-  const entries = Object.entries(claimed.templates);
+  // A claimed form is a claim too: `container` holds only while the pod has one of the
+  // template's native sidecars as that very ordinary container; else the entry is read as native.
+  const entries = Object.entries(claimed.templates).map(([name, entry]): [string, LedgerEntry] => {
+    const inForce = set.byName.get(name);
+    if (entry.form !== 'container' || !inForce) return [name, entry];
+    const form = skeletonIndex(templateInForm(inForce, 'container'));
+    const holds = inForce.nativeSidecars.some((sidecar) => {
+      const actual = pod.item('containers', sidecar);
+      return (entry.containers ?? []).includes(sidecar) && actual !== null && containsContainer(form.pod.containers.get(sidecar), actual);
+    });
+    if (holds) return [name, entry];
+    doubt(name, 'form container', 'but the pod holds none of its sidecars as an ordinary container');
+    const { form: _claimed, ...native } = entry;
+    return [name, native];
+  });
 
   for (const [name, entry] of entries) {
     const inForce = set.byName.get(name);

@@ -58,6 +58,15 @@ export function podSecurityPolicies(namespaceLabels: Readonly<Record<string, str
   return out;
 }
 
+/** A value from the pod, as text for a message: strings as they are (cut), anything else by its type. */
+function text(value: unknown): string {
+  return typeof value === 'string'
+    ? value.slice(0, 100)
+    : typeof value === 'number' || typeof value === 'boolean'
+      ? String(value)
+      : `(a ${value === null ? 'null' : Array.isArray(value) ? 'list' : typeof value})`;
+}
+
 function object(value: unknown): JsonObject {
   return isJsonObject(value) ? value : {};
 }
@@ -235,7 +244,7 @@ export function checkPodSecurity(pod: unknown, policy: PodSecurityPolicy): PodSe
   const sysctls = list(podContext.sysctls)
     .map((s) => s.name)
     .filter((name) => !safe.has(name as string));
-  if (sysctls.length > 0) fail('sysctls', 'forbidden sysctls', sysctls.map((n) => String(n).slice(0, 100)).join(', '));
+  if (sysctls.length > 0) fail('sysctls', 'forbidden sysctls', sysctls.map(text).join(', '));
 
   if (!restricted) return out;
   // --- restricted (ids sorted) ---
@@ -293,7 +302,7 @@ export function checkPodSecurity(pod: unknown, policy: PodSecurityPolicy): PodSe
       fail(
         'seccompProfile_restricted',
         'seccompProfile',
-        `${setters(badPod, badContainers)} must not set securityContext.seccompProfile.type to ${JSON.stringify(String(badPod ? podType : seccompType(context(badContainers[0]!))))}`,
+        `${setters(badPod, badContainers)} must not set securityContext.seccompProfile.type to ${JSON.stringify(text(badPod ? podType : seccompType(context(badContainers[0]!))))}`,
       );
     } else if (!allowed(podType) && unset.length > 0) {
       fail(

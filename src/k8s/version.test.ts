@@ -50,6 +50,9 @@ test('the decision: flag, else the oldest of kubelets and API server, else unkno
   const nothing = decideVersion({});
   t.is(nothing.source, 'unknown');
   t.is(nothing.version, undefined);
+  // Reported versions are read leniently; a kubelet that reports nothing readable counts as old as the skew policy allows.
+  t.deepEqual(decideVersion({ apiServer: 'v1.30.1+gke', nodes: [{ node: 'n', kubeletVersion: 'v1.29.4_custom' }] }).version, { major: 1, minor: 29 });
+  t.deepEqual(decideVersion({ apiServer: 'v1.30.1', nodes: [...nodes, { node: 'odd', kubeletVersion: '' }] }).version, { major: 1, minor: 27 });
   const garbage = decideVersion({ apiServer: 'banana' });
   t.is(garbage.source, 'unknown');
   t.regex(garbage.reason, /"banana" cannot be read/);

@@ -25,6 +25,16 @@ export function parseKubernetesVersion(text: unknown): KubernetesVersion | undef
   return { major: Number(match[1]), minor: Number(match[2]) };
 }
 
+/**
+ * A version as a kubelet or an API server reports it, read leniently: any text that starts with
+ * `v1.28` or `1.28` followed by anything but a digit (`v1.28.4_custom`, `v1.28.9-eks-…`).
+ */
+export function parseReportedVersion(text: unknown): KubernetesVersion | undefined {
+  if (typeof text !== 'string') return undefined;
+  const match = /^v?(\d{1,3})\.(\d{1,3})(?!\d)/.exec(text.trim());
+  return match ? { major: Number(match[1]), minor: Number(match[2]) } : undefined;
+}
+
 /** `1.29`. */
 export function formatVersion(version: KubernetesVersion): string {
   return `${version.major}.${version.minor}`;
@@ -80,18 +90,36 @@ export interface VersionFacts {
   readonly nodesProblem?: string;
 }
 
-/** Decides the version: the flag; else the oldest of the kubelets and the API server; else unknown. */
+/** Kubelets may be this many minor versions older than the API server (the version-skew policy). */
+export const kubeletSkew = 3;
+
+/**
+ * Decides the version: the flag; else the oldest of the kubelets and the API server; else
+ * unknown. A node whose kubelet version cannot be read counts as old as the skew policy allows
+ * (the API server's minus three): an unknown kubelet is never taken for a new one.
+ */
 export function decideVersion(facts: VersionFacts): VersionDecision {
   if (facts.flag) return { version: facts.flag, source: 'flag', reason: `--kubernetes-version ${formatVersion(facts.flag)} was given` };
-  const apiServer = parseKubernetesVersion(facts.apiServer);
+  const apiServer = parseReportedVersion(facts.apiServer);
   let oldest: { version: KubernetesVersion; node: NodeVersion } | undefined;
-  let unreadable = 0;
+  let unreadable: NodeVersion | undefined;
+  let unreadableCount = 0;
   for (const node of facts.nodes ?? []) {
-    const version = parseKubernetesVersion(node.kubeletVersion);
-    if (!version) unreadable++;
-    else if (!oldest || compareVersions(version, oldest.version) < 0) oldest = { version, node };
+    const version = parseReportedVersion(node.kubeletVersion);
+    if (!version) {
+      unreadableCount++;
+      unreadable ??= node;
+    } else if (!oldest || compareVersions(version, oldest.version) < 0) oldest = { version, node };
   }
-  const skipped = unreadable > 0 ? `; ${unreadable} node(s) report no readable kubelet version` : '';
+  if (unreadable && apiServer) {
+    const assumed = { major: apiServer.major, minor: Math.max(0, apiServer.minor - kubeletSkew) };
+    if (!oldest || compareVersions(assumed, oldest.version) < 0)
+      oldest = { version: assumed, node: { node: unreadable.node, kubeletVersion: `${formatVersion(assumed)} (assumed)` } };
+  }
+  const skipped =
+    unreadableCount > 0
+      ? `; ${unreadableCount} node(s) report no readable kubelet version${apiServer ? `, taken as ${kubeletSkew} minor versions behind the API server` : ''}`
+      : '';
   if (oldest && (!apiServer || compareVersions(oldest.version, apiServer) <= 0)) {
     const server = facts.apiServer ? `; API server ${facts.apiServer}` : '';
     return {

@@ -34,6 +34,8 @@ export interface ClusterVersionStatus {
   readonly reason: string;
   readonly apiServer: string | null;
   readonly nodes: number | null;
+  /** False until the cluster has been asked (readiness waits for it). */
+  readonly settled: boolean;
 }
 
 /** Emits `change` (decision) whenever the decided version or its source changes. */
@@ -45,6 +47,9 @@ export class ClusterVersionSource extends EventEmitter {
   private decision: VersionDecision;
   private timer: NodeJS.Timeout | undefined;
   private stopped = true;
+  /** Whether `/version` was asked once (answered or failed), and nodes listed or refused once. */
+  private versionAsked = false;
+  private nodesAsked = false;
 
   constructor(private readonly options: ClusterVersionOptions) {
     super();
@@ -67,13 +72,26 @@ export class ClusterVersionSource extends EventEmitter {
         if (this.kubelets.get(name) !== before) this.decide();
       },
     });
-    this.reflector.on('reload', () => this.decide());
+    this.reflector.on('reload', () => {
+      this.nodesAsked = true;
+      this.decide();
+    });
     this.reflector.on('rejected', (err: Error) => {
       if (this.reflector.isSynced()) return;
+      this.nodesAsked = true;
       this.nodesProblem = err.message.slice(0, 200);
       this.decide();
     });
     this.decision = this.facts();
+  }
+
+  /**
+   * True once the cluster was asked: `/version` answered or failed, and nodes listed or
+   * refused. Readiness waits for it, so that no pod is served on a guess while the answer is
+   * on its way.
+   */
+  isSettled(): boolean {
+    return this.options.flag !== undefined || (this.versionAsked && this.nodesAsked);
   }
 
   /** The version decided now; `version` undefined when nothing is known. */
@@ -89,6 +107,7 @@ export class ClusterVersionSource extends EventEmitter {
       reason,
       apiServer: this.apiServer ?? null,
       nodes: this.reflector.isSynced() ? this.kubelets.size : null,
+      settled: this.isSettled(),
     };
   }
 
@@ -118,10 +137,12 @@ export class ClusterVersionSource extends EventEmitter {
     try {
       const answer = (await getJson(this.options.kubeConfig, '/version', this.options.requestTimeoutMs ?? 5000)) as { gitVersion?: unknown };
       this.apiServer = typeof answer?.gitVersion === 'string' ? answer.gitVersion.slice(0, 100) : '';
+      this.versionAsked = true;
       this.decide();
     } catch (err) {
       this.options.log.warn({ err: (err as Error).message }, 'cannot read the API server version; retrying');
       retryMs = Math.min(retryMs, 10_000);
+      this.versionAsked = true;
     }
     if (this.stopped) return;
     this.timer = setTimeout(() => void this.readApiServerVersion(), retryMs);

@@ -35,8 +35,11 @@ export function planNativeSidecars(
       out.push(template);
       continue;
     }
+    // The recorded form stands only where the pod holds a native sidecar in it (believed by
+    // trust.ts): other believed items (a volume, a label) say nothing about the form.
     const recorded = Object.hasOwn(believed.templates, template.name) ? believed.templates[template.name]! : undefined;
-    if (recorded) {
+    const list = recorded?.form === 'container' ? recorded.containers : recorded?.initContainers;
+    if (recorded && template.nativeSidecars.some((name) => list?.includes(name))) {
       out.push(templateInForm(template, recorded.form ?? 'native'));
       continue;
     }

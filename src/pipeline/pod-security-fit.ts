@@ -2,14 +2,14 @@
  * Sidecars that keep the pod within its namespace's Pod Security level. Pod Security
  * Admission judges the pod as we leave it (CONTRACT R-71); a sidecar that breaks the enforced
  * level turns a pod that would have run into a ReplicaSet's FailedCreate, far from its cause.
- * So when the pod as received satisfies the enforced level and the injected one does not, the
- * templates that break it are found (each injected alone) and, per `--pod-security`: left out
- * with a warning (`skip`, the default), or the pod is denied (`deny`), or injected anyway with
- * a warning (`inject`: the API server decides). A pod that already fails the level is the API
- * server's to refuse; injection changes nothing about that. Warn and audit levels add a
- * warning and an audit annotation when the injection (not the pod) makes the pod violate them. Pure.
+ * So when the injected pod has violations of the enforced level that the pod as received does
+ * not have, the templates that add them are found (each injected alone) and, per
+ * `--pod-security-action`: left out with a warning (`skip`, the default), or the pod is denied
+ * (`deny`), or injected anyway with a warning (`inject`: the API server decides). What the pod
+ * already fails is the API server's to judge; only what the injection adds counts. Warn and
+ * audit levels add a warning and an audit annotation for what the injection adds. Pure.
  */
-import { checkPodSecurity, describeViolations, podSecurityPolicies, type PodSecurityPolicy } from '../k8s/pod-security.js';
+import { checkPodSecurity, describeViolations, podSecurityPolicies, type PodSecurityPolicy, type PodSecurityViolation } from '../k8s/pod-security.js';
 import type { Injection } from '../inject/inject.js';
 import type { Template } from '../templates/template.js';
 import { cut } from '../quote.js';
@@ -34,11 +34,20 @@ export interface PodSecurityFit {
 /** Messages quote violations, which quote pod values: bounded. */
 const maxViolationText = 400;
 
-function introduced(policy: PodSecurityPolicy, original: unknown, injected: unknown): string | undefined {
-  if (checkPodSecurity(original, policy).length > 0) return undefined;
-  const after = checkPodSecurity(injected, policy);
-  return after.length > 0 ? cut(describeViolations(after), maxViolationText) : undefined;
+/**
+ * The violations of `policy` in `pod` that the pod as received does not have. A violation is
+ * a check and its detail (which names the containers): a sidecar that fails a check the pod
+ * already fails changes the detail, and counts. Where our rules are stricter than the API
+ * server's, the pod as received may fail them: comparing violations, not verdicts, keeps
+ * judging what the injection adds.
+ */
+function introduced(policy: PodSecurityPolicy, before: ReadonlySet<string>, pod: unknown): PodSecurityViolation[] {
+  return checkPodSecurity(pod, policy).filter((v) => !before.has(violationKey(v)));
 }
+
+const violationKey = (v: PodSecurityViolation) => `${v.check}\0${v.detail}`;
+const baseline = (policy: PodSecurityPolicy, original: unknown) => new Set(checkPodSecurity(original, policy).map(violationKey));
+const described = (violations: readonly PodSecurityViolation[]) => cut(describeViolations(violations), maxViolationText);
 
 /**
  * Fits `injection` (of `templates` into `original`) to the namespace's Pod Security labels.
@@ -58,33 +67,31 @@ export function fitPodSecurity(
   let kept = templates;
   const enforce = policies.enforce;
   if (enforce && injection.changed) {
-    const broken = introduced(enforce, original, injection.pod);
-    if (broken !== undefined) {
-      const culprits = templates.filter((t) => {
-        const alone = injectOnly([t]);
-        return alone.changed && checkPodSecurity(alone.pod, enforce).length > 0;
-      });
-      const names = (culprits.length > 0 ? culprits : templates).map((t) => t.name).join(', ');
+    const before = baseline(enforce, original);
+    const broken = introduced(enforce, before, injection.pod);
+    if (broken.length > 0) {
+      const culprits: { template: Template; violations: PodSecurityViolation[] }[] = [];
+      for (const template of templates) {
+        const alone = injectOnly([template]);
+        const violations = alone.changed ? introduced(enforce, before, alone.pod) : [];
+        if (violations.length > 0) culprits.push({ template, violations });
+      }
+      const names = (culprits.length > 0 ? culprits.map((c) => c.template) : templates).map((t) => t.name).join(', ');
       if (action === 'deny') {
         return {
           injection,
           templates,
           warnings,
-          denial: `injecting ${names} would make the pod violate PodSecurity "${enforce.label}" enforced on the namespace: ${broken}; fix the template or the namespace's level`,
+          denial: `injecting ${names} would make the pod violate PodSecurity "${enforce.label}" enforced on the namespace: ${described(broken)}; fix the template or the namespace's level`,
         };
       }
-      if (action === 'inject') warnings.push(clusterWarning('pod-security-injected', names, enforce.label, broken));
+      if (action === 'inject') warnings.push(clusterWarning('pod-security-injected', names, enforce.label, described(broken)));
       else {
-        for (const t of culprits) {
-          const alone = injectOnly([t]);
-          warnings.push(
-            clusterWarning('pod-security-skipped', t.name, enforce.label, cut(describeViolations(checkPodSecurity(alone.pod, enforce)), maxViolationText)),
-          );
-        }
-        kept = templates.filter((t) => !culprits.includes(t));
+        for (const c of culprits) warnings.push(clusterWarning('pod-security-skipped', c.template.name, enforce.label, described(c.violations)));
+        kept = templates.filter((t) => !culprits.some((c) => c.template === t));
         result = injectOnly(kept);
         // Together they may still break it (each alone did not): then none is injected.
-        if (result.changed && checkPodSecurity(result.pod, enforce).length > 0) {
+        if (result.changed && introduced(enforce, before, result.pod).length > 0) {
           for (const t of kept) warnings.push(clusterWarning('pod-security-skipped', t.name, enforce.label, 'together with the other templates'));
           kept = [];
           result = injectOnly([]);
@@ -94,11 +101,11 @@ export function fitPodSecurity(
   }
   if (result.changed) {
     const warn = policies.warn;
-    const warned = warn ? introduced(warn, original, result.pod) : undefined;
-    if (warned !== undefined) warnings.push(clusterWarning('pod-security-warn', result.injected.join(', '), warn!.label, warned));
+    const warned = warn ? introduced(warn, baseline(warn, original), result.pod) : [];
+    if (warned.length > 0) warnings.push(clusterWarning('pod-security-warn', result.injected.join(', '), warn!.label, described(warned)));
     const audit = policies.audit;
-    const audited = audit ? introduced(audit, original, result.pod) : undefined;
-    if (audited !== undefined) return { injection: result, templates: kept, warnings, audit: `${audit!.label}: ${audited}` };
+    const audited = audit ? introduced(audit, baseline(audit, original), result.pod) : [];
+    if (audited.length > 0) return { injection: result, templates: kept, warnings, audit: `${audit!.label}: ${described(audited)}` };
   }
   return { injection: result, templates: kept, warnings };
 }
