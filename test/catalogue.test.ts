@@ -1,7 +1,7 @@
 /** The README's lists are the code's lists: reasons (and, in cli tests, options) checked against their one table. */
 import test from 'ava';
 import { readFile } from 'node:fs/promises';
-import { certsOptions, checkOptions, renderOptions } from '../src/cli/usage.js';
+import { auditOptions, certsOptions, checkOptions, renderOptions } from '../src/cli/usage.js';
 import { clusterWarnings } from '../src/pipeline/cluster-warnings.js';
 import { serveOptions } from '../src/config.js';
 import { flagText, type OptionTable } from '../src/options.js';
@@ -42,6 +42,7 @@ for (const [command, heading, table, withEnv] of [
   ['render', 'Options of `render`', renderOptions, false],
   ['certs', 'Options of `certs`', certsOptions, false],
   ['check', 'Options of `check`', checkOptions, false],
+  ['audit', 'Options of `audit`', auditOptions, false],
 ] as const) {
   test(`the README's options of ${command} are its option table's: flag, environment, default`, async (t) => {
     const rows = await readmeTable(heading);

@@ -6,7 +6,7 @@
 import { serveUsage } from '../config.js';
 import { ConfigError, TemplateError, UsageError } from '../errors.js';
 import { parseOptions } from '../options.js';
-import { certsUsage, checkOptions, checkUsage, renderUsage } from './usage.js';
+import { auditUsage, certsUsage, checkOptions, checkUsage, renderUsage } from './usage.js';
 
 const usage = `Usage: sidecar-injector <command> [options]
 
@@ -15,11 +15,13 @@ Commands:
   render    inject manifests offline, as the webhook would (preview; --explain says why)
   check     validate a templates directory
   certs     write a CA, a serving certificate and a kustomize overlay for them
+  audit     report pods whose sidecars are missing or stale, per workload
 
 ${serveUsage}
 ${renderUsage}
 ${checkUsage}
-${certsUsage}`;
+${certsUsage}
+${auditUsage}`;
 
 /** A subcommand: its usage text and how it runs. Code is loaded on demand, so `serve` stays small. */
 interface Command {
@@ -28,6 +30,13 @@ interface Command {
 }
 
 const commands: Record<string, Command> = {
+  audit: {
+    usage: auditUsage,
+    run: async (args) => {
+      const { audit } = await import('./audit.js');
+      process.exitCode = await audit(args, { stdout: process.stdout, stderr: process.stderr }, process.env);
+    },
+  },
   serve: {
     usage: serveUsage,
     run: async (args) => {

@@ -62,3 +62,17 @@ export const certsUsage = usageText(
   certsOptions,
   'Writes DIR/ca.crt, DIR/ca.key, DIR/tls.crt, DIR/tls.key and DIR/kustomization.yaml.\nKeep ca.key secret; it is reused on the next run unless it expires within 30 days.\n',
 );
+
+export const auditOptions = {
+  kubeconfig: { kind: 'string', value: 'FILE', env: 'KUBECONFIG', help: 'the cluster (default: $KUBECONFIG, ~/.kube/config, or the in-cluster config)' },
+  namespace: { kind: 'string', short: 'n', value: 'NS', help: 'one namespace (default: all)' },
+  templates: { kind: 'string', value: 'DIR', default: 'templates', help: 'the templates in force' },
+  output: { kind: 'string', short: 'o', value: 'FORMAT', default: 'text', help: 'text | json' },
+  'fail-on': { kind: 'string', value: 'STATES', help: 'exit 3 when a pod is in one of these states (e.g. missing,stale)' },
+} as const satisfies OptionTable;
+
+export const auditUsage = usageText(
+  'audit [options]',
+  auditOptions,
+  'Lists pods with a metadata-only list, decides with the admission selection code which templates\neach should carry, compares with its ledger, and reports per workload: current, stale, missing,\norphaned, not-selected, opted-out, with the command that fixes it. Exit 0, or 3 with --fail-on.\n',
+);

@@ -18,8 +18,7 @@ import { EventEmitter } from 'node:events';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { Watch } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { KubernetesApiError } from '../errors.js';
-import { getJson } from './request.js';
+import { listAll } from './request.js';
 
 /** An object of the collection, as far as the reflector reads it. */
 export interface ApiObject {
@@ -152,29 +151,14 @@ export class Reflector<T extends ApiObject> extends EventEmitter {
     }
   }
 
-  /** Every object, page by page (`limit`, `continue`); an expired continue token (410) restarts the list. */
-  private async listAll(): Promise<{ items: T[]; resourceVersion: string }> {
-    type Page = { metadata?: { resourceVersion?: string; continue?: string }; items?: T[] };
-    for (let attempt = 0; ; attempt++) {
-      const items: T[] = [];
-      let token = '';
-      let resourceVersion = '';
-      try {
-        do {
-          const query = new URLSearchParams({ limit: String(this.listPageSize) });
-          if (token) query.set('continue', token);
-          const page = (await getJson(this.options.kubeConfig, `${this.options.path}?${query}`, this.listTimeoutMs)) as Page;
-          for (const item of page.items ?? []) items.push(item);
-          resourceVersion = page.metadata?.resourceVersion ?? resourceVersion;
-          token = page.metadata?.continue ?? '';
-          if (this.stopped) return { items, resourceVersion };
-        } while (token);
-        return { items, resourceVersion };
-      } catch (err) {
-        if (!(err instanceof KubernetesApiError && err.statusCode === 410 && token && attempt < 3)) throw err;
-        this.options.log.info(`${this.options.what} list continue token expired (410 Gone); listing again from the start`);
-      }
-    }
+  /** Every object, page by page; an expired continue token (410) restarts the list (request.ts). */
+  private listAll(): Promise<{ items: T[]; resourceVersion: string }> {
+    return listAll<T>(this.options.kubeConfig, this.options.path, {
+      pageSize: this.listPageSize,
+      timeoutMs: this.listTimeoutMs,
+      stopped: () => this.stopped,
+      onRestart: () => this.options.log.info(`${this.options.what} list continue token expired (410 Gone); listing again from the start`),
+    });
   }
 
   private watchForStall(): void {

@@ -6,11 +6,19 @@ import https from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { KubernetesApiError } from '../errors.js';
 
+/**
+ * `Accept` for metadata-only reads: the API server answers with PartialObjectMetadata(List) —
+ * names, labels, annotations, ownerReferences, no spec or status — so a list of 100,000 pods
+ * stays small (https://kubernetes.io/docs/reference/using-api/api-concepts/#receiving-resources-as-tables).
+ */
+export const metadataOnly =
+  'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json';
+
 /** GETs `path` (with its query) and parses the JSON answer; rejects with KubernetesApiError on a non-2xx status. */
-export async function getJson(kubeConfig: KubeConfig, path: string, timeoutMs: number): Promise<unknown> {
+export async function getJson(kubeConfig: KubeConfig, path: string, timeoutMs: number, accept = 'application/json'): Promise<unknown> {
   const cluster = kubeConfig.getCurrentCluster();
   if (!cluster) throw new Error('no current cluster in the kubeconfig');
-  const options: https.RequestOptions = { method: 'GET', headers: { accept: 'application/json' } };
+  const options: https.RequestOptions = { method: 'GET', headers: { accept } };
   await kubeConfig.applyToHTTPSOptions(options);
   const url = new URL(cluster.server + path);
   return new Promise((resolve, reject) => {
@@ -34,4 +42,68 @@ export async function getJson(kubeConfig: KubeConfig, path: string, timeoutMs: n
     );
     req.end();
   });
+}
+
+/** Options of a paginated list. */
+export interface ListOptions {
+  /** Items per page (`limit`). @default 500 */
+  readonly pageSize?: number;
+  /** Timeout of each page. @default 60000 */
+  readonly timeoutMs?: number;
+  /** The `Accept` header (`metadataOnly` for names, labels, annotations and owners only). */
+  readonly accept?: string;
+  /** Called once per page (to stop early, or to observe progress). */
+  readonly stopped?: () => boolean;
+  /** Told when an expired continue token makes the list start over. */
+  readonly onRestart?: () => void;
+}
+
+/**
+ * A collection page by page (`limit`, `continue`), each page handed to `onPage` and then
+ * dropped: a list of 100,000 pods never sits in memory at once. An expired continue token
+ * (410, after etcd compaction) restarts the list from the beginning (`onRestart` is told, and
+ * must forget what it was given), at most three times. Resolves with the list's resourceVersion.
+ */
+export async function listPages<T>(kubeConfig: KubeConfig, path: string, options: ListOptions, onPage: (items: readonly T[]) => void): Promise<string> {
+  type Page = { metadata?: { resourceVersion?: string; continue?: string }; items?: T[] };
+  const separator = path.includes('?') ? '&' : '?';
+  for (let attempt = 0; ; attempt++) {
+    let token = '';
+    let resourceVersion = '';
+    try {
+      do {
+        const query = new URLSearchParams({ limit: String(options.pageSize ?? 500) });
+        if (token) query.set('continue', token);
+        const page = (await getJson(kubeConfig, `${path}${separator}${query}`, options.timeoutMs ?? 60_000, options.accept)) as Page;
+        onPage(Array.isArray(page.items) ? page.items : []);
+        resourceVersion = page.metadata?.resourceVersion ?? resourceVersion;
+        token = page.metadata?.continue ?? '';
+        if (options.stopped?.()) return resourceVersion;
+      } while (token);
+      return resourceVersion;
+    } catch (err) {
+      if (!(err instanceof KubernetesApiError && err.statusCode === 410 && token && attempt < 3)) throw err;
+      options.onRestart?.();
+    }
+  }
+}
+
+/** Every item of a collection (listPages, gathered). */
+export async function listAll<T>(kubeConfig: KubeConfig, path: string, options: ListOptions = {}): Promise<{ items: T[]; resourceVersion: string }> {
+  let items: T[] = [];
+  const resourceVersion = await listPages<T>(
+    kubeConfig,
+    path,
+    {
+      ...options,
+      onRestart: () => {
+        items = [];
+        options.onRestart?.();
+      },
+    },
+    (page) => {
+      for (const item of page) items.push(item);
+    },
+  );
+  return { items, resourceVersion };
 }

@@ -66,6 +66,16 @@ export class FakeApiServer {
   nodesForbidden = false;
   /** Requests of `/version` seen. */
   versionRequests = 0;
+  /** Pods, ReplicaSets and Jobs by `namespace/name` (lists only, for the auditor). */
+  private readonly workloads = {
+    pods: new Map<string, Record<string, any>>(),
+    replicasets: new Map<string, Record<string, any>>(),
+    jobs: new Map<string, Record<string, any>>(),
+  };
+  /** `Accept` headers of the workload lists seen (the auditor asks for metadata only). */
+  readonly workloadAccepts: string[] = [];
+  /** Pages served for workload lists. */
+  workloadPages = 0;
   /** Emits `watch` when a watch stream opens, `list` when a list is answered. */
   readonly events = new EventEmitter();
   readonly watchRequests: WatchRequest[] = [];
@@ -229,6 +239,55 @@ export class FakeApiServer {
     res.end(JSON.stringify(body));
   }
 
+  /**
+   * Adds a pod (with spec and status, as the API server holds it: a metadata-only list must
+   * leave those out), a ReplicaSet or a Job. `metadata` needs name and namespace.
+   */
+  addObject(resource: 'pods' | 'replicasets' | 'jobs', metadata: Record<string, any>, spec: Record<string, any> = {}): void {
+    const kind = { pods: 'Pod', replicasets: 'ReplicaSet', jobs: 'Job' }[resource];
+    const apiVersion = { pods: 'v1', replicasets: 'apps/v1', jobs: 'batch/v1' }[resource];
+    const object = {
+      kind,
+      apiVersion,
+      metadata: {
+        uid: `uid-${resource}-${metadata.namespace}-${metadata.name}`,
+        resourceVersion: String(++this.rv),
+        creationTimestamp: '2026-11-22T00:00:00Z',
+        ...metadata,
+      },
+      spec,
+      status: { phase: 'Running' },
+    };
+    this.workloads[resource].set(`${metadata.namespace}/${metadata.name}`, object);
+  }
+
+  /** Lists of pods, ReplicaSets and Jobs, all namespaces or one, paginated; metadata only when asked by `Accept`. */
+  private handleWorkloads(url: URL, req: IncomingMessage, res: ServerResponse): boolean {
+    const match = /^\/(?:api\/v1|apis\/apps\/v1|apis\/batch\/v1)(?:\/namespaces\/([^/]+))?\/(pods|replicasets|jobs)$/.exec(url.pathname);
+    if (!match || req.method !== 'GET') return false;
+    const [, namespace, resource] = match as unknown as [string, string | undefined, 'pods' | 'replicasets' | 'jobs'];
+    const group = { pods: '/api/v1', replicasets: '/apis/apps/v1', jobs: '/apis/batch/v1' }[resource];
+    if (!url.pathname.startsWith(group)) {
+      this.send(res, 404, status(404, 'NotFound', 'the server could not find the requested resource'));
+      return true;
+    }
+    const accept = String(req.headers.accept ?? '');
+    this.workloadAccepts.push(accept);
+    this.workloadPages++;
+    const all = [...this.workloads[resource].values()].filter((o) => !namespace || o.metadata.namespace === namespace);
+    const limit = Number(url.searchParams.get('limit') ?? '0');
+    const start = url.searchParams.get('continue') ? Number(Buffer.from(url.searchParams.get('continue')!, 'base64').toString('utf8')) : 0;
+    const page = limit > 0 ? all.slice(start, start + limit) : all.slice(start);
+    const more = limit > 0 && start + limit < all.length;
+    const metadata = { resourceVersion: String(this.rv), ...(more ? { continue: Buffer.from(String(start + limit)).toString('base64') } : {}) };
+    // The first acceptable type wins, as the API server negotiates it.
+    if (accept.split(',')[0]!.includes('as=PartialObjectMetadataList')) {
+      const items = page.map((o) => ({ kind: 'PartialObjectMetadata', apiVersion: 'meta.k8s.io/v1', metadata: o.metadata }));
+      this.send(res, 200, { kind: 'PartialObjectMetadataList', apiVersion: 'meta.k8s.io/v1', metadata, items });
+    } else this.send(res, 200, { kind: `${page[0]?.kind ?? 'Object'}List`, apiVersion: page[0]?.apiVersion ?? 'v1', metadata, items: page });
+    return true;
+  }
+
   /** Streams a collection's retained events after `from`, then every new one, until the client goes. */
   private stream(res: ServerResponse, from: number, collection: Collection): void {
     for (const event of this.history) {
@@ -268,6 +327,7 @@ export class FakeApiServer {
       return this.send(res, 200, { major, minor, gitVersion: this.gitVersion, platform: 'linux/amd64' });
     }
     if (url.pathname === '/api/v1/nodes' && req.method === 'GET') return this.handleNodes(url, res);
+    if (this.handleWorkloads(url, req, res)) return;
     const match = /^\/api\/v1\/namespaces(?:\/([^/]+))?$/.exec(url.pathname);
     if (!match || req.method !== 'GET') return this.send(res, 404, status(404, 'NotFound', 'the server could not find the requested resource'));
     const name = match[1] && decodeURIComponent(match[1]);

@@ -1,0 +1,134 @@
+/**
+ * `sidecar-injector audit`: which running pods lack their sidecars or run stale ones. Lists
+ * namespaces, then ReplicaSets and Jobs (to find each pod's workload) and pods, all with
+ * metadata-only lists read page by page; judges each pod with the admission selection code
+ * (pipeline/audit.ts); prints one line per workload, or the whole report as JSON.
+ */
+import { KubeConfig } from '@kubernetes/client-node';
+import { ConfigError } from '../errors.js';
+import { metadataNameLabel } from '../namespaces/source.js';
+import { parseOptions } from '../options.js';
+import { auditPod, fixFor, groupByOwner, podStates, workloadOf, type AuditedOwner, type AuditedPod, type Owner, type PodState } from '../pipeline/audit.js';
+import { loadTemplateDir } from '../templates/load.js';
+import { getJson, listPages, metadataOnly } from '../kube-api/request.js';
+import { auditOptions } from './usage.js';
+import type { Labels } from '../k8s/selector.js';
+import type { TemplateSet } from '../templates/set.js';
+
+/** Output streams, so that tests need no process. */
+export interface AuditIo {
+  readonly stdout: { write(text: string): unknown };
+  readonly stderr: { write(text: string): unknown };
+}
+
+/** The whole report, as `-o json` prints it. */
+export interface AuditReport {
+  readonly pods: readonly AuditedPod[];
+  readonly owners: readonly AuditedOwner[];
+}
+
+interface Metadata {
+  name?: string;
+  namespace?: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+  ownerReferences?: unknown;
+}
+
+const stringMap = (value: unknown): Record<string, string> => {
+  const out: Record<string, string> = Object.create(null);
+  if (value && typeof value === 'object') for (const [k, v] of Object.entries(value)) if (typeof v === 'string') out[k] = v;
+  return out;
+};
+
+/** Reads the cluster and judges every pod (of `namespace`, or all). */
+export async function auditCluster(kubeConfig: KubeConfig, set: TemplateSet, namespace?: string): Promise<AuditReport> {
+  const scope = (group: string, resource: string) => `${group}${namespace ? `/namespaces/${encodeURIComponent(namespace)}` : ''}/${resource}`;
+  const options = { accept: metadataOnly, pageSize: 500 };
+  // Namespace labels: one GET for one namespace, a list for all.
+  const namespaceLabels = new Map<string, Labels>();
+  const keepNamespace = (metadata: Metadata | undefined) => {
+    if (typeof metadata?.name === 'string') namespaceLabels.set(metadata.name, { ...stringMap(metadata.labels), [metadataNameLabel]: metadata.name });
+  };
+  if (namespace)
+    keepNamespace(
+      ((await getJson(kubeConfig, `/api/v1/namespaces/${encodeURIComponent(namespace)}`, 30_000, metadataOnly)) as { metadata?: Metadata }).metadata,
+    );
+  else
+    await listPages<{ metadata?: Metadata }>(kubeConfig, '/api/v1/namespaces', { ...options, onRestart: () => namespaceLabels.clear() }, (page) =>
+      page.forEach((o) => keepNamespace(o.metadata)),
+    );
+  // The owners of ReplicaSets and Jobs: pod → ReplicaSet → Deployment, pod → Job → CronJob.
+  const parents = new Map<string, Owner>();
+  for (const [group, resource, kind] of [
+    ['/apis/apps/v1', 'replicasets', 'ReplicaSet'],
+    ['/apis/batch/v1', 'jobs', 'Job'],
+  ] as const) {
+    await listPages<{ metadata?: Metadata }>(kubeConfig, scope(group, resource), options, (page) => {
+      for (const { metadata } of page) {
+        const owner = workloadOf({ namespace: metadata?.namespace ?? '', name: metadata?.name ?? '', ownerReferences: metadata?.ownerReferences }, new Map());
+        if (owner.kind !== 'Pod') parents.set(`${kind}/${metadata?.namespace}/${metadata?.name}`, owner);
+      }
+    });
+  }
+  let pods: AuditedPod[] = [];
+  await listPages<{ metadata?: Metadata }>(kubeConfig, scope('/api/v1', 'pods'), { ...options, onRestart: () => (pods = []) }, (page) => {
+    for (const { metadata } of page) {
+      if (typeof metadata?.name !== 'string' || typeof metadata.namespace !== 'string') continue;
+      const pod = { namespace: metadata.namespace, name: metadata.name, labels: stringMap(metadata.labels), annotations: stringMap(metadata.annotations) };
+      const labels = namespaceLabels.get(pod.namespace) ?? { [metadataNameLabel]: pod.namespace };
+      const verdict = auditPod(pod, labels, set);
+      pods.push({ namespace: pod.namespace, name: pod.name, owner: workloadOf({ ...pod, ownerReferences: metadata.ownerReferences }, parents), ...verdict });
+    }
+  });
+  pods.sort((a, b) => (a.namespace + '\0' + a.name < b.namespace + '\0' + b.name ? -1 : 1));
+  return { pods, owners: groupByOwner(pods) };
+}
+
+/** One line per workload: namespace, workload, pods, counts per state, and the fix when something is missing or stale. */
+export function formatAudit(report: AuditReport): string {
+  const rows = report.owners.map((o) => {
+    const states = podStates.filter((s) => o.states[s]).map((s) => `${s} ${o.states[s]}`);
+    const needsFix = (o.states.missing ?? 0) + (o.states.stale ?? 0) + (o.states.orphaned ?? 0) > 0;
+    return [o.namespace, `${o.kind.toLowerCase()}/${o.name}`, String(o.pods), states.join(', '), needsFix ? fixFor(o.namespace, o) : '-'];
+  });
+  const header = ['NAMESPACE', 'WORKLOAD', 'PODS', 'STATES', 'FIX'];
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (cells: readonly string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ');
+  const totals = podStates.map((s) => [s, report.pods.filter((p) => p.state === s).length] as const).filter(([, n]) => n > 0);
+  return `${[line(header), ...rows.map(line)].join('\n')}\n\n${report.pods.length} pods${totals.length ? `: ${totals.map(([s, n]) => `${s} ${n}`).join(', ')}` : ''}\n`;
+}
+
+/** Runs `audit`; returns the exit code (0, or 3 when --fail-on states are found). */
+export async function audit(argv: readonly string[], io: AuditIo, env: Readonly<Record<string, string | undefined>> = {}): Promise<number> {
+  const { values } = parseOptions('audit', auditOptions, argv, env);
+  const output = (values.output as string | undefined) ?? 'text';
+  const problems: string[] = [];
+  if (output !== 'text' && output !== 'json') problems.push(`-o: expected text or json (got ${JSON.stringify(output).slice(0, 40)})`);
+  const failOn = ((values['fail-on'] as string | undefined) ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  const unknown = failOn.filter((s) => !podStates.includes(s as PodState));
+  if (unknown.length > 0)
+    problems.push(`--fail-on: ${unknown.map((s) => JSON.stringify(s.slice(0, 40))).join(', ')} is not a state (expected ${podStates.join(', ')})`);
+  if (problems.length > 0) throw new ConfigError(problems);
+  const kubeConfig = new KubeConfig();
+  try {
+    const file = values.kubeconfig as string | undefined;
+    if (file) kubeConfig.loadFromFile(file);
+    else kubeConfig.loadFromDefault();
+  } catch (err) {
+    throw new ConfigError([`cannot load the Kubernetes client configuration: ${(err as Error).message}`]);
+  }
+  if (!kubeConfig.getCurrentCluster()?.server) throw new ConfigError(['the Kubernetes client configuration names no API server']);
+  const set = await loadTemplateDir((values.templates as string | undefined) ?? 'templates');
+  let report: AuditReport;
+  try {
+    report = await auditCluster(kubeConfig, set, values.namespace as string | undefined);
+  } catch (err) {
+    throw new ConfigError([`cannot read the cluster: ${(err as Error).message}`]);
+  }
+  io.stdout.write(output === 'json' ? `${JSON.stringify(report)}\n` : formatAudit(report));
+  return report.pods.some((p) => failOn.includes(p.state)) ? 3 : 0;
+}

@@ -1,0 +1,179 @@
+/**
+ * The auditor: every pod state, grouping by workload (pod → ReplicaSet → Deployment, Job →
+ * CronJob, StatefulSet, bare pods), the text and JSON reports, --fail-on, one namespace, and
+ * metadata-only lists read page by page from the in-process API server.
+ */
+import test from 'ava';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { audit } from '../src/cli/audit.js';
+import { auditPod, workloadOf, type Owner } from '../src/pipeline/audit.js';
+import { loadTemplateDir } from '../src/templates/load.js';
+import type { TemplateSet } from '../src/templates/set.js';
+import { FakeApiServer } from './helpers/fake-apiserver.js';
+
+const enabled = { 'sidecar-injector.io/injection': 'enabled', 'kubernetes.io/metadata.name': 'shop' };
+let set: TemplateSet;
+let shipper: string;
+test.before(async () => {
+  set = await loadTemplateDir('templates');
+  shipper = set.byName.get('log-shipper')!.hash;
+});
+const ledger = (templates: Record<string, string>) =>
+  JSON.stringify({ v: 1, templates: Object.fromEntries(Object.entries(templates).map(([name, hash]) => [name, { hash, containers: [name] }])) });
+const meta = (labels: Record<string, string> = {}, annotations: Record<string, string> = {}) => ({ namespace: 'shop', name: 'p', labels, annotations });
+
+test('every state of a pod, from its metadata and its ledger', (t) => {
+  const judge = (labels: Record<string, string>, annotations: Record<string, string>, ns: Record<string, string> = enabled) =>
+    auditPod(meta(labels, annotations), ns, set);
+  t.deepEqual(judge({}, { 'sidecar-injector.io/status': ledger({ 'log-shipper': shipper }) }), {
+    state: 'current',
+    templates: [{ name: 'log-shipper', state: 'current', want: shipper, have: shipper }],
+  });
+  t.is(judge({}, { 'sidecar-injector.io/status': ledger({ 'log-shipper': '000000000000' }) }).state, 'stale');
+  t.deepEqual(judge({}, {}), { state: 'missing', templates: [{ name: 'log-shipper', state: 'missing', want: shipper, have: null }] });
+  // Requested proxy missing, log shipper current: the worst wins.
+  t.is(judge({}, { 'sidecar-injector.io/templates': 'proxy', 'sidecar-injector.io/status': ledger({ 'log-shipper': shipper }) }).state, 'missing');
+  // A template that no longer exists, or no longer selects the pod.
+  t.deepEqual(judge({ 'logging.example.com/ship': 'false' }, { 'sidecar-injector.io/status': ledger({ 'log-shipper': shipper, retired: 'abc' }) }).templates, [
+    { name: 'log-shipper', state: 'orphaned', want: null, have: shipper },
+    { name: 'retired', state: 'orphaned', want: null, have: 'abc' },
+  ]);
+  t.deepEqual(judge({ 'logging.example.com/ship': 'false' }, {}), { state: 'not-selected', templates: [] });
+  t.deepEqual(judge({}, {}, { 'kubernetes.io/metadata.name': 'shop' }), { state: 'not-selected', templates: [] });
+  t.deepEqual(judge({ 'sidecar-injector.io/inject': 'disabled' }, {}), { state: 'opted-out', templates: [] });
+  t.is(judge({}, { 'kubernetes.io/config.mirror': 'x' }).state, 'not-selected');
+  // A label the ledger says we added does not select (as at admission).
+  const proxyLedger = JSON.stringify({
+    v: 1,
+    templates: { proxy: { hash: set.byName.get('proxy')!.hash, initContainers: ['proxy'], labels: ['proxy.example.com/injected'] } },
+  });
+  t.is(
+    judge({ 'proxy.example.com/injected': 'true' }, { 'sidecar-injector.io/status': proxyLedger, 'sidecar-injector.io/templates': 'proxy' }).templates.find(
+      (x) => x.name === 'proxy',
+    )!.state,
+    'current',
+  );
+});
+
+test('the workload of a pod', (t) => {
+  const parents = new Map<string, Owner>([
+    ['ReplicaSet/shop/web-5d8f', { kind: 'Deployment', name: 'web' }],
+    ['Job/shop/backup-2901', { kind: 'CronJob', name: 'backup' }],
+  ]);
+  const of = (ownerReferences: unknown) => workloadOf({ namespace: 'shop', name: 'p-1', ownerReferences }, parents);
+  const controller = (kind: string, name: string) => [{ apiVersion: 'x', kind, name, uid: 'u', controller: true }];
+  t.deepEqual(of(controller('ReplicaSet', 'web-5d8f')), { kind: 'Deployment', name: 'web' });
+  t.deepEqual(of(controller('Job', 'backup-2901')), { kind: 'CronJob', name: 'backup' });
+  t.deepEqual(of(controller('ReplicaSet', 'orphan-rs')), { kind: 'ReplicaSet', name: 'orphan-rs' });
+  t.deepEqual(of(controller('StatefulSet', 'db')), { kind: 'StatefulSet', name: 'db' });
+  t.deepEqual(of(undefined), { kind: 'Pod', name: 'p-1' });
+  t.deepEqual(of([{ kind: 'Node', name: 'n1', controller: false }]), { kind: 'Pod', name: 'p-1' });
+  t.deepEqual(of('garbage'), { kind: 'Pod', name: 'p-1' });
+});
+
+async function cluster(t: { teardown: (fn: () => unknown) => void }) {
+  const api = new FakeApiServer();
+  await api.start();
+  t.teardown(() => api.stop());
+  api.create('shop', { 'sidecar-injector.io/injection': 'enabled' });
+  api.create('plain');
+  const owned = (kind: string, name: string) => [{ apiVersion: 'apps/v1', kind, name, uid: `u-${name}`, controller: true }];
+  api.addObject('replicasets', { namespace: 'shop', name: 'web-5d8f', ownerReferences: owned('Deployment', 'web') });
+  api.addObject('jobs', { namespace: 'shop', name: 'backup-2901', ownerReferences: owned('CronJob', 'backup') });
+  const spec = { containers: [{ name: 'app', image: 'app:1' }] };
+  const pod = (name: string, ownerReferences: unknown, annotations: Record<string, string> = {}, labels: Record<string, string> = {}, namespace = 'shop') =>
+    api.addObject('pods', { namespace, name, labels, annotations, ...(ownerReferences ? { ownerReferences } : {}) }, spec);
+  pod('web-5d8f-a', owned('ReplicaSet', 'web-5d8f'), { 'sidecar-injector.io/status': ledger({ 'log-shipper': shipper }) });
+  pod('web-5d8f-b', owned('ReplicaSet', 'web-5d8f'), { 'sidecar-injector.io/status': ledger({ 'log-shipper': '000000000000' }) });
+  pod('web-5d8f-c', owned('ReplicaSet', 'web-5d8f'));
+  pod('db-0', owned('StatefulSet', 'db'), { 'sidecar-injector.io/status': ledger({ 'log-shipper': shipper }) });
+  pod('backup-2901-x', owned('Job', 'backup-2901'));
+  pod('debug', undefined);
+  pod('quiet', undefined, {}, { 'sidecar-injector.io/inject': 'disabled' });
+  pod('elsewhere', undefined, {}, {}, 'plain');
+  const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-audit-'));
+  const kubeconfig = join(dir, 'kubeconfig');
+  await writeFile(kubeconfig, (await api.kubeConfig()).exportConfig());
+  return { api, kubeconfig };
+}
+
+async function run(args: string[]) {
+  let stdout = '';
+  const code = await audit(args, { stdout: { write: (s: string) => (stdout += s) }, stderr: { write: () => true } });
+  return { code, stdout };
+}
+
+test('audit -o json: every pod with its owner and templates, every workload with its counts, from metadata-only lists', async (t) => {
+  const { api, kubeconfig } = await cluster(t);
+  const { code, stdout } = await run(['--kubeconfig', kubeconfig, '-o', 'json']);
+  t.is(code, 0);
+  const report = JSON.parse(stdout);
+  t.deepEqual(Object.keys(report), ['pods', 'owners']);
+  const byName = Object.fromEntries(report.pods.map((p: any) => [p.name, p]));
+  t.deepEqual(byName['web-5d8f-b'], {
+    namespace: 'shop',
+    name: 'web-5d8f-b',
+    owner: { kind: 'Deployment', name: 'web' },
+    state: 'stale',
+    templates: [{ name: 'log-shipper', state: 'stale', want: shipper, have: '000000000000' }],
+  });
+  t.deepEqual(
+    report.pods.map((p: any) => [p.name, p.owner.kind, p.owner.name, p.state]),
+    [
+      ['elsewhere', 'Pod', 'elsewhere', 'not-selected'],
+      ['backup-2901-x', 'CronJob', 'backup', 'missing'],
+      ['db-0', 'StatefulSet', 'db', 'current'],
+      ['debug', 'Pod', 'debug', 'missing'],
+      ['quiet', 'Pod', 'quiet', 'opted-out'],
+      ['web-5d8f-a', 'Deployment', 'web', 'current'],
+      ['web-5d8f-b', 'Deployment', 'web', 'stale'],
+      ['web-5d8f-c', 'Deployment', 'web', 'missing'],
+    ],
+  );
+  t.deepEqual(
+    report.owners.find((o: any) => o.name === 'web'),
+    { namespace: 'shop', kind: 'Deployment', name: 'web', pods: 3, states: { current: 1, stale: 1, missing: 1 } },
+  );
+  // Pods, ReplicaSets and Jobs were asked as metadata only.
+  t.true(api.workloadAccepts.length >= 3);
+  for (const accept of api.workloadAccepts) t.true(accept.startsWith('application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1'));
+});
+
+test('audit text: one line per workload with the command that fixes it; --fail-on exits 3; -n limits to one namespace', async (t) => {
+  const { kubeconfig } = await cluster(t);
+  const { code, stdout } = await run(['--kubeconfig', kubeconfig]);
+  t.is(code, 0);
+  const lines = stdout.split('\n');
+  t.regex(lines[0]!, /^NAMESPACE\s+WORKLOAD\s+PODS\s+STATES\s+FIX$/);
+  t.true(lines.some((l) => /^shop\s+deployment\/web\s+3\s+missing 1, stale 1, current 1\s+kubectl -n shop rollout restart deployment\/web$/.test(l)));
+  t.true(lines.some((l) => /^shop\s+statefulset\/db\s+1\s+current 1\s+-$/.test(l)));
+  t.true(lines.some((l) => /^shop\s+pod\/debug\s+1\s+missing 1\s+recreate pod debug/.test(l)));
+  t.true(lines.some((l) => /^shop\s+cronjob\/backup\s+1\s+missing 1\s+the next run of cronjob\/backup gets them$/.test(l)));
+  t.true(stdout.endsWith('\n8 pods: missing 3, stale 1, current 2, not-selected 1, opted-out 1\n'));
+  t.is((await run(['--kubeconfig', kubeconfig, '--fail-on', 'missing,stale'])).code, 3);
+  t.is((await run(['--kubeconfig', kubeconfig, '--fail-on', 'orphaned'])).code, 0);
+  const one = JSON.parse((await run(['--kubeconfig', kubeconfig, '-n', 'plain', '-o', 'json'])).stdout);
+  t.deepEqual(
+    one.pods.map((p: any) => [p.name, p.state]),
+    [['elsewhere', 'not-selected']],
+  );
+});
+
+test('audit reads a large cluster page by page', async (t) => {
+  const { api, kubeconfig } = await cluster(t);
+  for (let i = 0; i < 1200; i++)
+    api.addObject('pods', { namespace: 'shop', name: `bulk-${i}`, labels: {}, annotations: {} }, { containers: [{ name: 'a', image: 'a' }] });
+  const pagesBefore = api.workloadPages;
+  const report = JSON.parse((await run(['--kubeconfig', kubeconfig, '-o', 'json'])).stdout);
+  t.is(report.pods.length, 1208);
+  t.true(api.workloadPages - pagesBefore >= 5, 'pods came in pages of 500, plus ReplicaSets and Jobs');
+});
+
+test('audit refuses bad options with a message', async (t) => {
+  await t.throwsAsync(run(['-o', 'yaml']), { message: /-o: expected text or json \(got "yaml"\)/ });
+  await t.throwsAsync(run(['--fail-on', 'broken']), {
+    message: /--fail-on: "broken" is not a state \(expected missing, stale, orphaned, current, not-selected, opted-out\)/,
+  });
+});
