@@ -164,3 +164,37 @@ test('an overridable parameter reaching a sensitive field is refused unless an e
     await t.notThrowsAsync(check(await dirWith({ 'agent.yaml': template(declaration!, field!) })), `${field}: ${declaration}`);
   }
 });
+
+test('the lock is an allow-list: probes, hooks, mounts, workingDir, an env value a command expands, and pod annotations outside it are refused', async (t) => {
+  const unconstrained = 'parameters:\n  p:\n    default: x\n    override: pod\n';
+  const cases: [string, string, RegExp][] = [
+    [
+      'hook',
+      `${unconstrained}containers:\n  - name: a\n    image: a:1\n    lifecycle: { preStop: { exec: { command: ["sh", "-c", "sleep {{ params.p }}"] } } }\n`,
+      /reaches containers\[0\]\.lifecycle\.preStop\.exec\.command\[2\]/,
+    ],
+    [
+      'probe',
+      `${unconstrained}containers:\n  - name: a\n    image: a:1\n    readinessProbe: { httpGet: { host: "{{ params.p }}", port: 80 } }\n`,
+      /reaches containers\[0\]\.readinessProbe\.httpGet\.host/,
+    ],
+    ['workingDir', `${unconstrained}containers:\n  - name: a\n    image: a:1\n    workingDir: "/{{ params.p }}"\n`, /reaches containers\[0\]\.workingDir/],
+    [
+      'expanded env',
+      `${unconstrained}containers:\n  - name: a\n    image: a:1\n    args: ["--delay=$(DELAY)"]\n    env: [{ name: DELAY, value: "{{ params.p }}" }]\n`,
+      /reaches containers\[0\]\.env\[0\]\.value/,
+    ],
+    [
+      'pod annotation',
+      `containers:\n  - name: a\n    image: "registry/{{ pod.annotations['agent/image'] }}"\n`,
+      /uses pod annotation "agent\/image", which any pod can set to anything/,
+    ],
+  ];
+  for (const [title, body, message] of cases) {
+    const err = await t.throwsAsync(check(await dirWith({ 'a.yaml': `name: a\n${body}` })), { instanceOf: TemplateError }, title);
+    t.regex(err!.problems.map((p) => p.message).join('\n'), message, title);
+  }
+  // Allowed without a constraint: resources, an env value no command expands, pod labels and annotations.
+  const ok = `name: a\n${unconstrained}containers:\n  - name: a\n    image: a:1\n    env: [{ name: NOTE, value: "{{ params.p }} {{ pod.annotations['note'] }}" }]\nannotations: { example.com/p: "{{ params.p }}" }\n`;
+  await t.notThrowsAsync(check(await dirWith({ 'a.yaml': ok })));
+});

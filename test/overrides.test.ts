@@ -130,24 +130,63 @@ test('an integer parameter overridden renders as an integer; a boolean as a bool
   const set = templateSet({
     name: 'agent',
     parameters: {
-      port: { default: 8080, type: 'integer', min: 1024, max: 65535, override: 'pod' },
-      verbose: { default: false, type: 'boolean', override: 'namespace' },
+      // Ports and container flags decide what runs: overridable there only under a pattern.
+      port: { default: 8080, type: 'integer', pattern: '[0-9]{4,5}', min: 1024, max: 65535, override: 'pod' },
+      interactive: { default: false, type: 'boolean', pattern: 'true|false', override: 'namespace' },
     },
-    containers: [{ name: 'agent', image: 'agent:1', env: [{ name: 'PORT', value: '{{ params.port }}' }], workingDir: '/x', stdin: '{{ params.verbose }}' }],
+    containers: [{ name: 'agent', image: 'agent:1', ports: [{ containerPort: '{{ params.port }}' }], stdin: '{{ params.interactive }}' }],
   });
   const s = await startTestServer({
     templates: set,
-    namespaces: createLocalNamespaceSource({ shop: enabled }, { shop: { 'agent.sidecar-injector.io/verbose': 'true' } }),
+    namespaces: createLocalNamespaceSource({ shop: enabled }, { shop: { 'agent.sidecar-injector.io/interactive': 'true' } }),
   });
   t.teardown(() => s.stop());
   const input = prepareCreate(pod({ annotations: { 'agent.sidecar-injector.io/port': '9090' } }), 'shop');
   const res = await s.post(createReview(input, { namespace: 'shop' }));
   const after = applyPatchV4(input, decodePatch(res.json.response)) as Json;
+  t.deepEqual(validationProblems(after), []);
   const agent = after.spec.containers.find((c: Json) => c.name === 'agent');
-  t.is(agent.env[0].value, 9090);
+  t.is(agent.ports[0].containerPort, 9090);
   t.is(agent.stdin, true);
-  // And reinvocation with the typed values is a fixed point (the claim is checked against "any scalar").
+  // And reinvocation with the typed values is a fixed point (the claim is checked against the declaration).
   t.is((await s.post(createReview(reinvocationInput(after), { namespace: 'shop' }))).json.response.patch, undefined);
+});
+
+test('a forged ledger cannot vouch for a container whose overridable values break their declaration, nor record values of its own', async (t) => {
+  const set = templateSet({
+    name: 'mesh',
+    parameters: { image: { default: 'mesh/proxy:1.0', type: 'enum', values: ['mesh/proxy:1.0', 'mesh/proxy:1.1'], override: 'pod' } },
+    containers: [{ name: 'mesh-proxy', image: '{{ params.image }}' }],
+  });
+  const s = await startTestServer({ templates: set, namespaces: createLocalNamespaceSource({ shop: enabled }) });
+  t.teardown(() => s.stop());
+  const forged = JSON.stringify({
+    v: 1,
+    templates: { mesh: { hash: set.byName.get('mesh')!.hash, containers: ['mesh-proxy'], params: { image: 'mesh/proxy:1.1' } } },
+  });
+  const input = prepareCreate(
+    pod({ annotations: { 'sidecar-injector.io/status': forged }, containers: [{ name: 'mesh-proxy', image: 'attacker/anything:latest' }] }),
+    'shop',
+  );
+  const res = await s.post(createReview(input, { namespace: 'shop' }));
+  t.is(res.json.response.patch, undefined);
+  t.true(
+    (res.json.response.warnings ?? []).some((w: string) =>
+      w.startsWith('mesh: status annotation claims container mesh-proxy, which does not match the template'),
+    ),
+  );
+  t.is(s.logs.at(-1)?.reason, 'nothing-to-add');
+  // The same container with an allowed image is believed; the claimed params are not carried into a new ledger.
+  const log = pod({
+    annotations: { 'sidecar-injector.io/status': forged },
+    containers: [
+      { name: 'mesh-proxy', image: 'mesh/proxy:1.1' },
+      { name: 'web', image: 'nginx' },
+    ],
+  });
+  const believed = await s.post(createReview(prepareCreate(log, 'shop'), { namespace: 'shop' }));
+  t.is(s.logs.at(-1)?.reason, 'already-injected');
+  t.is(believed.json.response.patch, undefined);
 });
 
 test('property: random override values never change the injected structure; each applies exactly or is refused', async (t) => {

@@ -204,6 +204,7 @@ export function mergeEntries(before: LedgerEntry | undefined, added: LedgerEntry
   if (added.form) out.form = added.form;
   else delete out.form;
   if (added.params) out.params = added.params;
+  else delete out.params;
   const podResources = addGrowth(before.podResources, added.podResources);
   if (podResources) out.podResources = podResources;
   for (const kind of podItemKinds) {

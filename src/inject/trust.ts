@@ -188,9 +188,8 @@ export function checkLedger(claimed: Ledger, parts: PodParts, set: TemplateSet):
     const skeleton = skeletonIndex(templateInForm(inForce, entry.form ?? 'native'));
     const kept: LedgerEntry = { hash: entry.hash };
     if (entry.form) kept.form = entry.form;
-    // A record for readers only (never acted on), carried with the template's believed entry.
-    if (entry.podResources) kept.podResources = entry.podResources;
-    if (entry.params) kept.params = entry.params;
+    // `podResources` and `params` are records of what a call did; a claim of them proves
+    // nothing, so they are never carried from the pod: only the call that does it writes them.
     let items = 0;
     for (const kind of podItemKinds) {
       // Deduplicated: a forged list may repeat one key a hundred thousand times.

@@ -42,8 +42,13 @@ export class TextPattern {
 /** Any string: a value wholly taken from the pod. */
 export const anyValue = new TextPattern(['', '']);
 
-/** Any string, number or boolean: an overridable parameter alone in a field (it keeps its type). */
-export const anyScalar: unique symbol = Symbol('any scalar');
+/**
+ * A value of a template's skeleton that varies per pod but obeys a rule: an overridable
+ * parameter alone in a field is any value its declaration accepts (of its type), not any value.
+ */
+export class ValueMatcher {
+  constructor(readonly accepts: (value: unknown) => boolean) {}
+}
 
 /** Fields whose values are Kubernetes quantities (compared by value, as the API server rewrites them). */
 const quantityParents: ReadonlySet<string> = new Set(['requests', 'limits']);
@@ -137,10 +142,10 @@ export function containsContainer(skeleton: unknown, actual: unknown): boolean {
  */
 export function contains(skeleton: unknown, actual: unknown, key = '', inQuantities = false, strict = false): boolean {
   if (skeleton instanceof TextPattern) return typeof actual === 'string' && skeleton.matches(actual);
-  if (skeleton === anyScalar) return typeof actual === 'string' || typeof actual === 'number' || typeof actual === 'boolean';
+  if (skeleton instanceof ValueMatcher) return skeleton.accepts(actual);
   if (Array.isArray(skeleton)) {
     if (!Array.isArray(actual)) return false;
-    if (skeleton.every((item) => !isJsonObject(item) || item instanceof TextPattern)) {
+    if (skeleton.every((item) => !isJsonObject(item) || item instanceof TextPattern || item instanceof ValueMatcher)) {
       // Lists of strings (command, args, capabilities): same length, same order.
       return skeleton.length === actual.length && skeleton.every((item, i) => contains(item, actual[i], key, inQuantities, strict));
     }

@@ -33,7 +33,7 @@ export function isOverrideAnnotation(key: string): boolean {
 }
 
 /** A namespace's override annotations, bounded: at most this many are kept, each value cut. */
-export const maxNamespaceOverrides = 200;
+export const maxNamespaceOverrides = 1000;
 
 /** The override annotations among `annotations`, bounded in count and value length; null prototype. */
 export function overrideAnnotations(annotations: unknown): Readonly<Record<string, string>> {
@@ -43,8 +43,8 @@ export function overrideAnnotations(annotations: unknown): Readonly<Record<strin
   for (const [key, value] of Object.entries(annotations as Record<string, unknown>)) {
     if (!isOverrideAnnotation(key) || typeof value !== 'string') continue;
     if (++count > maxNamespaceOverrides) break;
-    // Longer than any declaration accepts: kept recognisably too long, never whole.
-    out[key] = value.length > 2048 ? value.slice(0, 2048) : value;
+    // Longer than any declaration accepts (1,024): kept recognisably too long, never whole.
+    out[key] = value.length > 1025 ? value.slice(0, 1025) : value;
   }
   return out;
 }

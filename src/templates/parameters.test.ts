@@ -113,7 +113,15 @@ test('declarations that cannot work are refused, each naming its field', (t) => 
     [{ default: 'x', override: 'cluster' }, ['parameters.p.override: must be one of none, namespace, pod']],
     [{ default: 'x', type: 'enum' }, ['parameters.p.values: an enum needs a list of values']],
     [{ default: 'x', values: ['x'] }, ['parameters.p.values: only an enum has values']],
-    [{ default: 'x', pattern: '(' }, ['parameters.p.pattern: is not a valid regular expression: Invalid regular expression: /^(?:()$/u: Unterminated group']],
+    [
+      { default: 'x', pattern: '(' },
+      ['parameters.p.pattern: is not a valid RE2 regular expression: Invalid regular expression: /^(?:()$/u: missing ): ^(?:()$'],
+    ],
+    [
+      { default: 'aa', pattern: '(a)\\1' },
+      ['parameters.p.pattern: is not a valid RE2 regular expression: Invalid regular expression: /^(?:(a)\\1)$/u: invalid escape sequence: \\1'],
+    ],
+    [{ default: '1.10', type: 'enum', values: [1.1, '1.2'] }, ['parameters.p.values: enum values must be strings (quote them in YAML: "1.10", "off")']],
     [{ default: 'x', min: 1 }, ['parameters.p.min: only integer, number, quantity and duration parameters have min']],
     [{ default: 20, type: 'integer', max: 10 }, ['parameters.p.default: must be at most 10']],
     [{ default: '1Gi', type: 'quantity', max: 'big' }, ['parameters.p.max: must be a Kubernetes quantity (such as 100m, 64Mi, 1.5)']],
@@ -136,4 +144,11 @@ test('durations as Go writes them', (t) => {
   t.is(durationMs('250us'), 0.25);
   t.is(durationMs('1d'), undefined);
   t.is(durationMs(''), undefined);
+});
+
+test('a pattern runs in linear time: a value made to make a backtracking engine spin is simply refused', (t) => {
+  const { declaration } = declare({ default: 'a', pattern: '([a-z0-9]+-?)*[a-z0-9](\\.[a-z0-9]+)*', override: 'pod' });
+  // 1,000 characters: with backtracking this would not finish; here it is an answer.
+  t.deepEqual(checkValue(declaration!, `${'a'.repeat(1000)}_`), { problem: 'must match ([a-z0-9]+-?)*[a-z0-9](\\.[a-z0-9]+)*' });
+  t.deepEqual(checkValue(declaration!, 'web-1.example'), { value: 'web-1.example' });
 });

@@ -8,6 +8,7 @@
  * namespace or the pod); `checkValue` reads such text against the declaration and returns the
  * typed value or the rule it breaks. A value that fails its declaration is never used. Pure.
  */
+import { RE2 } from 're2-wasm';
 import { parseQuantity, quantityAtMost } from '../k8s/quantity.js';
 import { isJsonObject } from '../k8s/json.js';
 import type { ParamValue } from './placeholders.js';
@@ -26,8 +27,13 @@ export interface ParamDeclaration {
   readonly default: ParamValue;
   readonly override: OverrideLevel;
   readonly description: string;
-  /** Anchored: the whole value must match. */
-  readonly pattern?: RegExp;
+  /**
+   * Anchored: the whole value must match. Run by RE2 (linear time, whatever the pattern): a
+   * pod's value must never make a backtracking engine spin on a template author's pattern.
+   */
+  readonly pattern?: { test(text: string): boolean };
+  /** The pattern as written, for messages. */
+  readonly patternText?: string;
   readonly min?: string | number;
   readonly max?: string | number;
   readonly maxLength?: number;
@@ -38,17 +44,18 @@ export interface ParamDeclaration {
 export const maxOverrideLength = 1024;
 
 const declarationFields = new Set(['default', 'type', 'pattern', 'min', 'max', 'maxLength', 'description', 'override', 'values']);
-const durationRe = /^(?:\d+(?:\.\d+)?(?:ns|us|µs|ms|s|m|h))+$/;
+const durationRe = /^[-+]?(?:0|(?:\d*\.?\d+(?:ns|us|µs|ms|s|m|h))+)$/;
 const durationUnits: Record<string, number> = { ns: 1e-6, us: 1e-3, µs: 1e-3, ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
 /** A parameter name that is also an annotation key's name part (≤ 63, alphanumeric at both ends). */
 const overridableNameRe = /^[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
 
 /** A Go duration (`1m30s`, `500ms`) in milliseconds; undefined when it is not one. */
 export function durationMs(text: string): number | undefined {
-  if (!durationRe.test(text)) return undefined;
+  // Go's time.ParseDuration: an optional sign, then number-unit pairs (or a bare 0); at most 32 characters.
+  if (text.length > 32 || !durationRe.test(text)) return undefined;
   let total = 0;
-  for (const [, amount, unit] of text.matchAll(/(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)/g)) total += Number(amount) * durationUnits[unit!]!;
-  return total;
+  for (const [, amount, unit] of text.matchAll(/(\d*\.?\d+)(ns|us|µs|ms|s|m|h)/g)) total += Number(amount) * durationUnits[unit!]!;
+  return text.startsWith('-') ? -total : total;
 }
 
 /** The value as the type orders it (numbers for integer, number and duration; quantities by value), for min and max. */
@@ -76,7 +83,7 @@ export function checkValue(declaration: ParamDeclaration, text: string): { value
   let value: ParamValue = text;
   switch (type) {
     case 'integer':
-      if (!/^-?\d{1,15}$/.test(text)) return { problem: 'must be an integer' };
+      if (!/^-?\d{1,16}$/.test(text) || !Number.isSafeInteger(Number(text))) return { problem: 'must be an integer' };
       value = Number(text);
       break;
     case 'number':
@@ -87,9 +94,13 @@ export function checkValue(declaration: ParamDeclaration, text: string): { value
       if (text !== 'true' && text !== 'false') return { problem: 'must be true or false' };
       value = text === 'true';
       break;
-    case 'quantity':
-      if (!parseQuantity(text)) return { problem: 'must be a Kubernetes quantity (such as 100m, 64Mi, 1.5)' };
+    case 'quantity': {
+      const quantity = parseQuantity(text);
+      if (!quantity) return { problem: 'must be a Kubernetes quantity (such as 100m, 64Mi, 1.5)' };
+      // Resources are never negative: the API server refuses a negative request or limit.
+      if (quantity.num < 0n) return { problem: 'must not be negative' };
       break;
+    }
     case 'duration':
       if (durationMs(text) === undefined) return { problem: 'must be a duration (such as 30s, 1m30s, 500ms)' };
       break;
@@ -100,7 +111,7 @@ export function checkValue(declaration: ParamDeclaration, text: string): { value
       break;
   }
   if (declaration.maxLength !== undefined && text.length > declaration.maxLength) return { problem: `must be at most ${declaration.maxLength} characters` };
-  if (declaration.pattern && !declaration.pattern.test(text)) return { problem: `must match ${declaration.pattern.source.slice(4, -2)}` };
+  if (declaration.pattern && !declaration.pattern.test(text)) return { problem: `must match ${declaration.patternText}` };
   if (declaration.min !== undefined && outOfRange(type, value, declaration.min, true)) return { problem: `must be at least ${declaration.min}` };
   if (declaration.max !== undefined && outOfRange(type, value, declaration.max, false)) return { problem: `must be at most ${declaration.max}` };
   return { value };
@@ -134,19 +145,20 @@ export function compileDeclaration(name: string, raw: unknown, problem: (field: 
   }
   let values: string[] | undefined;
   if (type === 'enum') {
-    if (!Array.isArray(raw.values) || raw.values.length === 0 || raw.values.some((v) => asText(v) === undefined))
-      add(`${field}.values`, 'an enum needs a list of values');
-    else values = raw.values.map((v) => asText(v)!);
+    if (!Array.isArray(raw.values) || raw.values.length === 0) add(`${field}.values`, 'an enum needs a list of values');
+    // Strings only: YAML reads 1.10 as the number 1.1, and some dialects read off as false.
+    else if (raw.values.some((v) => typeof v !== 'string')) add(`${field}.values`, 'enum values must be strings (quote them in YAML: "1.10", "off")');
+    else values = raw.values as string[];
   } else if (raw.values !== undefined) add(`${field}.values`, 'only an enum has values');
-  let pattern: RegExp | undefined;
+  let pattern: { test(text: string): boolean } | undefined;
   if (raw.pattern !== undefined) {
     if (typeof raw.pattern !== 'string') add(`${field}.pattern`, 'must be a regular expression as a string');
     else {
       try {
-        // Anchored: the whole value must match, never a part of it.
-        pattern = new RegExp(`^(?:${raw.pattern})$`, 'u');
+        // Anchored: the whole value must match, never a part of it. RE2 syntax (no backreferences, no lookaround).
+        pattern = new RE2(`^(?:${raw.pattern})$`, 'u');
       } catch (err) {
-        add(`${field}.pattern`, `is not a valid regular expression: ${(err as Error).message}`);
+        add(`${field}.pattern`, `is not a valid RE2 regular expression: ${(err as Error).message}`);
       }
     }
   }
@@ -181,7 +193,7 @@ export function compileDeclaration(name: string, raw: unknown, problem: (field: 
     default: '',
     override,
     description: description as string,
-    ...(pattern ? { pattern } : {}),
+    ...(pattern ? { pattern, patternText: raw.pattern as string } : {}),
     ...(min !== undefined ? { min } : {}),
     ...(max !== undefined ? { max } : {}),
     ...(maxLength !== undefined ? { maxLength } : {}),

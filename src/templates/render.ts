@@ -2,7 +2,8 @@
  * Renders a compiled template for one pod. Structure comes only from the template: values
  * from the pod are substituted into string leaves and can never add a key or a list item.
  */
-import { anyScalar, TextPattern } from '../k8s/contains.js';
+import { TextPattern, ValueMatcher } from '../k8s/contains.js';
+import { checkValue, type ParamDeclaration } from './parameters.js';
 import { deepFreeze, type JsonObject } from '../k8s/json.js';
 import type { Compiled, Template } from './template.js';
 import { renderSegments, resolve, type ParamValue, type RenderContext, type Segment } from './placeholders.js';
@@ -29,6 +30,13 @@ export interface RenderedTemplate {
 
 /** The context a skeleton is built with: reading it is a bug (pod-dependent strings become TextPatterns). */
 const noContext = undefined as unknown as RenderContext;
+
+/** What an overridable parameter's field may hold in a pod: a value of its type that its declaration accepts. */
+function declaredValue(declaration: ParamDeclaration): ValueMatcher {
+  const type = declaration.type === 'integer' || declaration.type === 'number' ? 'number' : declaration.type === 'boolean' ? 'boolean' : 'string';
+  // As text too: a label or annotation value, or a field another webhook rewrote as a string.
+  return new ValueMatcher((value) => (typeof value === type || typeof value === 'string') && 'value' in checkValue(declaration, String(value)));
+}
 
 /** True when the segment's value is the same for every pod: text, a literal, a parameter nobody overrides. */
 function fixed(segment: Segment, template: Template): boolean {
@@ -59,8 +67,8 @@ function build(node: Compiled, context: RenderContext, template: Template, param
       if (skeleton && dependsOnPod(node.segments, template)) return textPattern(node.segments, template);
       return renderSegments(node.segments, context, params);
     case 'param':
-      // An overridable parameter alone in a field keeps its type, whatever its value per pod.
-      if (skeleton && template.overridable.has(node.key)) return anyScalar;
+      // An overridable parameter alone in a field: any value its declaration accepts, of its type.
+      if (skeleton && template.overridable.has(node.key)) return declaredValue(template.declarations.get(node.key)!);
       return params[node.key];
     case 'array':
       return node.items.map((item) => build(item, context, template, params, skeleton));
@@ -149,7 +157,7 @@ function renderFresh(template: Template, context: RenderContext, skeleton: boole
     const out: Record<string, string> = {};
     for (const [key, value] of entries) {
       const built = build(value, context, template, params, skeleton);
-      out[key] = built instanceof TextPattern || built === anyScalar ? (built as unknown as string) : String(built);
+      out[key] = built instanceof TextPattern || built instanceof ValueMatcher ? (built as unknown as string) : String(built);
     }
     return out;
   };

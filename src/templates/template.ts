@@ -178,7 +178,7 @@ function compileValue(
   problems: Problems,
   literalFields: ReadonlySet<string>,
   references: Reference[],
-  uses: { param: string; field: string }[] = [],
+  uses: Use[] = [],
 ): Compiled {
   if (typeof value === 'string') {
     let segments: Segment[];
@@ -192,7 +192,7 @@ function compileValue(
     for (const segment of segments) {
       if (segment.kind !== 'placeholder') continue;
       references.push(segment.ref);
-      if (segment.ref.source === 'params') uses.push({ param: segment.ref.key, field });
+      if (segment.ref.source === 'params' || segment.ref.source === 'pod.annotations') uses.push({ source: segment.ref.source, key: segment.ref.key, field });
     }
     const lastKey = field.slice(field.lastIndexOf('.') + 1);
     if (literalFields.has(lastKey)) {
@@ -223,13 +223,38 @@ function compileValue(
 
 const namingFields = new Set(['name', 'mountPath']);
 
+/** Where a value chosen by a namespace or a pod (an override, or a pod annotation) appears in a template. */
+interface Use {
+  readonly source: 'params' | 'pod.annotations';
+  readonly key: string;
+  readonly field: string;
+}
+
 /**
- * Fields where a value decides what runs or with which rights (issue: a per-pod image override
- * injects any container): an overridable parameter may reach them only constrained by an enum
- * or a pattern. Container image, command, args, securityContext and ports; any volume; any
- * env valueFrom.
+ * The only fields an unconstrained value from a namespace or a pod may reach: a container's
+ * resource requests and limits, an env var's value (unless the container's command or args
+ * expand it with `$(NAME)`), and the pod's labels and annotations. Everything else — image,
+ * command, args, securityContext, ports, probes and lifecycle hooks, mounts, volumes,
+ * valueFrom, workingDir, … — decides what runs or with which rights (a per-pod image override
+ * injects any container): there an override must be constrained by an enum or a pattern, and a
+ * pod annotation may not appear at all. An allow-list, so that a field nobody thought of is locked.
  */
-const sensitiveFieldRe = /^(?:init)?[cC]ontainers\[\d+\]\.(?:image|command|args|securityContext|ports)(?:[.[]|$)|^volumes\[|\.valueFrom(?:[.[]|$)/;
+const harmlessFieldRe =
+  /^(?:(?:init)?[cC]ontainers\[\d+\]\.(?:resources\.(?:requests|limits)\.[^.[]+|env\[\d+\]\.value)|appContainers\.env\[\d+\]\.value|(?:labels|annotations)\..+)$/;
+
+/** `containers[0].env[2].value` → the env var's name, when its container's command or args expand it with `$(NAME)`. */
+function expandedEnv(field: string, doc: JsonObject): boolean {
+  const match = /^((?:init)?[cC]ontainers)\[(\d+)\]\.env\[(\d+)\]\.value$/.exec(field);
+  if (!match) return false;
+  const list = doc[match[1]!];
+  const container = Array.isArray(list) ? list[Number(match[2])] : undefined;
+  if (!isJsonObject(container) || !Array.isArray(container.env)) return false;
+  const env = container.env[Number(match[3])];
+  const name = isJsonObject(env) ? env.name : undefined;
+  if (typeof name !== 'string') return false;
+  const words = [...(Array.isArray(container.command) ? container.command : []), ...(Array.isArray(container.args) ? container.args : [])];
+  return words.some((w) => typeof w === 'string' && w.includes(`$(${name})`));
+}
 
 /** Checks a list of named objects: each an object with a literal DNS-1123 `name`, names unique. */
 function checkNamedList(list: unknown, field: string, problems: Problems, seen: Set<string>, what: string): JsonObject[] {
@@ -476,7 +501,7 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
   const native = checkNativeSidecars(doc.nativeSidecars, initContainers, problems);
 
   const allReferences: Reference[] = [];
-  const uses: { param: string; field: string }[] = [];
+  const uses: Use[] = [];
   const compileList = (list: readonly unknown[], field: string) =>
     list.map((item, i) => compileValue(item, `${field}[${i}]`, paramNames, problems, namingFields, allReferences, uses));
   const compileMap = (entries: [string, unknown][], field: string) =>
@@ -493,15 +518,22 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
     imagePullSecrets: compileList(pullSecrets, 'imagePullSecrets'),
   };
   const overridable = new Set([...declarations.values()].filter((d) => d.override !== 'none').map((d) => d.name));
-  for (const { param, field } of uses) {
-    const declaration = declarations.get(param);
-    if (!declaration || declaration.override === 'none' || declaration.type === 'enum' || declaration.pattern) continue;
-    if (sensitiveFieldRe.test(field)) {
+  for (const { source, key, field } of uses) {
+    const harmless = harmlessFieldRe.test(field) && !expandedEnv(field, doc);
+    if (harmless) continue;
+    if (source === 'pod.annotations') {
       problems.add(
-        `parameters.${param}`,
-        `is overridable (override: ${declaration.override}) and reaches ${field}, where an override could change what runs or with which rights: constrain it with type: enum or a pattern`,
+        field,
+        `uses pod annotation ${JSON.stringify(key)}, which any pod can set to anything: here it could change what runs or with which rights; declare an overridable parameter constrained by an enum or a pattern instead`,
       );
+      continue;
     }
+    const declaration = declarations.get(key);
+    if (!declaration || declaration.override === 'none' || declaration.type === 'enum' || declaration.pattern) continue;
+    problems.add(
+      `parameters.${key}`,
+      `is overridable (override: ${declaration.override}) and reaches ${field}, where an override could change what runs or with which rights: constrain it with type: enum or a pattern`,
+    );
   }
   if (problems.list.length > 0) return { problems: problems.list };
   const canonical = canonicalJson(doc);

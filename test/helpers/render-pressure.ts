@@ -15,8 +15,11 @@ const set = templateSet({
     {
       name: 'echo',
       image: 'x:1',
-      env: [{ name: 'NOTE', value: "{{ pod.annotations['example.com/note'] }}" }],
-      args: ["{{ pod.annotations['example.com/note'] }}"],
+      // Twice, in the fields a pod annotation may reach (an env value, a resource is not text).
+      env: [
+        { name: 'NOTE', value: "{{ pod.annotations['example.com/note'] }}" },
+        { name: 'NOTE_AGAIN', value: "{{ pod.annotations['example.com/note'] }}" },
+      ],
     },
   ],
 });
