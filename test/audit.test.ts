@@ -177,3 +177,66 @@ test('audit refuses bad options with a message', async (t) => {
     message: /--fail-on: "broken" is not a state \(expected missing, stale, orphaned, current, not-selected, opted-out\)/,
   });
 });
+
+test('audit --restart restarts Deployments, StatefulSets and DaemonSets as kubectl rollout restart does, paced; lists the rest; --dry-run touches nothing', async (t) => {
+  const { api, kubeconfig } = await cluster(t);
+  const delays: number[] = [];
+  const runWith = async (args: string[]) => {
+    let stdout = '';
+    let stderr = '';
+    const code = await audit(
+      args,
+      { stdout: { write: (s: string) => (stdout += s) }, stderr: { write: (s: string) => (stderr += s) } },
+      {},
+      async (ms) => void delays.push(ms),
+    );
+    return { code, stdout, stderr };
+  };
+  const dry = await runWith(['--kubeconfig', kubeconfig, '--restart', 'missing,stale', '--dry-run']);
+  t.is(api.patches.length, 0);
+  t.true(dry.stdout.includes('would restart deployment/web in shop\n'));
+  t.true(dry.stdout.includes('not restarted: pod/debug in shop (a bare pod: recreate it yourself)\n'));
+  t.true(dry.stdout.includes('not restarted: cronjob/backup in shop (a CronJob is never restarted: the next run of cronjob/backup gets them)\n'));
+  // db is current: not restarted at all.
+  t.false(/restart statefulset\/db/.test(dry.stdout));
+  // A stale StatefulSet joins; a Deployment gone meanwhile is reported, not fatal.
+  api.addObject(
+    'pods',
+    {
+      namespace: 'shop',
+      name: 'cache-0',
+      labels: {},
+      annotations: {},
+      ownerReferences: [{ apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'cache', uid: 'c', controller: true }],
+    },
+    {},
+  );
+  api.addObject(
+    'pods',
+    {
+      namespace: 'shop',
+      name: 'gone-1',
+      labels: {},
+      annotations: {},
+      ownerReferences: [{ apiVersion: 'apps/v1', kind: 'DaemonSet', name: 'gone', uid: 'g', controller: true }],
+    },
+    {},
+  );
+  api.goneWorkloads.add('gone');
+  const real = await runWith(['--kubeconfig', kubeconfig, '--restart', 'missing', '--max-per-minute', '30']);
+  t.is(real.code, 0);
+  t.deepEqual(
+    api.patches.map((p) => p.path),
+    ['/apis/apps/v1/namespaces/shop/deployments/web', '/apis/apps/v1/namespaces/shop/statefulsets/cache'],
+  );
+  for (const p of api.patches) {
+    t.is(p.contentType, 'application/strategic-merge-patch+json');
+    t.deepEqual(Object.keys(p.body.spec.template.metadata.annotations), ['kubectl.kubernetes.io/restartedAt']);
+    t.false(Number.isNaN(Date.parse(p.body.spec.template.metadata.annotations['kubectl.kubernetes.io/restartedAt'])));
+  }
+  t.regex(real.stderr, /could not restart daemonset\/gone in shop: PATCH \/apis\/apps\/v1\/namespaces\/shop\/daemonsets\/gone: HTTP 404/);
+  // 30 a minute: two seconds between restarts (daemonset/gone, deployment/web, statefulset/cache), none before the first.
+  t.deepEqual(delays, [2000, 2000]);
+  await t.throwsAsync(runWith(['--dry-run']), { message: /--dry-run goes with --restart/ });
+  await t.throwsAsync(runWith(['--restart', 'missing', '--max-per-minute', '0']), { message: /--max-per-minute: expected a whole number from 1 to 60000/ });
+});

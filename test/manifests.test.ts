@@ -279,3 +279,25 @@ test('the autoscaling component adds an HPA on the Deployment that never goes be
   t.is(hpa.spec.minReplicas, 2);
   t.true(hpa.spec.maxReplicas <= Number(one(objects, 'ResourceQuota').spec.hard.pods), 'the quota admits every replica the HPA may make');
 });
+
+test('the audit-restart component: an hourly CronJob running audit --restart missing, with its own account that may patch workloads; the base may not', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-audit-'));
+  const root = relative(dir, process.cwd());
+  await writeFile(
+    join(dir, 'kustomization.yaml'),
+    `apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ${join(root, 'manifests', 'overlays', 'cert-manager')}\ncomponents:\n  - ${join(root, 'manifests', 'components', 'audit-restart')}\n`,
+  );
+  const objects = kustomize(dir);
+  t.deepEqual(await schemaProblems(objects), []);
+  const cron = one(objects, 'CronJob');
+  const pod = cron.spec.jobTemplate.spec.template.spec;
+  t.is(pod.serviceAccountName, 'sidecar-injector-auditor');
+  t.deepEqual(pod.containers[0].args.slice(0, 1), ['audit']);
+  t.true(pod.containers[0].args.includes('--restart=missing'));
+  t.is(pod.containers[0].image, deployment().spec.template.spec.containers[0].image);
+  t.is(pod.volumes[0].configMap.name, one(base, 'ConfigMap').metadata.name);
+  const role = find(objects, 'ClusterRole').find((r) => r.metadata.name === 'sidecar-injector-auditor')!;
+  t.true(role.rules.some((r: Obj) => r.verbs.includes('patch') && r.resources.includes('deployments')));
+  // The base's own role never writes workloads.
+  t.false(one(base, 'ClusterRole').rules.some((r: Obj) => r.verbs.includes('patch')));
+});

@@ -8,9 +8,22 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { ConfigError } from '../errors.js';
 import { metadataNameLabel } from '../namespaces/source.js';
 import { parseOptions } from '../options.js';
-import { auditPod, fixFor, groupByOwner, podStates, workloadOf, type AuditedOwner, type AuditedPod, type Owner, type PodState } from '../pipeline/audit.js';
+import {
+  auditPod,
+  fixFor,
+  groupByOwner,
+  podStates,
+  restartable,
+  restartPlan,
+  workloadOf,
+  type AuditedOwner,
+  type AuditedPod,
+  type Owner,
+  type PodState,
+  type RestartPlan,
+} from '../pipeline/audit.js';
 import { loadTemplateDir } from '../templates/load.js';
-import { getJson, listPages, metadataOnly } from '../kube-api/request.js';
+import { getJson, listPages, metadataOnly, requestJson } from '../kube-api/request.js';
 import { auditOptions } from './usage.js';
 import type { Labels } from '../k8s/selector.js';
 import type { TemplateSet } from '../templates/set.js';
@@ -99,19 +112,69 @@ export function formatAudit(report: AuditReport): string {
   return `${[line(header), ...rows.map(line)].join('\n')}\n\n${report.pods.length} pods${totals.length ? `: ${totals.map(([s, n]) => `${s} ${n}`).join(', ')}` : ''}\n`;
 }
 
+/** `missing,stale` → the states, or a problem naming the one that is not a state. */
+function statesOption(flag: string, raw: unknown, problems: string[]): PodState[] {
+  const states = String(raw ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  const unknown = states.filter((s) => !podStates.includes(s as PodState));
+  if (unknown.length > 0)
+    problems.push(`--${flag}: ${unknown.map((s) => JSON.stringify(s.slice(0, 40))).join(', ')} is not a state (expected ${podStates.join(', ')})`);
+  return states as PodState[];
+}
+
+/**
+ * Restarts each workload as `kubectl rollout restart` does: the pod template annotation
+ * `kubectl.kubernetes.io/restartedAt`, so the workload's rollout strategy and
+ * PodDisruptionBudgets apply. Paced: at most `perMinute` a minute.
+ */
+async function restartAll(
+  kubeConfig: KubeConfig,
+  plan: RestartPlan,
+  perMinute: number,
+  dryRun: boolean,
+  io: AuditIo,
+  delay: (ms: number) => Promise<void>,
+): Promise<void> {
+  for (const { owner, why } of plan.untouched) io.stdout.write(`not restarted: ${owner.kind.toLowerCase()}/${owner.name} in ${owner.namespace} (${why})\n`);
+  for (const [i, owner] of plan.restart.entries()) {
+    const target = `${owner.kind.toLowerCase()}/${owner.name} in ${owner.namespace}`;
+    if (dryRun) {
+      io.stdout.write(`would restart ${target}\n`);
+      continue;
+    }
+    if (i > 0) await delay(60_000 / perMinute);
+    const path = `/apis/apps/v1/namespaces/${encodeURIComponent(owner.namespace)}/${restartable[owner.kind]}/${encodeURIComponent(owner.name)}`;
+    const body = { spec: { template: { metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': new Date().toISOString() } } } } };
+    try {
+      await requestJson(kubeConfig, 'PATCH', path, 30_000, { body, contentType: 'application/strategic-merge-patch+json' });
+      io.stdout.write(`restarted ${target}\n`);
+    } catch (err) {
+      io.stderr.write(`could not restart ${target}: ${(err as Error).message}\n`);
+    }
+  }
+}
+
 /** Runs `audit`; returns the exit code (0, or 3 when --fail-on states are found). */
-export async function audit(argv: readonly string[], io: AuditIo, env: Readonly<Record<string, string | undefined>> = {}): Promise<number> {
+export async function audit(
+  argv: readonly string[],
+  io: AuditIo,
+  env: Readonly<Record<string, string | undefined>> = {},
+  delay: (ms: number) => Promise<void> = (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+): Promise<number> {
   const { values } = parseOptions('audit', auditOptions, argv, env);
   const output = (values.output as string | undefined) ?? 'text';
   const problems: string[] = [];
   if (output !== 'text' && output !== 'json') problems.push(`-o: expected text or json (got ${JSON.stringify(output).slice(0, 40)})`);
-  const failOn = ((values['fail-on'] as string | undefined) ?? '')
-    .split(',')
-    .map((s) => s.trim())
-    .filter(Boolean);
-  const unknown = failOn.filter((s) => !podStates.includes(s as PodState));
-  if (unknown.length > 0)
-    problems.push(`--fail-on: ${unknown.map((s) => JSON.stringify(s.slice(0, 40))).join(', ')} is not a state (expected ${podStates.join(', ')})`);
+  const failOn = statesOption('fail-on', values['fail-on'], problems);
+  const restartStates = statesOption('restart', values.restart, problems);
+  const perMinute = Number(values['max-per-minute'] ?? '10');
+  if (!Number.isInteger(perMinute) || perMinute < 1 || perMinute > 60_000) {
+    problems.push(`--max-per-minute: expected a whole number from 1 to 60000 (got ${JSON.stringify(String(values['max-per-minute'])).slice(0, 40)})`);
+  }
+  if (values['dry-run'] && restartStates.length === 0) problems.push('--dry-run goes with --restart');
+  if (restartStates.length > 0 && output === 'json') problems.push('--restart writes what it does as text: leave out -o json');
   if (problems.length > 0) throw new ConfigError(problems);
   const kubeConfig = new KubeConfig();
   try {
@@ -130,5 +193,6 @@ export async function audit(argv: readonly string[], io: AuditIo, env: Readonly<
     throw new ConfigError([`cannot read the cluster: ${(err as Error).message}`]);
   }
   io.stdout.write(output === 'json' ? `${JSON.stringify(report)}\n` : formatAudit(report));
+  if (restartStates.length > 0) await restartAll(kubeConfig, restartPlan(report.owners, restartStates), perMinute, Boolean(values['dry-run']), io, delay);
   return report.pods.some((p) => failOn.includes(p.state)) ? 3 : 0;
 }

@@ -69,6 +69,9 @@ export const auditOptions = {
   templates: { kind: 'string', value: 'DIR', default: 'templates', help: 'the templates in force' },
   output: { kind: 'string', short: 'o', value: 'FORMAT', default: 'text', help: 'text | json' },
   'fail-on': { kind: 'string', value: 'STATES', help: 'exit 3 when a pod is in one of these states (e.g. missing,stale)' },
+  restart: { kind: 'string', value: 'STATES', help: 'restart the Deployments, StatefulSets and DaemonSets with pods in these states (e.g. missing,stale)' },
+  'max-per-minute': { kind: 'string', value: 'N', default: '10', help: 'restarts per minute at most' },
+  'dry-run': { kind: 'boolean', help: 'say what --restart would restart, restart nothing' },
 } as const satisfies OptionTable;
 
 export const auditUsage = usageText(

@@ -15,10 +15,27 @@ export const metadataOnly =
   'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json';
 
 /** GETs `path` (with its query) and parses the JSON answer; rejects with KubernetesApiError on a non-2xx status. */
-export async function getJson(kubeConfig: KubeConfig, path: string, timeoutMs: number, accept = 'application/json'): Promise<unknown> {
+export function getJson(kubeConfig: KubeConfig, path: string, timeoutMs: number, accept = 'application/json'): Promise<unknown> {
+  return requestJson(kubeConfig, 'GET', path, timeoutMs, { accept });
+}
+
+/**
+ * One request with the kubeconfig's TLS and credentials, and a timeout of its own: `body` is
+ * sent as JSON with `contentType` (a merge patch, a strategic merge patch, an object). The
+ * answer is parsed as JSON; a non-2xx status rejects with KubernetesApiError.
+ */
+export async function requestJson(
+  kubeConfig: KubeConfig,
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH',
+  path: string,
+  timeoutMs: number,
+  { accept = 'application/json', body, contentType = 'application/json' }: { accept?: string; body?: unknown; contentType?: string } = {},
+): Promise<unknown> {
   const cluster = kubeConfig.getCurrentCluster();
   if (!cluster) throw new Error('no current cluster in the kubeconfig');
-  const options: https.RequestOptions = { method: 'GET', headers: { accept } };
+  const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
+  const headers: Record<string, string | number> = { accept, ...(payload ? { 'content-type': contentType, 'content-length': payload.length } : {}) };
+  const options: https.RequestOptions = { method, headers };
   await kubeConfig.applyToHTTPSOptions(options);
   const url = new URL(cluster.server + path);
   return new Promise((resolve, reject) => {
@@ -29,18 +46,18 @@ export async function getJson(kubeConfig: KubeConfig, path: string, timeoutMs: n
       res.on('end', () => {
         const text = Buffer.concat(chunks).toString('utf8');
         const status = res.statusCode ?? 0;
-        if (status < 200 || status > 299) return reject(new KubernetesApiError(status, `GET ${path}: HTTP ${status}`));
+        if (status < 200 || status > 299) return reject(new KubernetesApiError(status, `${method} ${path}: HTTP ${status}`));
         try {
-          resolve(JSON.parse(text));
+          resolve(text ? JSON.parse(text) : undefined);
         } catch {
-          reject(new Error(`GET ${path}: the answer is not JSON`));
+          reject(new Error(`${method} ${path}: the answer is not JSON`));
         }
       });
     });
     req.on('error', (err) =>
-      reject(err.name === 'AbortError' || err.name === 'TimeoutError' ? new Error(`GET ${path}: no answer within ${timeoutMs} ms`) : err),
+      reject(err.name === 'AbortError' || err.name === 'TimeoutError' ? new Error(`${method} ${path}: no answer within ${timeoutMs} ms`) : err),
     );
-    req.end();
+    req.end(payload);
   });
 }
 

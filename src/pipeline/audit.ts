@@ -155,3 +155,32 @@ export function groupByOwner(pods: readonly AuditedPod[]): AuditedOwner[] {
   const order = (a: AuditedOwner, b: AuditedOwner) => (a.namespace + '\0' + a.kind + '\0' + a.name < b.namespace + '\0' + b.kind + '\0' + b.name ? -1 : 1);
   return [...groups.values()].sort(order);
 }
+
+/** Workload kinds a restart (`kubectl rollout restart`) applies to, with their API paths. */
+export const restartable: Readonly<Record<string, string>> = { Deployment: 'deployments', StatefulSet: 'statefulsets', DaemonSet: 'daemonsets' };
+
+/** What `audit --restart` does: the workloads it restarts, and those it only lists, with why. */
+export interface RestartPlan {
+  readonly restart: readonly AuditedOwner[];
+  readonly untouched: readonly { readonly owner: AuditedOwner; readonly why: string }[];
+}
+
+/**
+ * The workloads with pods in `states`: Deployments, StatefulSets and DaemonSets are restarted
+ * (their own rollout strategy and PodDisruptionBudgets apply); bare pods, Jobs, CronJobs and
+ * anything else are listed, never touched.
+ */
+export function restartPlan(owners: readonly AuditedOwner[], states: readonly PodState[]): RestartPlan {
+  const restart: AuditedOwner[] = [];
+  const untouched: { owner: AuditedOwner; why: string }[] = [];
+  for (const owner of owners) {
+    if (!states.some((s) => (owner.states[s] ?? 0) > 0)) continue;
+    if (Object.hasOwn(restartable, owner.kind)) restart.push(owner);
+    else
+      untouched.push({
+        owner,
+        why: owner.kind === 'Pod' ? 'a bare pod: recreate it yourself' : `a ${owner.kind} is never restarted: ${fixFor(owner.namespace, owner)}`,
+      });
+  }
+  return { restart, untouched };
+}

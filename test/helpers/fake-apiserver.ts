@@ -76,6 +76,10 @@ export class FakeApiServer {
   readonly workloadAccepts: string[] = [];
   /** Pages served for workload lists. */
   workloadPages = 0;
+  /** PATCHes of Deployments, StatefulSets and DaemonSets, as received (`audit --restart`). */
+  readonly patches: { path: string; contentType: string; body: any }[] = [];
+  /** Workload names whose PATCH is answered 404 (deleted meanwhile). */
+  readonly goneWorkloads = new Set<string>();
   /** Emits `watch` when a watch stream opens, `list` when a list is answered. */
   readonly events = new EventEmitter();
   readonly watchRequests: WatchRequest[] = [];
@@ -328,6 +332,15 @@ export class FakeApiServer {
     }
     if (url.pathname === '/api/v1/nodes' && req.method === 'GET') return this.handleNodes(url, res);
     if (this.handleWorkloads(url, req, res)) return;
+    const patch = /^\/apis\/apps\/v1\/namespaces\/([^/]+)\/(deployments|statefulsets|daemonsets)\/([^/]+)$/.exec(url.pathname);
+    if (patch && req.method === 'PATCH') {
+      const chunks: Buffer[] = [];
+      for await (const chunk of req) chunks.push(chunk as Buffer);
+      const name = decodeURIComponent(patch[3]!);
+      if (this.goneWorkloads.has(name)) return this.send(res, 404, status(404, 'NotFound', `${patch[2]} "${name}" not found`));
+      this.patches.push({ path: url.pathname, contentType: String(req.headers['content-type']), body: JSON.parse(Buffer.concat(chunks).toString('utf8')) });
+      return this.send(res, 200, { kind: 'Deployment', apiVersion: 'apps/v1', metadata: { name, namespace: decodeURIComponent(patch[1]!) } });
+    }
     const match = /^\/api\/v1\/namespaces(?:\/([^/]+))?$/.exec(url.pathname);
     if (!match || req.method !== 'GET') return this.send(res, 404, status(404, 'NotFound', 'the server could not find the requested resource'));
     const name = match[1] && decodeURIComponent(match[1]);
