@@ -12,6 +12,7 @@ import { BodyBudget, defaultMaxBodyBytesInFlight, readJsonBody } from './http/bo
 import { createObserver, type Webhook } from './http/observe.js';
 import { Liveness } from './liveness.js';
 import { cut } from './quote.js';
+import type { AdmissionEvent } from './pipeline/admission-events.js';
 import type { Metrics } from './metrics.js';
 
 /** What the app needs; everything comes in as an argument. */
@@ -30,6 +31,8 @@ export interface AppDeps extends MutateDeps {
   readonly status?: () => unknown;
   /** Liveness: /healthz answers 503 while it reports problems. */
   readonly liveness?: Liveness;
+  /** Where the Events of reviews go (kube-api/events.ts), written after each answer is sent. */
+  readonly events?: { record(event: AdmissionEvent): void };
 }
 
 function sendError(ctx: Koa.Context, status: number, code: string, message: string): void {
@@ -64,6 +67,9 @@ export function createApp(deps: AppDeps): Koa {
         ctx.type = 'application/json';
         ctx.body = JSON.stringify(outcome.response);
         observer.reviewed(outcome, Number(process.hrtime.bigint() - started) / 1e9, webhook);
+        // After the answer has gone: an event never delays admission, and its failure is never felt there.
+        const recorder = deps.events;
+        if (recorder && outcome.events) ctx.res.once('finish', () => outcome.events!().forEach((e) => recorder.record(e)));
       } finally {
         budget.give(held);
       }

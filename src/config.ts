@@ -56,6 +56,8 @@ export interface Config {
   readonly kubernetesVersion?: KubernetesVersion;
   /** What a template that would break the namespace's enforced Pod Security level gets. @default 'skip' */
   readonly podSecurityAction: PodSecurityAction;
+  /** Write Events for reviews (cluster mode only). @default true */
+  readonly events: boolean;
   readonly timeouts: ServerTimeouts;
 }
 
@@ -102,6 +104,13 @@ export const serveOptions = {
     env: 'SIDECAR_INJECTOR_POD_SECURITY_ACTION',
     default: 'skip',
     help: 'skip | deny | inject, for a template that would break the enforced Pod Security level',
+  },
+  events: {
+    kind: 'string',
+    value: 'MODE',
+    env: 'SIDECAR_INJECTOR_EVENTS',
+    default: 'on',
+    help: 'on | off: Events on the workload for injected, skipped and denied pods (cluster mode)',
   },
   'max-body-bytes': { kind: 'string', value: 'N', env: 'SIDECAR_INJECTOR_MAX_BODY_BYTES', default: String(defaultMaxBodyBytes), help: 'request body limit' },
   'log-level': { kind: 'string', value: 'LEVEL', env: 'SIDECAR_INJECTOR_LOG_LEVEL', default: 'info', help: 'pino level' },
@@ -203,6 +212,8 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
   if (!podSecurityActions.includes(podSecurityAction as PodSecurityAction)) {
     problems.push(`--pod-security-action: expected ${podSecurityActions.join(', ')} (got ${JSON.stringify(podSecurityAction).slice(0, 80)})`);
   }
+  const events = option('events') ?? 'on';
+  if (events !== 'on' && events !== 'off') problems.push(`--events: expected on or off (got ${JSON.stringify(events).slice(0, 40)})`);
   if (problems.length > 0) throw new ConfigError(problems);
   const namespaceLabelsFile = option('namespace-labels');
   return Object.freeze({
@@ -224,6 +235,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
     logLevel,
     ...(kubernetesVersion ? { kubernetesVersion } : {}),
     podSecurityAction: podSecurityAction as PodSecurityAction,
+    events: events === 'on',
     timeouts: Object.freeze(timeouts),
   });
 }

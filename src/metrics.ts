@@ -26,6 +26,8 @@ export interface Metrics {
   /** 1 once the cluster namespace source has completed its first list. */
   readonly namespaceCacheSynced: Gauge;
   readonly namespaceLookupFailures: Counter;
+  /** Events the API server refused or did not answer (admission never waits for them). */
+  readonly eventWriteFailures: Counter;
 }
 
 /** Creates the metrics in a fresh registry, with Node's default process metrics. */
@@ -76,5 +78,6 @@ export function createMetrics(): Metrics {
       help: 'Namespace look-ups that failed (labels could not be known)',
       registers,
     }),
+    eventWriteFailures: new Counter({ name: 'sidecar_injector_event_write_failures_total', help: 'Events that could not be written', registers }),
   };
 }

@@ -94,7 +94,7 @@ test('webhook: the pod opt-out label is excluded by the objectSelector', (t) => 
 });
 
 test('webhook: reinvocationPolicy IfNeeded', (t) => t.is(webhook().reinvocationPolicy, 'IfNeeded'));
-test('webhook: sideEffects None', (t) => t.is(webhook().sideEffects, 'None'));
+test('webhook: sideEffects NoneOnDryRun (an Event is the one side effect, never for a dry run)', (t) => t.is(webhook().sideEffects, 'NoneOnDryRun'));
 test('webhook: admissionReviewVersions v1 then v1beta1', (t) => t.deepEqual(webhook().admissionReviewVersions, ['v1', 'v1beta1']));
 test('webhook: matchPolicy Equivalent', (t) => t.is(webhook().matchPolicy, 'Equivalent'));
 test('webhook: an explicit timeoutSeconds below the 10 s default', (t) => t.true(webhook().timeoutSeconds >= 1 && webhook().timeoutSeconds < 10));
@@ -191,8 +191,11 @@ test('deployment: mounts the TLS Secret where --tls-cert and --tls-key point', (
   t.is(arg('tls-key'), `${certDir}/tls.key`);
 });
 
-test("rbac: get, list and watch on namespaces and nodes, nothing more, bound to the Deployment's service account", (t) => {
-  t.deepEqual(one(base, 'ClusterRole').rules, [{ apiGroups: [''], resources: ['namespaces', 'nodes'], verbs: ['get', 'list', 'watch'] }]);
+test("rbac: get, list and watch on namespaces and nodes, create and patch on events, nothing more, bound to the Deployment's service account", (t) => {
+  t.deepEqual(one(base, 'ClusterRole').rules, [
+    { apiGroups: [''], resources: ['namespaces', 'nodes'], verbs: ['get', 'list', 'watch'] },
+    { apiGroups: ['events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] },
+  ]);
   const binding = one(base, 'ClusterRoleBinding');
   t.deepEqual(binding.subjects, [
     { kind: 'ServiceAccount', name: deployment().spec.template.spec.serviceAccountName, namespace: deployment().metadata.namespace },
@@ -298,6 +301,6 @@ test('the audit-restart component: an hourly CronJob running audit --restart mis
   t.is(pod.volumes[0].configMap.name, one(base, 'ConfigMap').metadata.name);
   const role = find(objects, 'ClusterRole').find((r) => r.metadata.name === 'sidecar-injector-auditor')!;
   t.true(role.rules.some((r: Obj) => r.verbs.includes('patch') && r.resources.includes('deployments')));
-  // The base's own role never writes workloads.
-  t.false(one(base, 'ClusterRole').rules.some((r: Obj) => r.verbs.includes('patch')));
+  // The base's own role never writes workloads (it patches events only).
+  t.false(one(base, 'ClusterRole').rules.some((r: Obj) => r.verbs.includes('patch') && r.apiGroups.includes('apps')));
 });

@@ -4,6 +4,7 @@
  * happened and the HTTP layer logs and measures it.
  */
 import { diff } from '../inject/diff.js';
+import { admissionEvents, type AdmissionEvent } from '../pipeline/admission-events.js';
 import { admitPod, type AdmitDeps } from '../pipeline/admit.js';
 import { say, type Decision, type Reason } from '../pipeline/reasons.js';
 import { cut } from '../quote.js';
@@ -32,6 +33,8 @@ export interface ReviewOutcome {
   readonly message: string;
   /** Decisions worth a log field but no warning (the default container set, …). */
   readonly notes?: readonly string[];
+  /** The Events this review deserves (none for dry runs: sideEffects NoneOnDryRun), computed when asked. */
+  readonly events?: () => readonly AdmissionEvent[];
 }
 
 /**
@@ -75,6 +78,8 @@ export async function mutate(body: unknown, deps: MutateDeps): Promise<ReviewOut
     reason: outcome.reason,
     message: outcome.message,
     ...(outcome.notes?.length ? { notes: outcome.notes.map((n) => cut(n, 200)) } : {}),
+    // A dry run has no side effects, events included.
+    ...(request.dryRun ? {} : { events: () => admissionEvents(outcome, request.object) }),
   };
   switch (outcome.decision) {
     case 'denied':

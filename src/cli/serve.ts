@@ -12,6 +12,7 @@ import { LabelKeys, LabelValues } from '../k8s/keys.js';
 import { Liveness } from '../liveness.js';
 import { createLocalNamespaceSource } from '../namespaces/source.js';
 import { decideVersion, formatVersion, type VersionDecision } from '../k8s/version.js';
+import type { AdmissionEvent } from '../pipeline/admission-events.js';
 import { loadConfig, type Config } from '../config.js';
 import { ConfigError } from '../errors.js';
 import { createMetrics, type Metrics } from '../metrics.js';
@@ -29,11 +30,13 @@ interface ClusterView {
   readonly versionStatus: () => unknown;
   /** True once the version to serve for is decided on what the cluster said (or the flag). */
   readonly versionSettled: () => boolean;
+  /** Where review Events go (cluster mode with --events on). */
+  readonly events?: { record(event: AdmissionEvent): void; stop(): void };
   stop(): void;
 }
 
 /** The namespace label source and version source the configuration asks for; cluster sources are started and measured. */
-async function createClusterView(config: Config, log: Logger, metrics: Metrics): Promise<ClusterView> {
+async function createClusterView(config: Config, log: Logger, metrics: Metrics, env: Readonly<Record<string, string | undefined>>): Promise<ClusterView> {
   if (config.namespaceSource === 'local') {
     const namespaces = await loadLocalNamespaceSource(config);
     const decision = decideVersion(config.kubernetesVersion ? { flag: config.kubernetesVersion } : {});
@@ -85,7 +88,17 @@ async function createClusterView(config: Config, log: Logger, metrics: Metrics):
     ...(config.kubernetesVersion ? { flag: config.kubernetesVersion } : {}),
   });
   versions.start();
+  const { EventRecorder } = await import('../kube-api/events.js');
+  const events = config.events
+    ? new EventRecorder({
+        kubeConfig,
+        log: log.child({ component: 'events' }),
+        instance: env.POD_NAME || env.HOSTNAME || 'sidecar-injector',
+        onFailure: () => metrics.eventWriteFailures.inc(),
+      })
+    : undefined;
   return {
+    ...(events ? { events } : {}),
     namespaces: source,
     version: () => versions.current(),
     versionStatus: () => versions.status(),
@@ -93,6 +106,7 @@ async function createClusterView(config: Config, log: Logger, metrics: Metrics):
     stop: () => {
       source.stop();
       versions.stop();
+      events?.stop();
     },
   };
 }
@@ -148,7 +162,7 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
   });
   templates.start();
 
-  const cluster = await createClusterView(config, log, metrics);
+  const cluster = await createClusterView(config, log, metrics, env);
   const { namespaces } = cluster;
   const tls = await loadTls(config, log);
   metrics.certificateExpiry.set(tls.notAfter.getTime() / 1000);
@@ -174,6 +188,7 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
     namespaces,
     kubernetesVersion: cluster.version,
     podSecurity: config.podSecurityAction,
+    ...(cluster.events ? { events: cluster.events } : {}),
     isReady: () => !draining && namespaces.isReady() && cluster.versionSettled(),
     isDraining: () => draining,
     status: () => ({

@@ -80,6 +80,11 @@ export class FakeApiServer {
   readonly patches: { path: string; contentType: string; body: any }[] = [];
   /** Workload names whose PATCH is answered 404 (deleted meanwhile). */
   readonly goneWorkloads = new Set<string>();
+  /** Events written (events.k8s.io/v1), by name; and their PATCHes (series updates). */
+  readonly kubeEvents = new Map<string, Record<string, any>>();
+  readonly eventPatches: { name: string; body: any }[] = [];
+  /** Answer event writes with 500 (a sick API server: admission must not notice). */
+  failEvents = false;
   /** Emits `watch` when a watch stream opens, `list` when a list is answered. */
   readonly events = new EventEmitter();
   readonly watchRequests: WatchRequest[] = [];
@@ -332,6 +337,24 @@ export class FakeApiServer {
     }
     if (url.pathname === '/api/v1/nodes' && req.method === 'GET') return this.handleNodes(url, res);
     if (this.handleWorkloads(url, req, res)) return;
+    const event = /^\/apis\/events\.k8s\.io\/v1\/namespaces\/([^/]+)\/events(?:\/([^/]+))?$/.exec(url.pathname);
+    if (event && (req.method === 'POST' || req.method === 'PATCH')) {
+      const chunks: Buffer[] = [];
+      for await (const chunk of req) chunks.push(chunk as Buffer);
+      if (this.failEvents) return this.send(res, 500, status(500, 'InternalError', 'etcd is sad'));
+      const body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+      if (req.method === 'POST') {
+        const name = `${body.metadata.generateName}${(this.kubeEvents.size + 1).toString(36).padStart(5, '0')}`;
+        const stored = { ...body, metadata: { ...body.metadata, name, namespace: decodeURIComponent(event[1]!) } };
+        this.kubeEvents.set(name, stored);
+        return this.send(res, 201, stored);
+      }
+      const name = decodeURIComponent(event[2] ?? '');
+      if (!this.kubeEvents.has(name)) return this.send(res, 404, status(404, 'NotFound', `events "${name}" not found`));
+      this.eventPatches.push({ name, body });
+      Object.assign(this.kubeEvents.get(name)!, body);
+      return this.send(res, 200, this.kubeEvents.get(name));
+    }
     const patch = /^\/apis\/apps\/v1\/namespaces\/([^/]+)\/(deployments|statefulsets|daemonsets)\/([^/]+)$/.exec(url.pathname);
     if (patch && req.method === 'PATCH') {
       const chunks: Buffer[] = [];

@@ -1,6 +1,7 @@
 /** A real HTTPS injector on 127.0.0.1:0 with a throw-away certificate, and a client for it. */
 import { decideVersion, type KubernetesVersion } from '../../src/k8s/version.js';
 import type { PodSecurityAction } from '../../src/pipeline/pod-security-fit.js';
+import type { AdmissionEvent } from '../../src/pipeline/admission-events.js';
 import https from 'node:https';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
@@ -53,6 +54,7 @@ export async function startTestServer(options: {
   /** The Kubernetes version served for (`--kubernetes-version`); absent: unknown, current features. */
   kubernetesVersion?: KubernetesVersion;
   podSecurity?: PodSecurityAction;
+  events?: { record(event: AdmissionEvent): void };
 }): Promise<TestServer> {
   const certs = await testCertificates();
   const logs: Record<string, unknown>[] = [];
@@ -74,6 +76,7 @@ export async function startTestServer(options: {
     namespaces: options.namespaces ?? testNamespaces,
     ...(options.kubernetesVersion ? { kubernetesVersion: () => decideVersion({ flag: options.kubernetesVersion! }) } : {}),
     ...(options.podSecurity ? { podSecurity: options.podSecurity } : {}),
+    ...(options.events ? { events: options.events } : {}),
     isReady: () => state.ready,
   });
   const running = await startServer(app.callback(), {

@@ -1,0 +1,173 @@
+/**
+ * Events (events.k8s.io/v1) on the objects a person looks at: what the injector did to the
+ * pods of a workload, where `kubectl describe` and `kubectl get events` show it. Written after
+ * the admission answer, never delaying it; a failure to write is logged and counted, never
+ * felt by admission. Aggregated as the API server's own recorder does: the first occurrence of
+ * an (object, reason) in a window is written at once, later ones only count, and at the end of
+ * the window one update sets the series (count, last time): at most two writes per object and
+ * reason per window, however many pods a ReplicaSet creates.
+ */
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { requestJson } from './request.js';
+
+/** The object an event is about. */
+export interface EventSubject {
+  readonly apiVersion: string;
+  readonly kind: string;
+  readonly namespace: string;
+  readonly name: string;
+  readonly uid?: string;
+}
+
+export interface EventInput {
+  readonly regarding: EventSubject;
+  readonly type: 'Normal' | 'Warning';
+  readonly reason: string;
+  /** A sentence; cut at 1 KiB (the API server's limit on `note`). */
+  readonly note: string;
+}
+
+export interface EventRecorderOptions {
+  readonly kubeConfig: KubeConfig;
+  readonly log: Logger;
+  /** `reportingInstance`: which replica wrote it (its pod name). */
+  readonly instance: string;
+  /** The aggregation window. @default 60000 */
+  readonly windowMs?: number;
+  /** Distinct (object, reason) pairs tracked at once; beyond it new ones are dropped, counted. @default 5000 */
+  readonly maxSeries?: number;
+  /** Told of every write that failed (for a metric). */
+  readonly onFailure?: () => void;
+}
+
+interface Series {
+  readonly input: EventInput;
+  count: number;
+  last: Date;
+  /** The written event's name, once the first write succeeded. */
+  name?: string;
+  timer?: NodeJS.Timeout;
+}
+
+const reportingController = 'sidecar-injector.io/injector';
+
+/** MicroTime as the API server writes it: RFC 3339 with six fractional digits. */
+function microTime(date: Date): string {
+  return date.toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
+}
+
+export class EventRecorder {
+  private readonly series = new Map<string, Series>();
+  private readonly windowMs: number;
+  private readonly maxSeries: number;
+  private stopped = false;
+  /** Writes started and not yet settled (tests and shutdown wait for them). */
+  private pending = new Set<Promise<void>>();
+  dropped = 0;
+
+  constructor(private readonly options: EventRecorderOptions) {
+    this.windowMs = options.windowMs ?? 60_000;
+    this.maxSeries = options.maxSeries ?? 5000;
+  }
+
+  /** Records one occurrence; returns at once (the write, if any, runs in the background). */
+  record(input: EventInput): void {
+    if (this.stopped) return;
+    const { regarding } = input;
+    const key = `${regarding.namespace}\0${regarding.kind}\0${regarding.name}\0${input.reason}`;
+    const existing = this.series.get(key);
+    if (existing) {
+      existing.count++;
+      existing.last = new Date();
+      return;
+    }
+    if (this.series.size >= this.maxSeries) {
+      this.dropped++;
+      return;
+    }
+    const series: Series = { input, count: 1, last: new Date() };
+    this.series.set(key, series);
+    this.track(this.create(series));
+    series.timer = setTimeout(() => {
+      this.series.delete(key);
+      if (series.count > 1 && series.name) this.track(this.update(series));
+    }, this.windowMs);
+    series.timer.unref();
+  }
+
+  /** Resolves when every write started so far has settled. */
+  async settled(): Promise<void> {
+    while (this.pending.size > 0) await Promise.all([...this.pending]);
+  }
+
+  /** Stops recording; open windows are dropped (their first event is written). */
+  stop(): void {
+    this.stopped = true;
+    for (const series of this.series.values()) clearTimeout(series.timer);
+    this.series.clear();
+  }
+
+  private track(write: Promise<void>): void {
+    const done = write.finally(() => this.pending.delete(done));
+    this.pending.add(done);
+  }
+
+  private async create(series: Series): Promise<void> {
+    const { regarding, type, reason, note } = series.input;
+    const body = {
+      apiVersion: 'events.k8s.io/v1',
+      kind: 'Event',
+      metadata: { generateName: `${regarding.name.slice(0, 200)}.`, namespace: regarding.namespace },
+      eventTime: microTime(series.last),
+      reportingController,
+      reportingInstance: this.options.instance.slice(0, 128),
+      action: 'Inject',
+      reason,
+      type,
+      note: note.length > 1024 ? `${note.slice(0, 1023)}…` : note,
+      regarding: {
+        apiVersion: regarding.apiVersion,
+        kind: regarding.kind,
+        namespace: regarding.namespace,
+        name: regarding.name,
+        ...(regarding.uid ? { uid: regarding.uid } : {}),
+      },
+    };
+    try {
+      const created = (await requestJson(
+        this.options.kubeConfig,
+        'POST',
+        `/apis/events.k8s.io/v1/namespaces/${encodeURIComponent(regarding.namespace)}/events`,
+        5000,
+        {
+          body,
+        },
+      )) as { metadata?: { name?: string } } | undefined;
+      series.name = created?.metadata?.name;
+    } catch (err) {
+      this.failed(err, reason, regarding);
+    }
+  }
+
+  private async update(series: Series): Promise<void> {
+    const { regarding, reason } = series.input;
+    const path = `/apis/events.k8s.io/v1/namespaces/${encodeURIComponent(regarding.namespace)}/events/${encodeURIComponent(series.name!)}`;
+    try {
+      await requestJson(this.options.kubeConfig, 'PATCH', path, 5000, {
+        body: { series: { count: series.count, lastObservedTime: microTime(series.last) } },
+        contentType: 'application/merge-patch+json',
+      });
+    } catch (err) {
+      this.failed(err, reason, regarding);
+    }
+  }
+
+  private failed(err: unknown, reason: string, regarding: EventSubject): void {
+    this.options.onFailure?.();
+    this.options.log.warn(
+      { err: (err as Error).message, reason, kind: regarding.kind, name: regarding.name, namespace: regarding.namespace },
+      'event not written',
+    );
+  }
+}

@@ -1,0 +1,61 @@
+/**
+ * Which Events an admission outcome deserves, and on which object: the pod's controlling owner
+ * (its ReplicaSet, Job, StatefulSet, …: where `kubectl describe` shows why its pods have or
+ * lack sidecars), or its namespace for a bare pod. Pure; written by the server after the answer.
+ */
+import { isJsonObject } from '../k8s/json.js';
+import type { PodOutcome } from './admit.js';
+
+/** The object an event is about. */
+export interface EventSubject {
+  readonly apiVersion: string;
+  readonly kind: string;
+  readonly namespace: string;
+  readonly name: string;
+  readonly uid?: string;
+}
+
+/** One event to record. */
+export interface AdmissionEvent {
+  readonly regarding: EventSubject;
+  readonly type: 'Normal' | 'Warning';
+  readonly reason: 'SidecarsInjected' | 'SidecarInjectionSkipped' | 'SidecarInjectionDenied';
+  readonly note: string;
+}
+
+/** The pod's controlling owner, or its namespace. */
+export function eventSubject(pod: unknown, namespace: string): EventSubject {
+  const metadata = isJsonObject(pod) && isJsonObject(pod.metadata) ? pod.metadata : {};
+  const owners = Array.isArray(metadata.ownerReferences) ? metadata.ownerReferences : [];
+  for (const owner of owners) {
+    if (!isJsonObject(owner) || owner.controller !== true) continue;
+    const { apiVersion, kind, name, uid } = owner;
+    if (typeof apiVersion === 'string' && typeof kind === 'string' && typeof name === 'string' && name) {
+      return { apiVersion, kind, namespace, name, ...(typeof uid === 'string' ? { uid } : {}) };
+    }
+  }
+  return { apiVersion: 'v1', kind: 'Namespace', namespace, name: namespace };
+}
+
+/** A warning that says a template was left out (requested and not selected, the cluster, …). */
+const skipped = (warning: string) => / not injected|is not injected|does not match its|is on request/.test(warning);
+
+/** The events an outcome deserves: injected, skipped (with why), denied; none when nothing happened worth telling. */
+export function admissionEvents(outcome: PodOutcome, pod: unknown): AdmissionEvent[] {
+  if (!outcome.namespace) return [];
+  const regarding = eventSubject(pod, outcome.namespace);
+  const on = outcome.podName ? ` (pod ${outcome.podName})` : '';
+  const events: AdmissionEvent[] = [];
+  if (outcome.decision === 'denied') {
+    events.push({ regarding, type: 'Warning', reason: 'SidecarInjectionDenied', note: `${outcome.message}${on}` });
+    return events;
+  }
+  if (outcome.decision === 'patched') {
+    const hashes = new Map(outcome.templates.map((t) => [t.name, t.hash]));
+    const injected = outcome.injection.injected.map((name) => `${name}@${hashes.get(name) ?? ''}`).join(', ');
+    events.push({ regarding, type: 'Normal', reason: 'SidecarsInjected', note: `injected ${injected}${on}` });
+  }
+  const why = outcome.warnings.find(skipped);
+  if (why) events.push({ regarding, type: 'Warning', reason: 'SidecarInjectionSkipped', note: `${why}${on}` });
+  return events;
+}

@@ -1,0 +1,118 @@
+/**
+ * Events at admission (events.k8s.io/v1) against the in-process API server: on the pod's
+ * controlling owner (or its namespace), written after the answer, aggregated per object and
+ * reason into one event and one series update per window, never for a dry run, and never felt
+ * by admission when the API server refuses them.
+ */
+import test from 'ava';
+import { pino } from 'pino';
+import { EventRecorder } from '../src/kube-api/events.js';
+import { loadTemplateDir } from '../src/templates/load.js';
+import { createReview, prepareCreate } from './helpers/apiserver.js';
+import { FakeApiServer } from './helpers/fake-apiserver.js';
+import { optedIn, pod } from './helpers/pods.js';
+import { startTestServer } from './helpers/server.js';
+
+const silent = pino({ level: 'silent' });
+
+async function setup(t: { teardown: (fn: () => unknown) => void }, windowMs = 60_000) {
+  const api = new FakeApiServer();
+  await api.start();
+  let failures = 0;
+  const recorder = new EventRecorder({ kubeConfig: await api.kubeConfig(), log: silent, instance: 'injector-0', windowMs, onFailure: () => failures++ });
+  const server = await startTestServer({ templates: await loadTemplateDir('templates'), namespaces: optedIn('shop', 'kube-public'), events: recorder });
+  t.teardown(async () => {
+    recorder.stop();
+    await server.stop();
+    await api.stop();
+  });
+  return { api, recorder, server, failures: () => failures };
+}
+
+const owned = (body: Record<string, any>, kind = 'ReplicaSet', name = 'web-5d8f') => {
+  body.metadata.ownerReferences = [{ apiVersion: 'apps/v1', kind, name, uid: `uid-${name}`, controller: true, blockOwnerDeletion: true }];
+  return body;
+};
+
+test('an injected pod: one SidecarsInjected event on its ReplicaSet, after the answer', async (t) => {
+  const { api, recorder, server } = await setup(t);
+  const res = await server.post(createReview(prepareCreate(owned(pod()), 'shop'), { namespace: 'shop' }));
+  t.is(res.json.response.patchType, 'JSONPatch');
+  await recorder.settled();
+  const events = [...api.kubeEvents.values()];
+  t.is(events.length, 1);
+  const [event] = events;
+  t.like(event, {
+    apiVersion: 'events.k8s.io/v1',
+    kind: 'Event',
+    type: 'Normal',
+    reason: 'SidecarsInjected',
+    action: 'Inject',
+    reportingController: 'sidecar-injector.io/injector',
+    reportingInstance: 'injector-0',
+    regarding: { apiVersion: 'apps/v1', kind: 'ReplicaSet', namespace: 'shop', name: 'web-5d8f', uid: 'uid-web-5d8f' },
+  });
+  t.regex(event!.note, /^injected log-shipper@[0-9a-f]{12} \(pod web-5d8f-\)$/);
+  t.regex(event!.eventTime, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/);
+  t.is(event!.metadata.namespace, 'shop');
+});
+
+test('aggregated: many pods of one owner and reason are one event and one series update per window', async (t) => {
+  const { api, recorder, server } = await setup(t, 150);
+  for (let i = 0; i < 5; i++) await server.post(createReview(prepareCreate(owned(pod()), 'shop'), { namespace: 'shop' }));
+  // Another owner is another event.
+  await server.post(createReview(prepareCreate(owned(pod(), 'StatefulSet', 'db'), 'shop'), { namespace: 'shop' }));
+  await recorder.settled();
+  t.is(api.kubeEvents.size, 2);
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  await recorder.settled();
+  t.is(api.eventPatches.length, 1);
+  t.is(api.eventPatches[0]!.body.series.count, 5);
+  t.regex(api.eventPatches[0]!.body.series.lastObservedTime, /\.\d{6}Z$/);
+});
+
+test('a bare pod: the event is on its namespace; a skipped request and a denial are warnings', async (t) => {
+  const { api, recorder, server } = await setup(t);
+  await server.post(createReview(prepareCreate(pod({ annotations: { 'sidecar-injector.io/templates': 'nosuch' } }), 'shop'), { namespace: 'shop' }));
+  await recorder.settled();
+  const [denied] = [...api.kubeEvents.values()];
+  t.like(denied, { type: 'Warning', reason: 'SidecarInjectionDenied', regarding: { apiVersion: 'v1', kind: 'Namespace', namespace: 'shop', name: 'shop' } });
+  t.regex(denied!.note, /names "nosuch", which is not a sidecar template here/);
+  // The proxy's fallback at 1.28 is not asked here; a pod opting out of the shipper and requesting a template the namespace excludes is skipped.
+  const body = owned(
+    pod({ labels: { app: 'web', 'logging.example.com/ship': 'false' }, annotations: { 'log-shipper.sidecar-injector.io/logLevel': 'debug' } }),
+    'ReplicaSet',
+    'quiet-1',
+  );
+  await server.post(createReview(prepareCreate(body, 'shop'), { namespace: 'shop' }));
+  await recorder.settled();
+  t.is(api.kubeEvents.size, 1, 'nothing to tell: no template applied, nothing asked for');
+  // A requested template the namespace excludes: injected what applies, and a warning why the proxy is not there.
+  const requested = owned(pod({ annotations: { 'sidecar-injector.io/templates': 'proxy' } }), 'ReplicaSet', 'edge-1');
+  await server.post(createReview(prepareCreate(requested, 'kube-public'), { namespace: 'kube-public' }));
+  await recorder.settled();
+  const edge = [...api.kubeEvents.values()].filter((e) => e.regarding.name === 'edge-1');
+  t.deepEqual(
+    edge.map((e) => [e.type, e.reason]),
+    [
+      ['Normal', 'SidecarsInjected'],
+      ['Warning', 'SidecarInjectionSkipped'],
+    ],
+  );
+  t.is(edge[1]!.note, 'proxy: namespace kube-public does not match its namespaceSelector (pod web-5d8f-)');
+});
+
+test('never for a dry run; a refused write is counted, and admission does not notice', async (t) => {
+  const { api, recorder, server, failures } = await setup(t);
+  const dry = await server.post(createReview(prepareCreate(owned(pod()), 'shop'), { namespace: 'shop', dryRun: true }));
+  t.is(dry.json.response.patchType, 'JSONPatch');
+  await recorder.settled();
+  t.is(api.kubeEvents.size, 0);
+  api.failEvents = true;
+  const res = await server.post(createReview(prepareCreate(owned(pod(), 'ReplicaSet', 'other'), 'shop'), { namespace: 'shop' }));
+  t.is(res.status, 200);
+  t.is(res.json.response.patchType, 'JSONPatch');
+  await recorder.settled();
+  t.is(failures(), 1);
+  t.is(api.kubeEvents.size, 0);
+});
