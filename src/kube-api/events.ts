@@ -10,15 +10,10 @@
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { requestJson } from './request.js';
+import type { ObjectReference } from '../k8s/object-reference.js';
 
 /** The object an event is about. */
-export interface EventSubject {
-  readonly apiVersion: string;
-  readonly kind: string;
-  readonly namespace: string;
-  readonly name: string;
-  readonly uid?: string;
-}
+export type EventSubject = ObjectReference;
 
 export interface EventInput {
   readonly regarding: EventSubject;

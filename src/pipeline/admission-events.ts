@@ -5,15 +5,10 @@
  */
 import { isJsonObject } from '../k8s/json.js';
 import type { PodOutcome } from './admit.js';
+import type { ObjectReference } from '../k8s/object-reference.js';
 
 /** The object an event is about. */
-export interface EventSubject {
-  readonly apiVersion: string;
-  readonly kind: string;
-  readonly namespace: string;
-  readonly name: string;
-  readonly uid?: string;
-}
+export type EventSubject = ObjectReference;
 
 /** One event to record. */
 export interface AdmissionEvent {
