@@ -9,12 +9,13 @@
 //   namespaces/                                k8s, kube-api
 //   pipeline/                                  selection, templates, inject, namespaces, k8s
 //   admission/, manifests/                     pipeline and below
+//   audit/                                     pipeline, kube-api and below (the server's auditor)
 //   http/, tls/, fs/, app.ts, server.ts, …     above the domain; cli/ on top
 import js from '@eslint/js';
 import prettier from 'eslint-config-prettier';
 import tseslint from 'typescript-eslint';
 
-const floors = ['k8s', 'kube-api', 'templates', 'selection', 'inject', 'namespaces', 'pipeline', 'admission', 'manifests', 'http', 'tls', 'fs', 'cli'];
+const floors = ['k8s', 'kube-api', 'audit', 'templates', 'selection', 'inject', 'namespaces', 'pipeline', 'admission', 'manifests', 'http', 'tls', 'fs', 'cli'];
 const topFiles = ['app', 'server', 'config', 'metrics', 'liveness'];
 
 /** A rule for the files of `folder` that forbids every folder and top-level module not in `allowed`. */
@@ -82,6 +83,7 @@ export default tseslint.config(
   floor('pipeline', ['selection', 'templates', 'inject', 'namespaces', 'k8s']),
   floor('admission', ['pipeline', 'selection', 'templates', 'inject', 'namespaces', 'k8s']),
   floor('manifests', ['pipeline', 'selection', 'templates', 'inject', 'namespaces', 'k8s']),
+  floor('audit', ['pipeline', 'selection', 'templates', 'inject', 'namespaces', 'kube-api', 'k8s']),
   floor('http', ['admission', 'pipeline', 'k8s', 'metrics', 'liveness']),
   floor('fs', []),
   floor('tls', ['fs']),

@@ -13,6 +13,34 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { loadTemplateDir } from '../src/templates/load.js';
 import { FakeApiServer } from '../test/helpers/fake-apiserver.js';
 
+/** In the child: the server's auditor synced over all pods; its added RSS and heap, after a collection. */
+async function serverChild(kubeconfig: string): Promise<void> {
+  const { PodAuditor } = await import('../src/audit/pod-auditor.js');
+  const { pino } = await import('pino');
+  const kc = new KubeConfig();
+  kc.loadFromFile(kubeconfig);
+  const set = await loadTemplateDir('templates');
+  const gc = (globalThis as { gc?: () => void }).gc!;
+  gc();
+  const before = process.memoryUsage();
+  const started = performance.now();
+  const auditor = new PodAuditor({
+    kubeConfig: kc,
+    log: pino({ level: 'silent' }),
+    templates: () => set,
+    namespaceLabels: () => ({ 'sidecar-injector.io/injection': 'enabled' }),
+    gauge: { set: () => {}, remove: () => {} },
+  });
+  auditor.start();
+  while (!auditor.status().synced) await new Promise((resolve) => setTimeout(resolve, 20));
+  const ms = performance.now() - started;
+  gc();
+  const after = process.memoryUsage();
+  const pods = auditor.status().pods;
+  auditor.stop();
+  process.stdout.write(JSON.stringify({ pods, ms, rssMb: (after.rss - before.rss) / 2 ** 20, heapMb: (after.heapUsed - before.heapUsed) / 2 ** 20 }));
+}
+
 /** In the child: one audit, then its time and peak RSS as JSON on stdout. */
 async function child(kubeconfig: string): Promise<void> {
   const { auditCluster } = await import('../src/cli/audit.js');
@@ -24,7 +52,7 @@ async function child(kubeconfig: string): Promise<void> {
   process.stdout.write(JSON.stringify({ pods: report.pods.length, owners: report.owners.length, ms, maxRssMb: process.resourceUsage().maxRSS / 1024 }));
 }
 
-async function measure(count: number): Promise<string> {
+async function measure(count: number, server: boolean): Promise<string> {
   const api = new FakeApiServer();
   await api.start();
   try {
@@ -70,11 +98,19 @@ async function measure(count: number): Promise<string> {
     const kubeconfig = join(dir, 'kubeconfig');
     await writeFile(kubeconfig, (await api.kubeConfig()).exportConfig());
     const out = await new Promise<string>((resolve, reject) => {
-      const p = spawn(process.execPath, [fileURLToPath(import.meta.url), '--child', kubeconfig], { stdio: ['ignore', 'pipe', 'inherit'] });
+      const args = server
+        ? ['--expose-gc', fileURLToPath(import.meta.url), '--server-child', kubeconfig]
+        : [fileURLToPath(import.meta.url), '--child', kubeconfig];
+      const p = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
       let text = '';
       p.stdout.on('data', (c) => (text += c));
       p.on('close', (code) => (code === 0 ? resolve(text) : reject(new Error(`audit child exited ${code}`))));
     });
+    if (server) {
+      const r = JSON.parse(out) as { pods: number; ms: number; rssMb: number; heapMb: number };
+      const perPod = (mb: number) => ((mb * 2 ** 20) / r.pods).toFixed(0);
+      return `${String(r.pods).padStart(8)} pods   synced in ${(r.ms / 1000).toFixed(2).padStart(5)} s   added RSS ${r.rssMb.toFixed(0).padStart(4)} MB (${perPod(r.rssMb)} B/pod)   heap ${r.heapMb.toFixed(0)} MB (${perPod(r.heapMb)} B/pod)`;
+    }
     const r = JSON.parse(out) as { pods: number; owners: number; ms: number; maxRssMb: number };
     return `${String(r.pods).padStart(8)} pods ${String(r.owners).padStart(6)} workloads   ${(r.ms / 1000).toFixed(2).padStart(6)} s   peak RSS ${r.maxRssMb.toFixed(0).padStart(5)} MB`;
   } finally {
@@ -83,11 +119,14 @@ async function measure(count: number): Promise<string> {
 }
 
 if (process.argv[2] === '--child') await child(process.argv[3]!);
+else if (process.argv[2] === '--server-child') await serverChild(process.argv[3]!);
 else {
   const counts = process.argv
     .slice(2)
     .map(Number)
     .filter((n) => n > 0);
-  process.stdout.write(`audit against the in-process API server (node ${process.version})\n`);
-  for (const count of counts.length ? counts : [10_000, 100_000]) process.stdout.write(`${await measure(count)}\n`);
+  process.stdout.write(`sidecar-injector audit (the command) against the in-process API server (node ${process.version})\n`);
+  for (const count of counts.length ? counts : [10_000, 100_000]) process.stdout.write(`${await measure(count, false)}\n`);
+  process.stdout.write(`the server's auditor (metadata-only list and watch of pods)\n`);
+  for (const count of counts.length ? counts : [10_000, 100_000]) process.stdout.write(`${await measure(count, true)}\n`);
 }

@@ -58,6 +58,8 @@ export interface Config {
   readonly podSecurityAction: PodSecurityAction;
   /** Write Events for reviews (cluster mode only). @default true */
   readonly events: boolean;
+  /** Audit every pod continuously on the leading replica (cluster mode only). @default true */
+  readonly audit: boolean;
   readonly timeouts: ServerTimeouts;
 }
 
@@ -104,6 +106,13 @@ export const serveOptions = {
     env: 'SIDECAR_INJECTOR_POD_SECURITY_ACTION',
     default: 'skip',
     help: 'skip | deny | inject, for a template that would break the enforced Pod Security level',
+  },
+  audit: {
+    kind: 'string',
+    value: 'MODE',
+    env: 'SIDECAR_INJECTOR_AUDIT',
+    default: 'on',
+    help: 'on | off: the leading replica audits every pod (sidecar_injector_pods, SidecarsMissing events; cluster mode)',
   },
   events: {
     kind: 'string',
@@ -212,6 +221,8 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
   if (!podSecurityActions.includes(podSecurityAction as PodSecurityAction)) {
     problems.push(`--pod-security-action: expected ${podSecurityActions.join(', ')} (got ${JSON.stringify(podSecurityAction).slice(0, 80)})`);
   }
+  const audit = option('audit') ?? 'on';
+  if (audit !== 'on' && audit !== 'off') problems.push(`--audit: expected on or off (got ${JSON.stringify(audit).slice(0, 40)})`);
   const events = option('events') ?? 'on';
   if (events !== 'on' && events !== 'off') problems.push(`--events: expected on or off (got ${JSON.stringify(events).slice(0, 40)})`);
   if (problems.length > 0) throw new ConfigError(problems);
@@ -236,6 +247,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
     ...(kubernetesVersion ? { kubernetesVersion } : {}),
     podSecurityAction: podSecurityAction as PodSecurityAction,
     events: events === 'on',
+    audit: audit === 'on',
     timeouts: Object.freeze(timeouts),
   });
 }

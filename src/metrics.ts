@@ -28,6 +28,8 @@ export interface Metrics {
   readonly namespaceLookupFailures: Counter;
   /** Events the API server refused or did not answer (admission never waits for them). */
   readonly eventWriteFailures: Counter;
+  /** Pods per namespace, template and audit state (the leader's auditor only). */
+  readonly pods: Gauge<'namespace' | 'template' | 'state'>;
 }
 
 /** Creates the metrics in a fresh registry, with Node's default process metrics. */
@@ -79,5 +81,11 @@ export function createMetrics(): Metrics {
       registers,
     }),
     eventWriteFailures: new Counter({ name: 'sidecar_injector_event_write_failures_total', help: 'Events that could not be written', registers }),
+    pods: new Gauge({
+      name: 'sidecar_injector_pods',
+      help: 'Pods by namespace, template and audit state (current, stale, missing, orphaned), from the leading replica',
+      labelNames: ['namespace', 'template', 'state'],
+      registers,
+    }),
   };
 }

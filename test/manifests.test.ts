@@ -63,6 +63,8 @@ test('every object of the base and of both overlays validates against the Kubern
     'NetworkPolicy',
     'PodDisruptionBudget',
     'ResourceQuota',
+    'Role',
+    'RoleBinding',
     'Service',
     'ServiceAccount',
   ]);
@@ -194,8 +196,13 @@ test('deployment: mounts the TLS Secret where --tls-cert and --tls-key point', (
 test("rbac: get, list and watch on namespaces and nodes, create and patch on events, nothing more, bound to the Deployment's service account", (t) => {
   t.deepEqual(one(base, 'ClusterRole').rules, [
     { apiGroups: [''], resources: ['namespaces', 'nodes'], verbs: ['get', 'list', 'watch'] },
+    { apiGroups: [''], resources: ['pods'], verbs: ['list', 'watch'] },
     { apiGroups: ['events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] },
   ]);
+  // The audit's Lease: in its own namespace, by name.
+  const leader = find(base, 'Role').find((r) => r.metadata.name === 'sidecar-injector-leader')!;
+  t.is(leader.metadata.namespace, 'sidecar-injector');
+  t.deepEqual(leader.rules[1].resourceNames, ['sidecar-injector-audit']);
   const binding = one(base, 'ClusterRoleBinding');
   t.deepEqual(binding.subjects, [
     { kind: 'ServiceAccount', name: deployment().spec.template.spec.serviceAccountName, namespace: deployment().metadata.namespace },

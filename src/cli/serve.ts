@@ -22,6 +22,9 @@ import { startServer, type RunningServer } from '../server.js';
 import { TemplateStore } from '../templates/store.js';
 import { createCertificates } from '../tls/certificates.js';
 import { CertificateReloader, checkKeyPair, readKeyPair, type KeyPair } from '../tls/reloader.js';
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { TemplateSet } from '../templates/set.js';
+import type { ClusterNamespaceSource } from '../namespaces/cluster.js';
 
 /** What the cluster says about itself: namespace labels, and the version to serve for. */
 interface ClusterView {
@@ -32,11 +35,21 @@ interface ClusterView {
   readonly versionSettled: () => boolean;
   /** Where review Events go (cluster mode with --events on). */
   readonly events?: { record(event: AdmissionEvent): void; stop(): void };
+  /** The leader election and auditor status (cluster mode with --audit on). */
+  readonly auditStatus?: () => unknown;
+  /** Tells the auditor that the templates changed. */
+  readonly templatesChanged?: () => void;
   stop(): void;
 }
 
 /** The namespace label source and version source the configuration asks for; cluster sources are started and measured. */
-async function createClusterView(config: Config, log: Logger, metrics: Metrics, env: Readonly<Record<string, string | undefined>>): Promise<ClusterView> {
+async function createClusterView(
+  config: Config,
+  log: Logger,
+  metrics: Metrics,
+  env: Readonly<Record<string, string | undefined>>,
+  templates: () => TemplateSet,
+): Promise<ClusterView> {
   if (config.namespaceSource === 'local') {
     const namespaces = await loadLocalNamespaceSource(config);
     const decision = decideVersion(config.kubernetesVersion ? { flag: config.kubernetesVersion } : {});
@@ -97,8 +110,11 @@ async function createClusterView(config: Config, log: Logger, metrics: Metrics, 
         onFailure: () => metrics.eventWriteFailures.inc(),
       })
     : undefined;
+  // The continuous audit: one replica at a time (a Lease), over a metadata-only watch of pods.
+  const audit = config.audit ? await startAudit(kubeConfig, log, metrics, env, templates, source, events) : undefined;
   return {
     ...(events ? { events } : {}),
+    ...(audit ? { auditStatus: audit.status, templatesChanged: audit.recountSoon } : {}),
     namespaces: source,
     version: () => versions.current(),
     versionStatus: () => versions.status(),
@@ -107,6 +123,61 @@ async function createClusterView(config: Config, log: Logger, metrics: Metrics, 
       source.stop();
       versions.stop();
       events?.stop();
+      void audit?.stop();
+    },
+  };
+}
+
+/** Leader election and, while leading, the pod auditor; recounts when templates or namespace labels change. */
+async function startAudit(
+  kubeConfig: KubeConfig,
+  log: Logger,
+  metrics: Metrics,
+  env: Readonly<Record<string, string | undefined>>,
+  templates: () => TemplateSet,
+  namespaces: ClusterNamespaceSource,
+  events: { record(event: AdmissionEvent): void } | undefined,
+): Promise<{ status: () => unknown; stop: () => Promise<void>; recountSoon: () => void }> {
+  const { LeaderElector } = await import('../kube-api/lease.js');
+  const { PodAuditor } = await import('../audit/pod-auditor.js');
+  const identity = env.POD_NAME || env.HOSTNAME || `sidecar-injector-${process.pid}`;
+  const elector = new LeaderElector({
+    kubeConfig,
+    log: log.child({ component: 'leader' }),
+    namespace: env.POD_NAMESPACE || 'sidecar-injector',
+    name: 'sidecar-injector-audit',
+    identity,
+  });
+  const auditor = new PodAuditor({
+    kubeConfig,
+    log: log.child({ component: 'audit' }),
+    templates,
+    namespaceLabels: (namespace) => namespaces.current().get(namespace),
+    gauge: metrics.pods,
+    ...(events ? { onMissing: (event: AdmissionEvent) => events.record(event) } : {}),
+  });
+  elector.on('leading', () => auditor.start());
+  elector.on('following', () => auditor.stop());
+  // A namespace's labels or the templates changed: judge every pod again, at most once a second.
+  let recount: NodeJS.Timeout | undefined;
+  const later = () => {
+    if (!elector.isLeader() || recount) return;
+    recount = setTimeout(() => {
+      recount = undefined;
+      if (elector.isLeader()) auditor.recount();
+    }, 1000);
+    recount.unref();
+  };
+  namespaces.on('change', later);
+  namespaces.on('reload', later);
+  elector.start();
+  return {
+    recountSoon: later,
+    status: () => ({ ...elector.status(), ...(elector.isLeader() ? auditor.status() : {}) }),
+    stop: async () => {
+      clearTimeout(recount);
+      auditor.stop();
+      await elector.stop();
     },
   };
 }
@@ -162,7 +233,8 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
   });
   templates.start();
 
-  const cluster = await createClusterView(config, log, metrics, env);
+  const cluster = await createClusterView(config, log, metrics, env, () => templates.current());
+  templates.on('reload', () => cluster.templatesChanged?.());
   const { namespaces } = cluster;
   const tls = await loadTls(config, log);
   metrics.certificateExpiry.set(tls.notAfter.getTime() / 1000);
@@ -196,6 +268,7 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
       templates: templates.status(),
       namespaces: namespaces.status(),
       kubernetes: cluster.versionStatus(),
+      ...(cluster.auditStatus ? { audit: cluster.auditStatus() } : {}),
       podSecurityAction: config.podSecurityAction,
       certificate: reloader?.status() ?? { notAfter: tls.notAfter.toISOString(), fingerprint256: tls.fingerprint256 },
     }),

@@ -18,7 +18,7 @@ import { EventEmitter } from 'node:events';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { Watch } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { listAll } from './request.js';
+import { listAll, listPages } from './request.js';
 
 /** An object of the collection, as far as the reflector reads it. */
 export interface ApiObject {
@@ -47,8 +47,15 @@ export interface ReflectorOptions<T extends ApiObject> extends ReflectorTuning {
   readonly path: string;
   /** What the objects are called in log lines, e.g. `namespace`. */
   readonly what: string;
-  /** A complete list replaced everything known. */
+  /** A complete list replaced everything known (unless `listInto` takes the list page by page). */
   readonly replace: (items: readonly T[]) => void;
+  /**
+   * Takes a list page by page instead (`begin`, then `page` per page, then `end` once the list
+   * is complete; `begin` again if it restarts): a list of 100,000 pods never sits in memory whole.
+   */
+  readonly listInto?: { begin(): void; page(items: readonly T[]): void; end(): void };
+  /** `Accept` of the list and the watch (request.ts `metadataOnly` for PartialObjectMetadata). */
+  readonly accept?: string;
   /** One object was added, changed or deleted. */
   readonly apply: (type: 'ADDED' | 'MODIFIED' | 'DELETED', object: T) => void;
 }
@@ -80,7 +87,16 @@ export class Reflector<T extends ApiObject> extends EventEmitter {
 
   constructor(private readonly options: ReflectorOptions<T>) {
     super();
-    this.watch = new Watch(options.kubeConfig);
+    // The watch asks for what the list asks for: the client's Watch takes its headers from the config.
+    const accept = options.accept;
+    const config = options.kubeConfig;
+    this.watch = new Watch(
+      accept
+        ? (Object.assign(Object.create(config), {
+            applyToFetchOptions: (opts: { headers?: Record<string, string> }) => config.applyToFetchOptions({ ...opts, headers: { ...opts.headers, accept } }),
+          }) as KubeConfig)
+        : config,
+    );
     this.listTimeoutMs = options.listTimeoutMs ?? 60_000;
     this.listPageSize = options.listPageSize ?? 500;
     this.watchStallMs = options.watchStallMs ?? 120_000;
@@ -137,28 +153,47 @@ export class Reflector<T extends ApiObject> extends EventEmitter {
   private async relist(): Promise<void> {
     if (this.stopped) return;
     try {
-      const { items, resourceVersion } = await this.listAll();
+      const { count, resourceVersion } = await this.listAll();
       if (this.stopped) return;
-      this.options.replace(items);
       this.resourceVersion = resourceVersion;
       this.synced = true;
       this.backoffMs = this.backoffInitialMs;
-      this.options.log.info({ count: items.length, resourceVersion }, `${this.options.what}s listed`);
-      this.emit('reload', items.length);
+      this.options.log.info({ count, resourceVersion }, `${this.options.what}s listed`);
+      this.emit('reload', count);
       await this.startWatch();
     } catch (err) {
       this.retry('list', err as Error, () => this.relist());
     }
   }
 
-  /** Every object, page by page; an expired continue token (410) restarts the list (request.ts). */
-  private listAll(): Promise<{ items: T[]; resourceVersion: string }> {
-    return listAll<T>(this.options.kubeConfig, this.options.path, {
+  /** Every object, page by page, into `listInto` or `replace`; an expired continue token (410) restarts the list (request.ts). */
+  private async listAll(): Promise<{ count: number; resourceVersion: string }> {
+    const options = {
       pageSize: this.listPageSize,
       timeoutMs: this.listTimeoutMs,
+      ...(this.options.accept ? { accept: this.options.accept } : {}),
       stopped: () => this.stopped,
-      onRestart: () => this.options.log.info(`${this.options.what} list continue token expired (410 Gone); listing again from the start`),
+    };
+    const restarted = () => this.options.log.info(`${this.options.what} list continue token expired (410 Gone); listing again from the start`);
+    const into = this.options.listInto;
+    if (!into) {
+      const { items, resourceVersion } = await listAll<T>(this.options.kubeConfig, this.options.path, { ...options, onRestart: restarted });
+      if (!this.stopped) this.options.replace(items);
+      return { count: items.length, resourceVersion };
+    }
+    let count = 0;
+    into.begin();
+    const onRestart = () => {
+      restarted();
+      count = 0;
+      into.begin();
+    };
+    const resourceVersion = await listPages<T>(this.options.kubeConfig, this.options.path, { ...options, onRestart }, (page) => {
+      count += page.length;
+      into.page(page);
     });
+    if (!this.stopped) into.end();
+    return { count, resourceVersion };
   }
 
   private watchForStall(): void {

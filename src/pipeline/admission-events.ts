@@ -14,7 +14,7 @@ export type EventSubject = ObjectReference;
 export interface AdmissionEvent {
   readonly regarding: EventSubject;
   readonly type: 'Normal' | 'Warning';
-  readonly reason: 'SidecarsInjected' | 'SidecarInjectionSkipped' | 'SidecarInjectionDenied';
+  readonly reason: 'SidecarsInjected' | 'SidecarInjectionSkipped' | 'SidecarInjectionDenied' | 'SidecarsMissing';
   readonly note: string;
 }
 

@@ -29,11 +29,11 @@ interface NodeObject {
   status: { nodeInfo: { kubeletVersion: string; osImage: string }; images: { names: string[]; sizeBytes: number }[] };
 }
 
-type Collection = 'namespaces' | 'nodes';
+type Collection = 'namespaces' | 'nodes' | 'pods';
 
 interface WatchEvent {
   type: 'ADDED' | 'MODIFIED' | 'DELETED';
-  object: NamespaceObject | NodeObject;
+  object: NamespaceObject | NodeObject | Record<string, any>;
   rv: number;
   collection: Collection;
 }
@@ -59,7 +59,7 @@ export class FakeApiServer {
   private readonly store = new Map<string, NamespaceObject>();
   private readonly nodes = new Map<string, NodeObject>();
   private readonly history: WatchEvent[] = [];
-  private readonly watchers = new Set<{ from: number; res: ServerResponse; collection: Collection }>();
+  private readonly watchers = new Set<{ from: number; res: ServerResponse; collection: Collection; metadataOnly?: boolean }>();
   /** The API server's `/version` gitVersion. */
   gitVersion = 'v1.31.4';
   /** Answer node lists and watches with 403 (RBAC without the nodes rule). */
@@ -85,6 +85,8 @@ export class FakeApiServer {
   readonly eventPatches: { name: string; body: any }[] = [];
   /** Answer event writes with 500 (a sick API server: admission must not notice). */
   failEvents = false;
+  /** Leases (coordination.k8s.io/v1) by `namespace/name`; writes must carry the current resourceVersion. */
+  readonly leases = new Map<string, Record<string, any>>();
   /** Emits `watch` when a watch stream opens, `list` when a list is answered. */
   readonly events = new EventEmitter();
   readonly watchRequests: WatchRequest[] = [];
@@ -153,11 +155,34 @@ export class FakeApiServer {
     };
   }
 
-  private emit(type: WatchEvent['type'], object: NamespaceObject | NodeObject): void {
-    const collection: Collection = object.kind === 'Node' ? 'nodes' : 'namespaces';
+  private emit(type: WatchEvent['type'], object: NamespaceObject | NodeObject | Record<string, any>): void {
+    const collection: Collection = object.kind === 'Node' ? 'nodes' : object.kind === 'Pod' ? 'pods' : 'namespaces';
     const event = { type, object, rv: Number(object.metadata.resourceVersion), collection };
     this.history.push(event);
-    for (const w of this.watchers) if (w.collection === collection && event.rv > w.from) w.res.write(`${JSON.stringify({ type, object })}\n`);
+    for (const w of this.watchers) if (w.collection === collection && event.rv > w.from) w.res.write(this.eventLine(type, object, w.metadataOnly));
+  }
+
+  /** One watch event line, metadata only when the watch asked for it. */
+  private eventLine(type: string, object: Record<string, any>, metadataOnly = false): string {
+    const sent = metadataOnly ? { kind: 'PartialObjectMetadata', apiVersion: 'meta.k8s.io/v1', metadata: object.metadata } : object;
+    return `${JSON.stringify({ type, object: sent })}\n`;
+  }
+
+  /** Changes a pod's labels and annotations (as `kubectl annotate` would), with a MODIFIED event. */
+  updatePod(namespace: string, name: string, metadata: { labels?: Record<string, string>; annotations?: Record<string, string> }): void {
+    const pod = this.workloads.pods.get(`${namespace}/${name}`);
+    if (!pod) return;
+    const next = { ...pod, metadata: { ...pod.metadata, ...metadata, resourceVersion: String(++this.rv) } };
+    this.workloads.pods.set(`${namespace}/${name}`, next);
+    this.emit('MODIFIED', next);
+  }
+
+  /** Deletes a pod, with a DELETED event. */
+  deletePod(namespace: string, name: string): void {
+    const pod = this.workloads.pods.get(`${namespace}/${name}`);
+    if (!pod) return;
+    this.workloads.pods.delete(`${namespace}/${name}`);
+    this.emit('DELETED', { ...pod, metadata: { ...pod.metadata, resourceVersion: String(++this.rv) } });
   }
 
   private node(name: string, kubeletVersion: string): NodeObject {
@@ -268,6 +293,8 @@ export class FakeApiServer {
       status: { phase: 'Running' },
     };
     this.workloads[resource].set(`${metadata.namespace}/${metadata.name}`, object);
+    // Pods are watched (the server's auditor): others are only listed.
+    if (resource === 'pods') this.emit('ADDED', object);
   }
 
   /** Lists of pods, ReplicaSets and Jobs, all namespaces or one, paginated; metadata only when asked by `Accept`. */
@@ -282,6 +309,14 @@ export class FakeApiServer {
     }
     const accept = String(req.headers.accept ?? '');
     this.workloadAccepts.push(accept);
+    const asMetadata = accept.split(',')[0]!.includes('as=PartialObjectMetadata');
+    if (url.searchParams.get('watch') === 'true' && resource === 'pods' && !namespace) {
+      res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
+      res.flushHeaders();
+      this.stream(res, Number(url.searchParams.get('resourceVersion') ?? '0'), 'pods', asMetadata);
+      this.events.emit('pod-watch');
+      return true;
+    }
     this.workloadPages++;
     const all = [...this.workloads[resource].values()].filter((o) => !namespace || o.metadata.namespace === namespace);
     const limit = Number(url.searchParams.get('limit') ?? '0');
@@ -298,11 +333,11 @@ export class FakeApiServer {
   }
 
   /** Streams a collection's retained events after `from`, then every new one, until the client goes. */
-  private stream(res: ServerResponse, from: number, collection: Collection): void {
+  private stream(res: ServerResponse, from: number, collection: Collection, metadataOnly = false): void {
     for (const event of this.history) {
-      if (event.collection === collection && event.rv > from) res.write(`${JSON.stringify({ type: event.type, object: event.object })}\n`);
+      if (event.collection === collection && event.rv > from) res.write(this.eventLine(event.type, event.object, metadataOnly));
     }
-    const watcher = { from, res, collection };
+    const watcher = { from, res, collection, metadataOnly };
     this.watchers.add(watcher);
     res.on('close', () => this.watchers.delete(watcher));
   }
@@ -337,6 +372,31 @@ export class FakeApiServer {
     }
     if (url.pathname === '/api/v1/nodes' && req.method === 'GET') return this.handleNodes(url, res);
     if (this.handleWorkloads(url, req, res)) return;
+    const lease = /^\/apis\/coordination\.k8s\.io\/v1\/namespaces\/([^/]+)\/leases(?:\/([^/]+))?$/.exec(url.pathname);
+    if (lease) {
+      const namespace = decodeURIComponent(lease[1]!);
+      const key = (name: string) => `${namespace}/${name}`;
+      if (req.method === 'GET' && lease[2]) {
+        const found = this.leases.get(key(decodeURIComponent(lease[2])));
+        return found ? this.send(res, 200, found) : this.send(res, 404, status(404, 'NotFound', `leases.coordination.k8s.io "${lease[2]}" not found`));
+      }
+      const chunks: Buffer[] = [];
+      for await (const chunk of req) chunks.push(chunk as Buffer);
+      const body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+      const name = body.metadata?.name as string;
+      const current = this.leases.get(key(name));
+      if (req.method === 'POST') {
+        if (current) return this.send(res, 409, status(409, 'AlreadyExists', `leases.coordination.k8s.io "${name}" already exists`));
+      } else if (req.method === 'PUT') {
+        if (!current) return this.send(res, 404, status(404, 'NotFound', `leases.coordination.k8s.io "${name}" not found`));
+        if (body.metadata?.resourceVersion !== current.metadata.resourceVersion) {
+          return this.send(res, 409, status(409, 'Conflict', 'the object has been modified; please apply your changes to the latest version and try again'));
+        }
+      } else return this.send(res, 405, status(405, 'MethodNotAllowed', 'method not allowed'));
+      const stored = { ...body, metadata: { ...body.metadata, namespace, resourceVersion: String(++this.rv) } };
+      this.leases.set(key(name), stored);
+      return this.send(res, req.method === 'POST' ? 201 : 200, stored);
+    }
     const event = /^\/apis\/events\.k8s\.io\/v1\/namespaces\/([^/]+)\/events(?:\/([^/]+))?$/.exec(url.pathname);
     if (event && (req.method === 'POST' || req.method === 'PATCH')) {
       const chunks: Buffer[] = [];

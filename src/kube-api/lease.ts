@@ -1,0 +1,167 @@
+/**
+ * Leader election on a coordination.k8s.io/v1 Lease, as client-go's leaderelection does it:
+ * the holder renews the lease every `retryPeriodMs`; another replica takes it over when it has
+ * seen the same record, unchanged, for `leaseDurationMs` (time measured on its own clock, from
+ * when it observed the record: clocks of different nodes are never compared). Every write
+ * carries the resourceVersion read, so two replicas cannot both win: the API server refuses
+ * the second with 409 Conflict. A leader that cannot renew within `renewDeadlineMs` stops
+ * leading before another can take over.
+ */
+import { EventEmitter } from 'node:events';
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { KubernetesApiError } from '../errors.js';
+import { requestJson } from './request.js';
+
+export interface LeaderElectionOptions {
+  readonly kubeConfig: KubeConfig;
+  readonly log: Logger;
+  readonly namespace: string;
+  readonly name: string;
+  /** This replica (its pod name). */
+  readonly identity: string;
+  /** @default 15000 */
+  readonly leaseDurationMs?: number;
+  /** @default 10000 */
+  readonly renewDeadlineMs?: number;
+  /** @default 2000 */
+  readonly retryPeriodMs?: number;
+}
+
+interface Lease {
+  metadata?: { name?: string; namespace?: string; resourceVersion?: string };
+  spec?: { holderIdentity?: string; leaseDurationSeconds?: number; acquireTime?: string; renewTime?: string; leaseTransitions?: number };
+}
+
+function microTime(date: Date): string {
+  return date.toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
+}
+
+/** Emits `leading` when this replica becomes the leader and `following` when it stops. */
+export class LeaderElector extends EventEmitter {
+  private leading = false;
+  private stopped = true;
+  private timer: NodeJS.Timeout | undefined;
+  /** The record last seen, and when (on this clock) it was first seen in that form. */
+  private observed: { key: string; at: number } | undefined;
+  private lastRenew = 0;
+  private readonly leaseDurationMs: number;
+  private readonly renewDeadlineMs: number;
+  private readonly retryPeriodMs: number;
+  private readonly path: string;
+
+  constructor(private readonly options: LeaderElectionOptions) {
+    super();
+    this.leaseDurationMs = options.leaseDurationMs ?? 15_000;
+    this.renewDeadlineMs = options.renewDeadlineMs ?? 10_000;
+    this.retryPeriodMs = options.retryPeriodMs ?? 2000;
+    this.path = `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(options.namespace)}/leases`;
+  }
+
+  isLeader(): boolean {
+    return this.leading;
+  }
+
+  /** What /status shows. */
+  status(): { identity: string; leading: boolean; lease: string } {
+    return { identity: this.options.identity, leading: this.leading, lease: `${this.options.namespace}/${this.options.name}` };
+  }
+
+  start(): void {
+    if (!this.stopped) return;
+    this.stopped = false;
+    void this.tick();
+  }
+
+  /** Stops; a leader releases the lease so that another replica takes over at once. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    if (!this.leading) return;
+    this.setLeading(false);
+    try {
+      const lease = (await requestJson(this.options.kubeConfig, 'GET', `${this.path}/${encodeURIComponent(this.options.name)}`, 5000)) as Lease;
+      if (lease.spec?.holderIdentity !== this.options.identity) return;
+      await requestJson(this.options.kubeConfig, 'PUT', `${this.path}/${encodeURIComponent(this.options.name)}`, 5000, {
+        body: { ...lease, spec: { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1 } },
+      });
+    } catch (err) {
+      this.options.log.warn({ err: (err as Error).message }, 'could not release the lease; it expires by itself');
+    }
+  }
+
+  private setLeading(leading: boolean): void {
+    if (leading === this.leading) return;
+    this.leading = leading;
+    this.options.log.info({ identity: this.options.identity, lease: this.options.name }, leading ? 'leading' : 'no longer leading');
+    this.emit(leading ? 'leading' : 'following');
+  }
+
+  private async tick(): Promise<void> {
+    if (this.stopped) return;
+    try {
+      await this.tryAcquireOrRenew();
+    } catch (err) {
+      this.options.log.warn({ err: (err as Error).message }, 'lease update failed');
+    }
+    // A leader that could not renew for the renew deadline steps down before anyone can take over.
+    if (this.leading && Date.now() - this.lastRenew > this.renewDeadlineMs) this.setLeading(false);
+    if (this.stopped) return;
+    this.timer = setTimeout(() => void this.tick(), this.retryPeriodMs);
+    this.timer.unref();
+  }
+
+  private async tryAcquireOrRenew(): Promise<void> {
+    const { kubeConfig, identity, name, namespace } = this.options;
+    const now = new Date();
+    const record = { holderIdentity: identity, leaseDurationSeconds: Math.ceil(this.leaseDurationMs / 1000), renewTime: microTime(now) };
+    let lease: Lease;
+    try {
+      lease = (await requestJson(kubeConfig, 'GET', `${this.path}/${encodeURIComponent(name)}`, 5000)) as Lease;
+    } catch (err) {
+      if (!(err instanceof KubernetesApiError && err.statusCode === 404)) throw err;
+      await requestJson(kubeConfig, 'POST', this.path, 5000, {
+        body: {
+          apiVersion: 'coordination.k8s.io/v1',
+          kind: 'Lease',
+          metadata: { name, namespace },
+          spec: { ...record, acquireTime: microTime(now), leaseTransitions: 0 },
+        },
+      });
+      this.lastRenew = Date.now();
+      this.setLeading(true);
+      return;
+    }
+    const spec = lease.spec ?? {};
+    const key = `${spec.holderIdentity ?? ''}\0${spec.renewTime ?? ''}\0${lease.metadata?.resourceVersion ?? ''}`;
+    if (this.observed?.key !== key) this.observed = { key, at: Date.now() };
+    const held = spec.holderIdentity && spec.holderIdentity !== identity;
+    const duration = (spec.leaseDurationSeconds ?? 15) * 1000;
+    if (held && Date.now() - this.observed.at < duration) {
+      this.setLeading(false);
+      return;
+    }
+    const mine = spec.holderIdentity === identity;
+    const next = {
+      ...lease,
+      spec: {
+        ...spec,
+        ...record,
+        acquireTime: mine ? spec.acquireTime : microTime(now),
+        leaseTransitions: mine ? (spec.leaseTransitions ?? 0) : (spec.leaseTransitions ?? 0) + 1,
+      },
+    };
+    try {
+      await requestJson(kubeConfig, 'PUT', `${this.path}/${encodeURIComponent(name)}`, 5000, { body: next });
+    } catch (err) {
+      // Someone else wrote first (409): not ours this round.
+      if (err instanceof KubernetesApiError && err.statusCode === 409) {
+        this.setLeading(false);
+        return;
+      }
+      throw err;
+    }
+    this.lastRenew = Date.now();
+    this.setLeading(true);
+  }
+}

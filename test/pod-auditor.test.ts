@@ -1,0 +1,131 @@
+/**
+ * The server's auditor and its leader election, against the in-process API server: a
+ * metadata-only list and watch of pods, the gauge per namespace, template and state kept exact
+ * through additions, changes, deletions and a template change; a Warning Event when a pod goes
+ * missing; one leader at a time, and another taking over when it stops or dies.
+ */
+import test from 'ava';
+import { pino } from 'pino';
+import { PodAuditor } from '../src/audit/pod-auditor.js';
+import { LeaderElector } from '../src/kube-api/lease.js';
+import { loadTemplateDir } from '../src/templates/load.js';
+import type { AdmissionEvent } from '../src/pipeline/admission-events.js';
+import type { TemplateSet } from '../src/templates/set.js';
+import { FakeApiServer } from './helpers/fake-apiserver.js';
+import { templateSet } from './helpers/templates.js';
+
+const silent = pino({ level: 'silent' });
+
+/** Resolves when `predicate` holds, checked every 5 ms. */
+async function until(predicate: () => boolean): Promise<void> {
+  while (!predicate()) await new Promise((resolve) => setTimeout(resolve, 5));
+}
+
+function fakeGauge() {
+  const values = new Map<string, number>();
+  const key = (l: { namespace: string; template: string; state: string }) => `${l.namespace}/${l.template}/${l.state}`;
+  return { values, set: (l: Parameters<typeof key>[0], v: number) => values.set(key(l), v), remove: (l: Parameters<typeof key>[0]) => values.delete(key(l)) };
+}
+
+test('the gauge follows every pod through list, watch, change, deletion and a template change; a missing pod is a Warning Event on its owner', async (t) => {
+  const api = new FakeApiServer();
+  await api.start();
+  const set = await loadTemplateDir('templates');
+  const hash = set.byName.get('log-shipper')!.hash;
+  const ledger = JSON.stringify({ v: 1, templates: { 'log-shipper': { hash, containers: ['log-shipper'] } } });
+  const owner = [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-5d8f', uid: 'rs-1', controller: true }];
+  api.addObject(
+    'pods',
+    { namespace: 'shop', name: 'a', labels: {}, annotations: { 'sidecar-injector.io/status': ledger }, ownerReferences: owner },
+    { containers: [] },
+  );
+  api.addObject('pods', { namespace: 'shop', name: 'b', labels: {}, annotations: {}, ownerReferences: owner }, { containers: [] });
+  api.addObject('pods', { namespace: 'plain', name: 'c', labels: {}, annotations: {} }, { containers: [] });
+  let templates: TemplateSet = set;
+  const gauge = fakeGauge();
+  const events: AdmissionEvent[] = [];
+  const auditor = new PodAuditor({
+    kubeConfig: await api.kubeConfig(),
+    log: silent,
+    templates: () => templates,
+    namespaceLabels: (ns) => (ns === 'shop' ? { 'sidecar-injector.io/injection': 'enabled', 'kubernetes.io/metadata.name': ns } : undefined),
+    gauge,
+    onMissing: (e) => events.push(e),
+    backoffInitialMs: 5,
+  });
+  t.teardown(async () => {
+    auditor.stop();
+    await api.stop();
+  });
+  auditor.start();
+  await until(() => auditor.status().synced);
+  t.deepEqual(Object.fromEntries(gauge.values), { 'shop/log-shipper/current': 1, 'shop/log-shipper/missing': 1 });
+  t.deepEqual(auditor.status(), { pods: 3, synced: true, states: { current: 1, missing: 1, 'not-selected': 1 } });
+  // Pods already missing at start are counted, not announced.
+  t.deepEqual(events, []);
+  // Asked as metadata only, list and watch.
+  await until(() => api.workloadAccepts.length >= 2);
+  for (const accept of api.workloadAccepts) t.true(accept.startsWith('application/json;as=PartialObjectMetadataList'));
+  // A new pod without its sidecar: counted, and a Warning Event on its owner.
+  api.addObject('pods', { namespace: 'shop', name: 'd', labels: {}, annotations: {}, ownerReferences: owner }, { containers: [] });
+  await until(() => gauge.values.get('shop/log-shipper/missing') === 2);
+  t.is(events.length, 1);
+  t.like(events[0], {
+    type: 'Warning',
+    reason: 'SidecarsMissing',
+    regarding: { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-5d8f', namespace: 'shop', uid: 'rs-1' },
+  });
+  t.is(events[0]!.note, 'pod d lacks log-shipper; restart ReplicaSet/web-5d8f as its controller allows');
+  // b gets its ledger (a stale one), d is deleted.
+  api.updatePod('shop', 'b', { annotations: { 'sidecar-injector.io/status': ledger.replace(hash, '000000000000') } });
+  api.deletePod('shop', 'd');
+  await until(() => !gauge.values.has('shop/log-shipper/missing'));
+  t.deepEqual(Object.fromEntries(gauge.values), { 'shop/log-shipper/current': 1, 'shop/log-shipper/stale': 1 });
+  // The template changes: every pod is judged again.
+  templates = templateSet({ name: 'log-shipper', containers: [{ name: 'log-shipper', image: 'other:2' }] });
+  auditor.recount();
+  t.deepEqual(Object.fromEntries(gauge.values), { 'shop/log-shipper/stale': 2 });
+  auditor.stop();
+  t.is(gauge.values.size, 0, 'a replica that stops auditing leaves no series behind');
+});
+
+test('leader election: one leader; a stopped leader hands over at once, a dead one after the lease expires', async (t) => {
+  const api = new FakeApiServer();
+  await api.start();
+  t.teardown(() => api.stop());
+  const elector = async (identity: string) =>
+    new LeaderElector({
+      kubeConfig: await api.kubeConfig(),
+      log: silent,
+      namespace: 'sidecar-injector',
+      name: 'audit',
+      identity,
+      leaseDurationMs: 400,
+      renewDeadlineMs: 300,
+      retryPeriodMs: 30,
+    });
+  const a = await elector('injector-a');
+  const b = await elector('injector-b');
+  a.start();
+  await until(() => a.isLeader());
+  b.start();
+  // b sees a renewing: it never leads while a does.
+  await new Promise((resolve) => setTimeout(resolve, 600));
+  t.false(b.isLeader());
+  t.is(api.leases.get('sidecar-injector/audit')!.spec.holderIdentity, 'injector-a');
+  // A stop releases the lease: b takes over without waiting for it to expire.
+  const released = Date.now();
+  await a.stop();
+  await until(() => b.isLeader());
+  t.true(Date.now() - released < 400, 'taken over before the lease would have expired');
+  t.is(api.leases.get('sidecar-injector/audit')!.spec.leaseTransitions, 1);
+  // b dies (stops renewing without releasing): a new replica waits for the lease to expire, then leads.
+  (b as unknown as { stopped: boolean }).stopped = true;
+  const c = await elector('injector-c');
+  const died = Date.now();
+  c.start();
+  await until(() => c.isLeader());
+  t.true(Date.now() - died >= 400, 'not before the lease duration has passed unchanged');
+  t.is(api.leases.get('sidecar-injector/audit')!.spec.holderIdentity, 'injector-c');
+  await c.stop();
+});
