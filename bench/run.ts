@@ -13,7 +13,9 @@ import https from 'node:https';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { startChild, startInjector } from './serve.js';
+import { pinCores, startChild, startInjector } from './serve.js';
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { runMicro, formatMicro } from './micro.js';
 import { reviewText, type PodSize } from './reviews.js';
 import { mutate } from '../src/admission/mutate.js';
@@ -27,6 +29,16 @@ interface RunResult {
   readonly maxMs: number;
   readonly peakRssMb: number;
   readonly errors: number;
+  /** The server's CPU time (user + system) per review answered, in µs. */
+  readonly cpuUs: number;
+}
+
+/** A process's CPU time so far (user + system), in ms, from /proc (clock ticks of 10 ms). */
+async function cpuMs(pid: number): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+  // Fields after the command name (which may hold spaces) start at ")": utime and stime are the 12th and 13th after it.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11] ?? 0) + Number(fields[12] ?? 0)) * 10;
 }
 
 async function rssMb(pid: number): Promise<number> {
@@ -35,33 +47,36 @@ async function rssMb(pid: number): Promise<number> {
   return kb / 1024;
 }
 
+/** One review over `agent`: resolves with the answer's status and text (never rejects; a failure is status 0). */
+function sendReview(agent: https.Agent, port: number, body: string): Promise<{ status: number; text: string }> {
+  return new Promise((resolve) => {
+    const req = https.request(
+      {
+        host: '127.0.0.1',
+        port,
+        path: '/mutate?timeout=10s',
+        method: 'POST',
+        agent,
+        servername: 'localhost',
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
+      },
+    );
+    req.on('error', () => resolve({ status: 0, text: '' }));
+    req.end(body);
+  });
+}
+
 async function drive(port: number, ca: string, body: string, uid: string, concurrency: number, durationMs: number, pid: number): Promise<RunResult> {
   const agent = new https.Agent({ keepAlive: true, maxSockets: concurrency, ca });
-  const send = () =>
-    new Promise<void>((resolve, reject) => {
-      const req = https.request(
-        {
-          host: '127.0.0.1',
-          port,
-          path: '/mutate?timeout=10s',
-          method: 'POST',
-          agent,
-          servername: 'localhost',
-          headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
-        },
-        (res) => {
-          const chunks: Buffer[] = [];
-          res.on('data', (c: Buffer) => chunks.push(c));
-          res.on('end', () => {
-            const text = Buffer.concat(chunks).toString('utf8');
-            if (res.statusCode !== 200 || !text.includes(`"uid":"${uid}"`)) reject(new Error(`status ${res.statusCode}`));
-            else resolve();
-          });
-        },
-      );
-      req.on('error', reject);
-      req.end(body);
-    });
+  const send = async () => {
+    const { status, text } = await sendReview(agent, port, body);
+    if (status !== 200 || !text.includes(`"uid":"${uid}"`)) throw new Error(`status ${status}`);
+  };
   // Warm-up: connections opened, JIT compiled.
   const warmUntil = performance.now() + Math.min(1000, durationMs / 3);
   await Promise.all(
@@ -73,6 +88,7 @@ async function drive(port: number, ca: string, body: string, uid: string, concur
   const sampler = setInterval(() => void rssMb(pid).then((mb) => (peak = Math.max(peak, mb))), 100);
   const latencies: number[] = [];
   let errors = 0;
+  const cpuBefore = await cpuMs(pid);
   const started = performance.now();
   const until = started + durationMs;
   await Promise.all(
@@ -89,12 +105,65 @@ async function drive(port: number, ca: string, body: string, uid: string, concur
     }),
   );
   const elapsed = performance.now() - started;
+  const cpuAfter = await cpuMs(pid);
   clearInterval(sampler);
   peak = Math.max(peak, await rssMb(pid));
   agent.destroy();
   latencies.sort((a, b) => a - b);
   const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? 0;
-  return { rps: (latencies.length / elapsed) * 1000, p50Ms: at(0.5), p99Ms: at(0.99), maxMs: latencies.at(-1) ?? 0, peakRssMb: peak, errors };
+  const cpuUs = latencies.length > 0 ? ((cpuAfter - cpuBefore) * 1000) / latencies.length : 0;
+  return { rps: (latencies.length / elapsed) * 1000, p50Ms: at(0.5), p99Ms: at(0.99), maxMs: latencies.at(-1) ?? 0, peakRssMb: peak, errors, cpuUs };
+}
+
+/**
+ * A burst: `count` reviews sent at once over `connections` kept-alive connections (the API
+ * server reuses its connections), after the connections are open. Every answer is checked.
+ */
+async function burst(
+  port: number,
+  ca: string,
+  body: string,
+  uid: string,
+  count: number,
+  connections: number,
+): Promise<{ p50Ms: number; p99Ms: number; maxMs: number; wrong: number }> {
+  const agent = new https.Agent({ keepAlive: true, maxSockets: connections, ca });
+  const send = async () => {
+    const t0 = performance.now();
+    const { status, text } = await sendReview(agent, port, body);
+    return status === 200 && text.includes(`"uid":"${uid}"`) && text.includes('"patchType":"JSONPatch"') ? performance.now() - t0 : -1;
+  };
+  // Open the connections first (and warm the JIT), as a running API server has them.
+  for (let i = 0; i < 3; i++) await Promise.all(Array.from({ length: connections }, send));
+  const results = await Promise.all(Array.from({ length: count }, send));
+  agent.destroy();
+  const ok = results.filter((ms) => ms >= 0).sort((a, b) => a - b);
+  const at = (q: number) => ok[Math.min(ok.length - 1, Math.floor(q * ok.length))] ?? 0;
+  return { p50Ms: at(0.5), p99Ms: at(0.99), maxMs: ok.at(-1) ?? 0, wrong: count - ok.length };
+}
+
+/** In a child process: the cluster namespace source over `count` namespaces of the in-process API server: time to ready, added RSS. */
+async function namespacesChild(count: number): Promise<void> {
+  const { FakeApiServer } = await import('../test/helpers/fake-apiserver.js');
+  const { ClusterNamespaceSource } = await import('../src/namespaces/cluster.js');
+  const { pino } = await import('pino');
+  const api = new FakeApiServer();
+  await api.start();
+  for (let i = 0; i < count; i++)
+    api.create(`team-${i}`, { 'sidecar-injector.io/injection': i % 2 ? 'enabled' : 'disabled', 'team.example.com/owner': `owner-${i % 97}` });
+  const gc = (globalThis as { gc?: () => void }).gc!;
+  gc();
+  const before = process.memoryUsage().rss;
+  const source = new ClusterNamespaceSource({ kubeConfig: await api.kubeConfig(), log: pino({ level: 'silent' }), failurePolicy: 'deny' });
+  const started = performance.now();
+  source.start();
+  while (!source.isReady()) await new Promise((resolve) => setTimeout(resolve, 5));
+  const readyMs = performance.now() - started;
+  gc();
+  const addedMb = (process.memoryUsage().rss - before) / 2 ** 20;
+  source.stop();
+  await api.stop();
+  process.stdout.write(JSON.stringify({ count: source.size(), readyMs, addedMb }));
 }
 
 const fmt = (n: number, digits = 2) => n.toFixed(digits);
@@ -103,6 +172,7 @@ async function main(): Promise<void> {
   const { values } = parseArgs({ options: { 'duration-ms': { type: 'string' }, runs: { type: 'string' }, 'skip-micro': { type: 'boolean' } } });
   const durationMs = Number(values['duration-ms'] ?? 2500);
   const runs = Number(values.runs ?? 2);
+  const pinned = pinCores();
   console.log(
     `sidecar-injector benchmark — ${new Date().toISOString()}, node ${process.version}, ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB`,
   );
@@ -125,10 +195,18 @@ async function main(): Promise<void> {
   }
   await writeFile(join(dir, 'patches.json'), JSON.stringify(patches));
   const limitPatch = await startChild(['dist/bench/limit-server.js', cert, key, join(dir, 'patches.json')], (r) => r.port as number | undefined);
+  const results: { size: PodSize; concurrency: number; lim: RunResult; limP: RunResult; inj: RunResult }[] = [];
   try {
     console.log(`\n## over HTTPS, keep-alive, ${durationMs} ms per run, ${runs} runs per configuration (injector logs at info, to a pipe)\n`);
+    console.log(
+      pinned
+        ? "Servers pinned to core 0, the load generator to core 1 (taskset). CPU: the server process's user + system time per review.\n"
+        : "Not pinned (no taskset, or one core): CPU figures include the load generator's interference.\n",
+    );
     console.log('"limit+patch" is the limit server answering with the injector\'s own patch bytes (same answer size).\n');
-    console.log('pod      body    conc  run  server       req/s    p50 ms   p99 ms   max ms  peak RSS MB  errors   ratio to limit (req/s, p99)');
+    console.log(
+      'pod      body    conc  run  server       req/s    p50 ms   p99 ms   max ms  peak RSS MB  errors  CPU µs/review   ratio to limit (req/s, p99, CPU)',
+    );
     for (const size of ['small', 'typical', 'large'] as PodSize[]) {
       const body = reviewText(size, { uid });
       for (const concurrency of [1, 32]) {
@@ -136,15 +214,57 @@ async function main(): Promise<void> {
           const lim = await drive(limit.port, ca, body, uid, concurrency, durationMs, limit.child.pid!);
           const limP = await drive(limitPatch.port, ca, body, uid, concurrency, durationMs, limitPatch.child.pid!);
           const inj = await drive(injector.port, ca, body, uid, concurrency, durationMs, injector.child.pid!);
+          results.push({ size, concurrency, lim, limP, inj });
           const row = (name: string, r: RunResult, ratio: string) =>
-            `${size.padEnd(8)} ${String(Math.round(Buffer.byteLength(body) / 100) / 10).padStart(5)}K ${String(concurrency).padStart(5)} ${String(run).padStart(4)}  ${name.padEnd(11)} ${fmt(r.rps, 0).padStart(8)} ${fmt(r.p50Ms, 3).padStart(9)} ${fmt(r.p99Ms, 3).padStart(8)} ${fmt(r.maxMs, 1).padStart(8)} ${fmt(r.peakRssMb, 1).padStart(12)} ${String(r.errors).padStart(7)}   ${ratio}`;
-          const ratio = (r: RunResult) => `${fmt((r.rps / lim.rps) * 100, 0)}% of req/s, p99 ×${fmt(r.p99Ms / lim.p99Ms, 2)}`;
+            `${size.padEnd(8)} ${String(Math.round(Buffer.byteLength(body) / 100) / 10).padStart(5)}K ${String(concurrency).padStart(5)} ${String(run).padStart(4)}  ${name.padEnd(11)} ${fmt(r.rps, 0).padStart(8)} ${fmt(r.p50Ms, 3).padStart(9)} ${fmt(r.p99Ms, 3).padStart(8)} ${fmt(r.maxMs, 1).padStart(8)} ${fmt(r.peakRssMb, 1).padStart(12)} ${String(r.errors).padStart(7)} ${fmt(r.cpuUs, 0).padStart(14)}   ${ratio}`;
+          const ratio = (r: RunResult) =>
+            `${fmt((r.rps / lim.rps) * 100, 0)}% of req/s, p99 ×${fmt(r.p99Ms / lim.p99Ms, 2)}, CPU ×${fmt(r.cpuUs / lim.cpuUs, 2)}`;
           console.log(row('limit', lim, ''));
           console.log(row('limit+patch', limP, ratio(limP)));
-          console.log(row('injector', inj, `${ratio(inj)}; ${fmt((inj.rps / limP.rps) * 100, 0)}% of limit+patch`));
+          console.log(row('injector', inj, `${ratio(inj)}; CPU ×${fmt(inj.cpuUs / limP.cpuUs, 2)} of limit+patch`));
         }
       }
     }
+    // The targets (issue: close to the limit), each from every run of its configuration.
+    const of = (size: PodSize, concurrency: number) => results.filter((r) => r.size === size && r.concurrency === concurrency);
+    const cpuRatio = (r: (typeof results)[number]) => r.inj.cpuUs / r.lim.cpuUs;
+    const targets: [string, string, number[], (x: number) => boolean][] = [
+      ['CPU per review, typical pod, c=32, × limit', '≤ 1.70', of('typical', 32).map(cpuRatio), (x) => x <= 1.7],
+      ['CPU per review, large pod (56 KB), c=32, × limit', '≤ 1.30', of('large', 32).map(cpuRatio), (x) => x <= 1.3],
+      ['throughput, typical pod, c=32, % of limit', '≥ 60', of('typical', 32).map((r) => (r.inj.rps / r.lim.rps) * 100), (x) => x >= 60],
+      ['p99 latency, typical pod, c=1, ms', '≤ 1.50', of('typical', 1).map((r) => r.inj.p99Ms), (x) => x <= 1.5],
+    ];
+    console.log('\n## targets (every run)\n');
+    console.log('target                                              wanted   measured             met');
+    for (const [name, wanted, values, ok] of targets) {
+      console.log(
+        `${name.padEnd(51)} ${wanted.padEnd(8)} ${values
+          .map((v) => fmt(v, 2))
+          .join(', ')
+          .padEnd(20)} ${values.every(ok) ? 'yes' : values.some(ok) ? 'in some runs' : 'no'}`,
+      );
+    }
+    const typical = reviewText('typical', { uid });
+    console.log('\n## a burst: 1,000 reviews at once over 64 kept-alive connections (typical pod)\n');
+    for (let run = 1; run <= runs; run++) {
+      const b = await burst(injector.port, ca, typical, uid, 1000, 64);
+      console.log(
+        `run ${run}: p50 ${fmt(b.p50Ms, 1)} ms, p99 ${fmt(b.p99Ms, 1)} ms, max ${fmt(b.maxMs, 1)} ms; ${b.wrong === 0 ? 'all 1,000 answered correctly' : `${b.wrong} wrong or failed`}`,
+      );
+    }
+    console.log('\n## the cluster namespace source over 20,000 namespaces (in-process API server)\n');
+    const ns = await new Promise<string>((resolve, reject) => {
+      const p = spawn(process.execPath, ['--expose-gc', fileURLToPath(import.meta.url), '--namespaces-child', '20000'], {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
+      let text = '';
+      p.stdout.on('data', (c) => (text += c));
+      p.on('close', (code) => (code === 0 ? resolve(text) : reject(new Error(`namespaces child exited ${code}`))));
+    });
+    const n = JSON.parse(ns) as { count: number; readyMs: number; addedMb: number };
+    console.log(
+      `${n.count} namespaces: ready in ${fmt(n.readyMs / 1000, 2)} s (target ≤ 5 s: ${n.readyMs <= 5000 ? 'met' : 'missed'}), added RSS ${fmt(n.addedMb, 1)} MB`,
+    );
   } finally {
     injector.child.kill('SIGTERM');
     limit.child.kill('SIGTERM');
@@ -152,4 +272,5 @@ async function main(): Promise<void> {
   }
 }
 
-await main();
+if (process.argv[2] === '--namespaces-child') await namespacesChild(Number(process.argv[3]));
+else await main();

@@ -3,19 +3,43 @@
  * certificate and the namespaces `shop` and `demo` opted in, its output drained so that it
  * never blocks on a full pipe.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { cpus } from 'node:os';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { createCertificates } from '../src/tls/certificates.js';
 
+/**
+ * The core servers are pinned to, when the benchmark pins (`taskset` present, two cores or
+ * more): servers on one core, the load generator on another, so that neither steals the
+ * other's CPU and a server's CPU time per review is its own.
+ */
+export let serverCore: number | undefined;
+
+/** Pins this process (the load generator) to core 1 and children to core 0, when `taskset` is available. */
+export function pinCores(): boolean {
+  if (cpus().length < 2) return false;
+  try {
+    execFileSync('taskset', ['-p', '-c', '1', String(process.pid)], { stdio: 'ignore' });
+    serverCore = 0;
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** Starts a child process and resolves with the first JSON line it prints that holds `port`. */
 export async function startChild(
   args: string[],
   pickPort: (record: Record<string, unknown>) => number | undefined,
 ): Promise<{ child: ChildProcess; port: number }> {
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+  // taskset execs node in place: the child's pid is node's.
+  const child =
+    serverCore === undefined
+      ? spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] })
+      : spawn('taskset', ['-c', String(serverCore), process.execPath, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
   const lines = createInterface({ input: child.stdout! });
   for await (const line of lines) {
     let record: Record<string, unknown>;

@@ -28,6 +28,8 @@ export interface Metrics {
   readonly namespaceLookupFailures: Counter;
   /** Events the API server refused or did not answer (admission never waits for them). */
   readonly eventWriteFailures: Counter;
+  /** Events dropped because a bound on open series was reached (per namespace or overall). */
+  readonly eventsDropped: Counter;
   /** Pods per namespace, template and audit state (the leader's auditor only). */
   readonly pods: Gauge<'namespace' | 'template' | 'state'>;
 }
@@ -81,6 +83,11 @@ export function createMetrics(): Metrics {
       registers,
     }),
     eventWriteFailures: new Counter({ name: 'sidecar_injector_event_write_failures_total', help: 'Events that could not be written', registers }),
+    eventsDropped: new Counter({
+      name: 'sidecar_injector_events_dropped_total',
+      help: 'Event occurrences dropped: too many open series (per namespace or overall)',
+      registers,
+    }),
     pods: new Gauge({
       name: 'sidecar_injector_pods',
       help: 'Pods by namespace, template and audit state (current, stale, missing, orphaned), from the leading replica',

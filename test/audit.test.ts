@@ -57,17 +57,32 @@ test('every state of a pod, from its metadata and its ledger', (t) => {
   );
 });
 
-test('the workload of a pod', (t) => {
-  const parents = new Map<string, Owner>([
-    ['ReplicaSet/shop/web-5d8f', { kind: 'Deployment', name: 'web' }],
-    ['Job/shop/backup-2901', { kind: 'CronJob', name: 'backup' }],
-  ]);
-  const of = (ownerReferences: unknown) => workloadOf({ namespace: 'shop', name: 'p-1', ownerReferences }, parents);
-  const controller = (kind: string, name: string) => [{ apiVersion: 'x', kind, name, uid: 'u', controller: true }];
-  t.deepEqual(of(controller('ReplicaSet', 'web-5d8f')), { kind: 'Deployment', name: 'web' });
-  t.deepEqual(of(controller('Job', 'backup-2901')), { kind: 'CronJob', name: 'backup' });
-  t.deepEqual(of(controller('ReplicaSet', 'orphan-rs')), { kind: 'ReplicaSet', name: 'orphan-rs' });
-  t.deepEqual(of(controller('StatefulSet', 'db')), { kind: 'StatefulSet', name: 'db' });
+test('the workload of a pod: owners count only when an object of that kind, name and uid exists', (t) => {
+  const known = {
+    uids: new Map([
+      ['ReplicaSet/shop/web-5d8f', 'rs-1'],
+      ['Deployment/shop/web', 'd-1'],
+      ['Job/shop/backup-2901', 'j-1'],
+      ['ReplicaSet/shop/orphan-rs', 'rs-2'],
+      ['StatefulSet/shop/db', 's-1'],
+    ]),
+    parents: new Map<string, Owner & { uid?: string }>([
+      ['ReplicaSet/shop/web-5d8f', { kind: 'Deployment', name: 'web', uid: 'd-1' }],
+      ['Job/shop/backup-2901', { kind: 'CronJob', name: 'backup', uid: 'c-1' }],
+    ]),
+  };
+  const of = (ownerReferences: unknown) => workloadOf({ namespace: 'shop', name: 'p-1', ownerReferences }, known);
+  const controller = (kind: string, name: string, uid: string) => [{ apiVersion: 'apps/v1', kind, name, uid, controller: true }];
+  t.deepEqual(of(controller('ReplicaSet', 'web-5d8f', 'rs-1')), { kind: 'Deployment', name: 'web' });
+  t.deepEqual(of(controller('Job', 'backup-2901', 'j-1')), { kind: 'CronJob', name: 'backup' });
+  t.deepEqual(of(controller('ReplicaSet', 'orphan-rs', 'rs-2')), { kind: 'ReplicaSet', name: 'orphan-rs' });
+  t.deepEqual(of(controller('StatefulSet', 'db', 's-1')), { kind: 'StatefulSet', name: 'db' });
+  // A claim no object backs: another uid, a name that does not exist, a kind with a newline.
+  t.deepEqual(of(controller('StatefulSet', 'db', 'forged')), { kind: 'Pod', name: 'p-1' });
+  t.deepEqual(of(controller('Deployment', 'payments', 'x')), { kind: 'Pod', name: 'p-1' });
+  t.deepEqual(of(controller('Deploy\nment', 'web', 'd-1')), { kind: 'Pod', name: 'p-1' });
+  // A custom controller is taken as named (and never restarted).
+  t.deepEqual(of(controller('Rollout', 'canary', 'r-1')), { kind: 'Rollout', name: 'canary' });
   t.deepEqual(of(undefined), { kind: 'Pod', name: 'p-1' });
   t.deepEqual(of([{ kind: 'Node', name: 'n1', controller: false }]), { kind: 'Pod', name: 'p-1' });
   t.deepEqual(of('garbage'), { kind: 'Pod', name: 'p-1' });
@@ -79,9 +94,13 @@ async function cluster(t: { teardown: (fn: () => unknown) => void }) {
   t.teardown(() => api.stop());
   api.create('shop', { 'sidecar-injector.io/injection': 'enabled' });
   api.create('plain');
-  const owned = (kind: string, name: string) => [{ apiVersion: 'apps/v1', kind, name, uid: `u-${name}`, controller: true }];
-  api.addObject('replicasets', { namespace: 'shop', name: 'web-5d8f', ownerReferences: owned('Deployment', 'web') });
-  api.addObject('jobs', { namespace: 'shop', name: 'backup-2901', ownerReferences: owned('CronJob', 'backup') });
+  const owned = (kind: string, name: string) => [
+    { apiVersion: kind === 'Job' || kind === 'CronJob' ? 'batch/v1' : 'apps/v1', kind, name, uid: `u-${name}`, controller: true },
+  ];
+  api.addObject('deployments', { namespace: 'shop', name: 'web', uid: 'u-web' });
+  api.addObject('statefulsets', { namespace: 'shop', name: 'db', uid: 'u-db' });
+  api.addObject('replicasets', { namespace: 'shop', name: 'web-5d8f', uid: 'u-web-5d8f', ownerReferences: owned('Deployment', 'web') });
+  api.addObject('jobs', { namespace: 'shop', name: 'backup-2901', uid: 'u-backup-2901', ownerReferences: owned('CronJob', 'backup') });
   const spec = { containers: [{ name: 'app', image: 'app:1' }] };
   const pod = (name: string, ownerReferences: unknown, annotations: Record<string, string> = {}, labels: Record<string, string> = {}, namespace = 'shop') =>
     api.addObject('pods', { namespace, name, labels, annotations, ...(ownerReferences ? { ownerReferences } : {}) }, spec);
@@ -137,7 +156,7 @@ test('audit -o json: every pod with its owner and templates, every workload with
     { namespace: 'shop', kind: 'Deployment', name: 'web', pods: 3, states: { current: 1, stale: 1, missing: 1 } },
   );
   // Pods, ReplicaSets and Jobs were asked as metadata only.
-  t.true(api.workloadAccepts.length >= 3);
+  t.true(api.workloadAccepts.length >= 6);
   for (const accept of api.workloadAccepts) t.true(accept.startsWith('application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1'));
 });
 
@@ -222,9 +241,25 @@ test('audit --restart restarts Deployments, StatefulSets and DaemonSets as kubec
     },
     {},
   );
+  // The StatefulSet and the DaemonSet exist (a pod's owner counts only then); the DaemonSet is gone by the time of the patch.
+  api.addObject('statefulsets', { namespace: 'shop', name: 'cache', uid: 'c' });
+  api.addObject('daemonsets', { namespace: 'shop', name: 'gone', uid: 'g' });
   api.goneWorkloads.add('gone');
+  // A bare pod claiming the healthy StatefulSet db (another uid) never makes db restart.
+  api.addObject(
+    'pods',
+    {
+      namespace: 'shop',
+      name: 'impostor',
+      labels: {},
+      annotations: {},
+      ownerReferences: [{ apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'db', uid: 'forged', controller: true }],
+    },
+    {},
+  );
   const real = await runWith(['--kubeconfig', kubeconfig, '--restart', 'missing', '--max-per-minute', '30']);
-  t.is(real.code, 0);
+  t.true(real.stdout.includes('not restarted: pod/impostor in shop (a bare pod: recreate it yourself)\n'));
+  t.is(real.code, 0, real.stdout + real.stderr);
   t.deepEqual(
     api.patches.map((p) => p.path),
     ['/apis/apps/v1/namespaces/shop/deployments/web', '/apis/apps/v1/namespaces/shop/statefulsets/cache'],

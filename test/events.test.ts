@@ -116,3 +116,29 @@ test('never for a dry run; a refused write is counted, and admission does not no
   t.is(failures(), 1);
   t.is(api.kubeEvents.size, 0);
 });
+
+test('bounded: an owner no object could have is replaced by the namespace; one namespace cannot use up the open series; notes fit 1,024 bytes', async (t) => {
+  const api = new FakeApiServer();
+  await api.start();
+  let dropped = 0;
+  const recorder = new EventRecorder({ kubeConfig: await api.kubeConfig(), log: silent, instance: 'i', maxSeriesPerNamespace: 3, onDrop: () => dropped++ });
+  const server = await startTestServer({ templates: await loadTemplateDir('templates'), namespaces: optedIn('shop', 'other'), events: recorder });
+  t.teardown(async () => {
+    recorder.stop();
+    await server.stop();
+    await api.stop();
+  });
+  // A 100 KB owner name (the pod reaches us unvalidated): the event goes on the namespace.
+  await server.post(createReview(prepareCreate(owned(pod(), 'ReplicaSet', 'x'.repeat(100_000)), 'shop'), { namespace: 'shop' }));
+  // Five forged owners in shop: three open series, two dropped; other namespaces keep theirs.
+  for (let i = 0; i < 5; i++) await server.post(createReview(prepareCreate(owned(pod(), 'ReplicaSet', `victim-${i}`), 'shop'), { namespace: 'shop' }));
+  await server.post(createReview(prepareCreate(owned(pod(), 'ReplicaSet', 'web'), 'other'), { namespace: 'other' }));
+  await recorder.settled();
+  const written = [...api.kubeEvents.values()].map((e) => `${e.metadata.namespace}/${e.regarding.kind}/${e.regarding.name.slice(0, 20)}`);
+  t.deepEqual(written, ['shop/Namespace/shop', 'shop/ReplicaSet/victim-0', 'shop/ReplicaSet/victim-1', 'other/ReplicaSet/web']);
+  t.is(dropped, 3);
+  const { noteWithin } = await import('../src/kube-api/events.js');
+  const note = noteWithin('é'.repeat(2000));
+  t.true(Buffer.byteLength(note) <= 1024);
+  t.true(note.endsWith('…'));
+});

@@ -60,7 +60,7 @@ test('the gauge follows every pod through list, watch, change, deletion and a te
   auditor.start();
   await until(() => auditor.status().synced);
   t.deepEqual(Object.fromEntries(gauge.values), { 'shop/log-shipper/current': 1, 'shop/log-shipper/missing': 1 });
-  t.deepEqual(auditor.status(), { pods: 3, synced: true, states: { current: 1, missing: 1, 'not-selected': 1 } });
+  t.deepEqual(auditor.status(), { pods: 3, synced: true, states: { current: 1, missing: 1, 'not-selected': 1 }, oversizedLedgers: 0 });
   // Pods already missing at start are counted, not announced.
   t.deepEqual(events, []);
   // Asked as metadata only, list and watch.
@@ -83,7 +83,7 @@ test('the gauge follows every pod through list, watch, change, deletion and a te
   t.deepEqual(Object.fromEntries(gauge.values), { 'shop/log-shipper/current': 1, 'shop/log-shipper/stale': 1 });
   // The template changes: every pod is judged again.
   templates = templateSet({ name: 'log-shipper', containers: [{ name: 'log-shipper', image: 'other:2' }] });
-  auditor.recount();
+  auditor.templatesChanged();
   t.deepEqual(Object.fromEntries(gauge.values), { 'shop/log-shipper/stale': 2 });
   auditor.stop();
   t.is(gauge.values.size, 0, 'a replica that stops auditing leaves no series behind');
@@ -128,4 +128,81 @@ test('leader election: one leader; a stopped leader hands over at once, a dead o
   t.true(Date.now() - died >= 400, 'not before the lease duration has passed unchanged');
   t.is(api.leases.get('sidecar-injector/audit')!.spec.holderIdentity, 'injector-c');
   await c.stop();
+});
+
+test('what a pod says about itself is bounded: forged ledger names, huge ledgers and owners never become series or state', async (t) => {
+  const api = new FakeApiServer();
+  await api.start();
+  const set = await loadTemplateDir('templates');
+  const hash = set.byName.get('log-shipper')!.hash;
+  const forged = JSON.stringify({
+    v: 1,
+    templates: Object.fromEntries(Array.from({ length: 50 }, (_, i) => [`x${i}=current,log-shipper`, { hash, containers: ['a'] }])),
+  });
+  api.addObject(
+    'pods',
+    { namespace: 'shop', name: 'forger', labels: { 'sidecar-injector.io/inject': 'disabled' }, annotations: { 'sidecar-injector.io/status': forged } },
+    {},
+  );
+  // Names a template could have, but no template in force has: one "(other)" series, counted once.
+  const retired = JSON.stringify({ v: 1, templates: Object.fromEntries(Array.from({ length: 50 }, (_, i) => [`retired-${i}`, { hash, containers: ['a'] }])) });
+  api.addObject(
+    'pods',
+    { namespace: 'shop', name: 'retiree', labels: { 'sidecar-injector.io/inject': 'disabled' }, annotations: { 'sidecar-injector.io/status': retired } },
+    {},
+  );
+  api.addObject(
+    'pods',
+    { namespace: 'shop', name: 'huge', labels: {}, annotations: { 'sidecar-injector.io/status': `{"v":1,"templates":{}}${' '.repeat(70_000)}` } },
+    {},
+  );
+  const owner = [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'x'.repeat(100_000), uid: 'u', controller: true }];
+  api.addObject('pods', { namespace: 'shop', name: 'long-owner', labels: {}, annotations: {}, ownerReferences: owner }, {});
+  const gauge = fakeGauge();
+  const events: AdmissionEvent[] = [];
+  const auditor = new PodAuditor({
+    kubeConfig: await api.kubeConfig(),
+    log: silent,
+    templates: () => set,
+    namespaceLabels: () => ({ 'sidecar-injector.io/injection': 'enabled' }),
+    gauge,
+    onMissing: (e) => events.push(e),
+  });
+  t.teardown(async () => {
+    auditor.stop();
+    await api.stop();
+  });
+  auditor.start();
+  await until(() => auditor.status().synced);
+  // The forger's names could be no template's (they hold "=" and ","): dropped, never "log-shipper current".
+  t.deepEqual(Object.fromEntries(gauge.values), { 'shop/(other)/orphaned': 1, 'shop/log-shipper/missing': 2 });
+  t.is(auditor.status().oversizedLedgers, 1);
+  // A pod with an owner no object could have gets its event on the namespace.
+  api.addObject('pods', { namespace: 'shop', name: 'long-owner-2', labels: {}, annotations: {}, ownerReferences: owner }, {});
+  await until(() => events.length === 1);
+  t.deepEqual(events[0]!.regarding, { apiVersion: 'v1', kind: 'Namespace', namespace: 'shop', name: 'shop' });
+});
+
+test('a leader whose API server stops answering steps down within the renew deadline, before anyone could take over', async (t) => {
+  const api = new FakeApiServer();
+  await api.start();
+  t.teardown(() => api.stop());
+  const a = new LeaderElector({
+    kubeConfig: await api.kubeConfig(),
+    log: silent,
+    namespace: 'ns',
+    name: 'audit',
+    identity: 'a',
+    leaseDurationMs: 600,
+    renewDeadlineMs: 300,
+    retryPeriodMs: 30,
+  });
+  a.start();
+  await until(() => a.isLeader());
+  api.hangLeases = true;
+  const hung = Date.now();
+  await until(() => !a.isLeader());
+  t.true(Date.now() - hung <= 600, `stepped down after ${Date.now() - hung} ms, within the lease duration`);
+  api.hangLeases = false;
+  await a.stop();
 });

@@ -4,10 +4,12 @@
  * does), exported as `sidecar_injector_pods{namespace,template,state}`, with a Warning Event on
  * the owner of a pod that goes `missing`. Only the leader runs it (kube-api/lease.ts).
  *
- * Memory (measured by `npm run bench:audit`): per pod only what the judgement reads — its
- * labels (the parsed object itself: pods of one workload share its shape), the three
- * annotations of ours (ledger, templates request, mirror marker) as plain strings, its
- * controlling owner (one object per owner, shared by its pods) — and its verdict as one string.
+ * Memory is bounded per pod, whatever a pod carries (pods are written by anyone who may
+ * create them, and changed by UPDATE, which the webhook never sees): only the label keys a
+ * template's objectSelector reads (and the opt-out), the ledger read into template → hash (at
+ * most 16, from a ledger of at most 64 KiB: a larger one counts as unreadable), the templates
+ * request cut at 1 KiB, a well-formed controlling owner — and the verdict as one string of
+ * names of templates in force. Measured by `npm run bench:audit`.
  */
 import { EventEmitter } from 'node:events';
 import type { KubeConfig } from '@kubernetes/client-node';
@@ -17,7 +19,8 @@ import type { Labels } from '../k8s/selector.js';
 import type { ObjectReference } from '../k8s/object-reference.js';
 import { metadataOnly } from '../kube-api/request.js';
 import { Reflector, type ReflectorTuning } from '../kube-api/reflector.js';
-import { auditPod, controllerOf, fixFor, type PodState, type PodVerdict } from '../pipeline/audit.js';
+import { fixFor, judgedLabelKeys, judgePod, podFacts, type PodFacts, type PodState, type PodVerdict } from '../pipeline/audit.js';
+import { controllingOwner } from '../k8s/object-reference.js';
 import type { AdmissionEvent } from '../pipeline/admission-events.js';
 import type { TemplateSet } from '../templates/set.js';
 
@@ -44,24 +47,43 @@ interface PodMetadataObject {
   metadata?: { name?: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string>; ownerReferences?: unknown };
 }
 
+/**
+ * A pod as kept: plain strings and one shared owner object, no maps (a Map or a dictionary-mode
+ * object per pod would cost more than the rest together). Decoded for judging only.
+ */
 interface StoredPod {
   readonly namespace: string;
   readonly name: string;
-  readonly labels: Readonly<Record<string, string>>;
-  readonly status: string | undefined;
-  readonly request: string | undefined;
+  /** Its own labels among those judging reads: `key=value` joined by a NUL (neither holds one). */
+  readonly labels: string;
+  /** Its ledger as template → hash: `name=hash` joined by a NUL. */
+  readonly ledger: string;
+  readonly requested: string | undefined;
   readonly mirror: boolean;
   readonly owner: ObjectReference | undefined;
-  /** The pod's state, and each template's as `name=state` joined by `,` (template names have neither). */
+  /** The pod's state, and each template's as `name=state` joined by `,` (names of templates in force, or `(other)`). */
   state: PodState;
   states: string;
 }
 
-const other = '(other)';
+/** `[[k, v], …]` → `k=v\0k=v`, and back. */
+function pack(entries: Iterable<readonly [string, string]>): string {
+  return [...entries].map(([k, v]) => `${k}=${v}`).join('\0');
+}
+function unpack(text: string): [string, string][] {
+  return text ? text.split('\0').map((entry) => [entry.slice(0, entry.indexOf('=')), entry.slice(entry.indexOf('=') + 1)]) : [];
+}
 
-/** The per-template states of a verdict, as stored. */
-function encode(verdict: PodVerdict): string {
-  return verdict.templates.map((t) => `${t.name}=${t.state}`).join(',');
+const other = '(other)';
+/** Bounds of what is kept per pod. */
+const maxLedgerBytes = 64 * 1024;
+const maxLedgerTemplates = 16;
+const maxRequestLength = 1024;
+
+/** The per-template states of a verdict, as stored: only names of templates in force become labels. */
+function encode(verdict: PodVerdict, set: TemplateSet): string {
+  // A pod counts once per series: many retired names are one "(other)".
+  return [...new Set(verdict.templates.map((t) => `${set.byName.has(t.name) ? t.name : other}=${t.state}`))].join(',');
 }
 
 export class PodAuditor extends EventEmitter {
@@ -70,13 +92,20 @@ export class PodAuditor extends EventEmitter {
   private readonly gaugeNamespaces = new Set<string>();
   private readonly reflector: Reflector<PodMetadataObject>;
   private listing: Map<string, StoredPod> | undefined;
+  /** The label keys kept: those the templates read; when they change, the pods are listed again. */
+  private labelKeys: ReadonlySet<string>;
+  /** Pods whose ledger was too large to read (counted as having none). */
+  oversized = 0;
   private synced = false;
   private readonly maxNamespaces: number;
 
   constructor(private readonly options: PodAuditorOptions) {
     super();
     this.maxNamespaces = options.maxNamespaces ?? 500;
+    this.labelKeys = judgedLabelKeys(options.templates());
     this.reflector = new Reflector<PodMetadataObject>({
+      // Small pages: each pod's metadata can be large.
+      listPageSize: 100,
       ...options,
       path: '/api/v1/pods',
       what: 'pod',
@@ -129,11 +158,25 @@ export class PodAuditor extends EventEmitter {
     this.counts.clear();
     this.gaugeNamespaces.clear();
     this.pods.clear();
-    this.owners.clear();
     this.synced = false;
   }
 
-  /** Judges every pod again: the templates or a namespace's labels changed. */
+  /**
+   * The templates changed: judge every pod again — or, when the templates now read label keys
+   * that were not kept, list the pods again.
+   */
+  templatesChanged(): void {
+    const keys = judgedLabelKeys(this.options.templates());
+    if ([...keys].some((k) => !this.labelKeys.has(k))) {
+      this.labelKeys = keys;
+      void this.reflector.relistNow();
+      return;
+    }
+    this.labelKeys = keys;
+    this.recount();
+  }
+
+  /** Judges every pod again: a namespace's labels changed. */
   recount(): void {
     for (const key of this.counts.keys()) this.options.gauge.remove(labelsOf(key));
     this.counts.clear();
@@ -145,33 +188,59 @@ export class PodAuditor extends EventEmitter {
     this.emit('recount', this.pods.size);
   }
 
-  status(): { pods: number; synced: boolean; states: Partial<Record<PodState, number>> } {
+  status(): { pods: number; synced: boolean; states: Partial<Record<PodState, number>>; oversizedLedgers: number } {
     const states: Partial<Record<PodState, number>> = {};
     for (const pod of this.pods.values()) states[pod.state] = (states[pod.state] ?? 0) + 1;
-    return { pods: this.pods.size, synced: this.synced, states };
+    return { pods: this.pods.size, synced: this.synced, states, oversizedLedgers: this.oversized };
   }
-
-  /** Owners, one object each, shared by their pods. */
-  private readonly owners = new Map<string, ObjectReference>();
 
   private read(object: PodMetadataObject): StoredPod | undefined {
     const metadata = object.metadata;
     if (typeof metadata?.name !== 'string' || typeof metadata.namespace !== 'string') return undefined;
-    // The parsed labels object itself, when it is a map of strings (it is, from the API server).
-    const raw = metadata.labels;
-    const labels = raw && typeof raw === 'object' && Object.values(raw).every((v) => typeof v === 'string') ? raw : {};
     const annotation = (key: string) => {
       const value = metadata.annotations?.[key];
       return typeof value === 'string' ? value : undefined;
     };
-    const pod: StoredPod = {
+    let status = annotation(AnnotationKeys.status);
+    if (status !== undefined && status.length > maxLedgerBytes) {
+      this.oversized++;
+      status = undefined;
+    }
+    // Only the label keys judging reads, and the annotations of ours, into the facts (pipeline/audit.ts).
+    const labels: Record<string, string> = Object.create(null);
+    const raw = metadata.labels;
+    if (raw && typeof raw === 'object') {
+      for (const key of this.labelKeys) {
+        const value = (raw as Record<string, unknown>)[key];
+        if (Object.hasOwn(raw, key) && typeof value === 'string') labels[key] = value.slice(0, 63);
+      }
+    }
+    const facts = podFacts({
       namespace: metadata.namespace,
       name: metadata.name,
       labels,
-      status: annotation(AnnotationKeys.status),
-      request: annotation(AnnotationKeys.request),
-      mirror: annotation(AnnotationKeys.mirror) !== undefined,
-      owner: this.ownerOf(metadata.namespace, metadata.ownerReferences),
+      annotations: {
+        ...(status !== undefined ? { [AnnotationKeys.status]: status } : {}),
+        ...(annotation(AnnotationKeys.request) !== undefined
+          ? { [AnnotationKeys.request]: annotation(AnnotationKeys.request)!.slice(0, maxRequestLength) }
+          : {}),
+        ...(annotation(AnnotationKeys.mirror) !== undefined ? { [AnnotationKeys.mirror]: '' } : {}),
+      },
+    });
+    // At most 16 ledger entries, each name a template name could be (a DNS-1123 label: no `=`, no NUL).
+    const ledger: [string, string][] = [];
+    for (const [name, hash] of facts.ledgerHashes) {
+      if (ledger.length >= maxLedgerTemplates) break;
+      if (/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(name)) ledger.push([name, hash.slice(0, 64).replace(/\0/g, '')]);
+    }
+    const pod: StoredPod = {
+      namespace: facts.namespace,
+      labels: pack(Object.entries(facts.ownLabels).map(([k, v]) => [k, v.replace(/\0/g, '')] as const)),
+      ledger: pack(ledger),
+      requested: facts.requested,
+      mirror: facts.mirror,
+      name: metadata.name.slice(0, 253),
+      owner: controllingOwner(metadata.ownerReferences, metadata.namespace),
       state: 'not-selected',
       states: '',
     };
@@ -179,30 +248,16 @@ export class PodAuditor extends EventEmitter {
     return pod;
   }
 
-  private ownerOf(namespace: string, references: unknown): ObjectReference | undefined {
-    const controller = controllerOf(references);
-    if (!controller) return undefined;
-    const ref = (references as { apiVersion?: unknown; uid?: unknown; controller?: unknown }[]).find((r) => r?.controller === true);
-    if (typeof ref?.apiVersion !== 'string') return undefined;
-    const uid = typeof ref.uid === 'string' ? ref.uid : '';
-    const key = `${namespace}\0${ref.apiVersion}\0${controller.kind}\0${controller.name}\0${uid}`;
-    let owner = this.owners.get(key);
-    if (!owner)
-      this.owners.set(key, (owner = { apiVersion: ref.apiVersion, kind: controller.kind, namespace, name: controller.name, ...(uid ? { uid } : {}) }));
-    return owner;
-  }
-
   /** Judges the pod (pipeline/audit.ts) and stores the verdict on it. */
-  private judgeInto(pod: StoredPod): PodVerdict {
+  private judgeInto(pod: StoredPod): void {
     const labels = this.options.namespaceLabels(pod.namespace) ?? { 'kubernetes.io/metadata.name': pod.namespace };
-    const annotations: Record<string, string> = Object.create(null);
-    if (pod.status !== undefined) annotations[AnnotationKeys.status] = pod.status;
-    if (pod.request !== undefined) annotations[AnnotationKeys.request] = pod.request;
-    if (pod.mirror) annotations[AnnotationKeys.mirror] = '';
-    const verdict = auditPod({ namespace: pod.namespace, name: pod.name, labels: pod.labels, annotations }, labels, this.options.templates());
+    const set = this.options.templates();
+    const ownLabels: Record<string, string> = Object.create(null);
+    for (const [k, v] of unpack(pod.labels)) ownLabels[k] = v;
+    const facts: PodFacts = { namespace: pod.namespace, ownLabels, requested: pod.requested, mirror: pod.mirror, ledgerHashes: new Map(unpack(pod.ledger)) };
+    const verdict = judgePod(facts, labels, set);
     pod.state = verdict.state;
-    pod.states = encode(verdict);
-    return verdict;
+    pod.states = encode(verdict, set);
   }
 
   /** Adds (+1) or takes (-1) the pod from the counts and the gauge. */

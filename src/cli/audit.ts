@@ -10,6 +10,7 @@ import { metadataNameLabel } from '../namespaces/source.js';
 import { parseOptions } from '../options.js';
 import {
   auditPod,
+  controllerOf,
   fixFor,
   groupByOwner,
   podStates,
@@ -71,19 +72,28 @@ export async function auditCluster(kubeConfig: KubeConfig, set: TemplateSet, nam
     await listPages<{ metadata?: Metadata }>(kubeConfig, '/api/v1/namespaces', { ...options, onRestart: () => namespaceLabels.clear() }, (page) =>
       page.forEach((o) => keepNamespace(o.metadata)),
     );
-  // The owners of ReplicaSets and Jobs: pod → ReplicaSet → Deployment, pod → Job → CronJob.
-  const parents = new Map<string, Owner>();
+  // The workloads that exist (uids), and the owners of ReplicaSets and Jobs: pod → ReplicaSet →
+  // Deployment, pod → Job → CronJob. A pod's ownerReference counts only when it names one of these.
+  const uids = new Map<string, string>();
+  const parents = new Map<string, Owner & { uid?: string }>();
   for (const [group, resource, kind] of [
+    ['/apis/apps/v1', 'deployments', 'Deployment'],
+    ['/apis/apps/v1', 'statefulsets', 'StatefulSet'],
+    ['/apis/apps/v1', 'daemonsets', 'DaemonSet'],
     ['/apis/apps/v1', 'replicasets', 'ReplicaSet'],
     ['/apis/batch/v1', 'jobs', 'Job'],
   ] as const) {
-    await listPages<{ metadata?: Metadata }>(kubeConfig, scope(group, resource), options, (page) => {
+    await listPages<{ metadata?: Metadata & { uid?: string } }>(kubeConfig, scope(group, resource), options, (page) => {
       for (const { metadata } of page) {
-        const owner = workloadOf({ namespace: metadata?.namespace ?? '', name: metadata?.name ?? '', ownerReferences: metadata?.ownerReferences }, new Map());
-        if (owner.kind !== 'Pod') parents.set(`${kind}/${metadata?.namespace}/${metadata?.name}`, owner);
+        if (typeof metadata?.name !== 'string' || typeof metadata.namespace !== 'string' || typeof metadata.uid !== 'string') continue;
+        const key = `${kind}/${metadata.namespace}/${metadata.name}`;
+        uids.set(key, metadata.uid);
+        const parent = controllerOf(metadata.ownerReferences, metadata.namespace);
+        if (parent && (kind === 'ReplicaSet' || kind === 'Job')) parents.set(key, parent);
       }
     });
   }
+  const known = { uids, parents };
   let pods: AuditedPod[] = [];
   await listPages<{ metadata?: Metadata }>(kubeConfig, scope('/api/v1', 'pods'), { ...options, onRestart: () => (pods = []) }, (page) => {
     for (const { metadata } of page) {
@@ -91,7 +101,7 @@ export async function auditCluster(kubeConfig: KubeConfig, set: TemplateSet, nam
       const pod = { namespace: metadata.namespace, name: metadata.name, labels: stringMap(metadata.labels), annotations: stringMap(metadata.annotations) };
       const labels = namespaceLabels.get(pod.namespace) ?? { [metadataNameLabel]: pod.namespace };
       const verdict = auditPod(pod, labels, set);
-      pods.push({ namespace: pod.namespace, name: pod.name, owner: workloadOf({ ...pod, ownerReferences: metadata.ownerReferences }, parents), ...verdict });
+      pods.push({ namespace: pod.namespace, name: pod.name, owner: workloadOf({ ...pod, ownerReferences: metadata.ownerReferences }, known), ...verdict });
     }
   });
   pods.sort((a, b) => (a.namespace + '\0' + a.name < b.namespace + '\0' + b.name ? -1 : 1));

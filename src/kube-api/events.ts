@@ -32,8 +32,15 @@ export interface EventRecorderOptions {
   readonly windowMs?: number;
   /** Distinct (object, reason) pairs tracked at once; beyond it new ones are dropped, counted. @default 5000 */
   readonly maxSeries?: number;
+  /**
+   * …and per namespace: anyone who may create pods in a namespace can name any owner in it,
+   * so one namespace must not use up the others' share. @default 100
+   */
+  readonly maxSeriesPerNamespace?: number;
   /** Told of every write that failed (for a metric). */
   readonly onFailure?: () => void;
+  /** Told of every occurrence dropped because a bound was reached (for a metric). */
+  readonly onDrop?: () => void;
 }
 
 interface Series {
@@ -47,6 +54,14 @@ interface Series {
 
 const reportingController = 'sidecar-injector.io/injector';
 
+/** `note` within the API server's 1,024 bytes (UTF-8), cut on a character boundary. */
+export function noteWithin(note: string, maxBytes = 1024): string {
+  if (Buffer.byteLength(note) <= maxBytes) return note;
+  let cut = note.slice(0, maxBytes);
+  while (Buffer.byteLength(cut) > maxBytes - 3) cut = cut.slice(0, -1);
+  return `${cut}…`;
+}
+
 /** MicroTime as the API server writes it: RFC 3339 with six fractional digits. */
 function microTime(date: Date): string {
   return date.toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
@@ -54,8 +69,10 @@ function microTime(date: Date): string {
 
 export class EventRecorder {
   private readonly series = new Map<string, Series>();
+  private readonly perNamespace = new Map<string, number>();
   private readonly windowMs: number;
   private readonly maxSeries: number;
+  private readonly maxSeriesPerNamespace: number;
   private stopped = false;
   /** Writes started and not yet settled (tests and shutdown wait for them). */
   private pending = new Set<Promise<void>>();
@@ -64,6 +81,7 @@ export class EventRecorder {
   constructor(private readonly options: EventRecorderOptions) {
     this.windowMs = options.windowMs ?? 60_000;
     this.maxSeries = options.maxSeries ?? 5000;
+    this.maxSeriesPerNamespace = options.maxSeriesPerNamespace ?? 100;
   }
 
   /** Records one occurrence; returns at once (the write, if any, runs in the background). */
@@ -77,15 +95,21 @@ export class EventRecorder {
       existing.last = new Date();
       return;
     }
-    if (this.series.size >= this.maxSeries) {
+    const open = this.perNamespace.get(regarding.namespace) ?? 0;
+    if (this.series.size >= this.maxSeries || open >= this.maxSeriesPerNamespace) {
       this.dropped++;
+      this.options.onDrop?.();
       return;
     }
     const series: Series = { input, count: 1, last: new Date() };
     this.series.set(key, series);
+    this.perNamespace.set(regarding.namespace, open + 1);
     this.track(this.create(series));
     series.timer = setTimeout(() => {
       this.series.delete(key);
+      const left = (this.perNamespace.get(regarding.namespace) ?? 1) - 1;
+      if (left > 0) this.perNamespace.set(regarding.namespace, left);
+      else this.perNamespace.delete(regarding.namespace);
       if (series.count > 1 && series.name) this.track(this.update(series));
     }, this.windowMs);
     series.timer.unref();
@@ -101,6 +125,7 @@ export class EventRecorder {
     this.stopped = true;
     for (const series of this.series.values()) clearTimeout(series.timer);
     this.series.clear();
+    this.perNamespace.clear();
   }
 
   private track(write: Promise<void>): void {
@@ -120,7 +145,7 @@ export class EventRecorder {
       action: 'Inject',
       reason,
       type,
-      note: note.length > 1024 ? `${note.slice(0, 1023)}…` : note,
+      note: noteWithin(note),
       regarding: {
         apiVersion: regarding.apiVersion,
         kind: regarding.kind,

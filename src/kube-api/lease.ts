@@ -44,7 +44,9 @@ export class LeaderElector extends EventEmitter {
   private timer: NodeJS.Timeout | undefined;
   /** The record last seen, and when (on this clock) it was first seen in that form. */
   private observed: { key: string; at: number } | undefined;
+  /** When the last successful renewal was *sent* (never when it was answered: a late answer must not extend leadership). */
   private lastRenew = 0;
+  private deadlineTimer: NodeJS.Timeout | undefined;
   private readonly leaseDurationMs: number;
   private readonly renewDeadlineMs: number;
   private readonly retryPeriodMs: number;
@@ -77,6 +79,7 @@ export class LeaderElector extends EventEmitter {
   async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
+    clearTimeout(this.deadlineTimer);
     if (!this.leading) return;
     this.setLeading(false);
     try {
@@ -97,6 +100,29 @@ export class LeaderElector extends EventEmitter {
     this.emit(leading ? 'leading' : 'following');
   }
 
+  /**
+   * Leadership lasts `renewDeadlineMs` from the last renewal sent, and not a moment longer:
+   * another replica takes over no sooner than `leaseDurationMs` after it saw that renewal,
+   * which was committed after it was sent. A timer enforces it even while a request hangs.
+   */
+  private renewed(sentAt: number): void {
+    this.lastRenew = sentAt;
+    clearTimeout(this.deadlineTimer);
+    this.deadlineTimer = setTimeout(
+      () => {
+        if (Date.now() - this.lastRenew >= this.renewDeadlineMs) this.setLeading(false);
+      },
+      Math.max(0, this.renewDeadlineMs - (Date.now() - sentAt)),
+    );
+    this.deadlineTimer.unref();
+    if (!this.stopped) this.setLeading(true);
+  }
+
+  /** How long a request may take: for a leader, no longer than what is left of its deadline. */
+  private requestTimeout(): number {
+    return this.leading ? Math.max(50, Math.min(5000, this.renewDeadlineMs - (Date.now() - this.lastRenew))) : 5000;
+  }
+
   private async tick(): Promise<void> {
     if (this.stopped) return;
     try {
@@ -104,8 +130,7 @@ export class LeaderElector extends EventEmitter {
     } catch (err) {
       this.options.log.warn({ err: (err as Error).message }, 'lease update failed');
     }
-    // A leader that could not renew for the renew deadline steps down before anyone can take over.
-    if (this.leading && Date.now() - this.lastRenew > this.renewDeadlineMs) this.setLeading(false);
+    if (this.leading && Date.now() - this.lastRenew >= this.renewDeadlineMs) this.setLeading(false);
     if (this.stopped) return;
     this.timer = setTimeout(() => void this.tick(), this.retryPeriodMs);
     this.timer.unref();
@@ -114,13 +139,14 @@ export class LeaderElector extends EventEmitter {
   private async tryAcquireOrRenew(): Promise<void> {
     const { kubeConfig, identity, name, namespace } = this.options;
     const now = new Date();
+    const sentAt = Date.now();
     const record = { holderIdentity: identity, leaseDurationSeconds: Math.ceil(this.leaseDurationMs / 1000), renewTime: microTime(now) };
     let lease: Lease;
     try {
-      lease = (await requestJson(kubeConfig, 'GET', `${this.path}/${encodeURIComponent(name)}`, 5000)) as Lease;
+      lease = (await requestJson(kubeConfig, 'GET', `${this.path}/${encodeURIComponent(name)}`, this.requestTimeout())) as Lease;
     } catch (err) {
       if (!(err instanceof KubernetesApiError && err.statusCode === 404)) throw err;
-      await requestJson(kubeConfig, 'POST', this.path, 5000, {
+      await requestJson(kubeConfig, 'POST', this.path, this.requestTimeout(), {
         body: {
           apiVersion: 'coordination.k8s.io/v1',
           kind: 'Lease',
@@ -128,8 +154,9 @@ export class LeaderElector extends EventEmitter {
           spec: { ...record, acquireTime: microTime(now), leaseTransitions: 0 },
         },
       });
-      this.lastRenew = Date.now();
-      this.setLeading(true);
+      // Stopped meanwhile: never lead after stop() returned.
+      if (this.stopped) return;
+      this.renewed(sentAt);
       return;
     }
     const spec = lease.spec ?? {};
@@ -151,8 +178,9 @@ export class LeaderElector extends EventEmitter {
         leaseTransitions: mine ? (spec.leaseTransitions ?? 0) : (spec.leaseTransitions ?? 0) + 1,
       },
     };
+    if (this.stopped) return;
     try {
-      await requestJson(kubeConfig, 'PUT', `${this.path}/${encodeURIComponent(name)}`, 5000, { body: next });
+      await requestJson(kubeConfig, 'PUT', `${this.path}/${encodeURIComponent(name)}`, this.requestTimeout(), { body: next });
     } catch (err) {
       // Someone else wrote first (409): not ours this round.
       if (err instanceof KubernetesApiError && err.statusCode === 409) {
@@ -161,7 +189,7 @@ export class LeaderElector extends EventEmitter {
       }
       throw err;
     }
-    this.lastRenew = Date.now();
-    this.setLeading(true);
+    if (this.stopped) return;
+    this.renewed(sentAt);
   }
 }

@@ -84,6 +84,8 @@ export class Reflector<T extends ApiObject> extends EventEmitter {
   private stalled = false;
   /** Counts watches started or superseded: a watch acts only while its generation is current. */
   private watchGeneration = 0;
+  /** Counts lists started, and stops: a list delivers only while its generation is current. */
+  private listGeneration = 0;
 
   constructor(private readonly options: ReflectorOptions<T>) {
     super();
@@ -124,6 +126,7 @@ export class Reflector<T extends ApiObject> extends EventEmitter {
 
   stop(): void {
     this.stopped = true;
+    this.listGeneration++;
     clearTimeout(this.retryTimer);
     clearInterval(this.stallTimer);
     this.stallTimer = undefined;
@@ -152,9 +155,11 @@ export class Reflector<T extends ApiObject> extends EventEmitter {
 
   private async relist(): Promise<void> {
     if (this.stopped) return;
+    const generation = ++this.listGeneration;
     try {
-      const { count, resourceVersion } = await this.listAll();
-      if (this.stopped) return;
+      const { count, resourceVersion } = await this.listAll(generation);
+      // Superseded (stopped, restarted, or another list begun meanwhile): its result is not ours to use.
+      if (this.stopped || generation !== this.listGeneration) return;
       this.resourceVersion = resourceVersion;
       this.synced = true;
       this.backoffMs = this.backoffInitialMs;
@@ -167,18 +172,19 @@ export class Reflector<T extends ApiObject> extends EventEmitter {
   }
 
   /** Every object, page by page, into `listInto` or `replace`; an expired continue token (410) restarts the list (request.ts). */
-  private async listAll(): Promise<{ count: number; resourceVersion: string }> {
+  private async listAll(generation: number): Promise<{ count: number; resourceVersion: string }> {
+    const current = () => !this.stopped && generation === this.listGeneration;
     const options = {
       pageSize: this.listPageSize,
       timeoutMs: this.listTimeoutMs,
       ...(this.options.accept ? { accept: this.options.accept } : {}),
-      stopped: () => this.stopped,
+      stopped: () => !current(),
     };
     const restarted = () => this.options.log.info(`${this.options.what} list continue token expired (410 Gone); listing again from the start`);
     const into = this.options.listInto;
     if (!into) {
       const { items, resourceVersion } = await listAll<T>(this.options.kubeConfig, this.options.path, { ...options, onRestart: restarted });
-      if (!this.stopped) this.options.replace(items);
+      if (current()) this.options.replace(items);
       return { count: items.length, resourceVersion };
     }
     let count = 0;
@@ -186,13 +192,13 @@ export class Reflector<T extends ApiObject> extends EventEmitter {
     const onRestart = () => {
       restarted();
       count = 0;
-      into.begin();
+      if (current()) into.begin();
     };
     const resourceVersion = await listPages<T>(this.options.kubeConfig, this.options.path, { ...options, onRestart }, (page) => {
       count += page.length;
-      into.page(page);
+      if (current()) into.page(page);
     });
-    if (!this.stopped) into.end();
+    if (current()) into.end();
     return { count, resourceVersion };
   }
 

@@ -37,6 +37,11 @@ interface NamespaceObject {
 
 const noOverrides: Readonly<Record<string, string>> = Object.freeze(Object.create(null));
 
+function sameLabels(a: Labels, b: Labels): boolean {
+  const keys = Object.keys(a);
+  return keys.length === Object.keys(b).length && keys.every((k) => Object.hasOwn(b, k) && a[k] === b[k]);
+}
+
 /** The cluster source: `start()` begins list and watch; `stop()` ends them. */
 /** What /status shows about the cluster source. */
 export interface ClusterSourceStatus {
@@ -194,7 +199,10 @@ export class ClusterNamespaceSource extends EventEmitter implements NamespaceLab
   private store(object: NamespaceObject): Labels {
     const name = object.metadata?.name ?? '';
     const labels = Object.freeze({ ...(object.metadata?.labels ?? {}), [metadataNameLabel]: name });
+    const before = this.labels.get(name);
     this.labels.set(name, labels);
+    // Most namespace events change nothing a selector reads: say so only when the labels did.
+    if (before && !sameLabels(before, labels)) this.emit('labels-changed', name);
     const overrides = overrideAnnotations(object.metadata?.annotations);
     if (Object.keys(overrides).length > 0) this.overrides.set(name, overrides);
     else this.overrides.delete(name);

@@ -5,7 +5,7 @@
  */
 import { isJsonObject } from '../k8s/json.js';
 import type { PodOutcome } from './admit.js';
-import type { ObjectReference } from '../k8s/object-reference.js';
+import { controllingOwner, type ObjectReference } from '../k8s/object-reference.js';
 
 /** The object an event is about. */
 export type EventSubject = ObjectReference;
@@ -18,18 +18,14 @@ export interface AdmissionEvent {
   readonly note: string;
 }
 
-/** The pod's controlling owner, or its namespace. */
+/** Kinds whose pods an event about injection helps: the workload controllers. Other owners get it on the namespace. */
+const workloadKinds = new Set(['ReplicaSet', 'StatefulSet', 'DaemonSet', 'Job', 'ReplicationController']);
+
+/** The pod's controlling owner (a workload controller, well-formed), or its namespace. */
 export function eventSubject(pod: unknown, namespace: string): EventSubject {
   const metadata = isJsonObject(pod) && isJsonObject(pod.metadata) ? pod.metadata : {};
-  const owners = Array.isArray(metadata.ownerReferences) ? metadata.ownerReferences : [];
-  for (const owner of owners) {
-    if (!isJsonObject(owner) || owner.controller !== true) continue;
-    const { apiVersion, kind, name, uid } = owner;
-    if (typeof apiVersion === 'string' && typeof kind === 'string' && typeof name === 'string' && name) {
-      return { apiVersion, kind, namespace, name, ...(typeof uid === 'string' ? { uid } : {}) };
-    }
-  }
-  return { apiVersion: 'v1', kind: 'Namespace', namespace, name: namespace };
+  const owner = controllingOwner(metadata.ownerReferences, namespace);
+  return owner && workloadKinds.has(owner.kind) ? owner : { apiVersion: 'v1', kind: 'Namespace', namespace, name: namespace };
 }
 
 /** A warning that says a template was left out (requested and not selected, the cluster, …). */

@@ -9,6 +9,7 @@
  * new pods are then injected and checked as at any creation.
  */
 import { AnnotationKeys, LabelKeys, LabelValues } from '../k8s/keys.js';
+import { controllingOwner } from '../k8s/object-reference.js';
 import { indexLedger, parseLedger } from '../inject/ledger.js';
 import { select } from '../selection/select.js';
 import type { TemplateSet } from '../templates/set.js';
@@ -41,35 +42,72 @@ export interface PodMetadata {
 }
 
 /**
+ * What judging a pod needs, once its ledger is read: its own labels (without those its ledger
+ * says we added), whether it asks for templates (`sidecar-injector.io/templates`), whether it is
+ * a mirror pod, and the hash its ledger records per template.
+ */
+export interface PodFacts {
+  readonly namespace: string;
+  readonly ownLabels: Readonly<Record<string, string>>;
+  readonly requested: string | undefined;
+  readonly mirror: boolean;
+  readonly ledgerHashes: ReadonlyMap<string, string>;
+}
+
+/** Reads a pod's metadata into the facts judging needs (the ledger parsed, as written: without the spec it cannot be checked). */
+export function podFacts(pod: PodMetadata): PodFacts {
+  const { ledger } = parseLedger(Object.hasOwn(pod.annotations, AnnotationKeys.status) ? pod.annotations[AnnotationKeys.status] : undefined);
+  const owner = indexLedger(ledger);
+  // Null-prototype maps: keys come from the cluster's objects.
+  const ownLabels: Record<string, string> = Object.create(null);
+  for (const key in pod.labels) if (!owner.pod('labels', key)) ownLabels[key] = pod.labels[key]!;
+  const requestIsOurs = owner.pod('annotations', AnnotationKeys.request) !== undefined;
+  return {
+    namespace: pod.namespace,
+    ownLabels,
+    requested: !requestIsOurs && Object.hasOwn(pod.annotations, AnnotationKeys.request) ? pod.annotations[AnnotationKeys.request] : undefined,
+    mirror: Object.hasOwn(pod.annotations, AnnotationKeys.mirror),
+    ledgerHashes: new Map(Object.entries(ledger.templates).map(([name, entry]) => [name, entry.hash])),
+  };
+}
+
+/**
  * Judges one pod: the templates selection gives it today (from its own labels and annotations,
  * minus those its ledger says we added, and its namespace's labels) against what its ledger
  * records. `current`: the same hash; `stale`: another hash; `missing`: selected, not in the
  * ledger; `orphaned`: in the ledger, but the template no longer exists or no longer selects it.
  */
 export function auditPod(pod: PodMetadata, namespaceLabels: Labels, set: TemplateSet): PodVerdict {
-  const { ledger } = parseLedger(Object.hasOwn(pod.annotations, AnnotationKeys.status) ? pod.annotations[AnnotationKeys.status] : undefined);
-  const owner = indexLedger(ledger);
-  // Null-prototype maps: keys come from the cluster's objects.
-  const labels: Record<string, string> = Object.create(null);
-  for (const key in pod.labels) if (!owner.pod('labels', key)) labels[key] = pod.labels[key]!;
+  return judgePod(podFacts(pod), namespaceLabels, set);
+}
+
+/** Judges a pod from its facts (podFacts). */
+export function judgePod(pod: PodFacts, namespaceLabels: Labels, set: TemplateSet): PodVerdict {
   const annotations: Record<string, string> = Object.create(null);
-  for (const key in pod.annotations) if (key !== AnnotationKeys.status && !owner.pod('annotations', key)) annotations[key] = pod.annotations[key]!;
-  const optedOut = labels[LabelKeys.podOptOut] === LabelValues.disabled;
-  const mirror = Object.hasOwn(pod.annotations, AnnotationKeys.mirror);
-  const selection = optedOut || mirror ? undefined : select({ namespace: pod.namespace, namespaceLabels, podLabels: labels, podAnnotations: annotations }, set);
+  if (pod.requested !== undefined) annotations[AnnotationKeys.request] = pod.requested;
+  const optedOut = pod.ownLabels[LabelKeys.podOptOut] === LabelValues.disabled;
+  const selection =
+    optedOut || pod.mirror ? undefined : select({ namespace: pod.namespace, namespaceLabels, podLabels: pod.ownLabels, podAnnotations: annotations }, set);
   const wanted = new Map((selection?.templates ?? []).map((t) => [t.name, t.hash]));
   const templates: TemplateVerdict[] = [];
   for (const [name, hash] of wanted) {
-    const have = Object.hasOwn(ledger.templates, name) ? ledger.templates[name]!.hash : null;
+    const have = pod.ledgerHashes.get(name) ?? null;
     templates.push({ name, state: have === null ? 'missing' : have === hash ? 'current' : 'stale', want: hash, have });
   }
-  for (const [name, entry] of Object.entries(ledger.templates)) {
-    if (!wanted.has(name)) templates.push({ name, state: 'orphaned', want: null, have: entry.hash });
+  for (const [name, have] of pod.ledgerHashes) {
+    if (!wanted.has(name)) templates.push({ name, state: 'orphaned', want: null, have });
   }
   templates.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   if (optedOut && templates.length === 0) return { state: 'opted-out', templates };
   for (const state of ['missing', 'stale', 'orphaned'] as const) if (templates.some((t) => t.state === state)) return { state, templates };
   return { state: templates.length > 0 ? 'current' : optedOut ? 'opted-out' : 'not-selected', templates };
+}
+
+/** The label keys judging can read: every key a template's objectSelector names, and the pod opt-out. */
+export function judgedLabelKeys(set: TemplateSet): ReadonlySet<string> {
+  const keys = new Set<string>([LabelKeys.podOptOut]);
+  for (const template of set.templates) for (const requirement of template.objectSelector.requirements) keys.add(requirement.key);
+  return keys;
 }
 
 /** The workload a pod belongs to: a Deployment, StatefulSet, DaemonSet, CronJob, Job, ReplicaSet, … or the pod itself. */
@@ -78,36 +116,46 @@ export interface Owner {
   readonly name: string;
 }
 
-/** An ownerReference as metadata carries it. */
-interface OwnerReference {
-  readonly kind?: unknown;
-  readonly name?: unknown;
-  readonly controller?: unknown;
+/** The controlling owner among `references`, if well-formed (k8s/object-reference.ts), as kind and name. */
+export function controllerOf(references: unknown, namespace = ''): (Owner & { readonly uid?: string }) | undefined {
+  const owner = controllingOwner(references, namespace);
+  return owner ? { kind: owner.kind, name: owner.name, ...(owner.uid ? { uid: owner.uid } : {}) } : undefined;
 }
 
-/** The controlling owner among `references`, if any. */
-export function controllerOf(references: unknown): Owner | undefined {
-  if (!Array.isArray(references)) return undefined;
-  for (const ref of references as OwnerReference[]) {
-    if (ref && ref.controller === true && typeof ref.kind === 'string' && typeof ref.name === 'string') return { kind: ref.kind, name: ref.name };
-  }
-  return undefined;
+/**
+ * The workloads that exist, as metadata-only lists show them: `kind/namespace/name` → its uid,
+ * and for ReplicaSets and Jobs their own controlling owner. An ownerReference is a pod's claim:
+ * it counts only when an object of that kind, name and uid exists.
+ */
+export interface KnownWorkloads {
+  readonly uids: ReadonlyMap<string, string>;
+  readonly parents: ReadonlyMap<string, Owner & { readonly uid?: string }>;
 }
 
 /**
  * The workload that owns a pod: pod → ReplicaSet → Deployment, Job → CronJob, StatefulSet and
- * DaemonSet directly; a pod without a controlling owner is its own. `parents` gives the
- * controlling owner of a ReplicaSet or Job (`kind/namespace/name` → owner), read with metadata-only lists.
+ * DaemonSet directly; a pod without a controlling owner is its own. A claimed owner that no
+ * known object matches by uid (a pod can name any owner) is treated as no owner: the pod is its own.
+ * Kinds the auditor does not list (a custom controller) are taken as named, and never restarted.
  */
-export function workloadOf(
-  pod: { readonly namespace: string; readonly name: string; readonly ownerReferences?: unknown },
-  parents: ReadonlyMap<string, Owner>,
-): Owner {
-  const owner = controllerOf(pod.ownerReferences);
-  if (!owner) return { kind: 'Pod', name: pod.name };
-  if (owner.kind === 'ReplicaSet' || owner.kind === 'Job') return parents.get(`${owner.kind}/${pod.namespace}/${owner.name}`) ?? owner;
-  return owner;
+export function workloadOf(pod: { readonly namespace: string; readonly name: string; readonly ownerReferences?: unknown }, known: KnownWorkloads): Owner {
+  const own = { kind: 'Pod', name: pod.name };
+  const owner = controllerOf(pod.ownerReferences, pod.namespace);
+  if (!owner) return own;
+  const key = `${owner.kind}/${pod.namespace}/${owner.name}`;
+  if (!listedKinds.has(owner.kind)) return { kind: owner.kind, name: owner.name };
+  if (!owner.uid || known.uids.get(key) !== owner.uid) return own;
+  if (owner.kind !== 'ReplicaSet' && owner.kind !== 'Job') return { kind: owner.kind, name: owner.name };
+  const parent = known.parents.get(key);
+  if (!parent) return { kind: owner.kind, name: owner.name };
+  // A Deployment must exist with that uid too; a CronJob (not listed, never restarted) is taken as named.
+  if (parent.kind === 'Deployment' && (!parent.uid || known.uids.get(`Deployment/${pod.namespace}/${parent.name}`) !== parent.uid))
+    return { kind: owner.kind, name: owner.name };
+  return { kind: parent.kind, name: parent.name };
 }
+
+/** The kinds the auditor lists, so that an owner of these kinds is checked by uid. */
+export const listedKinds: ReadonlySet<string> = new Set(['ReplicaSet', 'Job', 'Deployment', 'StatefulSet', 'DaemonSet']);
 
 /** The command that gives a workload's pods their sidecars again (a new rollout), or what to do instead. */
 export function fixFor(namespace: string, owner: Owner): string {

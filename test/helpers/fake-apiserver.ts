@@ -30,6 +30,15 @@ interface NodeObject {
 }
 
 type Collection = 'namespaces' | 'nodes' | 'pods';
+type Resource = 'pods' | 'replicasets' | 'jobs' | 'deployments' | 'statefulsets' | 'daemonsets';
+const kinds: Record<Resource, string> = {
+  pods: 'Pod',
+  replicasets: 'ReplicaSet',
+  jobs: 'Job',
+  deployments: 'Deployment',
+  statefulsets: 'StatefulSet',
+  daemonsets: 'DaemonSet',
+};
 
 interface WatchEvent {
   type: 'ADDED' | 'MODIFIED' | 'DELETED';
@@ -67,10 +76,13 @@ export class FakeApiServer {
   /** Requests of `/version` seen. */
   versionRequests = 0;
   /** Pods, ReplicaSets and Jobs by `namespace/name` (lists only, for the auditor). */
-  private readonly workloads = {
-    pods: new Map<string, Record<string, any>>(),
-    replicasets: new Map<string, Record<string, any>>(),
-    jobs: new Map<string, Record<string, any>>(),
+  private readonly workloads: Record<Resource, Map<string, Record<string, any>>> = {
+    pods: new Map(),
+    replicasets: new Map(),
+    jobs: new Map(),
+    deployments: new Map(),
+    statefulsets: new Map(),
+    daemonsets: new Map(),
   };
   /** `Accept` headers of the workload lists seen (the auditor asks for metadata only). */
   readonly workloadAccepts: string[] = [];
@@ -87,6 +99,8 @@ export class FakeApiServer {
   failEvents = false;
   /** Leases (coordination.k8s.io/v1) by `namespace/name`; writes must carry the current resourceVersion. */
   readonly leases = new Map<string, Record<string, any>>();
+  /** Never answer lease requests (an API server that stopped answering). */
+  hangLeases = false;
   /** Emits `watch` when a watch stream opens, `list` when a list is answered. */
   readonly events = new EventEmitter();
   readonly watchRequests: WatchRequest[] = [];
@@ -277,9 +291,9 @@ export class FakeApiServer {
    * Adds a pod (with spec and status, as the API server holds it: a metadata-only list must
    * leave those out), a ReplicaSet or a Job. `metadata` needs name and namespace.
    */
-  addObject(resource: 'pods' | 'replicasets' | 'jobs', metadata: Record<string, any>, spec: Record<string, any> = {}): void {
-    const kind = { pods: 'Pod', replicasets: 'ReplicaSet', jobs: 'Job' }[resource];
-    const apiVersion = { pods: 'v1', replicasets: 'apps/v1', jobs: 'batch/v1' }[resource];
+  addObject(resource: Resource, metadata: Record<string, any>, spec: Record<string, any> = {}): void {
+    const kind = kinds[resource];
+    const apiVersion = resource === 'pods' ? 'v1' : resource === 'jobs' ? 'batch/v1' : 'apps/v1';
     const object = {
       kind,
       apiVersion,
@@ -299,10 +313,12 @@ export class FakeApiServer {
 
   /** Lists of pods, ReplicaSets and Jobs, all namespaces or one, paginated; metadata only when asked by `Accept`. */
   private handleWorkloads(url: URL, req: IncomingMessage, res: ServerResponse): boolean {
-    const match = /^\/(?:api\/v1|apis\/apps\/v1|apis\/batch\/v1)(?:\/namespaces\/([^/]+))?\/(pods|replicasets|jobs)$/.exec(url.pathname);
+    const match = /^\/(?:api\/v1|apis\/apps\/v1|apis\/batch\/v1)(?:\/namespaces\/([^/]+))?\/(pods|replicasets|jobs|deployments|statefulsets|daemonsets)$/.exec(
+      url.pathname,
+    );
     if (!match || req.method !== 'GET') return false;
-    const [, namespace, resource] = match as unknown as [string, string | undefined, 'pods' | 'replicasets' | 'jobs'];
-    const group = { pods: '/api/v1', replicasets: '/apis/apps/v1', jobs: '/apis/batch/v1' }[resource];
+    const [, namespace, resource] = match as unknown as [string, string | undefined, Resource];
+    const group = resource === 'pods' ? '/api/v1' : resource === 'jobs' ? '/apis/batch/v1' : '/apis/apps/v1';
     if (!url.pathname.startsWith(group)) {
       this.send(res, 404, status(404, 'NotFound', 'the server could not find the requested resource'));
       return true;
@@ -374,6 +390,7 @@ export class FakeApiServer {
     if (this.handleWorkloads(url, req, res)) return;
     const lease = /^\/apis\/coordination\.k8s\.io\/v1\/namespaces\/([^/]+)\/leases(?:\/([^/]+))?$/.exec(url.pathname);
     if (lease) {
+      if (this.hangLeases) return;
       const namespace = decodeURIComponent(lease[1]!);
       const key = (name: string) => `${namespace}/${name}`;
       if (req.method === 'GET' && lease[2]) {
