@@ -72,10 +72,11 @@ export async function servingFiles(prefix: string): Promise<{ dir: string; ca: s
 export async function startInjector(
   prefix: string,
   nodeArgs: string[] = [],
+  serveArgs: string[] = [],
 ): Promise<{ child: ChildProcess; port: number; ca: string; files: Awaited<ReturnType<typeof servingFiles>> }> {
   const files = await servingFiles(prefix);
   const args = [...nodeArgs, 'dist/src/cli/main.js', 'serve', '--host', '127.0.0.1', '--port', '0', '--tls-cert', files.cert, '--tls-key', files.key];
-  args.push('--namespace-labels', join(files.dir, 'namespaces.yaml'), '--shutdown-delay-ms', '0');
+  args.push('--namespace-labels', join(files.dir, 'namespaces.yaml'), '--shutdown-delay-ms', '0', ...serveArgs);
   const { child, port } = await startChild(args, (r) => (r.msg === 'listening' ? (r.port as number) : undefined));
   return { child, port, ca: files.ca, files };
 }

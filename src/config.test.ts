@@ -51,3 +51,11 @@ test('the namespace source: auto picks cluster inside a cluster or with a kubeco
   const err = t.throws(() => loadConfig({}, ['--namespace-source', 'etcd', '--namespace-failure-policy', 'maybe']), { instanceOf: ConfigError });
   t.is(err?.problems.length, 2);
 });
+
+test('--audit and --events take on or off (true and false too), on by default', (t) => {
+  const base = ['--namespace-source', 'local'];
+  t.true(loadConfig({}, base).audit);
+  t.false(loadConfig({}, [...base, '--audit', 'off']).audit);
+  t.false(loadConfig({ SIDECAR_INJECTOR_EVENTS: 'false' }, base).events);
+  t.throws(() => loadConfig({}, [...base, '--audit', 'maybe']), { message: /--audit: expected on or off \(got "maybe"\)/ });
+});

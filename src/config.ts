@@ -221,10 +221,8 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
   if (!podSecurityActions.includes(podSecurityAction as PodSecurityAction)) {
     problems.push(`--pod-security-action: expected ${podSecurityActions.join(', ')} (got ${JSON.stringify(podSecurityAction).slice(0, 80)})`);
   }
-  const audit = option('audit') ?? 'on';
-  if (audit !== 'on' && audit !== 'off') problems.push(`--audit: expected on or off (got ${JSON.stringify(audit).slice(0, 40)})`);
-  const events = option('events') ?? 'on';
-  if (events !== 'on' && events !== 'off') problems.push(`--events: expected on or off (got ${JSON.stringify(events).slice(0, 40)})`);
+  const audit = onOff('audit', option('audit'), problems);
+  const events = onOff('events', option('events'), problems);
   if (problems.length > 0) throw new ConfigError(problems);
   const namespaceLabelsFile = option('namespace-labels');
   return Object.freeze({
@@ -246,8 +244,8 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
     logLevel,
     ...(kubernetesVersion ? { kubernetesVersion } : {}),
     podSecurityAction: podSecurityAction as PodSecurityAction,
-    events: events === 'on',
-    audit: audit === 'on',
+    events,
+    audit,
     timeouts: Object.freeze(timeouts),
   });
 }
@@ -255,4 +253,12 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
 /** The problem with a `--kubernetes-version` that is not a version. */
 export function kubernetesVersionProblem(text: string): string {
   return `--kubernetes-version: expected a version such as 1.28 or v1.29.3 (got ${JSON.stringify(text).slice(0, 80)})`;
+}
+
+/** `on`/`off` (or `true`/`false`) → a boolean; default on; anything else is a problem. */
+function onOff(flag: string, value: string | undefined, problems: string[]): boolean {
+  if (value === undefined || value === 'on' || value === 'true') return true;
+  if (value === 'off' || value === 'false') return false;
+  problems.push(`--${flag}: expected on or off (got ${JSON.stringify(value).slice(0, 40)})`);
+  return true;
 }
