@@ -197,6 +197,7 @@ test("rbac: get, list and watch on namespaces and nodes, create and patch on eve
   t.deepEqual(one(base, 'ClusterRole').rules, [
     { apiGroups: [''], resources: ['namespaces', 'nodes'], verbs: ['get', 'list', 'watch'] },
     { apiGroups: [''], resources: ['pods'], verbs: ['list', 'watch'] },
+    { apiGroups: ['apps'], resources: ['replicasets'], verbs: ['get'] },
     { apiGroups: ['events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] },
   ]);
   // The audit's Lease: in its own namespace, by name.

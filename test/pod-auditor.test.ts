@@ -76,6 +76,28 @@ test('the gauge follows every pod through list, watch, change, deletion and a te
     regarding: { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-5d8f', namespace: 'shop', uid: 'rs-1' },
   });
   t.is(events[0]!.note, 'pod d lacks log-shipper; restart ReplicaSet/web-5d8f as its controller allows');
+  // With its ReplicaSet readable (and owned by a Deployment, by uid), the event goes on the Deployment.
+  api.addObject('replicasets', {
+    namespace: 'shop',
+    name: 'api-7c9d',
+    uid: 'rs-2',
+    ownerReferences: [{ apiVersion: 'apps/v1', kind: 'Deployment', name: 'api', uid: 'd-2', controller: true }],
+  });
+  api.addObject(
+    'pods',
+    {
+      namespace: 'shop',
+      name: 'e',
+      labels: {},
+      annotations: {},
+      ownerReferences: [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'api-7c9d', uid: 'rs-2', controller: true }],
+    },
+    { containers: [] },
+  );
+  await until(() => events.length === 2);
+  t.like(events[1], { reason: 'SidecarsMissing', regarding: { apiVersion: 'apps/v1', kind: 'Deployment', name: 'api', namespace: 'shop', uid: 'd-2' } });
+  t.is(events[1]!.note, 'pod e lacks log-shipper; kubectl -n shop rollout restart deployment/api');
+  api.deletePod('shop', 'e');
   // b gets its ledger (a stale one), d is deleted.
   api.updatePod('shop', 'b', { annotations: { 'sidecar-injector.io/status': ledger.replace(hash, '000000000000') } });
   api.deletePod('shop', 'd');

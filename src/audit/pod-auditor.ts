@@ -17,7 +17,7 @@ import type { Logger } from 'pino';
 import { AnnotationKeys } from '../k8s/keys.js';
 import type { Labels } from '../k8s/selector.js';
 import type { ObjectReference } from '../k8s/object-reference.js';
-import { metadataOnly } from '../kube-api/request.js';
+import { getJson, metadataOnly } from '../kube-api/request.js';
 import { Reflector, type ReflectorTuning } from '../kube-api/reflector.js';
 import { fixFor, judgedLabelKeys, judgePod, podFacts, type PodFacts, type PodState, type PodVerdict } from '../pipeline/audit.js';
 import { controllingOwner } from '../k8s/object-reference.js';
@@ -158,6 +158,7 @@ export class PodAuditor extends EventEmitter {
     this.counts.clear();
     this.gaugeNamespaces.clear();
     this.pods.clear();
+    this.replicaSetOwners.clear();
     this.synced = false;
   }
 
@@ -292,9 +293,44 @@ export class PodAuditor extends EventEmitter {
       .split(',')
       .filter((entry) => entry.endsWith('=missing'))
       .map((entry) => entry.slice(0, entry.indexOf('=')));
-    const regarding = pod.owner ?? { apiVersion: 'v1', kind: 'Namespace', namespace: pod.namespace, name: pod.namespace };
-    const fix = pod.owner ? fixFor(pod.namespace, pod.owner) : fixFor(pod.namespace, { kind: 'Pod', name: pod.name });
-    this.options.onMissing({ regarding, type: 'Warning', reason: 'SidecarsMissing', note: `pod ${pod.name} lacks ${lacking.join(', ')}; ${fix}` });
+    void this.workloadOf(pod).then((regarding) => {
+      const fix = fixFor(pod.namespace, regarding.kind === 'Namespace' ? { kind: 'Pod', name: pod.name } : regarding);
+      this.options.onMissing?.({ regarding, type: 'Warning', reason: 'SidecarsMissing', note: `pod ${pod.name} lacks ${lacking.join(', ')}; ${fix}` });
+    });
+  }
+
+  /** ReplicaSet → its Deployment (checked by uid), as last read; bounded, oldest first out. */
+  private readonly replicaSetOwners = new Map<string, ObjectReference | undefined>();
+
+  /**
+   * The workload to tell: a ReplicaSet's Deployment (one metadata-only GET per ReplicaSet,
+   * remembered; its uid must be the one the ReplicaSet names), else the pod's owner, else its namespace.
+   */
+  private async workloadOf(pod: StoredPod): Promise<ObjectReference> {
+    const owner = pod.owner;
+    if (!owner) return { apiVersion: 'v1', kind: 'Namespace', namespace: pod.namespace, name: pod.namespace };
+    if (owner.kind !== 'ReplicaSet' || owner.apiVersion !== 'apps/v1') return owner;
+    const key = `${owner.namespace}/${owner.name}/${owner.uid ?? ''}`;
+    if (!this.replicaSetOwners.has(key)) {
+      let parent: ObjectReference | undefined;
+      try {
+        const rs = (await getJson(
+          this.options.kubeConfig,
+          `/apis/apps/v1/namespaces/${encodeURIComponent(owner.namespace)}/replicasets/${encodeURIComponent(owner.name)}`,
+          5000,
+          metadataOnly,
+        )) as { metadata?: { uid?: unknown; ownerReferences?: unknown } };
+        if (!owner.uid || rs.metadata?.uid === owner.uid) {
+          const found = controllingOwner(rs.metadata?.ownerReferences, owner.namespace);
+          if (found?.kind === 'Deployment') parent = found;
+        }
+      } catch {
+        // Gone or unreadable: the ReplicaSet itself is told.
+      }
+      if (this.replicaSetOwners.size >= 1000) this.replicaSetOwners.delete(this.replicaSetOwners.keys().next().value as string);
+      this.replicaSetOwners.set(key, parent);
+    }
+    return this.replicaSetOwners.get(key) ?? owner;
   }
 }
 

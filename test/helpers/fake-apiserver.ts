@@ -388,6 +388,12 @@ export class FakeApiServer {
     }
     if (url.pathname === '/api/v1/nodes' && req.method === 'GET') return this.handleNodes(url, res);
     if (this.handleWorkloads(url, req, res)) return;
+    const single = /^\/apis\/apps\/v1\/namespaces\/([^/]+)\/(replicasets|deployments|statefulsets|daemonsets)\/([^/]+)$/.exec(url.pathname);
+    if (single && req.method === 'GET') {
+      const found = this.workloads[single[2] as Resource].get(`${decodeURIComponent(single[1]!)}/${decodeURIComponent(single[3]!)}`);
+      if (!found) return this.send(res, 404, status(404, 'NotFound', `${single[2]} "${single[3]}" not found`));
+      return this.send(res, 200, { kind: 'PartialObjectMetadata', apiVersion: 'meta.k8s.io/v1', metadata: found.metadata });
+    }
     const lease = /^\/apis\/coordination\.k8s\.io\/v1\/namespaces\/([^/]+)\/leases(?:\/([^/]+))?$/.exec(url.pathname);
     if (lease) {
       if (this.hangLeases) return;
