@@ -63,7 +63,8 @@ export function createApp(deps: AppDeps): Koa {
       try {
         const body = await readJsonBody(ctx.req, deps.maxBodyBytes, budget, (bytes) => (held = bytes));
         const started = process.hrtime.bigint();
-        const outcome = await mutate(body, webhookDeps);
+        // Only small bodies are remembered (held === 0: within the unbudgeted first 64 KiB).
+        const outcome = await mutate(body, webhookDeps, { cacheable: held === 0 });
         ctx.type = 'application/json';
         ctx.body = JSON.stringify(outcome.response);
         observer.reviewed(outcome, Number(process.hrtime.bigint() - started) / 1e9, webhook);

@@ -5,13 +5,23 @@
  */
 import { diff } from '../inject/diff.js';
 import { admissionEvents, type AdmissionEvent } from '../pipeline/admission-events.js';
-import { admitPod, type AdmitDeps } from '../pipeline/admit.js';
+import { admitPod, type AdmitDeps, type PodOutcome } from '../pipeline/admit.js';
+import { AnswerCache, withUid } from './answer-cache.js';
 import { say, type Decision, type Reason } from '../pipeline/reasons.js';
 import { cut } from '../quote.js';
-import { allowed, denied, parseReview, patched, type ReviewResponse } from './review.js';
+import { allowed, denied, parseReview, patched, type AdmissionRequest, type ReviewResponse, type ReviewVersion } from './review.js';
 
 /** What a review needs from the rest of the process. */
-export type MutateDeps = AdmitDeps;
+export interface MutateDeps extends AdmitDeps {
+  /** Answers of pods of one ReplicaSet, remembered (answer-cache.ts); none: every pod decided afresh. */
+  readonly answers?: AnswerCache<CachedOutcome>;
+}
+
+/** A review's outcome as remembered: without the uid, and with its events computed. */
+interface CachedOutcome {
+  readonly outcome: Omit<ReviewOutcome, 'uid' | 'dryRun' | 'events'>;
+  readonly events: readonly AdmissionEvent[];
+}
 
 export type { Decision, Reason };
 
@@ -44,7 +54,7 @@ export interface ReviewOutcome {
 /** Operations of admission.k8s.io; anything else is logged and counted as `other` (labels stay a bounded set). */
 const operations = new Set(['CREATE', 'UPDATE', 'DELETE', 'CONNECT']);
 
-export async function mutate(body: unknown, deps: MutateDeps): Promise<ReviewOutcome> {
+export async function mutate(body: unknown, deps: MutateDeps, options: { readonly cacheable?: boolean } = {}): Promise<ReviewOutcome> {
   const { version, request } = parseReview(body);
   // What is logged and measured is cut: every field here can be megabytes from a direct caller.
   const operation = operations.has(request.operation) ? request.operation : 'other';
@@ -69,6 +79,56 @@ export async function mutate(body: unknown, deps: MutateDeps): Promise<ReviewOut
           : undefined;
   if (notOurs) return { ...base, response: allowed(version, request.uid), decision: 'allowed', reason: notOurs[0], message: notOurs[1] };
 
+  // Pods of one ReplicaSet: the answer decided for the first is the answer for the others.
+  const key = options.cacheable && deps.answers ? await answerKey(version, request, deps) : undefined;
+  if (key !== undefined) {
+    const hit = deps.answers!.get(key);
+    if (hit) {
+      const { events } = hit;
+      return {
+        ...hit.outcome,
+        uid: request.uid,
+        dryRun: request.dryRun,
+        response: withUid(hit.outcome.response, request.uid),
+        ...(request.dryRun ? {} : { events: () => events }),
+      };
+    }
+  }
+  const decided = await decide(version, request, deps, base);
+  if (key !== undefined) {
+    // Remembered without the pod objects (podOutcome) and the uid; events computed now.
+    const { uid: _uid, dryRun: _dryRun, events: _events, podOutcome, ...outcome } = decided;
+    const events = admissionEvents(podOutcome, request.object);
+    deps.answers!.set(key, { outcome, events }, (outcome.response.response.patch?.length ?? 0) + 1024);
+  }
+  const { podOutcome: _podOutcome, ...answer } = decided;
+  return answer;
+}
+
+/**
+ * The cache key of a pod CREATE: the pod and the state it is decided in — the template set,
+ * the namespace's labels and overrides, the Kubernetes version — by identity, and the webhook's
+ * class and Pod Security action. Undefined when the state cannot be read (labels unknown:
+ * decided afresh, and refused or allowed as the policy says).
+ */
+async function answerKey(version: ReviewVersion, request: AdmissionRequest, deps: MutateDeps): Promise<string | undefined> {
+  let labels: object;
+  try {
+    labels = await deps.namespaces.labelsOf(request.namespace);
+  } catch {
+    return undefined;
+  }
+  const state = [deps.templates(), labels, deps.namespaces.overridesOf?.(request.namespace), deps.kubernetesVersion?.()];
+  return deps.answers!.keyOf(version, request, state, `${deps.failurePolicy ?? ''}/${deps.podSecurity ?? ''}`);
+}
+
+/** Decides one pod CREATE afresh (admit, then the answer). */
+async function decide(
+  version: ReviewVersion,
+  request: AdmissionRequest,
+  deps: MutateDeps,
+  base: Pick<ReviewOutcome, 'uid' | 'operation' | 'dryRun' | 'namespace' | 'pod' | 'templates' | 'injected' | 'patchOps'>,
+): Promise<ReviewOutcome & { readonly podOutcome: PodOutcome }> {
   const outcome = await admitPod({ pod: request.object, namespace: request.namespace, name: request.name }, deps);
   const summary = {
     ...base,
@@ -83,9 +143,9 @@ export async function mutate(body: unknown, deps: MutateDeps): Promise<ReviewOut
   };
   switch (outcome.decision) {
     case 'denied':
-      return { ...summary, response: denied(version, request.uid, outcome.code, outcome.message), decision: 'denied' };
+      return { ...summary, podOutcome: outcome, response: denied(version, request.uid, outcome.code, outcome.message), decision: 'denied' };
     case 'allowed':
-      return { ...summary, response: allowed(version, request.uid, { warnings: outcome.warnings }), decision: 'allowed' };
+      return { ...summary, podOutcome: outcome, response: allowed(version, request.uid, { warnings: outcome.warnings }), decision: 'allowed' };
     case 'patched': {
       const ops = diff(outcome.original, outcome.injection.pod);
       const injected = outcome.injection.injected;
@@ -95,6 +155,7 @@ export async function mutate(body: unknown, deps: MutateDeps): Promise<ReviewOut
       if (outcome.podSecurityAudit) audit['pod-security-audit'] = cut(outcome.podSecurityAudit, 1000);
       return {
         ...summary,
+        podOutcome: outcome,
         response: patched(version, request.uid, ops, { warnings: outcome.warnings, auditAnnotations: audit }),
         decision: 'patched',
         injected,

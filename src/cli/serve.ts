@@ -7,6 +7,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pino, type Logger } from 'pino';
 import { createApp } from '../app.js';
+import { AnswerCache } from '../admission/answer-cache.js';
 import { admitPod } from '../pipeline/admit.js';
 import { LabelKeys, LabelValues } from '../k8s/keys.js';
 import { Liveness } from '../liveness.js';
@@ -267,6 +268,7 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
     templates: () => templates.current(),
     namespaces,
     kubernetesVersion: cluster.version,
+    answers: new AnswerCache(),
     podSecurity: config.podSecurityAction,
     ...(cluster.events ? { events: cluster.events } : {}),
     isReady: () => !draining && namespaces.isReady() && cluster.versionSettled(),

@@ -2,6 +2,7 @@
 import { decideVersion, type KubernetesVersion } from '../../src/k8s/version.js';
 import type { PodSecurityAction } from '../../src/pipeline/pod-security-fit.js';
 import type { AdmissionEvent } from '../../src/pipeline/admission-events.js';
+import { AnswerCache } from '../../src/admission/answer-cache.js';
 import https from 'node:https';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
@@ -55,6 +56,8 @@ export async function startTestServer(options: {
   kubernetesVersion?: KubernetesVersion;
   podSecurity?: PodSecurityAction;
   events?: { record(event: AdmissionEvent): void };
+  /** Remember answers for pods of one ReplicaSet, as serve does. @default true */
+  answerCache?: boolean;
 }): Promise<TestServer> {
   const certs = await testCertificates();
   const logs: Record<string, unknown>[] = [];
@@ -77,6 +80,7 @@ export async function startTestServer(options: {
     ...(options.kubernetesVersion ? { kubernetesVersion: () => decideVersion({ flag: options.kubernetesVersion! }) } : {}),
     ...(options.podSecurity ? { podSecurity: options.podSecurity } : {}),
     ...(options.events ? { events: options.events } : {}),
+    ...(options.answerCache === false ? {} : { answers: new AnswerCache() }),
     isReady: () => state.ready,
   });
   const running = await startServer(app.callback(), {
