@@ -6,7 +6,7 @@
  * override annotations, the Kubernetes version, and the webhook it came through. The key holds
  * all of these (the state by object identity: each is replaced, never changed, when it
  * changes), so a cached answer is the answer a fresh decision would give — a property test
- * holds it so. Bounded in entries and bytes; bodies over 64 KiB are never cached.
+ * holds it so. Bounded in entries and bytes; only bodies of ordinary size are cached (app.ts).
  */
 import type { AdmissionRequest, ReviewResponse, ReviewVersion } from './review.js';
 import { isJsonObject } from '../k8s/json.js';

@@ -179,12 +179,17 @@ function readBody(req: IncomingMessage, limit: number, budget?: BodyBudget): Pro
  * Reads and parses a JSON body after checking its media type. With a budget, the body's bytes
  * stay taken from it until the caller gives back `bytes.length` (the parsed object lives as long).
  */
-export async function readJsonBody(req: IncomingMessage, limit: number, budget?: BodyBudget, onRead?: (bytes: number) => void): Promise<unknown> {
+export async function readJsonBody(
+  req: IncomingMessage,
+  limit: number,
+  budget?: BodyBudget,
+  onRead?: (budgetedBytes: number, bodyBytes: number) => void,
+): Promise<unknown> {
   if (!isJsonMediaType(req.headers['content-type'])) {
     throw new RequestError(415, 'ERR_UNSUPPORTED_MEDIA_TYPE', `Content-Type must be application/json (got ${quote(req.headers['content-type'] ?? '')})`);
   }
   const bytes = await readBody(req, limit, budget);
-  onRead?.(budgeted(bytes.length));
+  onRead?.(budgeted(bytes.length), bytes.length);
   const structure = jsonStructureProblem(bytes);
   if (structure) throw new RequestError(400, 'ERR_MALFORMED_JSON', structure);
   let text: string;
