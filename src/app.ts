@@ -13,6 +13,7 @@ import { createObserver, type Webhook } from './http/observe.js';
 import { Liveness } from './liveness.js';
 import { cut } from './quote.js';
 import type { AdmissionEvent } from './pipeline/admission-events.js';
+import { keyFaithful } from './admission/answer-cache.js';
 import type { Metrics } from './metrics.js';
 
 /** What the app needs; everything comes in as an argument. */
@@ -64,12 +65,16 @@ export function createApp(deps: AppDeps): Koa {
     router.post(path, async (ctx) => {
       let held = 0;
       try {
-        let size = 0;
-        const body = await readJsonBody(ctx.req, deps.maxBodyBytes, budget, (budgeted, bytes) => ((held = budgeted), (size = bytes)));
+        let cacheable = false;
+        const body = await readJsonBody(ctx.req, deps.maxBodyBytes, budget, (budgeted, bytes) => {
+          held = budgeted;
+          cacheable = deps.answers !== undefined && bytes.length <= maxCachedBodyBytes && keyFaithful(bytes);
+        });
         const started = process.hrtime.bigint();
         // Only bodies of ordinary pods are remembered: for a large one, computing the key costs
         // more than deciding again (measured: a 56 KB pod got 8 % dearer).
-        const outcome = await mutate(body, webhookDeps, { cacheable: size <= maxCachedBodyBytes });
+        // Numbers JSON.stringify would not write back as sent are never keys (answer-cache.ts).
+        const outcome = await mutate(body, webhookDeps, { cacheable });
         ctx.type = 'application/json';
         ctx.body = JSON.stringify(outcome.response);
         observer.reviewed(outcome, Number(process.hrtime.bigint() - started) / 1e9, webhook);

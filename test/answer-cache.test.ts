@@ -124,3 +124,44 @@ test('bounded: entries and bytes; a body not marked cacheable is never remembere
   );
   t.is(deps.answers!.size().entries, 0);
 });
+
+test('only bodies whose numbers JSON writes back as sent make keys: no 1e400, no -0', async (t) => {
+  const { keyFaithful } = await import('../src/admission/answer-cache.js');
+  const ok = (text: string) => keyFaithful(Buffer.from(text));
+  t.true(ok('{"a":1,"b":-1,"c":0.5,"d":-0.5,"e":"1e400","f":true,"g":false,"h":-10,"i":"-0"}'));
+  for (const text of ['{"a":1e400}', '{"a":1E3}', '{"a":-0}', '{"a":-0.0}', '{"a":[-0]}', '{"a":2.5e-3}']) t.false(ok(text), text);
+  t.true(ok('{"a":-0.01}'));
+  // And over HTTPS: a body with such a number is decided afresh, never answered for another.
+  const { startTestServer } = await import('./helpers/server.js');
+  const set = templateSet({ name: 'agent', containers: [{ name: 'agent', image: 'agent:1' }] });
+  const server = await startTestServer({ templates: set, namespaces: createLocalNamespaceSource({ shop: enabled }) });
+  t.teardown(() => server.stop());
+  const body = (value: string) =>
+    JSON.stringify(
+      createReview(prepareCreate({ metadata: { generateName: 'p-' }, spec: { containers: [{ name: 'app', image: 'a' }], priority: 0 } }, 'shop'), {
+        namespace: 'shop',
+      }),
+    ).replace('"priority":0', `"priority":${value}`);
+  for (const value of ['1e400', '1e400']) {
+    const res = await server.request('POST', '/mutate', body(value), { 'content-type': 'application/json' });
+    t.is(res.status, 200);
+  }
+});
+
+test('a namespace no namespace can have is never a key', async (t) => {
+  const answers = new AnswerCache();
+  // Every namespace opted in: the decision goes on, and only the key is in question.
+  const namespaces = { ...createLocalNamespaceSource({ shop: enabled }), labelsOf: async () => ({ 'sidecar-injector.io/injection': 'enabled' }) };
+  const set = templateSet({ name: 'agent', containers: [{ name: 'agent', image: 'agent:1' }] });
+  const deps: MutateDeps = { templates: () => set, namespaces, answers: answers as MutateDeps['answers'] };
+  for (const namespace of ['.', '', '..', 'a/b']) {
+    const review = createReview(prepareCreate({ metadata: { generateName: 'p-' }, spec: { containers: [{ name: 'app', image: 'a' }] } }, 'shop'), {
+      namespace: 'shop',
+    });
+    review.request.namespace = namespace;
+    await mutate(review, deps, { cacheable: true });
+  }
+  // No key was made (the decision itself reads its own namespace, as without a cache).
+  t.is(answers.size().entries, 0);
+  t.is(answers.misses, 0);
+});

@@ -356,3 +356,14 @@ test('reloadNow lists again at once: a change the watch never delivered is seen,
   await new Promise((resolve) => setTimeout(resolve, 200));
   t.is(api.activeWatches, 1);
 });
+
+test('a look-up of a name no namespace can have is refused without a request', async (t) => {
+  const { api, source } = await setup(t, { before: (a) => a.create('shop', enabled) });
+  source.start();
+  await until(source, () => source.isReady());
+  for (const name of ['.', '..', 'a/b', '']) {
+    const err = await t.throwsAsync(source.labelsOf(name), { instanceOf: NamespaceLabelsUnavailableError });
+    t.regex(err!.message, /it is not a namespace name/);
+  }
+  t.deepEqual(api.getRequests, []);
+});

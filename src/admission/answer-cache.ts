@@ -48,7 +48,8 @@ export class AnswerCache<T> {
   keyOf(version: ReviewVersion, request: AdmissionRequest, state: readonly (object | undefined)[], extra: string): string | undefined {
     const pod = request.object;
     if (!isJsonObject(pod) || !isJsonObject(pod.metadata)) return undefined;
-    const metadata: Record<string, unknown> = {};
+    // Null prototype: a `__proto__` key is copied as a key, never taken for the prototype.
+    const metadata: Record<string, unknown> = Object.create(null);
     for (const key of Object.keys(pod.metadata)) if (!volatileMetadata.has(key)) metadata[key] = pod.metadata[key];
     const states = state.map((s) => this.id(s)).join(',');
     // The request's fields first, each quoted: no pod text can be mistaken for them.
@@ -88,6 +89,38 @@ export class AnswerCache<T> {
   size(): { entries: number; bytes: number } {
     return { entries: this.entries.size, bytes: this.bytes };
   }
+}
+
+/**
+ * True when JSON text says nothing its parsed form would lose: JSON.stringify writes a number
+ * too large for a double (`1e400`, parsed as Infinity) as `null` and `-0` as `0`, so bodies with
+ * such numbers would share keys with bodies that differ. Such bodies (never sent by the API
+ * server, which writes numbers as Go encodes them) are decided afresh: no number in exponent
+ * form or written `-0`, outside strings. One pass over the bytes.
+ */
+export function keyFaithful(bytes: Uint8Array): boolean {
+  let inString = false;
+  for (let i = 0; i < bytes.length; i++) {
+    const b = bytes[i]!;
+    if (inString) {
+      if (b === 0x5c) i++;
+      else if (b === 0x22) inString = false;
+    } else if (b === 0x22) inString = true;
+    else if (b === 0x65 || b === 0x45) {
+      // An e after a digit or a point is an exponent (the e of true and false follows a letter).
+      const before = bytes[i - 1];
+      if (before !== undefined && ((before >= 0x30 && before <= 0x39) || before === 0x2e)) return false;
+    } else if (b === 0x2d && bytes[i + 1] === 0x30) {
+      const after = bytes[i + 2];
+      if (after === undefined || after < 0x30 || after > 0x39) {
+        // -0 or -0.000…: a negative zero unless a non-zero digit follows the point.
+        let j = i + 2;
+        if (bytes[j] === 0x2e) for (j++; bytes[j] === 0x30; j++);
+        if (bytes[j] === undefined || bytes[j]! < 0x31 || bytes[j]! > 0x39) return false;
+      }
+    }
+  }
+  return true;
 }
 
 /** The response of a cached answer, for a request with another uid. */

@@ -7,6 +7,7 @@ import { diff } from '../inject/diff.js';
 import { admissionEvents, type AdmissionEvent } from '../pipeline/admission-events.js';
 import { admitPod, type AdmitDeps, type PodOutcome } from '../pipeline/admit.js';
 import { AnswerCache, withUid } from './answer-cache.js';
+import { isDns1123Label } from '../k8s/label-syntax.js';
 import { say, type Decision, type Reason } from '../pipeline/reasons.js';
 import { cut } from '../quote.js';
 import { allowed, denied, parseReview, patched, type AdmissionRequest, type ReviewResponse, type ReviewVersion } from './review.js';
@@ -112,6 +113,9 @@ export async function mutate(body: unknown, deps: MutateDeps, options: { readonl
  * decided afresh, and refused or allowed as the policy says).
  */
 async function answerKey(version: ReviewVersion, request: AdmissionRequest, deps: MutateDeps): Promise<string | undefined> {
+  // Only a namespace that can be one: the state is read for it before the pod is validated, and
+  // an empty one would make the key read another namespace than the decision does.
+  if (!isDns1123Label(request.namespace)) return undefined;
   let labels: object;
   try {
     labels = await deps.namespaces.labelsOf(request.namespace);

@@ -183,13 +183,13 @@ export async function readJsonBody(
   req: IncomingMessage,
   limit: number,
   budget?: BodyBudget,
-  onRead?: (budgetedBytes: number, bodyBytes: number) => void,
+  onRead?: (budgetedBytes: number, body: Buffer) => void,
 ): Promise<unknown> {
   if (!isJsonMediaType(req.headers['content-type'])) {
     throw new RequestError(415, 'ERR_UNSUPPORTED_MEDIA_TYPE', `Content-Type must be application/json (got ${quote(req.headers['content-type'] ?? '')})`);
   }
   const bytes = await readBody(req, limit, budget);
-  onRead?.(budgeted(bytes.length), bytes.length);
+  onRead?.(budgeted(bytes.length), bytes);
   const structure = jsonStructureProblem(bytes);
   if (structure) throw new RequestError(400, 'ERR_MALFORMED_JSON', structure);
   let text: string;

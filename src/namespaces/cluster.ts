@@ -10,6 +10,7 @@ import type { Logger } from 'pino';
 import { KubernetesApiError, NamespaceLabelsUnavailableError, type NamespaceFailurePolicy } from '../errors.js';
 import { metadataNameLabel, overrideAnnotations, type NamespaceLabelSource } from './source.js';
 import type { Labels } from '../k8s/selector.js';
+import { isDns1123Label } from '../k8s/label-syntax.js';
 import { Reflector, type ReflectorTuning } from '../kube-api/reflector.js';
 import { getJson } from '../kube-api/request.js';
 
@@ -176,9 +177,12 @@ export class ClusterNamespaceSource extends EventEmitter implements NamespaceLab
 
   /** One live GET of a namespace missing from the cache (created a moment before its first pod). */
   private async lookup(namespace: string): Promise<Labels> {
+    // A name no namespace can have (".", "", "a/b") would make the GET another request entirely.
+    if (!isDns1123Label(namespace)) throw new NamespaceLabelsUnavailableError(namespace, 'it is not a namespace name', this.options.failurePolicy);
     try {
       const object = (await getJson(this.options.kubeConfig, `/api/v1/namespaces/${encodeURIComponent(namespace)}`, this.lookupTimeoutMs)) as NamespaceObject;
       // A watch event may have arrived meanwhile; it is at least as new as this answer.
+      if (object?.metadata?.name !== namespace) throw new Error(`GET of namespace ${namespace} answered with another object`);
       return this.labels.get(namespace) ?? this.store(object);
     } catch (err) {
       // The cause first: warnings are cut at 120 characters.

@@ -77,7 +77,15 @@ export async function startTestServer(options: {
     ...(options.liveness ? { liveness: options.liveness } : {}),
     templates: typeof options.templates === 'function' ? options.templates : () => options.templates as TemplateSet,
     namespaces: options.namespaces ?? testNamespaces,
-    ...(options.kubernetesVersion ? { kubernetesVersion: () => decideVersion({ flag: options.kubernetesVersion! }) } : {}),
+    // One decision, as a running server holds one until the cluster changes (the answer cache keys on it).
+    ...(options.kubernetesVersion
+      ? {
+          kubernetesVersion: (
+            (decision) => () =>
+              decision
+          )(decideVersion({ flag: options.kubernetesVersion })),
+        }
+      : {}),
     ...(options.podSecurity ? { podSecurity: options.podSecurity } : {}),
     ...(options.events ? { events: options.events } : {}),
     ...(options.answerCache === false ? {} : { answers: new AnswerCache() }),
