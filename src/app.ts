@@ -13,7 +13,6 @@ import { createObserver, type Webhook } from './http/observe.js';
 import { Liveness } from './liveness.js';
 import { cut } from './quote.js';
 import type { AdmissionEvent } from './pipeline/admission-events.js';
-import { keyFaithful } from './admission/answer-cache.js';
 import type { Metrics } from './metrics.js';
 
 /** What the app needs; everything comes in as an argument. */
@@ -66,14 +65,14 @@ export function createApp(deps: AppDeps): Koa {
       let held = 0;
       try {
         let cacheable = false;
-        const body = await readJsonBody(ctx.req, deps.maxBodyBytes, budget, (budgeted, bytes) => {
+        const body = await readJsonBody(ctx.req, deps.maxBodyBytes, budget, (budgeted, read) => {
           held = budgeted;
-          cacheable = deps.answers !== undefined && bytes.length <= maxCachedBodyBytes && keyFaithful(bytes);
+          cacheable = deps.answers !== undefined && read.bytes <= maxCachedBodyBytes && read.plainNumbers;
         });
         const started = process.hrtime.bigint();
         // Only bodies of ordinary pods are remembered: for a large one, computing the key costs
         // more than deciding again (measured: a 56 KB pod got 8 % dearer).
-        // Numbers JSON.stringify would not write back as sent are never keys (answer-cache.ts).
+        // Numbers JSON.stringify would not write back as sent are never keys (answer-cache.ts keyFaithful).
         const outcome = await mutate(body, webhookDeps, { cacheable });
         ctx.type = 'application/json';
         ctx.body = JSON.stringify(outcome.response);

@@ -9,7 +9,7 @@
  * holds it so. Bounded in entries and bytes; only bodies of ordinary size are cached (app.ts).
  */
 import type { AdmissionRequest, ReviewResponse, ReviewVersion } from './review.js';
-import { isJsonObject } from '../k8s/json.js';
+import { isJsonObject, scanJsonText } from '../k8s/json.js';
 
 /** What is remembered of one answer: everything but the request's uid. */
 export interface CachedAnswer<T> {
@@ -95,32 +95,10 @@ export class AnswerCache<T> {
  * True when JSON text says nothing its parsed form would lose: JSON.stringify writes a number
  * too large for a double (`1e400`, parsed as Infinity) as `null` and `-0` as `0`, so bodies with
  * such numbers would share keys with bodies that differ. Such bodies (never sent by the API
- * server, which writes numbers as Go encodes them) are decided afresh: no number in exponent
- * form or written `-0`, outside strings. One pass over the bytes.
+ * server) are decided afresh. The body reader finds this in its one scan (http/body.ts).
  */
 export function keyFaithful(bytes: Uint8Array): boolean {
-  let inString = false;
-  for (let i = 0; i < bytes.length; i++) {
-    const b = bytes[i]!;
-    if (inString) {
-      if (b === 0x5c) i++;
-      else if (b === 0x22) inString = false;
-    } else if (b === 0x22) inString = true;
-    else if (b === 0x65 || b === 0x45) {
-      // An e after a digit or a point is an exponent (the e of true and false follows a letter).
-      const before = bytes[i - 1];
-      if (before !== undefined && ((before >= 0x30 && before <= 0x39) || before === 0x2e)) return false;
-    } else if (b === 0x2d && bytes[i + 1] === 0x30) {
-      const after = bytes[i + 2];
-      if (after === undefined || after < 0x30 || after > 0x39) {
-        // -0 or -0.000…: a negative zero unless a non-zero digit follows the point.
-        let j = i + 2;
-        if (bytes[j] === 0x2e) for (j++; bytes[j] === 0x30; j++);
-        if (bytes[j] === undefined || bytes[j]! < 0x31 || bytes[j]! > 0x39) return false;
-      }
-    }
-  }
-  return true;
+  return scanJsonText(bytes, Infinity, Infinity).plainNumbers;
 }
 
 /** The response of a cached answer, for a request with another uid. */

@@ -20,7 +20,7 @@ import type { ObjectReference } from '../k8s/object-reference.js';
 import { getJson, metadataOnly } from '../kube-api/request.js';
 import { Reflector, type ReflectorTuning } from '../kube-api/reflector.js';
 import { fixFor, judgedLabelKeys, judgePod, podFacts, type PodFacts, type PodState, type PodVerdict } from '../pipeline/audit.js';
-import { controllingOwner } from '../k8s/object-reference.js';
+import { controllingOwner, namespaceReference } from '../k8s/object-reference.js';
 import type { AdmissionEvent } from '../pipeline/admission-events.js';
 import type { TemplateSet } from '../templates/set.js';
 
@@ -308,7 +308,7 @@ export class PodAuditor extends EventEmitter {
    */
   private async workloadOf(pod: StoredPod): Promise<ObjectReference> {
     const owner = pod.owner;
-    if (!owner) return { apiVersion: 'v1', kind: 'Namespace', namespace: pod.namespace, name: pod.namespace };
+    if (!owner) return namespaceReference(pod.namespace);
     if (owner.kind !== 'ReplicaSet' || owner.apiVersion !== 'apps/v1') return owner;
     const key = `${owner.namespace}/${owner.name}/${owner.uid ?? ''}`;
     if (!this.replicaSetOwners.has(key)) {

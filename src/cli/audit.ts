@@ -10,7 +10,6 @@ import { metadataNameLabel } from '../namespaces/source.js';
 import { parseOptions } from '../options.js';
 import {
   auditPod,
-  controllerOf,
   fixFor,
   groupByOwner,
   podStates,
@@ -25,6 +24,7 @@ import {
 } from '../pipeline/audit.js';
 import { loadTemplateDir } from '../templates/load.js';
 import { getJson, listPages, metadataOnly, requestJson } from '../kube-api/request.js';
+import { controllingOwner } from '../k8s/object-reference.js';
 import { auditOptions } from './usage.js';
 import type { Labels } from '../k8s/selector.js';
 import type { TemplateSet } from '../templates/set.js';
@@ -88,7 +88,7 @@ export async function auditCluster(kubeConfig: KubeConfig, set: TemplateSet, nam
         if (typeof metadata?.name !== 'string' || typeof metadata.namespace !== 'string' || typeof metadata.uid !== 'string') continue;
         const key = `${kind}/${metadata.namespace}/${metadata.name}`;
         uids.set(key, metadata.uid);
-        const parent = controllerOf(metadata.ownerReferences, metadata.namespace);
+        const parent = controllingOwner(metadata.ownerReferences, metadata.namespace);
         if (parent && (kind === 'ReplicaSet' || kind === 'Job')) parents.set(key, parent);
       }
     });

@@ -10,6 +10,11 @@ export interface ObjectReference {
   readonly uid?: string;
 }
 
+/** A namespace as an Event's subject (where a bare pod's events go). */
+export function namespaceReference(namespace: string): ObjectReference {
+  return { apiVersion: 'v1', kind: 'Namespace', namespace, name: namespace };
+}
+
 const kindRe = /^[A-Z][A-Za-z0-9]{0,62}$/;
 const nameRe = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
 const apiVersionRe = /^(?:[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\/)?v[0-9][a-z0-9]{0,15}$/;

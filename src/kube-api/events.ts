@@ -9,7 +9,7 @@
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { requestJson } from './request.js';
+import { microTime, requestJson } from './request.js';
 import type { ObjectReference } from '../k8s/object-reference.js';
 
 /** The object an event is about. */
@@ -60,11 +60,6 @@ export function noteWithin(note: string, maxBytes = 1024): string {
   let cut = note.slice(0, maxBytes);
   while (Buffer.byteLength(cut) > maxBytes - 3) cut = cut.slice(0, -1);
   return `${cut}…`;
-}
-
-/** MicroTime as the API server writes it: RFC 3339 with six fractional digits. */
-function microTime(date: Date): string {
-  return date.toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
 }
 
 export class EventRecorder {

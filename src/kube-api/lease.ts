@@ -11,7 +11,7 @@ import { EventEmitter } from 'node:events';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { KubernetesApiError } from '../errors.js';
-import { requestJson } from './request.js';
+import { microTime, requestJson } from './request.js';
 
 export interface LeaderElectionOptions {
   readonly kubeConfig: KubeConfig;
@@ -31,10 +31,6 @@ export interface LeaderElectionOptions {
 interface Lease {
   metadata?: { name?: string; namespace?: string; resourceVersion?: string };
   spec?: { holderIdentity?: string; leaseDurationSeconds?: number; acquireTime?: string; renewTime?: string; leaseTransitions?: number };
-}
-
-function microTime(date: Date): string {
-  return date.toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
 }
 
 /** Emits `leading` when this replica becomes the leader and `following` when it stops. */

@@ -14,6 +14,11 @@ import { KubernetesApiError } from '../errors.js';
 export const metadataOnly =
   'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json';
 
+/** MicroTime as the API server writes it (events, leases): RFC 3339 with six fractional digits. */
+export function microTime(date: Date): string {
+  return date.toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
+}
+
 /** GETs `path` (with its query) and parses the JSON answer; rejects with KubernetesApiError on a non-2xx status. */
 export function getJson(kubeConfig: KubeConfig, path: string, timeoutMs: number, accept = 'application/json'): Promise<unknown> {
   return requestJson(kubeConfig, 'GET', path, timeoutMs, { accept });

@@ -5,7 +5,7 @@
  */
 import { isJsonObject } from '../k8s/json.js';
 import type { PodOutcome } from './admit.js';
-import { controllingOwner, type ObjectReference } from '../k8s/object-reference.js';
+import { controllingOwner, namespaceReference, type ObjectReference } from '../k8s/object-reference.js';
 
 /** The object an event is about. */
 export type EventSubject = ObjectReference;
@@ -25,7 +25,7 @@ const workloadKinds = new Set(['ReplicaSet', 'StatefulSet', 'DaemonSet', 'Job', 
 export function eventSubject(pod: unknown, namespace: string): EventSubject {
   const metadata = isJsonObject(pod) && isJsonObject(pod.metadata) ? pod.metadata : {};
   const owner = controllingOwner(metadata.ownerReferences, namespace);
-  return owner && workloadKinds.has(owner.kind) ? owner : { apiVersion: 'v1', kind: 'Namespace', namespace, name: namespace };
+  return owner && workloadKinds.has(owner.kind) ? owner : namespaceReference(namespace);
 }
 
 /** A warning that says a template was left out (requested and not selected, the cluster, …). */

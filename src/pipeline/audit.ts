@@ -116,12 +116,6 @@ export interface Owner {
   readonly name: string;
 }
 
-/** The controlling owner among `references`, if well-formed (k8s/object-reference.ts), as kind and name. */
-export function controllerOf(references: unknown, namespace = ''): (Owner & { readonly uid?: string }) | undefined {
-  const owner = controllingOwner(references, namespace);
-  return owner ? { kind: owner.kind, name: owner.name, ...(owner.uid ? { uid: owner.uid } : {}) } : undefined;
-}
-
 /**
  * The workloads that exist, as metadata-only lists show them: `kind/namespace/name` → its uid,
  * and for ReplicaSets and Jobs their own controlling owner. An ownerReference is a pod's claim:
@@ -140,7 +134,7 @@ export interface KnownWorkloads {
  */
 export function workloadOf(pod: { readonly namespace: string; readonly name: string; readonly ownerReferences?: unknown }, known: KnownWorkloads): Owner {
   const own = { kind: 'Pod', name: pod.name };
-  const owner = controllerOf(pod.ownerReferences, pod.namespace);
+  const owner = controllingOwner(pod.ownerReferences, pod.namespace);
   if (!owner) return own;
   const key = `${owner.kind}/${pod.namespace}/${owner.name}`;
   if (!listedKinds.has(owner.kind)) return { kind: owner.kind, name: owner.name };
