@@ -6,7 +6,8 @@
 import Koa from 'koa';
 import Router from '@koa/router';
 import type { Logger } from 'pino';
-import { mutate, type MutateDeps } from './admission/mutate.js';
+import { answerReview, type MutateDeps } from './admission/mutate.js';
+import { reviewKeyPaths } from './admission/answer-cache.js';
 import { RequestError } from './errors.js';
 import { BodyBudget, defaultMaxBodyBytesInFlight, readJsonBody } from './http/body.js';
 import { createObserver, type Webhook } from './http/observe.js';
@@ -41,9 +42,6 @@ function sendError(ctx: Koa.Context, status: number, code: string, message: stri
   ctx.body = JSON.stringify({ code, message });
 }
 
-/** Bodies up to this size have their answers remembered (admission/answer-cache.ts). */
-export const maxCachedBodyBytes = 16 * 1024;
-
 /** Creates the koa app serving `/mutate`, `/healthz`, `/readyz`, `/metrics` and `/status`. */
 export function createApp(deps: AppDeps): Koa {
   const app = new Koa();
@@ -64,18 +62,11 @@ export function createApp(deps: AppDeps): Koa {
     router.post(path, async (ctx) => {
       let held = 0;
       try {
-        let cacheable = false;
-        const body = await readJsonBody(ctx.req, deps.maxBodyBytes, budget, (budgeted, read) => {
-          held = budgeted;
-          cacheable = deps.answers !== undefined && read.bytes <= maxCachedBodyBytes && read.plainNumbers;
-        });
+        const body = await readJsonBody(ctx.req, deps.maxBodyBytes, budget, (budgeted) => (held = budgeted), deps.answers && reviewKeyPaths);
         const started = process.hrtime.bigint();
-        // Only bodies of ordinary pods are remembered: for a large one, computing the key costs
-        // more than deciding again (measured: a 56 KB pod got 8 % dearer).
-        // Numbers JSON.stringify would not write back as sent are never keys (answer-cache.ts keyFaithful).
-        const outcome = await mutate(body, webhookDeps, { cacheable });
+        const { outcome, answer } = await answerReview(body, webhookDeps);
         ctx.type = 'application/json';
-        ctx.body = JSON.stringify(outcome.response);
+        ctx.body = answer;
         observer.reviewed(outcome, Number(process.hrtime.bigint() - started) / 1e9, webhook);
         // After the answer has gone: an event never delays admission, and its failure is never felt there.
         const recorder = deps.events;

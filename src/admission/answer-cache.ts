@@ -1,24 +1,143 @@
 /**
  * Answers for pods of one ReplicaSet, remembered. A Deployment's pods reach the webhook as the
- * same object but for a few fields no decision reads (the request's uid, `managedFields` and
- * their timestamps), so an answer depends only on the rest of the pod, the request's name and
- * namespace, and the state it was decided in: the template set, the namespace's labels and
- * override annotations, the Kubernetes version, and the webhook it came through. The key holds
- * all of these (the state by object identity: each is replaced, never changed, when it
- * changes), so a cached answer is the answer a fresh decision would give — a property test
- * holds it so. Bounded in entries and bytes; only bodies of ordinary size are cached (app.ts).
+ * same review text but for a few values no decision reads: the request's uid, and the pod's
+ * `managedFields` (their timestamps), `creationTimestamp`, `uid` and `resourceVersion`. The key
+ * is the review's own bytes with those values cut out, and the state it is decided in (the
+ * template set, the namespace's labels and override annotations, the Kubernetes version — by
+ * identity, as each is replaced, never changed — and the webhook it came through). So an answer
+ * is found before the body is parsed, and a cached answer is the answer a fresh decision would
+ * give: the rest of the text is the same, byte for byte (a property test holds it so).
+ *
+ * What keeps that exact: a body with an escaped object key (its text is not its value) or with a
+ * followed key twice is never a key; a body is only answered from the cache when each value cut
+ * out parses as one JSON value (so the body is JSON, as the one it matched was), with a uid
+ * as the parser would require it; and an answer is only remembered when the parsed request
+ * names the uid and namespace the scan found. Bounded in entries and bytes.
  */
-import type { AdmissionRequest, ReviewResponse, ReviewVersion } from './review.js';
-import { isJsonObject, scanJsonText } from '../k8s/json.js';
+import { hash } from 'node:crypto';
+import { compileKeyPaths, type JsonTextScan } from '../k8s/json.js';
+import { isDns1123Label } from '../k8s/label-syntax.js';
+import { maxUidLength } from './review.js';
 
-/** What is remembered of one answer: everything but the request's uid. */
-export interface CachedAnswer<T> {
+/** Paths of a review the key follows: read (uid, namespace) or cut out (all but the namespace). */
+export const reviewKeyPaths = compileKeyPaths([
+  ['request', 'uid'],
+  ['request', 'namespace'],
+  ['request', 'object', 'metadata', 'managedFields'],
+  ['request', 'object', 'metadata', 'creationTimestamp'],
+  ['request', 'object', 'metadata', 'uid'],
+  ['request', 'object', 'metadata', 'resourceVersion'],
+]);
+
+const leafOf = (...path: string[]) => reviewKeyPaths.leaves.findIndex((p) => p.join('\0') === path.join('\0'));
+const uidLeaf = leafOf('request', 'uid');
+const namespaceLeaf = leafOf('request', 'namespace');
+
+/** Where a review's key parts lie: what one scan found, read for the key. */
+export interface ReviewKeyText {
+  /** The review's bytes without the values cut out, a NUL where each was. */
+  readonly masked: Buffer;
+  /** The namespace as sent (a DNS label: the text is the value). */
+  readonly namespace: string;
+  /** The request uid's byte span [start, end). */
+  readonly uid: readonly [number, number];
+  /** Byte spans [start, end) of the other values cut out, flat. */
+  readonly others: readonly number[];
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+const invalid = Symbol('invalid');
+
+/** The value JSON text in bytes[start, end) holds, or `invalid` when it is not one JSON value. */
+function valueAt(bytes: Uint8Array, start: number, end: number): unknown {
+  try {
+    return JSON.parse(utf8.decode(bytes.subarray(start, end)));
+  } catch {
+    return invalid;
+  }
+}
+
+const isJsonSpace = (b: number | undefined) => b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09;
+
+/** The text of bytes[start, end) when they are a JSON string with nothing to unescape (its text is its value); else undefined. */
+function plainString(view: Buffer, start: number, end: number): string | undefined {
+  while (start < end && isJsonSpace(view[start])) start++;
+  while (end > start && isJsonSpace(view[end - 1])) end--;
+  if (end - start < 2 || view[start] !== 0x22 || view[end - 1] !== 0x22) return undefined;
+  for (let i = start + 1; i < end - 1; i++) if (view[i] === 0x5c || view[i]! < 0x20 || view[i]! > 0x7e) return undefined;
+  return view.toString('latin1', start + 1, end - 1);
+}
+
+/**
+ * The key text of a review body, or undefined when the body cannot make one: an escaped or
+ * repeated key, no uid, or a namespace that is not a plain DNS label. Reads only the scan's
+ * spans and the bytes; nothing is parsed.
+ */
+export function reviewKeyText(bytes: Uint8Array, scan: JsonTextScan): ReviewKeyText | undefined {
+  if (scan.escapedKeys || scan.repeatedKeys) return undefined;
+  const view = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const { spans } = scan;
+  let uid: [number, number] | undefined;
+  let namespace: string | undefined;
+  const others: number[] = [];
+  // NUL marks each cut: it cannot stand in JSON text outside a value, so two texts that read
+  // the same were cut at the same places. The cut spans are in text order (the scan's).
+  const cuts: number[] = [];
+  for (let s = 0; s < spans.length; s += 3) {
+    const leaf = spans[s]!;
+    const start = spans[s + 1]!;
+    const end = spans[s + 2]!;
+    if (leaf === namespaceLeaf) {
+      namespace = plainString(view, start, end);
+      if (namespace === undefined) return undefined;
+      continue;
+    }
+    if (leaf === uidLeaf) uid = [start, end];
+    else others.push(start, end);
+    cuts.push(start, end);
+  }
+  // Only a namespace that can be one: the state is read for it before the pod is validated.
+  if (!uid || namespace === undefined || !isDns1123Label(namespace)) return undefined;
+  let kept = bytes.length;
+  for (let c = 0; c < cuts.length; c += 2) kept -= cuts[c + 1]! - cuts[c]! - 1;
+  // One buffer, one string: V8 hashes a flat string much faster than a concatenation of pieces.
+  const masked = Buffer.allocUnsafe(kept);
+  let at = 0;
+  let written = 0;
+  for (let c = 0; c < cuts.length; c += 2) {
+    written += view.copy(masked, written, at, cuts[c]);
+    masked[written++] = 0;
+    at = cuts[c + 1]!;
+  }
+  view.copy(masked, written, at);
+  return { masked, namespace, uid, others };
+}
+
+/**
+ * The request uid of a body whose key text matched a remembered one, when every value cut out
+ * is one JSON value and the uid is one the parser accepts (parseReview); else undefined, and
+ * the body is parsed and decided as any other.
+ */
+export function matchedUid(bytes: Uint8Array, key: ReviewKeyText): string | undefined {
+  const uid = valueAt(bytes, key.uid[0], key.uid[1]);
+  if (typeof uid !== 'string' || uid === '' || uid.length > maxUidLength) return undefined;
+  for (let c = 0; c < key.others.length; c += 2) if (valueAt(bytes, key.others[c]!, key.others[c + 1]!) === invalid) return undefined;
+  return uid;
+}
+
+/** What is remembered of one answer: the value, the key text it was found by, and its size. */
+interface CachedAnswer<T> {
   readonly value: T;
+  readonly masked: Buffer;
   readonly bytes: number;
 }
 
-/** Fields of a pod's metadata no decision reads, and that differ between pods of one ReplicaSet. */
-const volatileMetadata = new Set(['managedFields', 'creationTimestamp', 'uid', 'resourceVersion']);
+/** A review's place in the cache: the digest of its key text and state, and the key text to compare. */
+export interface AnswerKey {
+  readonly digest: string;
+  readonly masked: Buffer;
+}
 
 export class AnswerCache<T> {
   private readonly entries = new Map<string, CachedAnswer<T>>();
@@ -31,6 +150,8 @@ export class AnswerCache<T> {
   constructor(
     readonly maxEntries = 256,
     readonly maxBytes = 16 * 1024 * 1024,
+    /** Bodies up to this size have keys; a larger one is decided afresh (a key is about its size). */
+    readonly maxBodyBytes = 64 * 1024,
   ) {}
 
   /** A small number naming an object (a state in force) for as long as it lives. */
@@ -42,42 +163,43 @@ export class AnswerCache<T> {
   }
 
   /**
-   * The key of a request decided in `state` (objects in force, by identity), or undefined when
-   * the request cannot be cached (not an object pod).
+   * The key of a review's key text decided in `state` (objects in force, by identity) through
+   * `extra` (the webhook). The map is keyed by a SHA-256 digest of the text, not the text: V8
+   * hashes a string at about a nanosecond per character (5 µs for a typical review) and a
+   * string over 16,383 characters by its length alone. The text itself is compared on every
+   * hit, so a digest that collides can only miss.
    */
-  keyOf(version: ReviewVersion, request: AdmissionRequest, state: readonly (object | undefined)[], extra: string): string | undefined {
-    const pod = request.object;
-    if (!isJsonObject(pod) || !isJsonObject(pod.metadata)) return undefined;
-    // Null prototype: a `__proto__` key is copied as a key, never taken for the prototype.
-    const metadata: Record<string, unknown> = Object.create(null);
-    for (const key of Object.keys(pod.metadata)) if (!volatileMetadata.has(key)) metadata[key] = pod.metadata[key];
-    const states = state.map((s) => this.id(s)).join(',');
-    // The request's fields first, each quoted: no pod text can be mistaken for them.
-    return `${JSON.stringify([version, request.namespace, request.name, states, extra])}${JSON.stringify({ ...pod, metadata })}`;
+  keyOf(key: ReviewKeyText, state: readonly (object | undefined)[], extra: string): AnswerKey {
+    return { digest: `${hash('sha256', key.masked, 'base64')}/${state.map((s) => this.id(s)).join(',')}/${extra}`, masked: key.masked };
   }
 
-  get(key: string): T | undefined {
-    const hit = this.entries.get(key);
-    if (!hit) {
+  /**
+   * What `use` makes of the value remembered for `key`, or undefined when none is or `use`
+   * refuses it (answers undefined): only a value used counts as a hit.
+   */
+  use<R>(key: AnswerKey, use: (value: T) => R | undefined): R | undefined {
+    const hit = this.entries.get(key.digest);
+    const used = hit && hit.masked.equals(key.masked) ? use(hit.value) : undefined;
+    if (used === undefined) {
       this.misses++;
       return undefined;
     }
     this.hits++;
     // Most recently used last.
-    this.entries.delete(key);
-    this.entries.set(key, hit);
-    return hit.value;
+    this.entries.delete(key.digest);
+    this.entries.set(key.digest, hit!);
+    return used;
   }
 
-  set(key: string, value: T, valueBytes: number): void {
-    const bytes = key.length * 2 + valueBytes;
+  set(key: AnswerKey, value: T, valueBytes: number): void {
+    const bytes = key.masked.length + key.digest.length * 2 + valueBytes;
     if (bytes > this.maxBytes / 8) return;
-    const old = this.entries.get(key);
+    const old = this.entries.get(key.digest);
     if (old) {
       this.bytes -= old.bytes;
-      this.entries.delete(key);
+      this.entries.delete(key.digest);
     }
-    this.entries.set(key, { value, bytes });
+    this.entries.set(key.digest, { value, masked: key.masked, bytes });
     this.bytes += bytes;
     while (this.entries.size > this.maxEntries || this.bytes > this.maxBytes) {
       const [oldestKey, oldest] = this.entries.entries().next().value as [string, CachedAnswer<T>];
@@ -89,19 +211,4 @@ export class AnswerCache<T> {
   size(): { entries: number; bytes: number } {
     return { entries: this.entries.size, bytes: this.bytes };
   }
-}
-
-/**
- * True when JSON text says nothing its parsed form would lose: JSON.stringify writes a number
- * too large for a double (`1e400`, parsed as Infinity) as `null` and `-0` as `0`, so bodies with
- * such numbers would share keys with bodies that differ. Such bodies (never sent by the API
- * server) are decided afresh. The body reader finds this in its one scan (http/body.ts).
- */
-export function keyFaithful(bytes: Uint8Array): boolean {
-  return scanJsonText(bytes, Infinity, Infinity).plainNumbers;
-}
-
-/** The response of a cached answer, for a request with another uid. */
-export function withUid(response: ReviewResponse, uid: string): ReviewResponse {
-  return { ...response, response: { ...response.response, uid } };
 }

@@ -6,11 +6,22 @@
 import { diff } from '../inject/diff.js';
 import { admissionEvents, type AdmissionEvent } from '../pipeline/admission-events.js';
 import { admitPod, type AdmitDeps, type PodOutcome } from '../pipeline/admit.js';
-import { AnswerCache, withUid } from './answer-cache.js';
-import { isDns1123Label } from '../k8s/label-syntax.js';
+import { AnswerCache, matchedUid, reviewKeyText, type AnswerKey } from './answer-cache.js';
+import type { JsonTextScan } from '../k8s/json.js';
 import { say, type Decision, type Reason } from '../pipeline/reasons.js';
 import { cut } from '../quote.js';
-import { allowed, denied, parseReview, patched, type AdmissionRequest, type ReviewResponse, type ReviewVersion } from './review.js';
+import {
+  allowed,
+  answerBytes,
+  answerText,
+  denied,
+  parseReview,
+  patched,
+  type AdmissionRequest,
+  type AnswerText,
+  type ReviewResponse,
+  type ReviewVersion,
+} from './review.js';
 
 /** What a review needs from the rest of the process. */
 export interface MutateDeps extends AdmitDeps {
@@ -18,10 +29,28 @@ export interface MutateDeps extends AdmitDeps {
   readonly answers?: AnswerCache<CachedOutcome>;
 }
 
-/** A review's outcome as remembered: without the uid, and with its events computed. */
+/** A review's outcome as remembered: without the uid, with its events computed and its answer's text. */
 interface CachedOutcome {
-  readonly outcome: Omit<ReviewOutcome, 'uid' | 'dryRun' | 'events'>;
+  readonly outcome: Omit<ReviewOutcome, 'uid' | 'events'>;
   readonly events: readonly AdmissionEvent[];
+  readonly text: AnswerText;
+}
+
+/**
+ * A review body as read: its bytes, what one scan of them found (with the spans of
+ * answer-cache.ts reviewKeyPaths), and its parse, which throws RequestError (400) when the
+ * bytes are not JSON.
+ */
+export interface ReviewBody {
+  readonly bytes: Uint8Array;
+  readonly scan: JsonTextScan;
+  json(): unknown;
+}
+
+/** A review answered: the outcome and the answer's bytes. */
+export interface Answered {
+  readonly outcome: ReviewOutcome;
+  readonly answer: Buffer;
 }
 
 export type { Decision, Reason };
@@ -48,15 +77,22 @@ export interface ReviewOutcome {
   readonly events?: () => readonly AdmissionEvent[];
 }
 
-/**
- * Answers one AdmissionReview body. Throws RequestError only when the body is not a review we
- * can answer (no version or uid); every other problem becomes a denial with a reason.
- */
 /** Operations of admission.k8s.io; anything else is logged and counted as `other` (labels stay a bounded set). */
 const operations = new Set(['CREATE', 'UPDATE', 'DELETE', 'CONNECT']);
 
-export async function mutate(body: unknown, deps: MutateDeps, options: { readonly cacheable?: boolean } = {}): Promise<ReviewOutcome> {
+/**
+ * Answers one parsed AdmissionReview, deciding afresh. Throws RequestError only when the body
+ * is not a review we can answer (no version or uid); every other problem becomes a denial with
+ * a reason.
+ */
+export async function mutate(body: unknown, deps: MutateDeps): Promise<ReviewOutcome> {
   const { version, request } = parseReview(body);
+  const { podOutcome: _podOutcome, ...outcome } = await review(version, request, deps);
+  return outcome;
+}
+
+/** One review decided: the outcome, and for a pod CREATE the pod's own (podOutcome). */
+async function review(version: ReviewVersion, request: AdmissionRequest, deps: MutateDeps): Promise<ReviewOutcome & { readonly podOutcome?: PodOutcome }> {
   // What is logged and measured is cut: every field here can be megabytes from a direct caller.
   const operation = operations.has(request.operation) ? request.operation : 'other';
   const base = {
@@ -79,51 +115,61 @@ export async function mutate(body: unknown, deps: MutateDeps, options: { readonl
           ? (['subresource', say('subresource', cut(request.subResource, 60))] as const)
           : undefined;
   if (notOurs) return { ...base, response: allowed(version, request.uid), decision: 'allowed', reason: notOurs[0], message: notOurs[1] };
-
-  // Pods of one ReplicaSet: the answer decided for the first is the answer for the others.
-  const key = options.cacheable && deps.answers ? await answerKey(version, request, deps) : undefined;
-  if (key !== undefined) {
-    const hit = deps.answers!.get(key);
-    if (hit) {
-      const { events } = hit;
-      return {
-        ...hit.outcome,
-        uid: request.uid,
-        dryRun: request.dryRun,
-        response: withUid(hit.outcome.response, request.uid),
-        ...(request.dryRun ? {} : { events: () => events }),
-      };
-    }
-  }
-  const decided = await decide(version, request, deps, base);
-  if (key !== undefined) {
-    // Remembered without the pod objects (podOutcome) and the uid; events computed now.
-    const { uid: _uid, dryRun: _dryRun, events: _events, podOutcome, ...outcome } = decided;
-    const events = admissionEvents(podOutcome, request.object);
-    deps.answers!.set(key, { outcome, events }, (outcome.response.response.patch?.length ?? 0) + 1024);
-  }
-  const { podOutcome: _podOutcome, ...answer } = decided;
-  return answer;
+  return decide(version, request, deps, base);
 }
 
 /**
- * The cache key of a pod CREATE: the pod and the state it is decided in — the template set,
- * the namespace's labels and overrides, the Kubernetes version — by identity, and the webhook's
- * class and Pod Security action. Undefined when the state cannot be read (labels unknown:
- * decided afresh, and refused or allowed as the policy says).
+ * Answers one review body: from the answers remembered for its key text when one is (no parse
+ * at all), else parsed and decided by mutate, and remembered when it was a pod CREATE whose
+ * parsed request names the uid and namespace the key was read from.
  */
-async function answerKey(version: ReviewVersion, request: AdmissionRequest, deps: MutateDeps): Promise<string | undefined> {
-  // Only a namespace that can be one: the state is read for it before the pod is validated, and
-  // an empty one would make the key read another namespace than the decision does.
-  if (!isDns1123Label(request.namespace)) return undefined;
+export async function answerReview(body: ReviewBody, deps: MutateDeps): Promise<Answered> {
+  const cache = deps.answers;
+  const keyText = cache && body.bytes.length <= cache.maxBodyBytes ? reviewKeyText(body.bytes, body.scan) : undefined;
+  const key = keyText && (await answerKey(keyText.namespace, deps, (state, extra) => cache!.keyOf(keyText, state, extra)));
+  const cached =
+    key &&
+    cache!.use(key, (hit): Answered | undefined => {
+      const uid = matchedUid(body.bytes, keyText!);
+      if (uid === undefined) return undefined;
+      const { events } = hit;
+      const response = { ...hit.outcome.response, response: { ...hit.outcome.response.response, uid } };
+      const outcome = { ...hit.outcome, uid, response, ...(hit.outcome.dryRun ? {} : { events: () => events }) };
+      return { outcome, answer: answerBytes(hit.text, uid) };
+    });
+  if (cached) return cached;
+  const { version, request } = parseReview(body.json());
+  const { podOutcome, ...outcome } = await review(version, request, deps);
+  const text = answerText(outcome.response);
+  // Only a pod CREATE, and only when the parser read the uid and namespace where the scan did.
+  if (key !== undefined && podOutcome && request.uid === matchedUid(body.bytes, keyText!) && request.namespace === keyText!.namespace) {
+    // Remembered without the pod objects (podOutcome) and the uid; events computed now.
+    const { uid: _uid, events: _events, ...kept } = outcome;
+    const events = admissionEvents(podOutcome, request.object);
+    cache!.set(key, { outcome: kept, events, text }, text.head.length + text.tail.length + 1024);
+  }
+  return { outcome, answer: answerBytes(text, request.uid) };
+}
+
+/**
+ * The cache key of a review in `namespace`: its key text and the state it is decided in — the
+ * template set, the namespace's labels and overrides, the Kubernetes version — by identity,
+ * and the webhook's class and Pod Security action. Undefined when the state cannot be read
+ * (labels unknown: decided afresh, and refused or allowed as the policy says).
+ */
+async function answerKey(
+  namespace: string,
+  deps: MutateDeps,
+  keyOf: (state: readonly (object | undefined)[], extra: string) => AnswerKey,
+): Promise<AnswerKey | undefined> {
   let labels: object;
   try {
-    labels = await deps.namespaces.labelsOf(request.namespace);
+    labels = await deps.namespaces.labelsOf(namespace);
   } catch {
     return undefined;
   }
-  const state = [deps.templates(), labels, deps.namespaces.overridesOf?.(request.namespace), deps.kubernetesVersion?.()];
-  return deps.answers!.keyOf(version, request, state, `${deps.failurePolicy ?? ''}/${deps.podSecurity ?? ''}`);
+  const state = [deps.templates(), labels, deps.namespaces.overridesOf?.(namespace), deps.kubernetesVersion?.()];
+  return keyOf(state, `${deps.failurePolicy ?? ''}/${deps.podSecurity ?? ''}`);
 }
 
 /** Decides one pod CREATE afresh (admit, then the answer). */

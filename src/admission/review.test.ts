@@ -1,6 +1,6 @@
 import test from 'ava';
 import { encodePatch } from '../inject/patch.js';
-import { allowed, denied, maxWarningLength, patched, sanitizeWarnings } from './review.js';
+import { allowed, answerBytes, answerText, denied, maxWarningLength, patched, sanitizeWarnings } from './review.js';
 
 test('allowed carries no patch fields', (t) => {
   t.deepEqual(allowed('admission.k8s.io/v1', 'u'), { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid: 'u', allowed: true } });
@@ -57,4 +57,19 @@ test('encodePatch gives exactly what JSON.stringify gives, frozen shared values 
   ];
   t.is(encodePatch(patch), JSON.stringify(patch));
   t.is(encodePatch(patch), JSON.stringify(patch), 'the second time, from the cache');
+});
+
+test('an answer is written as its head, the uid and its tail: the bytes JSON.stringify writes', (t) => {
+  const responses = [
+    allowed('admission.k8s.io/v1', 'u'),
+    allowed('admission.k8s.io/v1beta1', 'u', { warnings: ['a "quoted" warning'] }),
+    denied('admission.k8s.io/v1', 'u', 403, 'no: "why"\n', { auditAnnotations: { k: 'v' } }),
+    patched('admission.k8s.io/v1', 'u', [{ op: 'add', path: '/a', value: 1 }], { warnings: ['w'], auditAnnotations: { injected: 'x@1' } }),
+  ];
+  for (const response of responses) {
+    for (const uid of ['u', 'another-uid', 'ü "quoted" \\ uid']) {
+      const expected = JSON.stringify({ ...response, response: { ...response.response, uid } });
+      t.is(answerBytes(answerText(response), uid).toString('utf8'), expected);
+    }
+  }
 });

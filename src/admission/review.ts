@@ -166,3 +166,26 @@ export function denied(version: ReviewVersion, uid: string, code: number, messag
     ),
   };
 }
+
+/**
+ * An answer's JSON text around its uid: `head`, the uid as a JSON string, `tail` — the bytes
+ * JSON.stringify writes for the response (the uid is its first field), so that a remembered
+ * answer is sent for another request without writing it again.
+ */
+export interface AnswerText {
+  readonly head: Buffer;
+  readonly tail: Buffer;
+}
+
+/** The text of `response` around its uid (AnswerText). */
+export function answerText(response: ReviewResponse): AnswerText {
+  const { uid: _uid, ...rest } = response.response;
+  // `rest` holds `allowed` at least: the tail goes on with a comma.
+  const head = `{"apiVersion":${JSON.stringify(response.apiVersion)},"kind":${JSON.stringify(response.kind)},"response":{"uid":`;
+  return { head: Buffer.from(head), tail: Buffer.from(`,${JSON.stringify(rest).slice(1)}}`) };
+}
+
+/** The bytes of an answer for the request `uid`. */
+export function answerBytes(text: AnswerText, uid: string): Buffer {
+  return Buffer.concat([text.head, Buffer.from(JSON.stringify(uid)), text.tail]);
+}

@@ -5,7 +5,7 @@
 import type { IncomingMessage } from 'node:http';
 import { RequestError } from '../errors.js';
 import { cut, quote } from '../quote.js';
-import { scanJsonText, type JsonTextScan } from '../k8s/json.js';
+import { scanJsonText, type JsonTextScan, type KeyPaths } from '../k8s/json.js';
 
 /**
  * Default body limit: 7 MiB. The API server caps a request at 3 MiB of object (etcd's limit),
@@ -165,25 +165,16 @@ function readBody(req: IncomingMessage, limit: number, budget?: BodyBudget): Pro
   });
 }
 
-/**
- * Reads and parses a JSON body after checking its media type. With a budget, the body's bytes
- * stay taken from it until the caller gives back `bytes.length` (the parsed object lives as long).
- */
-export async function readJsonBody(
-  req: IncomingMessage,
-  limit: number,
-  budget?: BodyBudget,
-  onRead?: (budgetedBytes: number, body: { readonly bytes: number; readonly plainNumbers: boolean }) => void,
-): Promise<unknown> {
-  if (!isJsonMediaType(req.headers['content-type'])) {
-    throw new RequestError(415, 'ERR_UNSUPPORTED_MEDIA_TYPE', `Content-Type must be application/json (got ${quote(req.headers['content-type'] ?? '')})`);
-  }
-  const bytes = await readBody(req, limit, budget);
-  // One pass over the bytes: the structure's bounds, and whether every number is written plainly.
-  const scan = scanJsonText(bytes, maxJsonDepth, maxJsonContainers);
-  onRead?.(budgeted(bytes.length), { bytes: bytes.length, plainNumbers: scan.plainNumbers });
-  const structure = structureProblem(scan, maxJsonDepth, maxJsonContainers);
-  if (structure) throw new RequestError(400, 'ERR_MALFORMED_JSON', structure);
+/** A JSON body as read: its bytes, what one scan of them found, and its parse (when asked). */
+export interface JsonBody {
+  readonly bytes: Buffer;
+  readonly scan: JsonTextScan;
+  /** The parsed body; throws RequestError (400) when the bytes are not UTF-8 JSON. */
+  json(): unknown;
+}
+
+/** Parses JSON bytes, refusing (400) what is not UTF-8 JSON. */
+function parseJsonBytes(bytes: Uint8Array): unknown {
   let text: string;
   try {
     text = utf8.decode(bytes);
@@ -196,4 +187,35 @@ export async function readJsonBody(
   } catch (err) {
     throw new RequestError(400, 'ERR_MALFORMED_JSON', `request body is not valid JSON: ${cut((err as Error).message)}`);
   }
+}
+
+/**
+ * JSON bytes checked for their structure's bounds in one scan (400 when out of them), which
+ * also finds the values at `paths` (k8s/json.ts); parsed only when asked.
+ */
+export function jsonBody(bytes: Buffer, paths?: KeyPaths): JsonBody {
+  const scan = scanJsonText(bytes, maxJsonDepth, maxJsonContainers, paths);
+  const structure = structureProblem(scan, maxJsonDepth, maxJsonContainers);
+  if (structure) throw new RequestError(400, 'ERR_MALFORMED_JSON', structure);
+  return { bytes, scan, json: () => parseJsonBytes(bytes) };
+}
+
+/**
+ * Reads a JSON body after checking its media type (jsonBody). With a budget, the body's bytes
+ * stay taken from it until the caller gives back the budgeted bytes it was told of (the body
+ * lives as long).
+ */
+export async function readJsonBody(
+  req: IncomingMessage,
+  limit: number,
+  budget?: BodyBudget,
+  onRead?: (budgetedBytes: number) => void,
+  paths?: KeyPaths,
+): Promise<JsonBody> {
+  if (!isJsonMediaType(req.headers['content-type'])) {
+    throw new RequestError(415, 'ERR_UNSUPPORTED_MEDIA_TYPE', `Content-Type must be application/json (got ${quote(req.headers['content-type'] ?? '')})`);
+  }
+  const bytes = await readBody(req, limit, budget);
+  onRead?.(budgeted(bytes.length));
+  return jsonBody(bytes, paths);
 }
