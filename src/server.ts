@@ -70,6 +70,9 @@ interface Connection {
   lastRequestAt: number;
   /** The latest request: while its body is still arriving, the connection is an upload. */
   request?: IncomingMessage;
+  /** The latest answer, and since when a sweep has seen it written in full but not flushed (0: not seen so). */
+  response?: ServerResponse;
+  unflushedSince: number;
 }
 
 /**
@@ -123,17 +126,9 @@ export async function startServer(
         connection.active++;
         connection.lastRequestAt = Date.now();
         connection.request = req;
+        connection.response = res;
+        connection.unflushedSince = 0;
       }
-      // 'prefinish': the whole answer is written (end() was called). It must reach the client
-      // within the write timeout ('finish' fires once it is flushed); a client that does not
-      // read it loses the connection instead of pinning the buffered answer.
-      res.once('prefinish', () => {
-        if (res.writableFinished) return;
-        const timer = setTimeout(() => socket.destroy(), writeTimeoutMs);
-        timer.unref();
-        res.once('finish', () => clearTimeout(timer));
-        res.once('close', () => clearTimeout(timer));
-      });
       res.once('close', () => {
         if (connection) connection.active--;
         if (closing && connection?.active === 0) socket.end();
@@ -155,7 +150,7 @@ export async function startServer(
       connections.delete(victim);
       victim.destroy();
     }
-    connections.set(socket, { active: 0, lastRequestAt: 0 });
+    connections.set(socket, { active: 0, lastRequestAt: 0, unflushedSince: 0 });
     socket.once('close', () => connections.delete(socket));
   });
   await new Promise<void>((resolve, reject) => {
@@ -166,12 +161,32 @@ export async function startServer(
     });
   });
   const port = (server.address() as AddressInfo).port;
+  // An answer written in full (end() called) must reach its client within the write timeout; a
+  // client that does not read it loses the connection instead of pinning the buffered answer.
+  // A sweep rather than a timer per answer: answers are flushed at once all but always, and a
+  // timer set and cleared on every review costs more than looking at 500 connections now and
+  // then. The connection goes at most two sweeps (each at most a second, or half the write
+  // timeout) later than the write timeout after end().
+  const sweep = setInterval(
+    () => {
+      const now = Date.now();
+      for (const [socket, connection] of connections) {
+        const res = connection.response;
+        if (!res || !res.writableEnded || res.writableFinished) connection.unflushedSince = 0;
+        else if (connection.unflushedSince === 0) connection.unflushedSince = now;
+        else if (now - connection.unflushedSince >= writeTimeoutMs) socket.destroy();
+      }
+    },
+    Math.max(10, Math.min(1000, writeTimeoutMs / 2)),
+  );
+  sweep.unref();
   return {
     server,
     port,
     close: () =>
       new Promise<void>((resolve) => {
         closing = true;
+        server.once('close', () => clearInterval(sweep));
         // net.Server's close, not http.Server's: the latter destroys idle connections at once,
         // cutting an answer that is written but not yet flushed to a slow reader.
         net.Server.prototype.close.call(server, () => resolve());
