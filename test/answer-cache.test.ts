@@ -189,6 +189,17 @@ test('a body that matches a remembered one only where values were cut out is ans
   t.is(await answer(text.replace('"uid":"first"', '"uid":"a","b"')), '400 ERR_MALFORMED_JSON');
   t.is(await answer(text.replace('"creationTimestamp":null', '"creationTimestamp":nul')), '400 ERR_MALFORMED_JSON');
   t.is(await answer(text.replace('"creationTimestamp":null', '"creationTimestamp":[}')), '400 ERR_MALFORMED_JSON');
+  // A byte order mark before a value cut out: JSON.parse refuses the body, and so does the cache.
+  for (const [field, value] of [
+    ['uid', '"first"'],
+    ['creationTimestamp', 'null'],
+  ]) {
+    const [head, tail] = text.split(`"${field}":${value}`);
+    t.is(
+      await answer(Buffer.concat([Buffer.from(`${head}"${field}":`), Buffer.of(0xef, 0xbb, 0xbf), Buffer.from(`${value}${tail}`)])),
+      '400 ERR_MALFORMED_JSON',
+    );
+  }
   // Bytes that are not UTF-8 where a value was cut out.
   const [before, after] = text.split('"creationTimestamp":null');
   t.is(await answer(Buffer.concat([Buffer.from(`${before}"creationTimestamp":"`), Buffer.of(0xff), Buffer.from(`"${after}`)])), '400 ERR_MALFORMED_JSON');

@@ -84,7 +84,7 @@ const post = (category: string, body: Buffer | string, headers: Record<string, s
 });
 
 const categories: [string, number, fc.Arbitrary<BadRequest>][] = [
-  ['random JSON', 1400, fc.jsonValue({ maxDepth: 6 }).map((v) => post('random JSON', JSON.stringify(v) ?? 'null'))],
+  ['random JSON', 1360, fc.jsonValue({ maxDepth: 6 }).map((v) => post('random JSON', JSON.stringify(v) ?? 'null'))],
   [
     'wrong type or missing key at a field',
     3000,
@@ -112,6 +112,15 @@ const categories: [string, number, fc.Arbitrary<BadRequest>][] = [
         else review.request.object.metadata.labels.deep = '__DEEP__';
         return post('deep nesting', JSON.stringify(review).replace(marker, deep));
       }),
+  ],
+  [
+    'unbalanced brackets',
+    40,
+    fc
+      .tuple(fc.integer({ min: 1, max: 7_000_000 }), fc.constantFrom(']', '}', '}]'), fc.boolean())
+      .map(([count, close, afterReview]) =>
+        post('unbalanced brackets', `${afterReview ? validText : ''}${close.repeat(Math.ceil(count / close.length)).slice(0, count)}`),
+      ),
   ],
   [
     'huge strings and arrays',

@@ -45,7 +45,8 @@ export interface ReviewKeyText {
   readonly others: readonly number[];
 }
 
-const utf8 = new TextDecoder('utf-8', { fatal: true });
+// ignoreBOM: a byte order mark is kept, and JSON.parse refuses it, as it would in the whole body.
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 const invalid = Symbol('invalid');
 

@@ -1,5 +1,6 @@
 import test from 'ava';
-import { isJsonMediaType, jsonDepthExceeds } from './body.js';
+import { isJsonMediaType, jsonBody, jsonDepthExceeds } from './body.js';
+import { RequestError } from '../errors.js';
 
 const bytes = (s: string) => Buffer.from(s);
 
@@ -20,4 +21,12 @@ test('media types: application/json with parameters, any case', (t) => {
   t.false(isJsonMediaType('text/json'));
   t.false(isJsonMediaType(undefined));
   t.false(isJsonMediaType(''));
+});
+
+test('a body that closes a bracket it never opened is refused before parsing', (t) => {
+  const error = t.throws(() => jsonBody(Buffer.alloc(7 * 1024 * 1024, 0x5d)));
+  t.is((error as RequestError).status, 400);
+  t.is((error as RequestError).code, 'ERR_MALFORMED_JSON');
+  t.regex(error!.message, /closes a bracket it never opened/);
+  t.notThrows(() => jsonBody(Buffer.from('{"a":"]}"}')));
 });

@@ -34,6 +34,7 @@ export const maxJsonContainers = 200_000;
 
 /** Why a scanned body's structure is out of bounds (too deep, too many objects and arrays), or undefined. */
 function structureProblem(scan: JsonTextScan, maxDepth: number, maxContainers: number): string | undefined {
+  if (scan.unbalanced) return 'request body is not valid JSON: it closes a bracket it never opened';
   if (scan.depth > maxDepth) return `request body is nested more than ${maxDepth} levels deep; no Kubernetes object is`;
   if (scan.containers > maxContainers) return `request body holds more than ${maxContainers} objects and arrays; no pod the injector serves does`;
   return undefined;
@@ -46,7 +47,7 @@ export function jsonStructureProblem(bytes: Uint8Array, maxDepth = maxJsonDepth,
 
 /** True when the nesting depth of JSON text exceeds `limit` (see jsonStructureProblem). */
 export function jsonDepthExceeds(bytes: Uint8Array, limit: number): boolean {
-  return jsonStructureProblem(bytes, limit, Infinity) !== undefined;
+  return scanJsonText(bytes, limit, Infinity).depth > limit;
 }
 
 /** True when the Content-Type header names JSON (`application/json`, parameters allowed). */

@@ -108,3 +108,20 @@ test('property: for any JSON object, the spans hold the values JSON.parse finds 
     ),
   );
 });
+
+test('a close with nothing open stops the scan: the text is not JSON', (t) => {
+  const closes = scanJsonText(Buffer.alloc(1_000_000, 0x5d), 1000, 200_000, paths);
+  t.true(closes.unbalanced);
+  t.is(closes.depth, 0);
+  t.true(scan('{"a":1}}').unbalanced);
+  t.true(scan('}{').unbalanced);
+  t.false(scan('{"a":[1,{}]}').unbalanced);
+  t.false(scan('"}]"').unbalanced, 'brackets in a string are not brackets');
+});
+
+test('once a followed key repeats, no more spans are kept', (t) => {
+  const text = `{"request":{${Array.from({ length: 1000 }, (_, i) => `"uid":${i}`).join(',')}}}`;
+  const result = scan(text);
+  t.true(result.repeatedKeys);
+  t.deepEqual(located(text), [['request.uid', '0']]);
+});

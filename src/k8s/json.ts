@@ -71,6 +71,8 @@ export interface JsonTextScan {
   readonly escapedKeys: boolean;
   /** True when a followed key (KeyPaths) occurs more than once, anywhere on the paths. */
   readonly repeatedKeys: boolean;
+  /** True when a bracket closes with none open; the scan stops there (the text is not JSON). */
+  readonly unbalanced: boolean;
   /**
    * Where the values of the followed paths' leaves lie: triples of leaf index, start and end
    * (byte offsets, end exclusive; the span may hold whitespace around the value), in text order.
@@ -155,14 +157,17 @@ export function scanJsonText(bytes: Uint8Array, maxDepth: number, maxContainers:
       case 0x7d: // }
       case 0x5d: // ]
         if (leaf >= 0 && depth === leafDepth) {
-          // No colon before the end: not a value (the text is not JSON, and its parse will say so).
-          if (leafStart >= 0) spans.push(leaf, leafStart, i);
+          // No colon before the end: not a value (the text is not JSON, and its parse will say
+          // so). Once a followed key repeats, no span is of use: none are kept (bounded memory).
+          if (leafStart >= 0 && !repeatedKeys) spans.push(leaf, leafStart, i);
           leaf = -1;
         }
         next = undefined;
         if (b === 0x2c) {
           expectKey = objectAt[depth] === 1;
         } else {
+          // A close with nothing open: not JSON, and nothing after it is worth a look.
+          if (depth === 0) return { depth: deepest, containers, escapedKeys, repeatedKeys, unbalanced: true, spans: noSpans };
           if (depth < nodes.length) nodes[depth] = undefined;
           depth--;
           expectKey = false;
@@ -171,7 +176,8 @@ export function scanJsonText(bytes: Uint8Array, maxDepth: number, maxContainers:
       case 0x7b: // {
       case 0x5b: // [
         if (++depth > deepest) deepest = depth;
-        if (deepest > maxDepth || ++containers > maxContainers) return { depth: deepest, containers, escapedKeys, repeatedKeys, spans: noSpans };
+        if (deepest > maxDepth || ++containers > maxContainers)
+          return { depth: deepest, containers, escapedKeys, repeatedKeys, unbalanced: false, spans: noSpans };
         objectAt[depth] = b === 0x7b ? 1 : 0;
         expectKey = b === 0x7b;
         if (next !== undefined || depth < nodes.length) nodes[depth] = b === 0x7b ? next : undefined;
@@ -179,5 +185,5 @@ export function scanJsonText(bytes: Uint8Array, maxDepth: number, maxContainers:
         break;
     }
   }
-  return { depth: deepest, containers, escapedKeys, repeatedKeys, spans: leaf >= 0 ? noSpans : spans };
+  return { depth: deepest, containers, escapedKeys, repeatedKeys, unbalanced: false, spans: leaf >= 0 ? noSpans : spans };
 }
