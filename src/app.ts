@@ -65,7 +65,8 @@ export function createApp(deps: AppDeps): Koa {
         const body = await readJsonBody(ctx.req, deps.maxBodyBytes, budget, (budgeted) => (held = budgeted), deps.answers && reviewKeyPaths);
         const started = process.hrtime.bigint();
         const { outcome, answer } = await answerReview(body, webhookDeps);
-        ctx.type = 'application/json';
+        // The header itself: the `type` setter looks the media type up every time.
+        ctx.set('Content-Type', 'application/json');
         ctx.body = answer;
         observer.reviewed(outcome, Number(process.hrtime.bigint() - started) / 1e9, webhook);
         // After the answer has gone: an event never delays admission, and its failure is never felt there.

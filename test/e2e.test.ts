@@ -65,6 +65,18 @@ test('writes one log line per review with the decision, and never pod contents',
   });
   t.is(typeof line.durationMs, 'number');
   t.false(JSON.stringify(server.logs).includes('hunter2-secret'));
+  // The same pod again (another uid): answered from the cache, and logged with the same fields.
+  const without = (l: Record<string, unknown>) => {
+    const { uid: _uid, durationMs: _durationMs, time: _time, ...rest } = l;
+    return rest;
+  };
+  for (const uid of ['again-1', 'again-2']) {
+    await server.post({ ...review, request: { ...review.request, uid } });
+    const again = server.logs.filter((l) => l.uid === uid);
+    t.is(again.length, 1);
+    t.deepEqual(without(again[0]!), without(line));
+    t.is(typeof again[0]!.durationMs, 'number');
+  }
 });
 
 // [title, method, path, body, headers, status, code]

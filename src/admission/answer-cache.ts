@@ -33,10 +33,15 @@ const leafOf = (...path: string[]) => reviewKeyPaths.leaves.findIndex((p) => p.j
 const uidLeaf = leafOf('request', 'uid');
 const namespaceLeaf = leafOf('request', 'namespace');
 
-/** Where a review's key parts lie: what one scan found, read for the key. */
+/**
+ * Where a review's key parts lie: what one scan found, read for the key. The key text is the
+ * body without the values cut out, a NUL where each was (maskedText).
+ */
 export interface ReviewKeyText {
-  /** The review's bytes without the values cut out, a NUL where each was. */
-  readonly masked: Buffer;
+  /** The body. */
+  readonly view: Buffer;
+  /** Byte spans [start, end) of the body kept in the key text, flat, in text order. */
+  readonly kept: readonly number[];
   /** The namespace as sent (a DNS label: the text is the value). */
   readonly namespace: string;
   /** The request uid's byte span [start, end). */
@@ -50,15 +55,6 @@ const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 const invalid = Symbol('invalid');
 
-/** The value JSON text in bytes[start, end) holds, or `invalid` when it is not one JSON value. */
-function valueAt(bytes: Uint8Array, start: number, end: number): unknown {
-  try {
-    return JSON.parse(utf8.decode(bytes.subarray(start, end)));
-  } catch {
-    return invalid;
-  }
-}
-
 const isJsonSpace = (b: number | undefined) => b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09;
 
 /** The text of bytes[start, end) when they are a JSON string with nothing to unescape (its text is its value); else undefined. */
@@ -68,6 +64,18 @@ function plainString(view: Buffer, start: number, end: number): string | undefin
   if (end - start < 2 || view[start] !== 0x22 || view[end - 1] !== 0x22) return undefined;
   for (let i = start + 1; i < end - 1; i++) if (view[i] === 0x5c || view[i]! < 0x20 || view[i]! > 0x7e) return undefined;
   return view.toString('latin1', start + 1, end - 1);
+}
+
+/** The value JSON text in bytes[start, end) holds, or `invalid` when it is not one JSON value. */
+function valueAt(view: Buffer, start: number, end: number): unknown {
+  // Most values cut out are plain strings (a uid, a timestamp): read as they stand.
+  const plain = plainString(view, start, end);
+  if (plain !== undefined) return plain;
+  try {
+    return JSON.parse(utf8.decode(view.subarray(start, end)));
+  } catch {
+    return invalid;
+  }
 }
 
 /**
@@ -100,19 +108,50 @@ export function reviewKeyText(bytes: Uint8Array, scan: JsonTextScan): ReviewKeyT
   }
   // Only a namespace that can be one: the state is read for it before the pod is validated.
   if (!uid || namespace === undefined || !isDns1123Label(namespace)) return undefined;
-  let kept = bytes.length;
-  for (let c = 0; c < cuts.length; c += 2) kept -= cuts[c + 1]! - cuts[c]! - 1;
-  // One buffer, one string: V8 hashes a flat string much faster than a concatenation of pieces.
-  const masked = Buffer.allocUnsafe(kept);
+  // The parts kept, between the cuts; read in place (no copy of the body per review).
+  const kept: number[] = [];
   let at = 0;
-  let written = 0;
   for (let c = 0; c < cuts.length; c += 2) {
-    written += view.copy(masked, written, at, cuts[c]);
-    masked[written++] = 0;
+    kept.push(at, cuts[c]!);
     at = cuts[c + 1]!;
   }
-  view.copy(masked, written, at);
-  return { masked, namespace, uid, others };
+  kept.push(at, bytes.length);
+  return { view, kept, namespace, uid, others };
+}
+
+/** The length of the key text: the parts kept and a NUL between each two. */
+function textLength(key: ReviewKeyText): number {
+  let length = key.kept.length / 2 - 1;
+  for (let k = 0; k < key.kept.length; k += 2) length += key.kept[k + 1]! - key.kept[k]!;
+  return length;
+}
+
+/** Writes the key text, or its first `limit` bytes, into `into` (large enough) and answers the part written. */
+function writeText(key: ReviewKeyText, into: Buffer, limit = Infinity): Buffer {
+  let at = 0;
+  for (let k = 0; k < key.kept.length && at < limit; k += 2) {
+    if (k > 0) into[at++] = 0;
+    at += key.view.copy(into, at, key.kept[k], Math.min(key.kept[k + 1]!, key.kept[k]! + limit - at));
+  }
+  return into.subarray(0, Math.min(at, limit));
+}
+
+/** The key text as a buffer of its own (what a cache entry keeps). */
+function maskedText(key: ReviewKeyText): Buffer {
+  return writeText(key, Buffer.allocUnsafe(textLength(key)));
+}
+
+/** True when `masked` (maskedText) is the key text of `key`, compared in place. */
+function sameText(masked: Buffer, key: ReviewKeyText): boolean {
+  let at = 0;
+  for (let k = 0; k < key.kept.length; k += 2) {
+    if (k > 0 && masked[at++] !== 0) return false;
+    const start = key.kept[k]!;
+    const end = key.kept[k + 1]!;
+    if (at + end - start > masked.length || key.view.compare(masked, at, at + end - start, start, end) !== 0) return false;
+    at += end - start;
+  }
+  return at === masked.length;
 }
 
 /**
@@ -120,10 +159,10 @@ export function reviewKeyText(bytes: Uint8Array, scan: JsonTextScan): ReviewKeyT
  * is one JSON value and the uid is one the parser accepts (parseReview); else undefined, and
  * the body is parsed and decided as any other.
  */
-export function matchedUid(bytes: Uint8Array, key: ReviewKeyText): string | undefined {
-  const uid = valueAt(bytes, key.uid[0], key.uid[1]);
+export function matchedUid(key: ReviewKeyText): string | undefined {
+  const uid = valueAt(key.view, key.uid[0], key.uid[1]);
   if (typeof uid !== 'string' || uid === '' || uid.length > maxUidLength) return undefined;
-  for (let c = 0; c < key.others.length; c += 2) if (valueAt(bytes, key.others[c]!, key.others[c + 1]!) === invalid) return undefined;
+  for (let c = 0; c < key.others.length; c += 2) if (valueAt(key.view, key.others[c]!, key.others[c + 1]!) === invalid) return undefined;
   return uid;
 }
 
@@ -134,10 +173,10 @@ interface CachedAnswer<T> {
   readonly bytes: number;
 }
 
-/** A review's place in the cache: the digest of its key text and state, and the key text to compare. */
+/** A review's place in the cache: the digest of its key text and state, and the key text's parts to compare. */
 export interface AnswerKey {
   readonly digest: string;
-  readonly masked: Buffer;
+  readonly text: ReviewKeyText;
 }
 
 export class AnswerCache<T> {
@@ -145,6 +184,8 @@ export class AnswerCache<T> {
   private bytes = 0;
   private readonly ids = new WeakMap<object, number>();
   private nextId = 1;
+  /** Where keyOf puts the start of a key text together, reused (no allocation per review). */
+  private readonly scratch = Buffer.allocUnsafe(2048);
   hits = 0;
   misses = 0;
 
@@ -165,13 +206,17 @@ export class AnswerCache<T> {
 
   /**
    * The key of a review's key text decided in `state` (objects in force, by identity) through
-   * `extra` (the webhook). The map is keyed by a SHA-256 digest of the text, not the text: V8
-   * hashes a string at about a nanosecond per character (5 µs for a typical review) and a
-   * string over 16,383 characters by its length alone. The text itself is compared on every
-   * hit, so a digest that collides can only miss.
+   * `extra` (the webhook). The map is keyed by a SHA-256 digest of the text's first 2 KiB and
+   * its length, not by the text: V8 hashes a string at about a nanosecond per character (5 µs
+   * for a typical review) and a string over 16,383 characters by its length alone. The first
+   * 2 KiB hold the request and the pod's metadata up to its generateName or name and labels,
+   * which tell pods of different ReplicaSets apart; pods that share them and differ further on
+   * (a DaemonSet's, one per node) share a slot and take turns in it. The whole text is compared
+   * on every hit, so a digest shared by another text can only miss.
    */
   keyOf(key: ReviewKeyText, state: readonly (object | undefined)[], extra: string): AnswerKey {
-    return { digest: `${hash('sha256', key.masked, 'base64')}/${state.map((s) => this.id(s)).join(',')}/${extra}`, masked: key.masked };
+    const prefix = writeText(key, this.scratch, this.scratch.length);
+    return { digest: `${hash('sha256', prefix, 'base64')}/${textLength(key)}/${state.map((s) => this.id(s)).join(',')}/${extra}`, text: key };
   }
 
   /**
@@ -180,7 +225,7 @@ export class AnswerCache<T> {
    */
   use<R>(key: AnswerKey, use: (value: T) => R | undefined): R | undefined {
     const hit = this.entries.get(key.digest);
-    const used = hit && hit.masked.equals(key.masked) ? use(hit.value) : undefined;
+    const used = hit && sameText(hit.masked, key.text) ? use(hit.value) : undefined;
     if (used === undefined) {
       this.misses++;
       return undefined;
@@ -193,14 +238,15 @@ export class AnswerCache<T> {
   }
 
   set(key: AnswerKey, value: T, valueBytes: number): void {
-    const bytes = key.masked.length + key.digest.length * 2 + valueBytes;
+    const masked = maskedText(key.text);
+    const bytes = masked.length + key.digest.length * 2 + valueBytes;
     if (bytes > this.maxBytes / 8) return;
     const old = this.entries.get(key.digest);
     if (old) {
       this.bytes -= old.bytes;
       this.entries.delete(key.digest);
     }
-    this.entries.set(key.digest, { value, masked: key.masked, bytes });
+    this.entries.set(key.digest, { value, masked, bytes });
     this.bytes += bytes;
     while (this.entries.size > this.maxEntries || this.bytes > this.maxBytes) {
       const [oldestKey, oldest] = this.entries.entries().next().value as [string, CachedAnswer<T>];

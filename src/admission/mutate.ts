@@ -29,10 +29,9 @@ export interface MutateDeps extends AdmitDeps {
   readonly answers?: AnswerCache<CachedOutcome>;
 }
 
-/** A review's outcome as remembered: without the uid, with its events computed and its answer's text. */
+/** A review's outcome as remembered: without the uid, with its events computed, and its answer's text. */
 interface CachedOutcome {
-  readonly outcome: Omit<ReviewOutcome, 'uid' | 'events'>;
-  readonly events: readonly AdmissionEvent[];
+  readonly outcome: Omit<ReviewOutcome, 'uid'>;
   readonly text: AnswerText;
 }
 
@@ -75,6 +74,11 @@ export interface ReviewOutcome {
   readonly notes?: readonly string[];
   /** The Events this review deserves (none for dry runs: sideEffects NoneOnDryRun), computed when asked. */
   readonly events?: () => readonly AdmissionEvent[];
+  /**
+   * For an answer from the cache: the remembered outcome it was made from, the same object for
+   * every review answered from one entry (what the log line can be prepared once for).
+   */
+  readonly remembered?: object;
 }
 
 /** Operations of admission.k8s.io; anything else is logged and counted as `other` (labels stay a bounded set). */
@@ -130,11 +134,10 @@ export async function answerReview(body: ReviewBody, deps: MutateDeps): Promise<
   const cached =
     key &&
     cache!.use(key, (hit): Answered | undefined => {
-      const uid = matchedUid(body.bytes, keyText!);
+      const uid = matchedUid(keyText!);
       if (uid === undefined) return undefined;
-      const { events } = hit;
-      const response = { ...hit.outcome.response, response: { ...hit.outcome.response.response, uid } };
-      const outcome = { ...hit.outcome, uid, response, ...(hit.outcome.dryRun ? {} : { events: () => events }) };
+      const { response } = hit.outcome;
+      const outcome: ReviewOutcome = { ...hit.outcome, uid, response: { ...response, response: { ...response.response, uid } }, remembered: hit };
       return { outcome, answer: answerBytes(hit.text, uid) };
     });
   if (cached) return cached;
@@ -142,11 +145,12 @@ export async function answerReview(body: ReviewBody, deps: MutateDeps): Promise<
   const { podOutcome, ...outcome } = await review(version, request, deps);
   const text = answerText(outcome.response);
   // Only a pod CREATE, and only when the parser read the uid and namespace where the scan did.
-  if (key !== undefined && podOutcome && request.uid === matchedUid(body.bytes, keyText!) && request.namespace === keyText!.namespace) {
+  if (key !== undefined && podOutcome && request.uid === matchedUid(keyText!) && request.namespace === keyText!.namespace) {
     // Remembered without the pod objects (podOutcome) and the uid; events computed now.
     const { uid: _uid, events: _events, ...kept } = outcome;
     const events = admissionEvents(podOutcome, request.object);
-    cache!.set(key, { outcome: kept, events, text }, text.head.length + text.tail.length + 1024);
+    const remembered = { ...kept, ...(request.dryRun ? {} : { events: () => events }) };
+    cache!.set(key, { outcome: remembered, text }, text.head.length + text.tail.length + 1024);
   }
   return { outcome, answer: answerBytes(text, request.uid) };
 }

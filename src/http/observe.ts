@@ -26,6 +26,21 @@ export interface Observer {
 
 /** Creates the observer over a logger, the metrics and the liveness tracker. */
 export function createObserver(log: Logger, metrics: Metrics, liveness: Liveness): Observer {
+  // The fields a remembered answer shares with every review answered from it, written once
+  // into a child logger (pino serialises a child's fields when it is made): the line of such a
+  // review holds the same fields, those first. Kept as long as the cache keeps the answer.
+  const prepared = new WeakMap<object, Logger>();
+  const sharedFields = (outcome: ReviewOutcome) => ({
+    namespace: outcome.namespace,
+    pod: outcome.pod,
+    operation: outcome.operation,
+    decision: outcome.decision,
+    reason: outcome.reason,
+    detail: outcome.message,
+    templates: outcome.templates,
+    patchOps: outcome.patchOps,
+    ...(outcome.notes ? { notes: outcome.notes } : {}),
+  });
   return {
     reviewed(outcome, seconds, webhook) {
       liveness.reviewAnswered();
@@ -33,24 +48,13 @@ export function createObserver(log: Logger, metrics: Metrics, liveness: Liveness
       for (const template of outcome.injected) metrics.injections.inc({ template });
       metrics.reviewDuration.observe(seconds);
       // One line per review; never pod contents (env values can be secrets).
-      log.info(
-        {
-          uid: outcome.uid,
-          webhook,
-          namespace: outcome.namespace,
-          pod: outcome.pod,
-          operation: outcome.operation,
-          dryRun: outcome.dryRun,
-          decision: outcome.decision,
-          reason: outcome.reason,
-          detail: outcome.message,
-          templates: outcome.templates,
-          patchOps: outcome.patchOps,
-          ...(outcome.notes ? { notes: outcome.notes } : {}),
-          durationMs: Math.round(seconds * 1e6) / 1000,
-        },
-        'review',
-      );
+      const own = { uid: outcome.uid, webhook, dryRun: outcome.dryRun, durationMs: Math.round(seconds * 1e6) / 1000 };
+      const remembered = outcome.remembered;
+      if (remembered) {
+        let child = prepared.get(remembered);
+        if (!child) prepared.set(remembered, (child = log.child(sharedFields(outcome))));
+        child.info(own, 'review');
+      } else log.info({ ...own, ...sharedFields(outcome) }, 'review');
     },
     refused(code, status, path, message) {
       metrics.errors.inc({ code });
