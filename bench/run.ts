@@ -71,10 +71,21 @@ function sendReview(agent: https.Agent, port: number, body: string): Promise<{ s
   });
 }
 
-async function drive(port: number, ca: string, body: string, uid: string, concurrency: number, durationMs: number, pid: number): Promise<RunResult> {
+/** Drives a server with `body`, or with each of `body` in turn (pods that differ: no answer is found in the cache). */
+async function drive(
+  port: number,
+  ca: string,
+  body: string | readonly string[],
+  uid: string,
+  concurrency: number,
+  durationMs: number,
+  pid: number,
+): Promise<RunResult> {
   const agent = new https.Agent({ keepAlive: true, maxSockets: concurrency, ca });
+  const bodies = typeof body === 'string' ? [body] : body;
+  let sent = 0;
   const send = async () => {
-    const { status, text } = await sendReview(agent, port, body);
+    const { status, text } = await sendReview(agent, port, bodies[sent++ % bodies.length]!);
     if (status !== 200 || !text.includes(`"uid":"${uid}"`)) throw new Error(`status ${status}`);
   };
   // Warm-up: connections opened, JIT compiled.
@@ -234,6 +245,20 @@ async function main(): Promise<void> {
       ['throughput, typical pod, c=32, % of limit', '≥ 60', of('typical', 32).map((r) => (r.inj.rps / r.lim.rps) * 100), (x) => x >= 60],
       ['p99 latency, typical pod, c=1, ms', '≤ 1.50', of('typical', 1).map((r) => r.inj.p99Ms), (x) => x <= 1.5],
     ];
+    // Pods that all differ (bare pods, a DaemonSet's pods, dry runs): every review decided afresh.
+    // 2,000 pods in turn, against a cache of 256 answers: each is gone before its turn comes again.
+    const distinct = Array.from({ length: 2000 }, (_, i) => reviewText('typical', { uid, annotations: { 'bench.example.com/pod': String(i) } }));
+    const fresh: { lim: RunResult; inj: RunResult }[] = [];
+    console.log('\n## every review a different typical pod (decided afresh, no answer from the cache), c=32\n');
+    for (let run = 1; run <= runs; run++) {
+      const lim = await drive(limit.port, ca, distinct, uid, 32, durationMs, limit.child.pid!);
+      const inj = await drive(injector.port, ca, distinct, uid, 32, durationMs, injector.child.pid!);
+      fresh.push({ lim, inj });
+      console.log(
+        `run ${run}: limit ${fmt(lim.rps, 0)} req/s, ${fmt(lim.cpuUs, 0)} µs CPU; injector ${fmt(inj.rps, 0)} req/s (${fmt((inj.rps / lim.rps) * 100, 0)}%), p99 ${fmt(inj.p99Ms, 2)} ms, ${fmt(inj.cpuUs, 0)} µs CPU (×${fmt(inj.cpuUs / lim.cpuUs, 2)}), errors ${inj.errors}`,
+      );
+    }
+
     console.log('\n## targets (every run)\n');
     console.log('target                                              wanted   measured             met');
     for (const [name, wanted, values, ok] of targets) {

@@ -70,10 +70,15 @@ interface Connection {
   lastRequestAt: number;
   /** The latest request: while its body is still arriving, the connection is an upload. */
   request?: IncomingMessage;
-  /** The latest answer, and since when a sweep has seen it written in full but not flushed (0: not seen so). */
-  response?: ServerResponse;
+  /** Answers not known to be flushed, oldest first (HTTP/1.1 sends them in this order). */
+  answers: ServerResponse[];
+  /** The oldest answer a sweep found written in full but not flushed, and when it first did. */
+  unflushed?: ServerResponse;
   unflushedSince: number;
 }
+
+/** True once an answer is flushed to the socket, or can no longer be. */
+const done = (res: ServerResponse) => res.writableFinished || res.destroyed;
 
 /**
  * The connection to close to make room, or undefined when every one is answering a request
@@ -126,8 +131,8 @@ export async function startServer(
         connection.active++;
         connection.lastRequestAt = Date.now();
         connection.request = req;
-        connection.response = res;
-        connection.unflushedSince = 0;
+        while (connection.answers.length > 0 && done(connection.answers[0]!)) connection.answers.shift();
+        connection.answers.push(res);
       }
       res.once('close', () => {
         if (connection) connection.active--;
@@ -150,7 +155,7 @@ export async function startServer(
       connections.delete(victim);
       victim.destroy();
     }
-    connections.set(socket, { active: 0, lastRequestAt: 0, unflushedSince: 0 });
+    connections.set(socket, { active: 0, lastRequestAt: 0, answers: [], unflushedSince: 0 });
     socket.once('close', () => connections.delete(socket));
   });
   await new Promise<void>((resolve, reject) => {
@@ -165,15 +170,18 @@ export async function startServer(
   // client that does not read it loses the connection instead of pinning the buffered answer.
   // A sweep rather than a timer per answer: answers are flushed at once all but always, and a
   // timer set and cleared on every review costs more than looking at 500 connections now and
-  // then. The connection goes at most two sweeps (each at most a second, or half the write
-  // timeout) later than the write timeout after end().
+  // then. The sweep watches each connection's oldest answer not yet flushed, whatever requests
+  // come after it (they cannot be answered before it); the connection goes at most two sweeps
+  // (each at most a second, or half the write timeout) later than the write timeout after end().
   const sweep = setInterval(
     () => {
       const now = Date.now();
       for (const [socket, connection] of connections) {
-        const res = connection.response;
-        if (!res || !res.writableEnded || res.writableFinished) connection.unflushedSince = 0;
-        else if (connection.unflushedSince === 0) connection.unflushedSince = now;
+        const { answers } = connection;
+        while (answers.length > 0 && done(answers[0]!)) answers.shift();
+        const oldest = answers[0];
+        if (!oldest?.writableEnded) connection.unflushed = undefined;
+        else if (connection.unflushed !== oldest) [connection.unflushed, connection.unflushedSince] = [oldest, now];
         else if (now - connection.unflushedSince >= writeTimeoutMs) socket.destroy();
       }
     },

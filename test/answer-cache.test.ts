@@ -188,6 +188,10 @@ test('a body that matches a remembered one only where values were cut out is ans
   t.is(await answer(text.replace('"uid":"first"', '"uid":""')), '400 ERR_MALFORMED_REVIEW');
   t.is(await answer(text.replace('"uid":"first"', `"uid":"${'u'.repeat(300)}"`)), '400 ERR_MALFORMED_REVIEW');
   t.is(await answer(text.replace('"uid":"first"', '"uid":"a","b"')), '400 ERR_MALFORMED_JSON');
+  // Quotes inside what looks like one string: two strings, or a string and an object.
+  t.is(await answer(text.replace('"uid":"first"', '"uid":"x"{"allowed":false}"y"')), '400 ERR_MALFORMED_JSON');
+  t.is(await answer(text.replace('"creationTimestamp":null', '"creationTimestamp":"a" "b"')), '400 ERR_MALFORMED_JSON');
+  t.is(await answer(text.replace('"creationTimestamp":null', '"creationTimestamp":"a"[1,2]"b"')), '400 ERR_MALFORMED_JSON');
   t.is(await answer(text.replace('"creationTimestamp":null', '"creationTimestamp":nul')), '400 ERR_MALFORMED_JSON');
   t.is(await answer(text.replace('"creationTimestamp":null', '"creationTimestamp":[}')), '400 ERR_MALFORMED_JSON');
   // A byte order mark before a value cut out: JSON.parse refuses the body, and so does the cache.
@@ -252,4 +256,23 @@ test('only pod CREATEs are remembered', async (t) => {
   const { outcome } = await answerReview(bodyOf(JSON.stringify(review)), deps);
   t.is(outcome.reason, 'operation-not-create');
   t.is(answers.size().entries, 0);
+});
+
+test('pods that differ only far into their text keep answers of their own', async (t) => {
+  const set = templateSet({ name: 'agent', containers: [{ name: 'agent', image: 'agent:1' }] });
+  const deps: MutateDeps = { templates: () => set, namespaces: createLocalNamespaceSource({ shop: enabled }), answers: new AnswerCache() };
+  // Same length, same first several KiB; only a late value differs.
+  const text = (last: string) =>
+    JSON.stringify(
+      createReview(
+        prepareCreate(
+          { metadata: { generateName: 'p-', annotations: { note: 'n'.repeat(4000) } }, spec: { containers: [{ name: 'app', image: `a:${last}` }] } },
+          'shop',
+        ),
+        { namespace: 'shop', uid: `u-${last}` },
+      ),
+    );
+  for (let round = 0; round < 3; round++) for (const last of ['1', '2']) await answerReview(bodyOf(text(last)), deps);
+  t.is(deps.answers!.size().entries, 2);
+  t.deepEqual([deps.answers!.hits, deps.answers!.misses], [4, 2]);
 });

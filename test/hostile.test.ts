@@ -286,6 +286,24 @@ test('a client that never reads its answer loses the connection after the write 
   t.is((await own.post(review(basePod()))).status, 200, 'the server serves others meanwhile and after');
 });
 
+test('a client that never reads cannot keep its connection by sending more requests', async (t) => {
+  const own = await startTestServer({ templates: bigAnswerTemplates(), timeouts: { writeTimeoutMs: 300 } });
+  t.teardown(() => own.stop());
+  const socket = await sendWithoutReading(own.port, JSON.stringify(review(basePod())));
+  t.teardown(() => socket.destroy());
+  socket.on('error', () => undefined);
+  const closed = new Promise<number>((resolve) => socket.once('close', () => resolve(Date.now())));
+  // A small request every 100 ms: each would restart a clock that watched only the latest answer.
+  const started = Date.now();
+  const trickle = setInterval(() => {
+    if (!socket.destroyed) socket.write('HEAD /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n');
+  }, 100);
+  t.teardown(() => clearInterval(trickle));
+  const at = await Promise.race([closed, new Promise<number>((resolve) => setTimeout(() => resolve(Infinity), 5000))]);
+  clearInterval(trickle);
+  t.true(at - started < 3000, `closed after ${at - started} ms (write timeout 300 ms, sweeps of 150 ms)`);
+});
+
 test('shutdown delivers an answer already written in full to a slow reader', async (t) => {
   const own = await startTestServer({ templates: bigAnswerTemplates() });
   const socket = await sendWithoutReading(own.port, JSON.stringify(review(basePod())));

@@ -62,7 +62,7 @@ function plainString(view: Buffer, start: number, end: number): string | undefin
   while (start < end && isJsonSpace(view[start])) start++;
   while (end > start && isJsonSpace(view[end - 1])) end--;
   if (end - start < 2 || view[start] !== 0x22 || view[end - 1] !== 0x22) return undefined;
-  for (let i = start + 1; i < end - 1; i++) if (view[i] === 0x5c || view[i]! < 0x20 || view[i]! > 0x7e) return undefined;
+  for (let i = start + 1; i < end - 1; i++) if (view[i] === 0x5c || view[i] === 0x22 || view[i]! < 0x20 || view[i]! > 0x7e) return undefined;
   return view.toString('latin1', start + 1, end - 1);
 }
 
@@ -126,14 +126,14 @@ function textLength(key: ReviewKeyText): number {
   return length;
 }
 
-/** Writes the key text, or its first `limit` bytes, into `into` (large enough) and answers the part written. */
-function writeText(key: ReviewKeyText, into: Buffer, limit = Infinity): Buffer {
+/** Writes the key text into `into` (large enough: textLength) and answers the part written. */
+function writeText(key: ReviewKeyText, into: Buffer): Buffer {
   let at = 0;
-  for (let k = 0; k < key.kept.length && at < limit; k += 2) {
+  for (let k = 0; k < key.kept.length; k += 2) {
     if (k > 0) into[at++] = 0;
-    at += key.view.copy(into, at, key.kept[k], Math.min(key.kept[k + 1]!, key.kept[k]! + limit - at));
+    at += key.view.copy(into, at, key.kept[k], key.kept[k + 1]);
   }
-  return into.subarray(0, Math.min(at, limit));
+  return into.subarray(0, at);
 }
 
 /** The key text as a buffer of its own (what a cache entry keeps). */
@@ -184,8 +184,8 @@ export class AnswerCache<T> {
   private bytes = 0;
   private readonly ids = new WeakMap<object, number>();
   private nextId = 1;
-  /** Where keyOf puts the start of a key text together, reused (no allocation per review). */
-  private readonly scratch = Buffer.allocUnsafe(2048);
+  /** Where keyOf puts a key text together, reused (no allocation per review); grows once to maxBodyBytes. */
+  private scratch = Buffer.allocUnsafe(16 * 1024);
   hits = 0;
   misses = 0;
 
@@ -206,17 +206,17 @@ export class AnswerCache<T> {
 
   /**
    * The key of a review's key text decided in `state` (objects in force, by identity) through
-   * `extra` (the webhook). The map is keyed by a SHA-256 digest of the text's first 2 KiB and
-   * its length, not by the text: V8 hashes a string at about a nanosecond per character (5 µs
-   * for a typical review) and a string over 16,383 characters by its length alone. The first
-   * 2 KiB hold the request and the pod's metadata up to its generateName or name and labels,
-   * which tell pods of different ReplicaSets apart; pods that share them and differ further on
-   * (a DaemonSet's, one per node) share a slot and take turns in it. The whole text is compared
-   * on every hit, so a digest shared by another text can only miss.
+   * `extra` (the webhook). The map is keyed by a SHA-256 digest of the text, not by the text:
+   * V8 hashes a string at about a nanosecond per character (5 µs for a typical review) and a
+   * string over 16,383 characters by its length alone. The whole text is digested (a digest of
+   * a part would let a body that shares it take another's place), and compared on every hit,
+   * so a digest shared by another text can only miss.
    */
   keyOf(key: ReviewKeyText, state: readonly (object | undefined)[], extra: string): AnswerKey {
-    const prefix = writeText(key, this.scratch, this.scratch.length);
-    return { digest: `${hash('sha256', prefix, 'base64')}/${textLength(key)}/${state.map((s) => this.id(s)).join(',')}/${extra}`, text: key };
+    const length = textLength(key);
+    if (this.scratch.length < length) this.scratch = Buffer.allocUnsafe(Math.max(length, this.maxBodyBytes));
+    const text = writeText(key, this.scratch);
+    return { digest: `${hash('sha256', text, 'base64')}/${state.map((s) => this.id(s)).join(',')}/${extra}`, text: key };
   }
 
   /**
