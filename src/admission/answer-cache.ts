@@ -186,6 +186,8 @@ export class AnswerCache<T> {
   private nextId = 1;
   /** Where keyOf puts a key text together, reused (no allocation per review); grows once to maxBodyBytes. */
   private scratch = Buffer.allocUnsafe(16 * 1024);
+  /** Keys seen once and not remembered (admits), oldest first; bounded by maxSeen. */
+  private readonly seen = new Set<string>();
   hits = 0;
   misses = 0;
 
@@ -194,7 +196,23 @@ export class AnswerCache<T> {
     readonly maxBytes = 16 * 1024 * 1024,
     /** Bodies up to this size have keys; a larger one is decided afresh (a key is about its size). */
     readonly maxBodyBytes = 64 * 1024,
+    /** Keys seen once remembered at most (a digest each, about 100 bytes). */
+    readonly maxSeen = 4 * maxEntries,
   ) {}
+
+  /**
+   * True when an answer for `key` is worth remembering: its key was seen once before. A pod of
+   * a ReplicaSet comes again; a pod that never does (a bare pod, a DaemonSet's pod, a dry run)
+   * costs only its digest here, not an entry that pushes out one that is used: remembering every
+   * answer made reviews of pods that all differ a third dearer (copies kept past the young
+   * generation, and more to collect).
+   */
+  admits(key: AnswerKey): boolean {
+    if (this.seen.delete(key.digest)) return true;
+    this.seen.add(key.digest);
+    if (this.seen.size > this.maxSeen) this.seen.delete(this.seen.values().next().value as string);
+    return false;
+  }
 
   /** A small number naming an object (a state in force) for as long as it lives. */
   private id(object: object | undefined): number {

@@ -144,8 +144,9 @@ export async function answerReview(body: ReviewBody, deps: MutateDeps): Promise<
   const { version, request } = parseReview(body.json());
   const { podOutcome, ...outcome } = await review(version, request, deps);
   const text = answerText(outcome.response);
-  // Only a pod CREATE, and only when the parser read the uid and namespace where the scan did.
-  if (key !== undefined && podOutcome && request.uid === matchedUid(keyText!) && request.namespace === keyText!.namespace) {
+  // Only a pod CREATE, only when the parser read the uid and namespace where the scan did, and
+  // only the second time its key comes (answer-cache.ts admits).
+  if (key !== undefined && podOutcome && request.uid === matchedUid(keyText!) && request.namespace === keyText!.namespace && cache!.admits(key)) {
     // Remembered without the pod objects (podOutcome) and the uid; events computed now.
     const { uid: _uid, events: _events, ...kept } = outcome;
     const events = admissionEvents(podOutcome, request.object);
