@@ -11,6 +11,8 @@ export interface Metrics {
   readonly reviews: Counter<'operation' | 'decision' | 'reason'>;
   /** Injections by template (a template that added something to a pod). */
   readonly injections: Counter<'template'>;
+  /** Reviews answered from the answer cache (pods of one ReplicaSet after the second). */
+  readonly reviewsFromCache: Counter;
   /** Time from receiving a review's body to having its answer. */
   readonly reviewDuration: Histogram;
   /** Requests refused or failed, by error code (ERR_BODY_TOO_LARGE, ERR_INTERNAL, …). */
@@ -48,6 +50,11 @@ export function createMetrics(): Metrics {
       registers,
     }),
     injections: new Counter({ name: 'sidecar_injector_injections_total', help: 'Pods a template added something to', labelNames: ['template'], registers }),
+    reviewsFromCache: new Counter({
+      name: 'sidecar_injector_reviews_from_cache_total',
+      help: 'AdmissionReviews answered from the answer cache, without parsing or deciding again',
+      registers,
+    }),
     reviewDuration: new Histogram({
       name: 'sidecar_injector_review_duration_seconds',
       help: 'Time to answer an AdmissionReview once its body is read',

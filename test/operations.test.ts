@@ -45,6 +45,8 @@ test('metrics are exposed and move with reviews and errors', async (t) => {
   t.is(metricValue(res.text, 'sidecar_injector_reviews_total{operation="CREATE",decision="allowed",reason="namespace-not-enabled"}'), 1);
   t.is(metricValue(res.text, 'sidecar_injector_injections_total{template="logs"}'), 3);
   t.is(metricValue(res.text, 'sidecar_injector_review_duration_seconds_count'), 4);
+  // The same pod three times: remembered at the second, answered from the cache at the third.
+  t.is(metricValue(res.text, 'sidecar_injector_reviews_from_cache_total'), 1);
   t.is(metricValue(res.text, 'sidecar_injector_errors_total{code="ERR_MALFORMED_JSON"}'), 1);
   t.regex(res.text, /sidecar_injector_process_resident_memory_bytes \d+/);
 });

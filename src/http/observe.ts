@@ -51,6 +51,7 @@ export function createObserver(log: Logger, metrics: Metrics, liveness: Liveness
       const own = { uid: outcome.uid, webhook, dryRun: outcome.dryRun, durationMs: Math.round(seconds * 1e6) / 1000 };
       const remembered = outcome.remembered;
       if (remembered) {
+        metrics.reviewsFromCache.inc();
         let child = prepared.get(remembered);
         if (!child) prepared.set(remembered, (child = log.child(sharedFields(outcome))));
         child.info(own, 'review');
