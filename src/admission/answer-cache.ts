@@ -12,7 +12,8 @@
  * followed key twice is never a key; a body is only answered from the cache when each value cut
  * out parses as one JSON value (so the body is JSON, as the one it matched was), with a uid
  * as the parser would require it; and an answer is only remembered when the parsed request
- * names the uid and namespace the scan found. Bounded in entries and bytes.
+ * names the uid and namespace the scan found. Bounded in entries and bytes; an answer is kept
+ * only the second time its key comes (admits), so pods that never come again cost a digest.
  */
 import { hash } from 'node:crypto';
 import { compileKeyPaths, type JsonTextScan } from '../k8s/json.js';
