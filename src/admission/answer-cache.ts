@@ -18,7 +18,7 @@
 import { hash } from 'node:crypto';
 import { compileKeyPaths, type JsonTextScan } from '../k8s/json.js';
 import { isDns1123Label } from '../k8s/label-syntax.js';
-import { maxUidLength } from './review.js';
+import { uidProblem } from './review.js';
 
 /** Paths of a review the key follows: read (uid, namespace) or cut out (all but the namespace). */
 export const reviewKeyPaths = compileKeyPaths([
@@ -91,8 +91,7 @@ export function reviewKeyText(bytes: Uint8Array, scan: JsonTextScan): ReviewKeyT
   let uid: [number, number] | undefined;
   let namespace: string | undefined;
   const others: number[] = [];
-  // NUL marks each cut: it cannot stand in JSON text outside a value, so two texts that read
-  // the same were cut at the same places. The cut spans are in text order (the scan's).
+  // The cut spans, in text order (the scan's).
   const cuts: number[] = [];
   for (let s = 0; s < spans.length; s += 3) {
     const leaf = spans[s]!;
@@ -127,7 +126,11 @@ function textLength(key: ReviewKeyText): number {
   return length;
 }
 
-/** Writes the key text into `into` (large enough: textLength) and answers the part written. */
+/**
+ * Writes the key text into `into` (large enough: textLength) and answers the part written. A
+ * NUL marks each cut: it cannot stand in JSON text outside a value, so two texts that read the
+ * same were cut at the same places.
+ */
 function writeText(key: ReviewKeyText, into: Buffer): Buffer {
   let at = 0;
   for (let k = 0; k < key.kept.length; k += 2) {
@@ -155,14 +158,20 @@ function sameText(masked: Buffer, key: ReviewKeyText): boolean {
   return at === masked.length;
 }
 
+/** The request uid at the key text's uid span, when it is one the parser accepts (parseReview). */
+export function uidOf(key: ReviewKeyText): string | undefined {
+  const uid = valueAt(key.view, key.uid[0], key.uid[1]);
+  return uidProblem(uid) === undefined ? (uid as string) : undefined;
+}
+
 /**
  * The request uid of a body whose key text matched a remembered one, when every value cut out
- * is one JSON value and the uid is one the parser accepts (parseReview); else undefined, and
- * the body is parsed and decided as any other.
+ * is one JSON value and the uid is one the parser accepts; else undefined, and the body is
+ * parsed and decided as any other.
  */
 export function matchedUid(key: ReviewKeyText): string | undefined {
-  const uid = valueAt(key.view, key.uid[0], key.uid[1]);
-  if (typeof uid !== 'string' || uid === '' || uid.length > maxUidLength) return undefined;
+  const uid = uidOf(key);
+  if (uid === undefined) return undefined;
   for (let c = 0; c < key.others.length; c += 2) if (valueAt(key.view, key.others[c]!, key.others[c + 1]!) === invalid) return undefined;
   return uid;
 }

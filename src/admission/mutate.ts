@@ -6,7 +6,7 @@
 import { diff } from '../inject/diff.js';
 import { admissionEvents, type AdmissionEvent } from '../pipeline/admission-events.js';
 import { admitPod, type AdmitDeps, type PodOutcome } from '../pipeline/admit.js';
-import { AnswerCache, matchedUid, reviewKeyText, type AnswerKey } from './answer-cache.js';
+import { AnswerCache, matchedUid, reviewKeyText, uidOf, type AnswerKey, type ReviewKeyText } from './answer-cache.js';
 import type { JsonTextScan } from '../k8s/json.js';
 import { say, type Decision, type Reason } from '../pipeline/reasons.js';
 import { cut } from '../quote.js';
@@ -130,7 +130,7 @@ async function review(version: ReviewVersion, request: AdmissionRequest, deps: M
 export async function answerReview(body: ReviewBody, deps: MutateDeps): Promise<Answered> {
   const cache = deps.answers;
   const keyText = cache && body.bytes.length <= cache.maxBodyBytes ? reviewKeyText(body.bytes, body.scan) : undefined;
-  const key = keyText && (await answerKey(keyText.namespace, deps, (state, extra) => cache!.keyOf(keyText, state, extra)));
+  const key = keyText && (await answerKey(keyText, cache!, deps));
   const cached =
     key &&
     cache!.use(key, (hit): Answered | undefined => {
@@ -146,7 +146,7 @@ export async function answerReview(body: ReviewBody, deps: MutateDeps): Promise<
   const text = answerText(outcome.response);
   // Only a pod CREATE, only when the parser read the uid and namespace where the scan did, and
   // only the second time its key comes (answer-cache.ts admits).
-  if (key !== undefined && podOutcome && request.uid === matchedUid(keyText!) && request.namespace === keyText!.namespace && cache!.admits(key)) {
+  if (key !== undefined && podOutcome && request.uid === uidOf(keyText!) && request.namespace === keyText!.namespace && cache!.admits(key)) {
     // Remembered without the pod objects (podOutcome) and the uid; events computed now.
     const { uid: _uid, events: _events, ...kept } = outcome;
     const events = admissionEvents(podOutcome, request.object);
@@ -157,16 +157,13 @@ export async function answerReview(body: ReviewBody, deps: MutateDeps): Promise<
 }
 
 /**
- * The cache key of a review in `namespace`: its key text and the state it is decided in — the
- * template set, the namespace's labels and overrides, the Kubernetes version — by identity,
- * and the webhook's class and Pod Security action. Undefined when the state cannot be read
- * (labels unknown: decided afresh, and refused or allowed as the policy says).
+ * The cache key of a review: its key text and the state it is decided in — the template set,
+ * its namespace's labels and overrides, the Kubernetes version — by identity, and the
+ * webhook's class and Pod Security action. Undefined when the state cannot be read (labels
+ * unknown: decided afresh, and refused or allowed as the policy says).
  */
-async function answerKey(
-  namespace: string,
-  deps: MutateDeps,
-  keyOf: (state: readonly (object | undefined)[], extra: string) => AnswerKey,
-): Promise<AnswerKey | undefined> {
+async function answerKey(keyText: ReviewKeyText, cache: AnswerCache<CachedOutcome>, deps: MutateDeps): Promise<AnswerKey | undefined> {
+  const { namespace } = keyText;
   let labels: object;
   try {
     labels = await deps.namespaces.labelsOf(namespace);
@@ -174,7 +171,7 @@ async function answerKey(
     return undefined;
   }
   const state = [deps.templates(), labels, deps.namespaces.overridesOf?.(namespace), deps.kubernetesVersion?.()];
-  return keyOf(state, `${deps.failurePolicy ?? ''}/${deps.podSecurity ?? ''}`);
+  return cache.keyOf(keyText, state, `${deps.failurePolicy ?? ''}/${deps.podSecurity ?? ''}`);
 }
 
 /** Decides one pod CREATE afresh (admit, then the answer). */

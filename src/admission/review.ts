@@ -33,6 +33,14 @@ export interface ParsedReview {
 /** Longest request uid answered (the API server sends UUIDs, 36 characters). */
 export const maxUidLength = 256;
 
+/** Why `uid` is not a request uid we answer, or undefined when it is one. */
+export function uidProblem(uid: unknown): string | undefined {
+  if (typeof uid !== 'string' || uid === '') return 'request.uid must be a non-empty string';
+  // The uid is echoed whole in the answer: a UUID is 36 characters, so a long one is no review of the API server's.
+  if (uid.length > maxUidLength) return `request.uid must be at most ${maxUidLength} characters (got ${uid.length})`;
+  return undefined;
+}
+
 function malformed(message: string): RequestError {
   return new RequestError(400, 'ERR_MALFORMED_REVIEW', `malformed AdmissionReview: ${message}`);
 }
@@ -57,9 +65,8 @@ export function parseReview(body: unknown): ParsedReview {
   if (kind !== 'AdmissionReview') throw malformed(`kind must be AdmissionReview (got ${kind === undefined ? 'nothing' : quote(kind)})`);
   if (!isJsonObject(request)) throw malformed('request must be an object');
   const { uid, operation } = request;
-  if (typeof uid !== 'string' || uid === '') throw malformed('request.uid must be a non-empty string');
-  // The uid is echoed whole in the answer: a UUID is 36 characters, so a long one is no review of the API server's.
-  if (uid.length > maxUidLength) throw malformed(`request.uid must be at most ${maxUidLength} characters (got ${uid.length})`);
+  const problem = uidProblem(uid);
+  if (problem !== undefined) throw malformed(problem);
   if (typeof operation !== 'string' || operation === '') throw malformed('request.operation must be a non-empty string');
   const gvk = request.kind;
   if (!isJsonObject(gvk) || typeof gvk.kind !== 'string') throw malformed('request.kind must be an object with a string kind');
@@ -69,7 +76,7 @@ export function parseReview(body: unknown): ParsedReview {
   return {
     version: apiVersion as ReviewVersion,
     request: {
-      uid,
+      uid: uid as string,
       kind: { group: optionalString(gvk.group, 'request.kind.group'), version: optionalString(gvk.version, 'request.kind.version'), kind: gvk.kind },
       subResource: optionalString(request.subResource, 'request.subResource'),
       name: optionalString(request.name, 'request.name'),

@@ -40,12 +40,7 @@ function structureProblem(scan: JsonTextScan, maxDepth: number, maxContainers: n
   return undefined;
 }
 
-/** Why the structure of JSON text is out of bounds, or undefined: one pass over the bytes (k8s/json.ts scanJsonText). */
-export function jsonStructureProblem(bytes: Uint8Array, maxDepth = maxJsonDepth, maxContainers = maxJsonContainers): string | undefined {
-  return structureProblem(scanJsonText(bytes, maxDepth, maxContainers), maxDepth, maxContainers);
-}
-
-/** True when the nesting depth of JSON text exceeds `limit` (see jsonStructureProblem). */
+/** True when the nesting depth of JSON text exceeds `limit` (the scan jsonBody makes). */
 export function jsonDepthExceeds(bytes: Uint8Array, limit: number): boolean {
   return scanJsonText(bytes, limit, Infinity).depth > limit;
 }
