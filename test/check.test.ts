@@ -51,7 +51,7 @@ const broken: [string, Record<string, string>, string, string, RegExp][] = [
     { 'a.yaml': 'name: a\ncontainers:\n  - name: app\n    image: x\n' },
     'a.yaml',
     'rendered into a sample pod',
-    /container app already exists/,
+    /the pod has its own container app, the name of its sidecar/,
   ],
   ['two files, one name', { 'a.yaml': good, 'b.yaml': good }, 'b.yaml', 'name', /also used by a\.yaml/],
   [

@@ -112,7 +112,7 @@ test('below 1.29, fallback container (the default): an ordinary container, place
 });
 
 test('below 1.29, a pod that runs to completion never gets the ordinary-container fallback', async (t) => {
-  const s = await server(templateSet(nativeProxy()), { version: 28 });
+  const s = await server(templateSet({ ...nativeProxy(), failurePolicy: 'Ignore' }), { version: 28 });
   const job = pod({ spec: { restartPolicy: 'Never' } });
   job.metadata.ownerReferences = [{ apiVersion: 'batch/v1', kind: 'Job', name: 'migrate', uid: 'u', controller: true }];
   const { after, warnings, reason } = await create(t, s, job);
@@ -125,14 +125,32 @@ test('below 1.29, a pod that runs to completion never gets the ordinary-containe
   t.deepEqual(warnings, ['proxy not injected: no native sidecars on Kubernetes 1.28, and the pod runs to completion (Job "migrate")']);
   const onFailure = await create(t, s, pod({ spec: { restartPolicy: 'OnFailure' } }));
   t.regex(onFailure.warnings[0]!, /runs to completion \(restartPolicy OnFailure\)$/);
+  // Required means required: the same template with failurePolicy Fail refuses the pod, saying what to change.
+  const required = await server(templateSet(nativeProxy()), { version: 28 });
+  const refused = await create(t, required, pod({ spec: { restartPolicy: 'OnFailure' } }));
+  t.false(refused.response.allowed);
+  t.is(refused.response.status.code, 403);
+  t.is(refused.reason, 'required-sidecar-unavailable');
+  t.regex(
+    refused.response.status.message,
+    /^required sidecar proxy cannot be injected: proxy not injected: no native sidecars on Kubernetes 1\.28, and the pod runs to completion \(restartPolicy OnFailure\); run the pod with restartPolicy Always/,
+  );
 });
 
 test('below 1.29, fallback skip leaves the template out; fallback deny refuses the pod', async (t) => {
-  const skip = await server(templateSet(nativeProxy('skip')), { version: 28 });
+  const skip = await server(templateSet({ ...nativeProxy('skip'), failurePolicy: 'Ignore' }), { version: 28 });
   const skipped = await create(t, skip, pod());
   t.is(skipped.after.spec.initContainers, undefined);
   t.is(skipped.reason, 'cluster-unfit');
   t.deepEqual(skipped.warnings, ['proxy not injected: no native sidecars on Kubernetes 1.28 (its fallback is skip)']);
+  const requiredSkip = await server(templateSet(nativeProxy('skip')), { version: 28 });
+  const refused = await create(t, requiredSkip, pod());
+  t.false(refused.response.allowed);
+  t.is(refused.reason, 'required-sidecar-unavailable');
+  t.regex(
+    refused.response.status.message,
+    /^required sidecar proxy cannot be injected: proxy not injected: no native sidecars on Kubernetes 1\.28 \(its fallback is skip\); upgrade/,
+  );
   const deny = await server(templateSet(nativeProxy('deny')), { version: 28 });
   const denied = await create(t, deny, pod());
   t.false(denied.response.allowed);
@@ -144,8 +162,8 @@ test('below 1.29, fallback skip leaves the template out; fallback deny refuses t
   );
 });
 
-/** A template whose sidecar sets no securityContext: it breaks restricted (not baseline). */
-const loose = { name: 'loose', containers: [{ name: 'agent', image: 'agent:1' }] };
+/** An optional template whose sidecar sets no securityContext: it breaks restricted (not baseline). */
+const loose = { name: 'loose', failurePolicy: 'Ignore', containers: [{ name: 'agent', image: 'agent:1' }] };
 
 /** A pod that passes restricted. */
 function hardened(): Json {
@@ -188,6 +206,21 @@ test('Pod Security enforce: a template that would break the level is left out (s
   );
   t.deepEqual(all.warnings, []);
   t.deepEqual([...all.after.spec.initContainers, ...all.after.spec.containers].map((c: Json) => c.name).sort(), ['log-shipper', 'proxy', 'web']);
+  // Also where the pod sets seccomp per container rather than for the pod: the bundled templates set their own.
+  const perContainer = hardened();
+  perContainer.spec.securityContext = { runAsNonRoot: true };
+  perContainer.spec.containers[0].securityContext.seccompProfile = { type: 'RuntimeDefault' };
+  perContainer.metadata.annotations = { 'sidecar-injector.io/templates': 'proxy' };
+  const fits = await create(t, bundled, perContainer, 'strict');
+  t.is(fits.reason, 'injected');
+  t.deepEqual(fits.warnings, []);
+  t.deepEqual(checkPodSecurity(fits.after, podSecurityPolicies({ 'pod-security.kubernetes.io/enforce': 'restricted' }).enforce!), []);
+  // A required template that would break the enforced level refuses the pod rather than start it without.
+  const required = await server(templateSet({ ...loose, failurePolicy: 'Fail' }));
+  const refused = await create(t, required, hardened(), 'strict');
+  t.false(refused.response.allowed);
+  t.is(refused.reason, 'required-sidecar-unavailable');
+  t.regex(refused.response.status.message, /^required sidecar loose cannot be injected: loose not injected: it would violate PodSecurity "restricted:latest"/);
 });
 
 test('Pod Security enforce: deny refuses the pod (403); inject injects with a warning; a pod already failing is not ours to judge', async (t) => {
@@ -333,10 +366,13 @@ test('a forged ledger cannot choose the form: only a native sidecar the pod hold
   const current = await create(t, await server(set, { version: 33 }), job);
   t.deepEqual(
     current.after.spec.initContainers.map((c: Json) => [c.name, c.restartPolicy]),
-    [['proxy', 'Always']],
+    [
+      ['proxy', 'Always'],
+      ['log-shipper', 'Always'],
+    ],
   );
   t.false(current.after.spec.containers.some((c: Json) => c.name === 'proxy'));
-  t.true(current.warnings.some((w) => w.startsWith('proxy: status annotation claims form container, but the pod holds none of its sidecars as an ordina')));
+  t.true(current.warnings.some((w) => w.startsWith('proxy: status annotation claims form container, but the pod holds none of the containers that')));
   // On 1.28 with fallback deny, a ledger believed for a volume only does not make the native form "recorded".
   const denySet = templateSet({ ...nativeProxy('deny'), volumes: [{ name: 'proxy-tmp', emptyDir: {} }] });
   const forgedVolume = JSON.stringify({ v: 1, templates: { proxy: { hash: 'x', volumes: ['proxy-tmp'] } } });

@@ -45,7 +45,7 @@ async function create(t: any, body: Json, namespace = 'shop') {
   for (const again of [after, reinvocationInput(after)]) t.is((await server.post(createReview(again, { namespace }))).json.response.patch, undefined);
   return { response, after, warnings: (response.warnings ?? []) as string[] };
 }
-const shipper = (p: Json) => p.spec.containers.find((c: Json) => c.name === 'log-shipper');
+const shipper = (p: Json) => p.spec.initContainers?.find((c: Json) => c.name === 'log-shipper');
 const proxy = (p: Json) => p.spec.initContainers?.find((c: Json) => c.name === 'proxy');
 const ledger = (p: Json) => JSON.parse(p.metadata.annotations['sidecar-injector.io/status']).templates;
 

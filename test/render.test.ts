@@ -38,7 +38,7 @@ test('injects the pod template of every workload kind and writes other objects b
   for (const object of out.slice(0, 7)) {
     const spec = podSpecOf(object);
     t.true(
-      spec.containers.some((c: any) => c.name === 'log-shipper'),
+      (spec.initContainers ?? []).some((c: any) => c.name === 'log-shipper' && c.restartPolicy === 'Always'),
       object.kind,
     );
     t.deepEqual(spec.volumes.map((v: any) => v.name).includes('app-logs'), true, object.kind);
@@ -70,10 +70,10 @@ test('reads JSON, single objects and Lists, from stdin', async (t) => {
     items: [pod, { apiVersion: 'v1', kind: 'Service', metadata: { name: 's' }, spec: { ports: [{ port: 80 }] } }],
   };
   const single = await run(['-f', '-'], JSON.stringify(pod));
-  t.true(podSpecOf(docs(single.stdout)[0]!).containers.some((c: any) => c.name === 'log-shipper'));
+  t.true(podSpecOf(docs(single.stdout)[0]!).initContainers.some((c: any) => c.name === 'log-shipper'));
   const fromList = docs((await run(['-f', '-'], JSON.stringify(list))).stdout)[0]!;
   t.is(fromList.kind, 'List');
-  t.true(fromList.items[0].spec.containers.some((c: any) => c.name === 'log-shipper'));
+  t.true(fromList.items[0].spec.initContainers.some((c: any) => c.name === 'log-shipper'));
   t.deepEqual(fromList.items[1], list.items[1]);
 });
 
@@ -83,7 +83,7 @@ test('--explain says per object what was injected or skipped, and why', async (t
   t.true(lines.includes('Deployment shop/web: injected log-shipper, proxy'));
   t.true(
     lines.includes(
-      '  log-shipper: injected (containers log-shipper; volumes app-logs; annotations logging.example.com/shipper; env LOG_DIR, mount /var/log/app in web)',
+      '  log-shipper: injected (initContainers log-shipper; volumes app-logs; annotations logging.example.com/shipper; env LOG_DIR, mount /var/log/app in web)',
     ),
   );
   t.true(lines.includes('  proxy: injected (initContainers proxy; volumes proxy-tmp; labels proxy.example.com/injected)'));
@@ -149,7 +149,7 @@ test('documents whose kind is a JavaScript name are no workloads; an unresolved 
   await t.throwsAsync(run(['-f', '-'], 'apiVersion: v1\nkind: Pod\nmetadata: {name: *missing}\n'), { message: /document 1/ });
 });
 
-test('--kubernetes-version 1.28: the proxy runs as an ordinary container, a Job gets none, and --explain says why; misplaced opt-in is named', async (t) => {
+test('--kubernetes-version 1.28: the proxy runs as an ordinary container, a Job gets no sidecar, and --explain says why; misplaced opt-in is named', async (t) => {
   const manifests = `apiVersion: apps/v1
 kind: Deployment
 metadata: { name: web, namespace: shop, annotations: { sidecar-injector.io/templates: proxy } }
@@ -163,7 +163,6 @@ kind: Job
 metadata: { name: migrate, namespace: shop, labels: { sidecar-injector.io/inject: disabled } }
 spec:
   template:
-    metadata: { annotations: { sidecar-injector.io/templates: proxy } }
     spec: { restartPolicy: Never, containers: [{ name: migrate, image: migrate }] }
 ---
 apiVersion: apps/v1
@@ -186,23 +185,37 @@ spec:
     ['proxy', 'api', 'log-shipper'],
   );
   t.is(api!.spec.template.metadata.annotations['kubectl.kubernetes.io/default-container'], 'api');
-  t.false([...(podSpecOf(job!).initContainers ?? []), ...podSpecOf(job!).containers].some((c: any) => c.name === 'proxy'));
+  t.deepEqual(
+    [...(podSpecOf(job!).initContainers ?? []), ...podSpecOf(job!).containers].map((c: any) => c.name),
+    ['migrate'],
+  );
   t.true(
     stderr.includes(
       '  warning: Deployment carries annotation sidecar-injector.io/templates in its own metadata, which its pods do not inherit; put it under spec.template.metadata for it to apply\n',
     ),
   );
   t.true(stderr.includes('  warning: Job carries label sidecar-injector.io/inject in its own metadata, which its pods do not inherit;'));
-  t.true(stderr.includes('  warning: proxy not injected: no native sidecars on Kubernetes 1.28, and the pod runs to completion (restartPolicy Never)\n'));
+  t.true(stderr.includes('  warning: log-shipper not injected: no native sidecars on Kubernetes 1.28, and the pod runs to completion (restartPolicy Never)\n'));
   t.true(stderr.includes('  warning: proxy: no native sidecars on Kubernetes 1.28; proxy run as ordinary containers (start order not guaranteed)\n'));
   t.true(stderr.includes("  note: kubectl.kubernetes.io/default-container set to api, the pod's first own container: proxy places its container before it\n"));
   // Rendering its own output again changes nothing at the same version; on 1.33 the ledger keeps
-  // the form of what was injected, and only the Job, which got no proxy, now gets it natively.
+  // the form of what was injected, and only the Job, which got no log shipper, now gets it natively.
   t.is((await run(['-f', '-', '--kubernetes-version', '1.28'], stdout)).stdout, stdout);
   const [web2, job2, api2] = docs((await run(['-f', '-', '--kubernetes-version', '1.33'], stdout)).stdout);
   t.deepEqual([web2, api2], [web, api]);
   t.deepEqual(
     podSpecOf(job2!).initContainers.map((c: any) => [c.name, c.restartPolicy]),
-    [['proxy', 'Always']],
+    [['log-shipper', 'Always']],
+  );
+  // A Job that asks for the required proxy cannot have it below 1.29: refused, saying why and what to change.
+  const asking = manifests.replace(
+    'spec: { restartPolicy: Never',
+    'metadata: { annotations: { sidecar-injector.io/templates: proxy } }\n    spec: { restartPolicy: Never',
+  );
+  const refused = await run(['-f', '-', '--kubernetes-version', '1.28'], asking).catch((err: { code: number; stderr: string }) => err);
+  t.not(refused.code, 0);
+  t.regex(
+    refused.stderr,
+    /required sidecar proxy cannot be injected: proxy not injected: no native sidecars on Kubernetes 1\.28, and the pod runs to completion/,
   );
 });

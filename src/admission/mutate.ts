@@ -197,7 +197,12 @@ async function decide(
     case 'denied':
       return { ...summary, podOutcome: outcome, response: denied(version, request.uid, outcome.code, outcome.message), decision: 'denied' };
     case 'allowed':
-      return { ...summary, podOutcome: outcome, response: allowed(version, request.uid, { warnings: outcome.warnings }), decision: 'allowed' };
+      return {
+        ...summary,
+        podOutcome: outcome,
+        response: allowed(version, request.uid, { warnings: outcome.warnings.map((w) => w.text) }),
+        decision: 'allowed',
+      };
     case 'patched': {
       const ops = diff(outcome.original, outcome.injection.pod);
       const injected = outcome.injection.injected;
@@ -208,7 +213,7 @@ async function decide(
       return {
         ...summary,
         podOutcome: outcome,
-        response: patched(version, request.uid, ops, { warnings: outcome.warnings, auditAnnotations: audit }),
+        response: patched(version, request.uid, ops, { warnings: outcome.warnings.map((w) => w.text), auditAnnotations: audit }),
         decision: 'patched',
         injected,
         patchOps: ops.length,

@@ -106,6 +106,7 @@ export function checkRendered(template: Template, cluster: ClusterCheck = {}): T
     if (violations.length > 0) add(`violates PodSecurity "${cluster.podSecurity.label}": ${describeViolations(violations)}`);
   }
   for (const warning of result.warnings) add(warning);
+  for (const conflict of result.conflicts) add(conflict.text);
   for (const problem of podProblems(result.pod)) add(problem);
   try {
     new Pod(result.pod as ConstructorParameters<typeof Pod>[0]).validate();

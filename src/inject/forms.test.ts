@@ -58,7 +58,7 @@ test('a ledger naming the container form is believed only for a pod that holds t
 
 test('a ledger with an unknown form or malformed podResources is refused whole, with a warning', (t) => {
   for (const [entry, problem] of [
-    [{ hash: 'x', form: 'sidecar' }, 'status annotation proxy.form is malformed; ignoring it'],
+    [{ hash: 'x', form: 'init' }, 'status annotation proxy.form is malformed; ignoring it'],
     [{ hash: 'x', podResources: { requests: { cpu: 5 } } }, 'status annotation proxy.podResources is malformed; ignoring it'],
     [{ hash: 'x', podResources: { spare: {} } }, 'status annotation proxy.podResources is malformed; ignoring it'],
   ] as const) {

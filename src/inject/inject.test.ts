@@ -105,18 +105,20 @@ test('is a fixed point: the output, defaulted and given token mounts, yields not
   t.deepEqual(second.warnings, []);
 });
 
-test("leaves the user's container of the same name alone and says so", (t) => {
+test("a pod with its own container of a sidecar's name: the whole template is left out, nothing added to that container", (t) => {
   const pod = basePod();
   pod.spec.containers.push({ name: 'log-shipper', image: 'my/own' });
-  const result = run(pod);
-  const out = result.pod as any;
-  const mine = out.spec.containers.filter((c: any) => c.name === 'log-shipper');
-  t.is(mine.length, 1);
-  t.is(mine[0].image, 'my/own');
-  t.true(result.warnings.some((w) => w.includes('container log-shipper already exists')));
-  t.false(JSON.parse(out.metadata.annotations['sidecar-injector.io/status']).templates.logs.containers?.includes('log-shipper') ?? false);
-  // The user's log-shipper container is an app container: it gets the env like the others.
-  t.deepEqual(validationProblems(out), []);
+  const result = run(pod, ['logs']);
+  t.false(result.changed);
+  t.is(result.pod, pod);
+  t.deepEqual(result.injected, []);
+  t.deepEqual(result.conflicts, [
+    {
+      template: 'logs',
+      rule: 'name-conflict',
+      text: 'logs not injected: the pod has its own container log-shipper, the name of its sidecar; rename that container',
+    },
+  ]);
 });
 
 test("never touches another webhook's init container or the user's env, mounts and volumes", (t) => {
@@ -160,7 +162,7 @@ test('re-adds an item of ours that is missing, without duplicating the rest', (t
   t.deepEqual(JSON.parse(out.metadata.annotations['sidecar-injector.io/status']), JSON.parse(first.metadata.annotations['sidecar-injector.io/status']));
 });
 
-test('a malformed ledger is ignored with a warning and nothing is duplicated', (t) => {
+test('a malformed ledger is ignored with a warning and nothing is duplicated: the sidecar is then a container of the pod in the way', (t) => {
   const first = run(basePod()).pod as any;
   const edited = structuredClone(first);
   edited.metadata.annotations['sidecar-injector.io/status'] = '{not json';
@@ -168,17 +170,12 @@ test('a malformed ledger is ignored with a warning and nothing is duplicated', (
   const { ledger, problem } = parseLedger(parts.annotations['sidecar-injector.io/status']);
   t.regex(problem ?? '', /not JSON/);
   const result = inject(edited, parts, ledger, indexLedger(ledger), [render(set.byName.get('logs')!, context)]);
-  const out = result.pod as any;
-  t.deepEqual(validationProblems(out), []);
+  t.false(result.changed);
+  t.is(result.pod, edited);
   t.deepEqual(
-    out.spec.containers.map((c: any) => c.name),
-    ['web', 'worker', 'log-shipper'],
+    result.conflicts.map((c) => c.rule),
+    ['name-conflict'],
   );
-  t.deepEqual(
-    out.spec.volumes.map((v: any) => v.name),
-    ['app-logs'],
-  );
-  t.true(result.warnings.some((w) => w.includes('container log-shipper already exists')));
 });
 
 test('an invalid rendered label value is skipped with a warning', (t) => {
@@ -203,8 +200,9 @@ test('two templates claiming one volume name with different content: the second 
   );
   t.deepEqual((result.pod as any).spec.volumes, [{ name: 'shared', emptyDir: {} }]);
   t.deepEqual(result.injected, ['a']);
-  t.deepEqual(result.conflicts, ['b']);
-  t.true(result.warnings.some((w) => w.includes("b not injected: its mounts would use the pod's own volume shared; rename that volume")));
+  t.deepEqual(result.conflicts, [
+    { template: 'b', rule: 'volume-conflict', text: "b not injected: its mounts would use the pod's own volume shared; rename that volume" },
+  ]);
 });
 
 test('two templates declaring the very same volume share it', (t) => {

@@ -35,8 +35,8 @@ export interface Injection {
   readonly injected: readonly string[];
   /** Names of templates whose items were all present already (earlier injection). */
   readonly present: readonly string[];
-  /** Templates not injected at all because the pod's own items are in their way. */
-  readonly conflicts: readonly string[];
+  /** Templates not injected at all because the pod's own items are in their way, with which. */
+  readonly conflicts: readonly Conflict[];
   /** Sentences for the person reading kubectl output: collisions and skipped items. */
   readonly warnings: readonly string[];
   /** The ledger after this call. */
@@ -45,6 +45,18 @@ export interface Injection {
   readonly notes: readonly string[];
   /** What the pod-level resources grew by in this call (pod-resources.ts), when they did. */
   readonly resourceGrowth?: ResourceGrowth;
+}
+
+/**
+ * A template left out whole because the pod's own item is in its way: a container with the
+ * name of one of its sidecars (`name-conflict`: its items would land in the pod's container),
+ * or a volume of its name that is something else (`volume-conflict`: its mounts would bind to
+ * the pod's data). A partial injection is worse than none.
+ */
+export interface Conflict {
+  readonly template: string;
+  readonly rule: 'name-conflict' | 'volume-conflict';
+  readonly text: string;
 }
 
 /** Labels and annotations of the pod minus the ones the injector added (per the ledger). */
@@ -90,7 +102,7 @@ class PodBuilder {
   constructor(
     private readonly parts: PodParts,
     private readonly owner: Ownership,
-    sidecars: ReadonlySet<string>,
+    private readonly sidecars: ReadonlySet<string>,
   ) {
     for (const c of parts.initContainers) this.containerNames.add(c.name as string);
     parts.containers.forEach((c, i) => {
@@ -136,6 +148,26 @@ class PodBuilder {
       const existing = this.parts.volumes.find((v) => v.name === name) ?? this.volumes.find((v) => v.name === name);
       // The same volume (say, the same emptyDir another template or the user declared) is no conflict.
       if (!existing || !contains(volume, existing)) return name;
+    }
+    return undefined;
+  }
+
+  /**
+   * The name of a container of `template` that the pod already has and that is not the
+   * template's own (no ledger entry of the template claims it), if any. A claimed container
+   * that no longer matches the template (another webhook changed its image, say) is still the
+   * template's: trust.ts doubts the claim, and the template adds nothing to it.
+   */
+  foreignContainer(template: RenderedTemplate): string | undefined {
+    for (const list of ['initContainers', 'containers'] as const) {
+      for (const c of template[list]) {
+        const name = c.name as string;
+        if (!this.containerNames.has(name)) continue;
+        const owner = this.owner.pod('containers', name) ?? this.owner.pod('initContainers', name);
+        if (owner === template.name) continue;
+        if (owner === undefined && this.sidecars.has(name)) continue;
+        return name;
+      }
     }
     return undefined;
   }
@@ -266,16 +298,28 @@ export function inject(
   const next: Ledger = { v: 1, templates: Object.assign(Object.create(null) as Ledger['templates'], previous.templates) };
   const injected: string[] = [];
   const present: string[] = [];
-  const conflicts: string[] = [];
+  const conflicts: Conflict[] = [];
 
   for (const t of rendered) {
-    const foreign = builder.foreignVolume(t.volumes, t.name);
-    if (foreign !== undefined) {
-      conflicts.push(t.name);
-      builder.warnings.push(`${t.name} not injected: its mounts would use the pod's own volume ${foreign}; rename that volume`);
+    const container = builder.foreignContainer(t);
+    if (container !== undefined) {
+      conflicts.push({
+        template: t.name,
+        rule: 'name-conflict',
+        text: `${t.name} not injected: the pod has its own container ${container}, the name of its sidecar; rename that container`,
+      });
       continue;
     }
-    const entry: LedgerEntry = t.form === 'container' ? { hash: t.hash, form: 'container' } : { hash: t.hash };
+    const foreign = builder.foreignVolume(t.volumes, t.name);
+    if (foreign !== undefined) {
+      conflicts.push({
+        template: t.name,
+        rule: 'volume-conflict',
+        text: `${t.name} not injected: its mounts would use the pod's own volume ${foreign}; rename that volume`,
+      });
+      continue;
+    }
+    const entry: LedgerEntry = t.form !== 'native' ? { hash: t.hash, form: t.form } : { hash: t.hash };
     if (t.overrides) entry.params = { ...t.overrides };
     let added = 0;
     const record = (kind: PodItemKind, key: string, ok: boolean) => {

@@ -19,8 +19,11 @@ export interface AppContainerItems {
 /** What one template added, with the hash of the template version that added it. */
 export interface LedgerEntry {
   hash: string;
-  /** `container` when the template's native sidecars were injected as ordinary containers (templates/forms.ts). */
-  form?: 'container';
+  /**
+   * The form the template was injected in when not as written (templates/forms.ts): `container`,
+   * its native sidecars as ordinary containers; `sidecar`, its ordinary containers as native sidecars.
+   */
+  form?: 'container' | 'sidecar';
   containers?: string[];
   initContainers?: string[];
   volumes?: string[];
@@ -107,7 +110,7 @@ function readLedger(text: string): Ledger {
   for (const [name, raw] of Object.entries(doc.templates)) {
     if (!isJsonObject(raw) || typeof raw.hash !== 'string') throw new LedgerError(`entry ${quote(name)} is malformed`);
     const entry: LedgerEntry = { hash: raw.hash };
-    if (raw.form === 'container') entry.form = 'container';
+    if (raw.form === 'container' || raw.form === 'sidecar') entry.form = raw.form;
     else if (raw.form !== undefined) throw new LedgerError(`${name}.form is malformed`);
     for (const kind of podItemKinds) {
       const list = stringList(raw[kind], `${name}.${kind}`);

@@ -87,7 +87,7 @@ test('a forged ledger cannot hide a label from a selector that forbids the pod',
   );
   t.is(outcome.decision, 'allowed');
   t.is(outcome.reason, 'no-template-matched');
-  t.true(outcome.warnings.some((w) => /claims label tier, which the template does not add/.test(w)));
+  t.true(outcome.warnings.some((w) => /claims label tier, which the template does not add/.test(w.text)));
 });
 
 test('a forged ledger cannot hide a label with a value other than the template adds', async (t) => {
@@ -120,8 +120,8 @@ test('a decoy container with a forged ledger does not pass for the sidecar: no s
   });
   const outcome = await admitPod({ pod: decoy, namespace: 'shop', name: '' }, deps);
   t.not(outcome.reason, 'already-injected');
-  t.true(outcome.warnings.some((w) => /claims container log-shipper, which does not match the template/.test(w)));
-  t.true(outcome.warnings.some((w) => /container log-shipper already exists in the pod/.test(w)));
+  t.true(outcome.warnings.some((w) => /claims container log-shipper, which does not match the template/.test(w.text)));
+  t.true(outcome.warnings.some((w) => /container log-shipper already exists in the pod/.test(w.text)));
 });
 
 test('the genuine ledger, after defaulting, the token mount and canonical quantities, is believed whole: a fixed point', async (t) => {
@@ -170,8 +170,18 @@ test('a claim on a container that sits in the other list is doubted (a decoy ini
   decoy.spec.initContainers = [{ name: 'log-shipper', image: 'busybox:1' }];
   decoy.spec.volumes = [{ name: 'app-logs', emptyDir: {} }];
   const outcome = await admitPod({ pod: decoy, namespace: 'shop', name: '' }, deps);
-  t.not(outcome.reason, 'already-injected');
-  t.true(outcome.warnings.some((w) => /claims container log-shipper, which the pod has in initContainers/.test(w)));
+  // The claim is not believed, so the init container is the pod's own, bearing the sidecar's
+  // name: the (required) template cannot be injected, and the pod is refused, saying why.
+  t.is(outcome.reason, 'required-sidecar-unavailable');
+  t.deepEqual(
+    outcome.decisions.find((d) => d.template === 'logs'),
+    {
+      template: 'logs',
+      kind: 'cannot',
+      rule: 'name-conflict',
+      text: 'logs not injected: the pod has its own container log-shipper, the name of its sidecar; rename that container',
+    },
+  );
 });
 
 test('a look-alike sidecar (another registry, a command of its own) is doubted; being a claimed sidecar, it gets no items of ours', async (t) => {
@@ -191,7 +201,7 @@ test('a look-alike sidecar (another registry, a command of its own) is doubted; 
   lookalike.spec.volumes = [{ name: 'app-logs', emptyDir: {} }];
   const outcome = await admitPod({ pod: lookalike, namespace: 'shop', name: '' }, deps);
   t.not(outcome.reason, 'already-injected');
-  t.true(outcome.warnings.some((w) => /claims container log-shipper, which does not match the template/.test(w)));
+  t.true(outcome.warnings.some((w) => /claims container log-shipper, which does not match the template/.test(w.text)));
   if (outcome.decision !== 'patched') return t.fail(outcome.message);
   const containers = (outcome.injection.pod as any).spec.containers;
   t.is(containers[1], lookalike.spec.containers[1], 'the claimed container is left exactly as it is');
@@ -298,7 +308,7 @@ test('quantities compare by value only where Kubernetes has quantities: a forged
     outcome.selection?.templates.some((x) => x.name === 'batch-only'),
     'the label is seen by selection',
   );
-  t.true(outcome.warnings.some((w) => /claims label example.com\/tier, which does not match the template/.test(w)));
+  t.true(outcome.warnings.some((w) => /claims label example.com\/tier, which does not match the template/.test(w.text)));
   t.true(contains({ limits: { cpu: '1' } }, { limits: { cpu: '1000m' } }), 'under resources they are equal');
 });
 
@@ -319,7 +329,7 @@ test('a sidecar with a rewritten argument or a privileged securityContext of its
     const { two } = await injectThenReinvoke(withArgs, withArgs, (p) => alter(p.spec.containers.find((c: any) => c.name === 'shipper')));
     t.not(two.reason, 'already-injected', title);
     t.true(
-      two.warnings.some((w) => /claims container shipper, which does not match the template/.test(w)),
+      two.warnings.some((w) => /claims container shipper, which does not match the template/.test(w.text)),
       title,
     );
   }

@@ -23,7 +23,7 @@ import { skeletonOf, type Skeleton } from '../templates/render.js';
 import type { TemplateSet } from '../templates/set.js';
 import type { JsonObject } from '../k8s/json.js';
 import type { Template } from '../templates/template.js';
-import { templateInForm } from '../templates/forms.js';
+import { movedBy, templateInForm } from '../templates/forms.js';
 import { anyValue, contains, containsContainer } from '../k8s/contains.js';
 import { AnnotationKeys } from '../k8s/keys.js';
 import {
@@ -162,18 +162,23 @@ export function checkLedger(claimed: Ledger, parts: PodParts, set: TemplateSet):
   // Containers claimed under a name their template adds: not app containers, so their app-item claims are void.
   const sidecars = new Set<string>();
   const claimedSidecars: Record<string, LedgerEntry> = Object.create(null);
-  // A claimed form is a claim too: `container` holds only while the pod has one of the
-  // template's native sidecars as that very ordinary container; else the entry is read as native.
+  // A claimed form is a claim too: it holds only while the pod has one of the containers the
+  // form moves, in the list it moves them to, as that form renders it; else the entry is read as written.
   const entries = Object.entries(claimed.templates).map(([name, entry]): [string, LedgerEntry] => {
     const inForce = set.byName.get(name);
-    if (entry.form !== 'container' || !inForce) return [name, entry];
-    const form = skeletonIndex(templateInForm(inForce, 'container'));
-    const holds = inForce.nativeSidecars.some((sidecar) => {
-      const actual = pod.item('containers', sidecar);
-      return (entry.containers ?? []).includes(sidecar) && actual !== null && containsContainer(form.pod.containers.get(sidecar), actual);
+    if (!entry.form || !inForce) return [name, entry];
+    const moved = movedBy(inForce, entry.form);
+    const form = skeletonIndex(templateInForm(inForce, entry.form));
+    const holds = moved.names.some((sidecar) => {
+      const actual = pod.item(moved.list, sidecar);
+      return (entry[moved.list] ?? []).includes(sidecar) && actual !== null && containsContainer(form.pod[moved.list].get(sidecar), actual);
     });
     if (holds) return [name, entry];
-    doubt(name, 'form container', 'but the pod holds none of its sidecars as an ordinary container');
+    doubt(
+      name,
+      `form ${entry.form}`,
+      `but the pod holds none of the containers that form moves as ${moved.list === 'containers' ? 'an ordinary container' : 'a native sidecar'}`,
+    );
     const { form: _claimed, ...native } = entry;
     return [name, native];
   });
@@ -182,6 +187,10 @@ export function checkLedger(claimed: Ledger, parts: PodParts, set: TemplateSet):
     const inForce = set.byName.get(name);
     if (!inForce) {
       retired[name] = entry;
+      // An orphaned sidecar: the container of a template no longer in force is still no app
+      // container (it gets none of the current templates' items). A forged entry can only keep
+      // the pod's own items from its own container.
+      for (const list of ['containers', 'initContainers'] as const) for (const key of entry[list] ?? []) if (pod.item(list, key) !== null) sidecars.add(key);
       continue;
     }
     // Checked against the form the ledger says was injected: a second call keeps that form.

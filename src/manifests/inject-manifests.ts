@@ -75,7 +75,7 @@ function explain(outcome: PodOutcome, assumedOptIn: boolean): string[] {
     lines.push(`${template}: parameters ${parameters.map((p) => `${p.name}=${JSON.stringify(p.value)} (${p.source})`).join(', ')}`);
   }
   for (const skip of outcome.selection?.skipped ?? []) lines.push(`${skip.template}: skipped — ${skip.message.replace(`${skip.template}: `, '')}`);
-  for (const warning of outcome.warnings) lines.push(`warning: ${warning}`);
+  for (const warning of outcome.warnings) lines.push(`warning: ${warning.text}`);
   for (const note of outcome.notes ?? []) lines.push(`note: ${note}`);
   return lines;
 }

@@ -5,6 +5,7 @@
  */
 import { isJsonObject } from '../k8s/json.js';
 import type { PodOutcome } from './admit.js';
+import type { WarningId } from './warnings.js';
 import { controllingOwner, namespaceReference, type ObjectReference } from '../k8s/object-reference.js';
 
 /** The object an event is about. */
@@ -28,8 +29,8 @@ export function eventSubject(pod: unknown, namespace: string): EventSubject {
   return owner && workloadKinds.has(owner.kind) ? owner : namespaceReference(namespace);
 }
 
-/** A warning that says a template was left out (requested and not selected, the cluster, …). */
-const skipped = (warning: string) => / not injected|is not injected|does not match its|is on request/.test(warning);
+/** Warnings that say a template was left out by a rule, or requested and not selected: each deserves an Event. */
+const skippedIds: ReadonlySet<WarningId> = new Set(['template-left-out', 'template-not-selected', 'requested-namespace-not-enabled']);
 
 /** The events an outcome deserves: injected, skipped (with why), denied; none when nothing happened worth telling. */
 export function admissionEvents(outcome: PodOutcome, pod: unknown): AdmissionEvent[] {
@@ -46,7 +47,7 @@ export function admissionEvents(outcome: PodOutcome, pod: unknown): AdmissionEve
     const injected = outcome.injection.injected.map((name) => `${name}@${hashes.get(name) ?? ''}`).join(', ');
     events.push({ regarding, type: 'Normal', reason: 'SidecarsInjected', note: `injected ${injected}${on}` });
   }
-  const why = outcome.warnings.find(skipped);
-  if (why) events.push({ regarding, type: 'Warning', reason: 'SidecarInjectionSkipped', note: `${why}${on}` });
+  const why = outcome.warnings.find((w) => skippedIds.has(w.id));
+  if (why) events.push({ regarding, type: 'Warning', reason: 'SidecarInjectionSkipped', note: `${why.text}${on}` });
   return events;
 }

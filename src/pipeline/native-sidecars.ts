@@ -1,58 +1,89 @@
 /**
- * Native sidecars where the cluster runs them, and a declared fallback where it does not
- * (below Kubernetes 1.29 an init container with `restartPolicy: Always` loses the field and
- * the pod hangs in Init: CONTRACT R-70). Pure: a plan per review.
+ * Each template in the form the pod and the cluster can run (templates/forms.ts), or left out
+ * by a rule. Native sidecars run from Kubernetes 1.29; below, a native sidecar loses
+ * `restartPolicy: Always` and the pod hangs in Init (kubernetes/enhancements KEP-753), so each
+ * template's declared fallback applies. A pod that runs to completion ends only when all its
+ * containers end: a sidecar that runs until stopped is never one of its ordinary containers,
+ * so there it is a native sidecar, or left out where the cluster has none. Pure: a plan per review.
  */
 import { formatVersion, nativeSidecarsSince, supportsNativeSidecars, type VersionDecision } from '../k8s/version.js';
 import type { Ledger } from '../inject/ledger.js';
-import { templateInForm } from '../templates/forms.js';
-import type { Template } from '../templates/template.js';
+import { movedBy, runsUntilStopped, templateInForm } from '../templates/forms.js';
+import type { Template, TemplateForm } from '../templates/template.js';
 import { clusterWarning } from './cluster-warnings.js';
+import type { LeftOutRule } from './decision.js';
+import { warning, type Warning } from './warnings.js';
 
-/** The templates to inject, in the form to inject them, with what to say; or the template that denies the pod. */
-export interface NativeSidecarPlan {
+/** A template left out by the plan, with its rule and sentence. */
+export interface LeftOut {
+  readonly template: Template;
+  readonly rule: LeftOutRule;
+  readonly text: string;
+}
+
+/** The templates to inject, in the form to inject them; those left out; or the template that denies the pod. */
+export interface FormPlan {
   readonly templates: readonly Template[];
-  readonly warnings: readonly string[];
+  readonly leftOut: readonly LeftOut[];
+  readonly warnings: readonly Warning[];
   /** Set when a template's fallback is `deny`: the sentence of the denial. */
   readonly denial?: { readonly template: string; readonly message: string };
 }
 
 /**
- * Decides each template's form. A template the (believed) ledger records keeps the form it
- * was injected in, so a second call changes nothing whatever the version says by then.
- * `completion` says why the pod runs to completion (k8s/pod.ts runsToCompletion), if it does.
+ * The form a believed ledger entry recorded, when the pod really holds a container that form
+ * moves (trust.ts checked the claim): a second call keeps it whatever the version says by then.
  */
-export function planNativeSidecars(
-  templates: readonly Template[],
-  version: VersionDecision | undefined,
-  believed: Ledger,
-  completion: string | undefined,
-): NativeSidecarPlan {
+function recordedForm(template: Template, believed: Ledger): TemplateForm | undefined {
+  const recorded = Object.hasOwn(believed.templates, template.name) ? believed.templates[template.name]! : undefined;
+  if (!recorded) return undefined;
+  const form = recorded.form ?? 'native';
+  if (form === 'native') {
+    // As written: it holds where the pod has one of its native sidecars as one, or one of its ordinary containers as one.
+    const held = [
+      ...template.nativeSidecars.filter((n) => recorded.initContainers?.includes(n)),
+      ...movedBy(template, 'sidecar').names.filter((n) => recorded.containers?.includes(n)),
+    ];
+    return held.length > 0 ? 'native' : undefined;
+  }
+  const moved = movedBy(template, form);
+  return moved.names.some((name) => recorded[moved.list]?.includes(name)) ? form : undefined;
+}
+
+/**
+ * Decides each template's form. `completion` says why the pod runs to completion
+ * (k8s/pod.ts runsToCompletion), if it does.
+ */
+export function planForms(templates: readonly Template[], version: VersionDecision | undefined, believed: Ledger, completion: string | undefined): FormPlan {
   const out: Template[] = [];
-  const warnings: string[] = [];
+  const leftOut: LeftOut[] = [];
+  const warnings: Warning[] = [];
+  const native = supportsNativeSidecars(version?.version);
+  const at = version?.version ? `Kubernetes ${formatVersion(version.version)}` : '';
   for (const template of templates) {
+    const recorded = recordedForm(template, believed);
+    if (recorded) {
+      out.push(templateInForm(template, recorded));
+      continue;
+    }
+    const longRunning = completion !== undefined && runsUntilStopped(template);
+    if (native) {
+      out.push(longRunning ? templateInForm(template, 'sidecar') : template);
+      continue;
+    }
+    if (longRunning) {
+      leftOut.push({ template, rule: 'runs-to-completion', text: clusterWarning('native-sidecars-run-to-completion', template.name, at, completion) });
+      continue;
+    }
     if (template.nativeSidecars.length === 0) {
       out.push(template);
       continue;
     }
-    // The recorded form stands only where the pod holds a native sidecar in it (believed by
-    // trust.ts): other believed items (a volume, a label) say nothing about the form.
-    const recorded = Object.hasOwn(believed.templates, template.name) ? believed.templates[template.name]! : undefined;
-    const list = recorded?.form === 'container' ? recorded.containers : recorded?.initContainers;
-    if (recorded && template.nativeSidecars.some((name) => list?.includes(name))) {
-      out.push(templateInForm(template, recorded.form ?? 'native'));
-      continue;
-    }
-    if (supportsNativeSidecars(version?.version)) {
-      out.push(template);
-      continue;
-    }
-    const at = `Kubernetes ${formatVersion(version!.version!)}`;
-    const names = template.nativeSidecars.join(', ');
     switch (template.nativeSidecarFallback) {
       case 'deny':
         return {
           templates: [],
+          leftOut,
           warnings,
           denial: {
             template: template.name,
@@ -60,16 +91,22 @@ export function planNativeSidecars(
           },
         };
       case 'skip':
-        warnings.push(clusterWarning('native-sidecars-skipped', template.name, at));
+        leftOut.push({ template, rule: 'native-sidecars-unsupported', text: clusterWarning('native-sidecars-skipped', template.name, at) });
         continue;
       case 'container':
         if (completion) {
-          warnings.push(clusterWarning('native-sidecars-run-to-completion', template.name, at, completion));
+          leftOut.push({ template, rule: 'runs-to-completion', text: clusterWarning('native-sidecars-run-to-completion', template.name, at, completion) });
           continue;
         }
-        warnings.push(clusterWarning('native-sidecars-as-containers', template.name, at, names));
+        warnings.push(
+          warning(
+            'native-sidecars-as-containers',
+            clusterWarning('native-sidecars-as-containers', template.name, at, template.nativeSidecars.join(', ')),
+            template.name,
+          ),
+        );
         out.push(templateInForm(template, 'container'));
     }
   }
-  return { templates: out, warnings };
+  return { templates: out, leftOut, warnings };
 }

@@ -14,6 +14,8 @@ import type { Injection } from '../inject/inject.js';
 import type { Template } from '../templates/template.js';
 import { cut } from '../quote.js';
 import { clusterWarning } from './cluster-warnings.js';
+import type { LeftOut } from './native-sidecars.js';
+import { warning, type Warning } from './warnings.js';
 
 /** What `--pod-security` does with a template that would break the enforced level. */
 export type PodSecurityAction = 'skip' | 'deny' | 'inject';
@@ -24,7 +26,9 @@ export interface PodSecurityFit {
   readonly injection: Injection;
   /** The templates injected after the fit. */
   readonly templates: readonly Template[];
-  readonly warnings: readonly string[];
+  /** Templates left out because they break the enforced level (under `skip`). */
+  readonly leftOut: readonly LeftOut[];
+  readonly warnings: readonly Warning[];
   /** The violations of the audit level the injection introduces: for the audit event (auditAnnotations). */
   readonly audit?: string;
   /** Under `deny`: why the pod is refused. */
@@ -62,7 +66,8 @@ export function fitPodSecurity(
   injectOnly: (templates: readonly Template[]) => Injection,
 ): PodSecurityFit {
   const policies = podSecurityPolicies(namespaceLabels);
-  const warnings: string[] = [];
+  const warnings: Warning[] = [];
+  const leftOut: LeftOut[] = [];
   let result = injection;
   let kept = templates;
   const enforce = policies.enforce;
@@ -81,18 +86,30 @@ export function fitPodSecurity(
         return {
           injection,
           templates,
+          leftOut,
           warnings,
           denial: `injecting ${names} would make the pod violate PodSecurity "${enforce.label}" enforced on the namespace: ${described(broken)}; fix the template or the namespace's level`,
         };
       }
-      if (action === 'inject') warnings.push(clusterWarning('pod-security-injected', names, enforce.label, described(broken)));
+      if (action === 'inject')
+        warnings.push(warning('pod-security-injected', clusterWarning('pod-security-injected', names, enforce.label, described(broken))));
       else {
-        for (const c of culprits) warnings.push(clusterWarning('pod-security-skipped', c.template.name, enforce.label, described(c.violations)));
+        for (const c of culprits)
+          leftOut.push({
+            template: c.template,
+            rule: 'pod-security',
+            text: clusterWarning('pod-security-skipped', c.template.name, enforce.label, described(c.violations)),
+          });
         kept = templates.filter((t) => !culprits.some((c) => c.template === t));
         result = injectOnly(kept);
         // Together they may still break it (each alone did not): then none is injected.
         if (result.changed && introduced(enforce, before, result.pod).length > 0) {
-          for (const t of kept) warnings.push(clusterWarning('pod-security-skipped', t.name, enforce.label, 'together with the other templates'));
+          for (const t of kept)
+            leftOut.push({
+              template: t,
+              rule: 'pod-security',
+              text: clusterWarning('pod-security-skipped', t.name, enforce.label, 'together with the other templates'),
+            });
           kept = [];
           result = injectOnly([]);
         }
@@ -102,10 +119,11 @@ export function fitPodSecurity(
   if (result.changed) {
     const warn = policies.warn;
     const warned = warn ? introduced(warn, baseline(warn, original), result.pod) : [];
-    if (warned.length > 0) warnings.push(clusterWarning('pod-security-warn', result.injected.join(', '), warn!.label, described(warned)));
+    if (warned.length > 0)
+      warnings.push(warning('pod-security-warn', clusterWarning('pod-security-warn', result.injected.join(', '), warn!.label, described(warned))));
     const audit = policies.audit;
     const audited = audit ? introduced(audit, baseline(audit, original), result.pod) : [];
-    if (audited.length > 0) return { injection: result, templates: kept, warnings, audit: `${audit!.label}: ${described(audited)}` };
+    if (audited.length > 0) return { injection: result, templates: kept, leftOut, warnings, audit: `${audit!.label}: ${described(audited)}` };
   }
-  return { injection: result, templates: kept, warnings };
+  return { injection: result, templates: kept, leftOut, warnings };
 }

@@ -45,7 +45,7 @@ export const reasons = {
   },
   'cluster-unfit': {
     decision: 'allowed',
-    say: (templates: readonly string[]) => `not injected: ${templates.join(', ')} would not run in this cluster as it is (the warnings say why)`,
+    say: (templates: readonly string[]) => `not injected: ${templates.join(', ')} left out by a rule (the warnings say which)`,
   },
   // Reviews that are not ours.
   'operation-not-create': { decision: 'allowed', say: (operation: string) => `operation ${operation} is not CREATE` },
@@ -68,6 +68,11 @@ export const reasons = {
   },
   'invalid-override': { decision: 'denied', code: 400, say: (message: string) => `${message}; fix or remove the annotation` },
   'native-sidecars-unsupported': { decision: 'denied', code: 400, say: (message: string) => message },
+  'required-sidecar-unavailable': {
+    decision: 'denied',
+    code: 403,
+    say: (first: string, more: number) => (more > 0 ? `${first} (and ${more} more required ${more === 1 ? 'sidecar' : 'sidecars'})` : first),
+  },
   'pod-security': {
     decision: 'denied',
     code: 403,

@@ -34,8 +34,13 @@ export const nativeSidecarFallbacks: readonly NativeSidecarFallback[] = ['contai
 export type TemplateFailurePolicy = 'Fail' | 'Ignore';
 export const templateFailurePolicies: readonly TemplateFailurePolicy[] = ['Fail', 'Ignore'];
 
-/** The form a template is injected in: as written, or with its native sidecars as ordinary containers. */
-export type TemplateForm = 'native' | 'container';
+/**
+ * The form a template is injected in: as written (`native`), with its native sidecars as
+ * ordinary containers (`container`, clusters below 1.29), or with its ordinary containers as
+ * native sidecars (`sidecar`, pods that run to completion: a container that never exits would
+ * keep such a pod running for ever).
+ */
+export type TemplateForm = 'native' | 'container' | 'sidecar';
 
 /** A pod's operating system, as `spec.os.name` names it. */
 export type PodOs = 'linux' | 'windows';
@@ -106,6 +111,11 @@ export interface Template {
   readonly form: TemplateForm;
   /** Required (`Fail`, the default) or optional (`Ignore`): which webhook injects it. */
   readonly failurePolicy: TemplateFailurePolicy;
+  /**
+   * True when its ordinary containers end on their own (a one-shot uploader): only then may they
+   * be ordinary containers of a pod that runs to completion. @default false
+   */
+  readonly endsOnItsOwn: boolean;
   /** Every value of the pod or namespace the template reads; a rendering depends on these only. */
   readonly references: readonly Reference[];
   /** Placeholders in the template (each may repeat a value in the output): sizes the render cache's accounting. */
@@ -132,6 +142,7 @@ const topLevelFields = new Set([
   'os',
   'nativeSidecars',
   'failurePolicy',
+  'endsOnItsOwn',
 ]);
 const appContainerFields = new Set(['env', 'envFrom', 'volumeMounts']);
 
@@ -434,6 +445,7 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
   if (injection !== 'automatic' && injection !== 'on-request') problems.add('injection', 'must be "automatic" or "on-request"');
   const placement = doc.placement ?? 'last';
   if (placement !== 'first' && placement !== 'last') problems.add('placement', 'must be "first" or "last"');
+  if (doc.endsOnItsOwn !== undefined && typeof doc.endsOnItsOwn !== 'boolean') problems.add('endsOnItsOwn', 'must be true or false');
   const failurePolicy = doc.failurePolicy ?? 'Fail';
   if (!templateFailurePolicies.includes(failurePolicy as TemplateFailurePolicy)) {
     problems.add('failurePolicy', 'must be "Fail" (required: pods wait for the injector) or "Ignore" (optional)');
@@ -556,6 +568,7 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
     nativeSidecarFallback: native.fallback,
     form: 'native',
     failurePolicy: failurePolicy as TemplateFailurePolicy,
+    endsOnItsOwn: doc.endsOnItsOwn === true,
     references: uniqueReferences(allReferences),
     placeholderCount: allReferences.length,
     staticBytes: canonical.length,
