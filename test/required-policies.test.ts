@@ -11,6 +11,7 @@ import { celEnv, isCelError, parse, plan } from '@bufbuild/cel';
 import { execFileSync } from 'node:child_process';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import fc from 'fast-check';
 import { parseAllDocuments } from 'yaml';
 import { policies as policiesCommand } from '../src/cli/policies.js';
 import { policiesOptions } from '../src/cli/usage.js';
@@ -20,6 +21,7 @@ import { celLimits, parseValidationActions, policiesYaml, requiredPolicies, webh
 import { createLocalNamespaceSource } from '../src/namespaces/source.js';
 import { flagText } from '../src/options.js';
 import { admitPod } from '../src/pipeline/admit.js';
+import { requestedTemplates } from '../src/selection/select.js';
 import { matchConditions as webhookMatchConditions } from '../src/pipeline/match-conditions.js';
 import { loadTemplateDir, parseTemplateText } from '../src/templates/load.js';
 import { createTemplateSet, type TemplateSet } from '../src/templates/set.js';
@@ -275,6 +277,52 @@ test('the list the template uses: a native sidecar turned into a plain init cont
       if (!containerFormAccepted) t.regex(verdict.failures[0]!, /^required sidecar altered: .*another list or another image/);
     }
   }
+});
+
+test('the on-request condition reads the annotation exactly as selection does, whitespace and all', (t) => {
+  const [policy] = requiredPolicies(bundled);
+  const condition = (policy!.policy as Obj).spec.matchConditions.find((c: Obj) => c.name === 'requests-the-template').expression as string;
+  // Names, near-names, separators, every character JavaScript's trim removes, and some it keeps (zero-width space, NEL).
+  const token = fc.constantFrom(
+    'proxy',
+    'log-shipper',
+    'proxyx',
+    'xproxy',
+    'prox',
+    'y',
+    ',',
+    ' ',
+    '\t',
+    '\n',
+    '\v',
+    '\f',
+    '\r',
+    '\u00a0',
+    '\u1680',
+    '\u2000',
+    '\u2005',
+    '\u200a',
+    '\u2028',
+    '\u2029',
+    '\u202f',
+    '\u205f',
+    '\u3000',
+    '\ufeff',
+    '\u200b',
+    '\u0085',
+    '\u180e',
+  );
+  let requested = 0;
+  fc.assert(
+    fc.property(fc.array(token, { maxLength: 12 }), (tokens) => {
+      const value = tokens.join('');
+      const expected = requestedTemplates({ 'sidecar-injector.io/templates': value }).includes('proxy');
+      if (expected) requested++;
+      return cel(condition, { metadata: { annotations: { 'sidecar-injector.io/templates': value } } }) === expected;
+    }),
+    { numRuns: 3000, seed: 26 },
+  );
+  t.true(requested > 100, `${requested} values name proxy`);
 });
 
 test('a pod over the injector bound is refused before any list is walked', (t) => {
