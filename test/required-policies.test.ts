@@ -212,6 +212,8 @@ test('one policy per required template; optional templates get none', (t) => {
     ['log-shipper', 'proxy'],
   );
   t.deepEqual(requiredPolicies(templateSet(shipperText)), []);
+  // A required template that adds no container leaves nothing for a policy to find.
+  t.deepEqual(requiredPolicies(templateSet('name: env-only\nappContainers:\n  env: [{ name: REGION, value: eu }]\n')), []);
   t.regex(policiesYaml([]), /No template is required/);
 });
 

@@ -37,7 +37,7 @@ import { imageReference } from '../k8s/contains.js';
 import type { JsonObject } from '../k8s/json.js';
 import { AnnotationKeys, LabelKeys, LabelValues } from '../k8s/keys.js';
 import { maxAnnotationBytes, reviewLimits } from '../k8s/pod-validation.js';
-import type { Requirement, Selector } from '../k8s/selector.js';
+import type { Selector } from '../k8s/selector.js';
 import { matchConditions as webhookMatchConditions } from '../pipeline/match-conditions.js';
 import type { TemplateSet } from '../templates/set.js';
 import type { Compiled, Template } from '../templates/template.js';
@@ -293,13 +293,12 @@ const matchesCost = (subject: number, pattern: number) => Math.ceil(0.1 * (1 + s
 const stepCost = (name: string) => 3 + 2 + ceilTenth(Math.min(63, name.length)) + 5;
 const listWalk = (name: string) => reviewLimits.maxContainers * stepCost(name) + 10;
 
-function validationCost(container: RequiredContainer): number {
+/** Worst-case runtime cost of a validation's expression and of its messageExpression (two expressions, one budget). */
+function validationCost(container: RequiredContainer): [expression: number, message: number] {
   const pattern = imagePattern(container);
   const imageCost = pattern ? 10 + matchesCost(maxImageLength, pattern.length) : 0;
-  const expression = 20 + container.places.length * (listWalk(container.name) + imageCost + 10);
-  // The messageExpression is evaluated for every validation, passed or not: it walks both lists by name once more.
-  const message = 20 + 2 * listWalk(container.name);
-  return expression + message;
+  // The messageExpression is evaluated for every validation, passed or not: it walks both lists by name.
+  return [20 + container.places.length * (listWalk(container.name) + imageCost + 10), 20 + 2 * listWalk(container.name)];
 }
 
 function conditionCost(template: Template, condition: JsonObject): number {
@@ -312,7 +311,7 @@ function selectorJson(...selectors: (Selector | { readonly matchExpressions: rea
   for (const selector of selectors) {
     const list: readonly JsonObject[] =
       'requirements' in selector
-        ? selector.requirements.map((r: Requirement) => ({
+        ? selector.requirements.map((r) => ({
             key: r.key,
             operator: r.operator,
             ...(r.operator === 'In' || r.operator === 'NotIn' ? { values: [...r.values] } : {}),
@@ -371,12 +370,14 @@ export function requiredPolicies(set: TemplateSet, options: PolicyOptions = {}):
   for (const template of required) {
     const name = `sidecar-injector-required-${template.name}`;
     const containers = requiredContainers(template);
+    // A template that adds no container leaves nothing a policy could find (and a policy needs a validation).
+    if (containers.length === 0) continue;
     const matchConditions = conditions(template);
     const validations = containers.map((c) => validation(template, c));
-    const perValidation = containers.map(validationCost);
+    const perValidation = containers.flatMap(validationCost);
     const perCondition = matchConditions.map((c) => conditionCost(template, c));
     const cost = {
-      maxPerExpression: Math.max(0, ...perValidation, ...perCondition),
+      maxPerExpression: Math.max(...perValidation, ...perCondition),
       perBinding: perValidation.reduce((a, b) => a + b, 0),
       matchConditions: perCondition.reduce((a, b) => a + b, 0),
     };
