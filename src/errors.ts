@@ -127,3 +127,12 @@ export class UsageError extends Error {
   override readonly name = 'UsageError';
   readonly code = 'ERR_USAGE';
 }
+
+/** Templates whose guarding ValidatingAdmissionPolicies cannot be generated faithfully; lists every problem. */
+export class PolicyError extends Error {
+  override readonly name = 'PolicyError';
+  readonly code = 'ERR_POLICY';
+  constructor(readonly problems: readonly string[]) {
+    super(`cannot generate the required-sidecar policies:\n  - ${problems.join('\n  - ')}`);
+  }
+}

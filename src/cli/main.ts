@@ -4,9 +4,9 @@
  * and exit code 1.
  */
 import { serveUsage } from '../config.js';
-import { ConfigError, TemplateError, UsageError } from '../errors.js';
+import { ConfigError, PolicyError, TemplateError, UsageError } from '../errors.js';
 import { parseOptions } from '../options.js';
-import { auditUsage, certsUsage, checkOptions, checkUsage, renderUsage } from './usage.js';
+import { auditUsage, certsUsage, checkOptions, checkUsage, policiesUsage, renderUsage } from './usage.js';
 
 const usage = `Usage: sidecar-injector <command> [options]
 
@@ -16,12 +16,14 @@ Commands:
   check     validate a templates directory
   certs     write a CA, a serving certificate and a kustomize overlay for them
   audit     report pods whose sidecars are missing or stale, per workload
+  policies  print ValidatingAdmissionPolicies that hold the required sidecars (YAML)
 
 ${serveUsage}
 ${renderUsage}
 ${checkUsage}
 ${certsUsage}
-${auditUsage}`;
+${auditUsage}
+${policiesUsage}`;
 
 /** A subcommand: its usage text and how it runs. Code is loaded on demand, so `serve` stays small. */
 interface Command {
@@ -35,6 +37,13 @@ const commands: Record<string, Command> = {
     run: async (args) => {
       const { audit } = await import('./audit.js');
       process.exitCode = await audit(args, { stdout: process.stdout, stderr: process.stderr }, process.env);
+    },
+  },
+  policies: {
+    usage: policiesUsage,
+    run: async (args) => {
+      const { policies } = await import('./policies.js');
+      process.exitCode = await policies(args, { stdout: process.stdout, stderr: process.stderr }, process.env);
     },
   },
   serve: {
@@ -109,7 +118,7 @@ main(process.argv.slice(2)).catch((err: unknown) => {
   }
   // Configuration, templates, and what the system refused (a file, a port): a message, no stack.
   const systemError = typeof (err as { code?: unknown })?.code === 'string' && /^E[A-Z]+$/.test((err as { code: string }).code);
-  if (err instanceof ConfigError || err instanceof TemplateError || systemError) {
+  if (err instanceof ConfigError || err instanceof TemplateError || err instanceof PolicyError || systemError) {
     process.stderr.write(`sidecar-injector: ${(err as Error).message}\n`);
   } else {
     process.stderr.write(`sidecar-injector: ${(err as Error).stack ?? String(err)}\n`);

@@ -79,3 +79,19 @@ export const auditUsage = usageText(
   auditOptions,
   'Lists pods with a metadata-only list, decides with the admission selection code which templates\neach should carry, compares with its ledger, and reports per workload: current, stale, missing,\norphaned, not-selected, opted-out, with the command that fixes it. Exit 0, or 3 with --fail-on.\n',
 );
+
+export const policiesOptions = {
+  templates: { kind: 'string', value: 'DIR', default: 'templates', help: 'template directory' },
+  'validation-actions': {
+    kind: 'string',
+    value: 'ACTIONS',
+    default: 'Warn,Audit',
+    help: 'what a pod without its required sidecars gets: Warn,Audit (report) or Deny (refuse); Audit may join either',
+  },
+} as const satisfies OptionTable;
+
+export const policiesUsage = usageText(
+  'policies [options]',
+  policiesOptions,
+  'Prints a ValidatingAdmissionPolicy and its binding for every required template (failurePolicy: Fail):\nthe API server itself then checks that each pod the template applies to carries its containers.\nSee docs/required-policies.md.\n',
+);

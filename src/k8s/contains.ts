@@ -77,7 +77,7 @@ export function sameScalar(a: unknown, b: unknown): boolean {
 }
 
 /** An image reference split as the container runtime reads it: registry, repository, tag, digest. */
-function imageReference(image: string): { name: string; tag: string | undefined; digest: string | undefined } {
+export function imageReference(image: string): { name: string; tag: string | undefined; digest: string | undefined } {
   const at = image.indexOf('@');
   const digest = at === -1 ? undefined : image.slice(at + 1);
   const withoutDigest = at === -1 ? image : image.slice(0, at);
