@@ -169,3 +169,16 @@ test('YAML errors and duplicate keys are refused with the file name', (t) => {
   t.is(bad.template, undefined);
   t.regex(bad.problems[0]?.message ?? '', /YAML/);
 });
+
+test('a YAML syntax error names the line and the column', (t) => {
+  const { problems } = parseTemplateText('name: agent\ncontainers:\n  - name: agent\n    image: agent:1\n  env: []\n', 'agent.yaml');
+  t.deepEqual(
+    problems.map((p) => `${p.file}: ${p.field}: ${p.message}`),
+    ['agent.yaml: line 5, column 1: YAML: All mapping items must start at the same column'],
+  );
+  const duplicate = parseTemplateText('name: agent\nname: other\n', 'agent.yaml').problems;
+  t.deepEqual(
+    duplicate.map((p) => p.field),
+    ['line 2, column 1'],
+  );
+});
