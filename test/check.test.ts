@@ -109,7 +109,7 @@ test('--pod-security restricted: the bundled templates pass, in both forms; a te
   });
   t.regex(
     base!.problems[0]!.message,
-    /^violates PodSecurity "baseline:v1\.30": privileged \(container "agent" must not set securityContext\.privileged=true\)$/,
+    /^violates PodSecurity "baseline:latest" \(rules of Kubernetes 1\.30\): privileged \(container "agent" must not set securityContext\.privileged=true\)$/,
   );
 });
 
@@ -249,5 +249,18 @@ test('a parameter with a one-token type may go into args; a free string still ne
   t.regex(
     imageErr!.problems[0]!.message,
     /reaches containers\[0\]\.image, where an override could change what runs or with which rights: constrain it with type: enum or a pattern$/,
+  );
+});
+
+test('check --pod-security restricted refuses a hostPath volume hidden beside emptyDir: null', async (t) => {
+  const { clusterCheckOptions } = await import('../src/cli/check.js');
+  const dir = await dirWith({
+    'agent.yaml':
+      'name: agent\nvolumes:\n  - { name: host, emptyDir: null, hostPath: { path: /var/run } }\ncontainers:\n  - name: agent\n    image: agent:1\n    securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: [ALL] } }\n    volumeMounts: [{ name: host, mountPath: /host }]\n',
+  });
+  const err = await t.throwsAsync(check(dir, clusterCheckOptions({ 'pod-security': 'restricted' })), { instanceOf: TemplateError });
+  t.deepEqual(
+    err!.problems.map((p) => p.message),
+    ['violates PodSecurity "restricted:latest": restricted volume types (volume "host" uses restricted volume type "hostPath")'],
   );
 });
