@@ -264,3 +264,19 @@ test('check --pod-security restricted refuses a hostPath volume hidden beside em
     ['violates PodSecurity "restricted:latest": restricted volume types (volume "host" uses restricted volume type "hostPath")'],
   );
 });
+
+test('check refuses the misspellings a sidecar would silently lose: volumMounts, memroy, emptyDri', async (t) => {
+  const dir = await dirWith({
+    'agent.yaml':
+      'name: agent\nvolumes:\n  - name: data\n    emptyDri: {}\ncontainers:\n  - name: agent\n    image: agent:1\n    resources: { requests: { memroy: 64Mi } }\n    volumMounts: [{ name: data, mountPath: /data }]\n',
+  });
+  const err = await t.throwsAsync(check(dir), { instanceOf: TemplateError });
+  t.deepEqual(
+    err!.problems.map((p) => `${p.file}: ${p.field}: ${p.message.replace(/:.*$/, '')}`),
+    [
+      'agent.yaml: containers[0].resources.requests.memroy: must be a standard resource for containers',
+      'agent.yaml: containers[0].volumMounts: unknown field "volumMounts" (did you mean volumeMounts?)',
+      'agent.yaml: volumes[0].emptyDri: unknown field "emptyDri" (did you mean emptyDir?)',
+    ],
+  );
+});

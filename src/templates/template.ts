@@ -10,6 +10,7 @@ import { parseSelector, type Selector } from '../k8s/selector.js';
 import { isDns1123Label, labelKeyProblem, labelValueProblem } from '../k8s/label-syntax.js';
 import { hasPlaceholder, parseSegments, type ParamValue, type Reference, type Segment } from './placeholders.js';
 import { AnnotationKeys } from '../k8s/keys.js';
+import { schemaFieldProblems } from '../k8s/schema-fields.js';
 import { compileDeclaration, type ParamDeclaration, type ParamType } from './parameters.js';
 
 /** `automatic`: injected wherever the selectors match; `on-request`: only when the pod names it too. */
@@ -561,6 +562,18 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
   const labels = checkStringMap(doc.labels, 'labels', problems, true);
   const annotations = checkStringMap(doc.annotations, 'annotations', problems, false);
   const pullSecrets = checkNamedList(doc.imagePullSecrets, 'imagePullSecrets', problems, new Set(), 'imagePullSecret');
+  // Every field the Kubernetes schema does not have: the API server would refuse it (or drop it).
+  const schemaCheck = (items: readonly unknown[], type: string, field: string) =>
+    items.forEach((item, i) => {
+      for (const problem of schemaFieldProblems(item, type, `${field}[${i}]`)) problems.add(problem.field, problem.message);
+    });
+  schemaCheck(containers, 'V1Container', 'containers');
+  schemaCheck(initContainers, 'V1Container', 'initContainers');
+  schemaCheck(volumes, 'V1Volume', 'volumes');
+  schemaCheck(appEnv, 'V1EnvVar', 'appContainers.env');
+  schemaCheck(appEnvFrom, 'V1EnvFromSource', 'appContainers.envFrom');
+  schemaCheck(appMounts, 'V1VolumeMount', 'appContainers.volumeMounts');
+  schemaCheck(pullSecrets, 'V1LocalObjectReference', 'imagePullSecrets');
   const os = checkOs(doc.os, [...containers, ...initContainers], problems);
   const native = checkNativeSidecars(doc.nativeSidecars, initContainers, problems);
 
