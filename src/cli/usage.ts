@@ -2,7 +2,11 @@
  * The option tables of render, check and certs, and their usage texts (serve's lives in
  * config.ts). Kept apart so that `--help` loads no command code.
  */
+import { readFileSync } from 'node:fs';
 import { usageText, type OptionTable } from '../options.js';
+import { podSchemaKubernetesVersion } from '../k8s/pod-schema.js';
+import { newestPolicyRules } from '../k8s/pod-security.js';
+import { formatVersion, nativeSidecarsSince } from '../k8s/version.js';
 
 export const renderOptions = {
   filename: { kind: 'string', short: 'f', value: 'FILE', help: 'manifests to inject (- for stdin): YAML documents or JSON' },
@@ -79,3 +83,67 @@ export const auditUsage = usageText(
   auditOptions,
   'Lists pods with a metadata-only list, decides with the admission selection code which templates\neach should carry, compares with its ledger, and reports per workload: current, stale, missing,\norphaned, not-selected, opted-out, with the command that fixes it. Exit 0, or 3 with --fail-on.\n',
 );
+
+/** `sidecar-injector --help`: the commands, one line each; each command's options are under `COMMAND --help`. */
+export const commandSummary = `Usage: sidecar-injector <command> [options]
+
+Commands:
+  serve       run the admission webhook over HTTPS
+  render      inject manifests offline, as the webhook would (preview; --explain says why)
+  check       validate a templates directory
+  certs       write a CA, a serving certificate and a kustomize overlay for them
+  audit       report pods whose sidecars are missing or stale, per workload
+  version     print the version, the Node.js version and the Kubernetes versions this build knows
+  help        print this, or one command's options (help COMMAND)
+  completion  print a bash or zsh completion script (completion bash|zsh)
+
+Run sidecar-injector COMMAND --help for a command's options.
+`;
+
+/** The package's version, from the package.json beside the build (dist/src/cli → the root). */
+function packageVersion(): string {
+  try {
+    const { version } = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version?: unknown };
+    return typeof version === 'string' ? version : 'unknown';
+  } catch {
+    // Run from a copy without its package.json: the version is not known, the rest is.
+    return 'unknown';
+  }
+}
+
+/** `sidecar-injector version`: what this build is, what it runs on, and which Kubernetes it knows. */
+export function versionText(): string {
+  return [
+    `sidecar-injector ${packageVersion()}`,
+    `Node.js ${process.version}`,
+    `Kubernetes API schema (template fields): ${podSchemaKubernetesVersion}`,
+    `Pod Security rules: v1.0 to v${formatVersion(newestPolicyRules)} (newer versions and latest judged by v${formatVersion(newestPolicyRules)}, or by --kubernetes-version when older)`,
+    `native sidecars: from ${formatVersion(nativeSidecarsSince)} (below, each template's nativeSidecars fallback)`,
+    '',
+  ].join('\n');
+}
+
+/**
+ * A completion script for `shell`, from each command's flags. zsh runs the bash one through
+ * bashcompinit: one script to keep right.
+ */
+export function completionScript(shell: 'bash' | 'zsh', flags: Readonly<Record<string, readonly string[]>>): string {
+  const cases = Object.entries(flags)
+    .map(([command, names]) => `    ${command}) words="${names.map((n) => `--${n}`).join(' ')} --help" ;;`)
+    .join('\n');
+  const bash = `_sidecar_injector() {
+  local cur="\${COMP_WORDS[COMP_CWORD]}" words
+  if [ "$COMP_CWORD" -eq 1 ]; then
+    COMPREPLY=($(compgen -W "${Object.keys(flags).join(' ')} --help --version" -- "$cur"))
+    return
+  fi
+  case "\${COMP_WORDS[1]}" in
+${cases}
+    *) words="" ;;
+  esac
+  if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "$words" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi
+}
+complete -F _sidecar_injector sidecar-injector
+`;
+  return shell === 'bash' ? bash : `autoload -U +X bashcompinit && bashcompinit\n${bash}`;
+}

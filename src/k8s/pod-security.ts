@@ -133,6 +133,9 @@ function allowedSysctls(at: (minor: number) => boolean): Set<string> {
   return new Set(allowed);
 }
 
+/** The newest policy version whose rules are written here: newer versions (and `latest`) judge by these. */
+export const newestPolicyRules: KubernetesVersion = { major: 1, minor: 34 };
+
 /** Where each check's rule changed with the policy version, for the README and --explain. */
 export const policyVersionNotes = [
   'allowPrivilegeEscalation from v1.8',
