@@ -9,7 +9,12 @@ import { newestPolicyRules } from '../k8s/pod-security.js';
 import { formatVersion, nativeSidecarsSince } from '../k8s/version.js';
 
 export const renderOptions = {
-  filename: { kind: 'string', short: 'f', value: 'FILE', help: 'manifests to inject (- for stdin): YAML documents or JSON' },
+  filename: {
+    kind: 'list',
+    short: 'f',
+    value: 'FILE',
+    help: 'manifests to inject: a file, a directory (recursively: *.yaml, *.yml, *.json) or - for stdin; repeatable',
+  },
   templates: { kind: 'string', value: 'DIR', default: 'templates', help: 'template directory' },
   namespace: { kind: 'string', value: 'NS', help: "namespace for every object (default: each object's own, else default)" },
   'namespace-labels': { kind: 'string', value: 'FILE', help: 'YAML map: namespace -> labels' },
@@ -27,12 +32,14 @@ export const renderOptions = {
     default: 'skip',
     help: 'skip | deny | inject, for a template that would break the enforced Pod Security level',
   },
+  output: { kind: 'string', short: 'o', value: 'FORMAT', default: 'yaml', help: 'yaml | json (one object, or a v1 List of them)' },
+  'keep-going': { kind: 'boolean', help: 'write every document even when a workload is refused (it is written as read, without its sidecars); still exits 1' },
 } as const satisfies OptionTable;
 
 export const renderUsage = usageText(
-  'render -f FILE|- [options]',
+  'render -f FILE|DIR|- [-f …] [options]',
   renderOptions,
-  'Pods, Deployments, StatefulSets, DaemonSets, ReplicaSets, ReplicationControllers, Jobs and\nCronJobs are injected; other objects are written back unchanged.\n',
+  'Pods, Deployments, StatefulSets, DaemonSets, ReplicaSets, ReplicationControllers, Jobs and\nCronJobs are injected; other objects are written back unchanged. All or nothing: when a\nworkload is refused or a document cannot be read, nothing is written to stdout and the exit\nstatus is 1 (--keep-going writes the rest). Exit 0: written; 1: refused or unreadable input; 2: usage.\n',
 );
 
 /** `check` takes the directory and two checks about the cluster. */
