@@ -37,7 +37,10 @@ test('collects every problem in one error', (t) => {
 });
 
 test('unknown flags and stray arguments are usage errors naming them', (t) => {
-  t.throws(() => loadConfig({}, ['--prot', '1']), { instanceOf: UsageError, message: /serve: Unknown option '--prot'; see sidecar-injector serve --help/ });
+  t.throws(() => loadConfig({}, ['--prot', '1']), {
+    instanceOf: UsageError,
+    message: /serve: Unknown option '--prot' \(did you mean --port\?\); see sidecar-injector serve --help/,
+  });
   t.throws(() => loadConfig({}, ['extra']), { instanceOf: UsageError, message: /serve: unexpected argument "extra"/ });
 });
 

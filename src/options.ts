@@ -6,6 +6,7 @@
  */
 import { parseArgs } from 'node:util';
 import { UsageError } from './errors.js';
+import { nearestName } from './k8s/schema-fields.js';
 
 /** One option. */
 export interface OptionSpec {
@@ -56,9 +57,11 @@ export function parseOptions(
   try {
     parsed = parseArgs({ args: [...argv], options, strict: true, allowPositionals: true }) as typeof parsed;
   } catch (err) {
-    // parseArgs says "Unknown option '--bogus'": keep its words, add where to look.
+    // parseArgs says "Unknown option '--bogus'": keep its words, add the nearest flag and where to look.
+    const unknown = /^Unknown option '--?([^']*)'/.exec((err as Error).message)?.[1];
+    const near = unknown === undefined ? undefined : nearestName(unknown, Object.keys(table));
     throw new UsageError(
-      `${command}: ${(err as Error).message.replace(/\. To specify a positional argument.*$/s, '')}; see sidecar-injector ${command} --help`,
+      `${command}: ${(err as Error).message.replace(/\. To specify a positional argument.*$/s, '')}${near ? ` (did you mean --${near}?)` : ''}; see sidecar-injector ${command} --help`,
       { cause: err },
     );
   }

@@ -109,7 +109,7 @@ test('--pod-security restricted: the bundled templates pass, in both forms; a te
   });
   t.regex(
     base!.problems[0]!.message,
-    /^violates PodSecurity "baseline:v1\.30": privileged \(container "agent" must not set securityContext\.privileged=true\)$/,
+    /^violates PodSecurity "baseline:latest" \(rules of Kubernetes 1\.30\): privileged \(container "agent" must not set securityContext\.privileged=true\)$/,
   );
 });
 
@@ -150,7 +150,7 @@ test('an overridable parameter reaching a sensitive field is refused unless an e
     t.deepEqual(
       err!.problems.map((p) => `${p.field}: ${p.message}`),
       [
-        `parameters.p: is overridable (override: pod) and reaches containers[0].${field === 'image' ? 'image' : 'args[0]'}, where an override could change what runs or with which rights: constrain it with type: enum or a pattern`,
+        `parameters.p: is overridable (override: pod) and reaches containers[0].${field === 'image' ? 'image' : 'args[0]'}, where an override could change what runs or with which rights: constrain it with type: enum or a pattern${field === 'args' ? ' (or give it a one-token type: integer, number, boolean, quantity, duration)' : ''}`,
       ],
     );
   }
@@ -197,4 +197,86 @@ test('the lock is an allow-list: probes, hooks, mounts, workingDir, an env value
   // Allowed without a constraint: resources, an env value no command expands, pod labels and annotations.
   const ok = `name: a\n${unconstrained}containers:\n  - name: a\n    image: a:1\n    env: [{ name: NOTE, value: "{{ params.p }} {{ pod.annotations['note'] }}" }]\nannotations: { example.com/p: "{{ params.p }}" }\n`;
   await t.notThrowsAsync(check(await dirWith({ 'a.yaml': ok })));
+});
+
+test('an override reaches a shell through a chain of env references: refused, naming the chain', async (t) => {
+  const agent = (env: string, run: string) =>
+    `name: agent\nparameters:\n  flags:\n    default: "-v"\n    override: pod\nvolumes: [{ name: data, emptyDir: {} }]\ncontainers:\n  - name: agent\n    image: agent:1\n    env:\n${env}\n${run}\n`;
+  const chain = '      - { name: A, value: "{{ params.flags }}" }\n      - { name: B, value: "--x=$(A)" }';
+  const err = await t.throwsAsync(check(await dirWith({ 'agent.yaml': agent(chain, '    command: ["sh", "-c", "exec /agent $(B)"]') })), {
+    instanceOf: TemplateError,
+  });
+  t.deepEqual(
+    err!.problems.map((p) => `${p.field}: ${p.message}`),
+    [
+      'parameters.flags: is overridable (override: pod) and reaches containers[0].env[0].value (expanded by $(A) in env B, $(B) in containers[0].command[2]), where an override could change what runs or with which rights: constrain it with type: enum or a pattern (or give it a one-token type: integer, number, boolean, quantity, duration)',
+    ],
+  );
+  // Through a mount's subPathExpr: a pod could point the mount anywhere in the volume.
+  const subPath = '    volumeMounts: [{ name: data, mountPath: /data, subPathExpr: "$(B)" }]';
+  const viaMount = await t.throwsAsync(check(await dirWith({ 'agent.yaml': agent(chain, subPath) })), { instanceOf: TemplateError });
+  t.regex(viaMount!.problems[0]!.message, /expanded by \$\(A\) in env B, \$\(B\) in containers\[0\]\.volumeMounts\[0\]\.subPathExpr/);
+  // `$$(B)` is the literal text $(B): nothing expands, the env value stays data.
+  await t.notThrowsAsync(check(await dirWith({ 'agent.yaml': agent(chain, '    command: ["sh", "-c", "echo $$(B)"]') })));
+  // A chain that ends in an env var nothing runs with is data.
+  await t.notThrowsAsync(check(await dirWith({ 'agent.yaml': agent(chain, '    command: ["/agent"]') })));
+});
+
+test('a parameter with a one-token type may go into args; a free string still needs an enum or a pattern', async (t) => {
+  const withArg = (declaration: string) =>
+    `name: agent\nparameters:\n  p:\n${declaration}\n    override: pod\ncontainers:\n  - name: agent\n    image: agent:1\n    args: ["--p={{ params.p }}"]\n    env: [{ name: P, value: "--q={{ params.p }}" }]\n    command: ["sh", "-c", "exec /agent $(P)"]\n`;
+  for (const declaration of [
+    '    default: 3\n    type: integer\n    min: 1\n    max: 10',
+    '    default: 0.5\n    type: number',
+    '    default: true\n    type: boolean',
+    '    default: 64Mi\n    type: quantity\n    max: 1Gi',
+    '    default: 30s\n    type: duration',
+  ]) {
+    await t.notThrowsAsync(check(await dirWith({ 'agent.yaml': withArg(declaration) })), declaration);
+  }
+  const err = await t.throwsAsync(check(await dirWith({ 'agent.yaml': withArg('    default: x') })), { instanceOf: TemplateError });
+  t.deepEqual(
+    err!.problems.map((p) => p.message.replace(/,.*$/, '')),
+    [
+      'is overridable (override: pod) and reaches containers[0].args[0]',
+      'is overridable (override: pod) and reaches containers[0].env[0].value (expanded by $(P) in containers[0].command[2])',
+    ],
+  );
+  // A one-token type is still not free to choose the image.
+  const image =
+    'name: agent\nparameters:\n  tag:\n    default: 1\n    type: integer\n    override: pod\ncontainers:\n  - name: agent\n    image: "agent:{{ params.tag }}"\n';
+  const imageErr = await t.throwsAsync(check(await dirWith({ 'agent.yaml': image })), { instanceOf: TemplateError });
+  t.regex(
+    imageErr!.problems[0]!.message,
+    /reaches containers\[0\]\.image, where an override could change what runs or with which rights: constrain it with type: enum or a pattern$/,
+  );
+});
+
+test('check --pod-security restricted refuses a hostPath volume hidden beside emptyDir: null', async (t) => {
+  const { clusterCheckOptions } = await import('../src/cli/check.js');
+  const dir = await dirWith({
+    'agent.yaml':
+      'name: agent\nvolumes:\n  - { name: host, emptyDir: null, hostPath: { path: /var/run } }\ncontainers:\n  - name: agent\n    image: agent:1\n    securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: [ALL] } }\n    volumeMounts: [{ name: host, mountPath: /host }]\n',
+  });
+  const err = await t.throwsAsync(check(dir, clusterCheckOptions({ 'pod-security': 'restricted' })), { instanceOf: TemplateError });
+  t.deepEqual(
+    err!.problems.map((p) => p.message),
+    ['violates PodSecurity "restricted:latest": restricted volume types (volume "host" uses restricted volume type "hostPath")'],
+  );
+});
+
+test('check refuses the misspellings a sidecar would silently lose: volumMounts, memroy, emptyDri', async (t) => {
+  const dir = await dirWith({
+    'agent.yaml':
+      'name: agent\nvolumes:\n  - name: data\n    emptyDri: {}\ncontainers:\n  - name: agent\n    image: agent:1\n    resources: { requests: { memroy: 64Mi } }\n    volumMounts: [{ name: data, mountPath: /data }]\n',
+  });
+  const err = await t.throwsAsync(check(dir), { instanceOf: TemplateError });
+  t.deepEqual(
+    err!.problems.map((p) => `${p.file}: ${p.field}: ${p.message.replace(/:.*$/, '')}`),
+    [
+      'agent.yaml: containers[0].resources.requests.memroy: must be a standard resource for containers',
+      'agent.yaml: containers[0].volumMounts: unknown field "volumMounts" (did you mean volumeMounts?)',
+      'agent.yaml: volumes[0].emptyDri: unknown field "emptyDri" (did you mean emptyDir?)',
+    ],
+  );
 });

@@ -64,10 +64,85 @@ test('serve refuses to start on a broken template, naming the file and the field
   t.regex(stderr, /broken\.yaml: containers\[0\]\.image: unknown placeholder \{\{ pod\.secret \}\}/);
 });
 
-test('an unknown command exits 2 with the usage', async (t) => {
-  const { code, stderr } = await runFailing(['frobnicate']);
-  t.is(code, 2);
-  t.regex(stderr, /Usage: sidecar-injector/);
+async function runCli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [entry, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (c) => (stdout += c));
+  child.stderr.on('data', (c) => (stderr += c));
+  const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
+  return { code, stdout, stderr };
+}
+
+test('an unknown command exits 2 in one line, naming the commands and the nearest one', async (t) => {
+  const unknown = await runCli(['frobnicate']);
+  t.is(unknown.code, 2);
+  t.is(
+    unknown.stderr,
+    'sidecar-injector "frobnicate": unknown command; the commands are audit, serve, render, check, certs, policies, version, help, completion; see sidecar-injector --help\n',
+  );
+  const typo = await runCli(['rendr', '-f', 'x.yaml']);
+  t.is(typo.code, 2);
+  t.regex(typo.stderr, /^sidecar-injector "rendr": unknown command \(did you mean render\?\)/);
+  const flag = await runCli(['render', '--tempaltes', 'x']);
+  t.is(flag.code, 2);
+  t.is(flag.stderr, "sidecar-injector render: Unknown option '--tempaltes' (did you mean --templates?); see sidecar-injector render --help\n");
+});
+
+test('version and --version print the version, the Node.js version and the Kubernetes versions the build knows', async (t) => {
+  const { version } = JSON.parse(await readFile('package.json', 'utf8'));
+  for (const args of [['version'], ['--version']]) {
+    const { code, stdout, stderr } = await runCli(args);
+    t.is(code, 0);
+    t.is(stderr, '');
+    const lines = stdout.trimEnd().split('\n');
+    t.is(lines[0], `sidecar-injector ${version}`);
+    t.is(lines[1], `Node.js ${process.version}`);
+    t.regex(stdout, /Kubernetes API schema \(template fields\): 1\.\d+\n/);
+    t.regex(stdout, /Pod Security rules: v1\.0 to v1\.\d+/);
+  }
+  t.is((await runCli(['version', '--json'])).code, 2);
+});
+
+test("COMMAND --help and help COMMAND print that command's help only; --help lists the commands in a screen", async (t) => {
+  for (const args of [
+    ['render', '--help'],
+    ['render', '-f', 'x', '-h'],
+    ['help', 'render'],
+  ]) {
+    const { code, stdout } = await runCli(args);
+    t.is(code, 0);
+    t.true(stdout.startsWith('Usage: sidecar-injector render '), stdout.slice(0, 80));
+    t.false(stdout.includes('Usage: sidecar-injector serve'));
+    t.false(stdout.includes('Usage: sidecar-injector check'));
+  }
+  const summary = await runCli(['--help']);
+  t.true(summary.stdout.split('\n').length < 20);
+  for (const command of ['serve', 'render', 'check', 'certs', 'audit', 'version', 'completion']) t.regex(summary.stdout, new RegExp(`^  ${command} `, 'm'));
+  t.is((await runCli(['help', 'rendr'])).code, 2);
+});
+
+test("completion bash completes commands and each command's flags; zsh loads the same through bashcompinit", async (t) => {
+  const bash = await runCli(['completion', 'bash']);
+  t.is(bash.code, 0);
+  const complete = (words: string[]) =>
+    new Promise<string>((resolve) => {
+      const child = spawn(
+        'bash',
+        ['-c', `eval "$SCRIPT"; COMP_WORDS=(${words.join(' ')}); COMP_CWORD=${words.length - 1}; _sidecar_injector; echo "\${COMPREPLY[*]}"`],
+        { env: { ...process.env, SCRIPT: bash.stdout }, stdio: ['ignore', 'pipe', 'inherit'] },
+      );
+      let out = '';
+      child.stdout.on('data', (c) => (out += c));
+      child.once('close', () => resolve(out.trim()));
+    });
+  t.is(await complete(['sidecar-injector', 're']), 'render');
+  t.is(await complete(['sidecar-injector', 'render', '--ex']), '--explain');
+  t.is(await complete(['sidecar-injector', 'check', '--pod']), '--pod-security');
+  const zsh = await runCli(['completion', 'zsh']);
+  t.true(zsh.stdout.startsWith('autoload -U +X bashcompinit && bashcompinit\n'));
+  t.true(zsh.stdout.endsWith(bash.stdout));
+  t.is((await runCli(['completion', 'fish'])).code, 2);
 });
 
 test('serve with --kubeconfig uses the cluster source, says so, and injects by live namespace labels', async (t) => {

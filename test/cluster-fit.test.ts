@@ -381,3 +381,47 @@ test('a forged ledger cannot choose the form: only a native sidecar the pod hold
   t.false(denied.response.allowed);
   t.is(denied.reason, 'native-sidecars-unsupported');
 });
+
+test('Pod Security latest means the rules of the Kubernetes version in force: container_engine_t is refused by a 1.30 API server', async (t) => {
+  const engine = {
+    name: 'engine',
+    failurePolicy: 'Ignore',
+    containers: [{ name: 'engine', image: 'engine:1', securityContext: { seLinuxOptions: { type: 'container_engine_t' } } }],
+  };
+  // enforce: baseline (latest). At 1.30 the type is forbidden, as that API server would judge it: left out, with the rule.
+  const old = await create(t, await server(templateSet(engine), { version: 30 }), hardened(), 'base');
+  t.deepEqual(
+    old.after.spec.containers.map((c: Json) => c.name),
+    ['web'],
+  );
+  t.regex(old.warnings[0] ?? '', /^engine not injected: it would violate PodSecurity "baseline:latest": seLinuxOptions/);
+  // From 1.31 it is allowed.
+  const current = await create(t, await server(templateSet(engine), { version: 31 }), hardened(), 'base');
+  t.deepEqual(
+    current.after.spec.containers.map((c: Json) => c.name),
+    ['web', 'engine'],
+  );
+  t.deepEqual(current.warnings, []);
+});
+
+test('Pod Security restricted: a volume source written null is no source, as upstream reads it; the hostPath beside it counts', async (t) => {
+  const sneaky = {
+    name: 'sneaky',
+    failurePolicy: 'Ignore',
+    volumes: [{ name: 'host', emptyDir: null, hostPath: { path: '/var/run' } }],
+    containers: [
+      {
+        name: 'sneaky',
+        image: 'sneaky:1',
+        securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } },
+        volumeMounts: [{ name: 'host', mountPath: '/host' }],
+      },
+    ],
+  };
+  const { after, warnings } = await create(t, await server(templateSet(sneaky)), hardened(), 'strict');
+  t.deepEqual(
+    after.spec.containers.map((c: Json) => c.name),
+    ['web'],
+  );
+  t.regex(warnings[0] ?? '', /^sneaky not injected: it would violate PodSecurity "restricted:latest": restricted volume types \(volume "host" uses re/);
+});

@@ -1,8 +1,9 @@
 import test from 'ava';
 import { spawn } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseAllDocuments } from 'yaml';
+import { parseAllDocuments, visit } from 'yaml';
 import { mutate } from '../src/admission/mutate.js';
 import { render } from '../src/cli/render.js';
 import { optedIn } from './helpers/pods.js';
@@ -218,4 +219,98 @@ spec:
     refused.stderr,
     /required sidecar proxy cannot be injected: proxy not injected: no native sidecars on Kubernetes 1\.28, and the pod runs to completion/,
   );
+});
+
+const refusedPod = {
+  apiVersion: 'v1',
+  kind: 'Pod',
+  metadata: { name: 'p', namespace: 'shop', annotations: { 'sidecar-injector.io/templates': 'tracer' } },
+  spec: { containers: [{ name: 'p', image: 'x' }] },
+};
+
+test('all or nothing: one refused workload writes nothing to stdout and exits 1; --keep-going writes the rest, loudly', async (t) => {
+  const input = `${await readFile(fixture, 'utf8')}\n---\n${JSON.stringify(refusedPod)}\n`;
+  const strict = await run(['-f', '-'], input);
+  t.is(strict.code, 1);
+  t.is(strict.stdout, '');
+  t.regex(strict.stderr, /Pod shop\/p: refused: annotation sidecar-injector.io\/templates names "tracer"/);
+  t.regex(
+    strict.stderr,
+    /render: 1 of 9 document\(s\) refused: nothing written, so that no workload is applied without its sidecars \(--keep-going writes the rest\)\n$/,
+  );
+  const going = await run(['-f', '-', '--keep-going'], input);
+  t.is(going.code, 1);
+  t.is(docs(going.stdout).length, 9);
+  t.deepEqual(docs(going.stdout)[8], refusedPod);
+  t.regex(going.stderr, /render: --keep-going: WRITTEN WITHOUT THEIR SIDECARS, as read: Pod shop\/p\n$/);
+});
+
+test('-f many times, directories recursively (yaml, yml, json; hidden and other files skipped), and - for stdin once', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-render-'));
+  const pod = (name: string) => ({ apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace: 'shop' }, spec: { containers: [{ name, image: 'x' }] } });
+  await mkdir(join(dir, 'nested', 'deeper'), { recursive: true });
+  await mkdir(join(dir, '.git'));
+  await writeFile(join(dir, 'a.yaml'), JSON.stringify(pod('a')));
+  await writeFile(join(dir, 'nested', 'b.yml'), JSON.stringify(pod('b')));
+  await writeFile(join(dir, 'nested', 'deeper', 'c.json'), JSON.stringify(pod('c')));
+  await writeFile(join(dir, 'nested', 'README.md'), '# not a manifest');
+  await writeFile(join(dir, '.hidden.yaml'), JSON.stringify(pod('hidden')));
+  await writeFile(join(dir, '.git', 'x.yaml'), JSON.stringify(pod('git')));
+  const { code, stdout } = await run(['-f', fixture, '-f', dir, '-f', '-'], JSON.stringify(pod('stdin')));
+  t.is(code, 0);
+  const names = docs(stdout).map((o) => o.metadata.name);
+  t.is(names.length, 12);
+  t.deepEqual(names.slice(8), ['a', 'b', 'c', 'stdin']);
+  for (const object of docs(stdout).slice(8)) t.true(object.spec.initContainers.some((c: any) => c.name === 'log-shipper'));
+  await t.throwsAsync(run(['-f', '-', '-f', '-']), { message: /stdin can be read once/ });
+  await t.throwsAsync(run(['-f', join(dir, 'missing.yaml'), '-f', dir]), { message: /-f .*missing\.yaml: ENOENT/ });
+  const empty = await mkdtemp(join(tmpdir(), 'sidecar-injector-render-'));
+  await t.throwsAsync(run(['-f', empty]), { message: /no \*\.yaml, \*\.yml or \*\.json files in this directory/ });
+});
+
+test('no YAML anchors or aliases in the output: two application containers get plain copies', async (t) => {
+  const pod = {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: 'two', namespace: 'shop' },
+    spec: {
+      containers: [
+        { name: 'web', image: 'web:1' },
+        { name: 'worker', image: 'worker:1' },
+      ],
+    },
+  };
+  // An input that uses anchors is written without them too.
+  const anchored = 'apiVersion: v1\nkind: ConfigMap\nmetadata: { name: c, labels: &l { a: b } }\ndata: *l\n';
+  const { code, stdout } = await run(['-f', '-'], `${JSON.stringify(pod)}\n---\n${anchored}`);
+  t.is(code, 0);
+  let aliases = 0;
+  for (const doc of parseAllDocuments(stdout)) {
+    visit(doc, {
+      Alias: () => void aliases++,
+      Node: (_, node) => void ('anchor' in node && node.anchor ? aliases++ : undefined),
+    });
+  }
+  t.is(aliases, 0);
+  const [out, config] = docs(stdout);
+  t.deepEqual(out!.spec.containers[0].volumeMounts, out!.spec.containers[1].volumeMounts);
+  t.true(out!.spec.containers[0].volumeMounts.length > 0);
+  t.deepEqual(config!.data, { a: 'b' });
+});
+
+test('-o json writes one object, or a v1 List that kubectl apply reads; another format is refused', async (t) => {
+  const one = await run(['-f', '-', '-o', 'json'], JSON.stringify({ ...refusedPod, metadata: { name: 'p', namespace: 'shop' } }));
+  t.is(one.code, 0);
+  const pod = JSON.parse(one.stdout);
+  t.is(pod.kind, 'Pod');
+  t.true(pod.spec.initContainers.some((c: any) => c.name === 'log-shipper'));
+  const many = await run(['-f', fixture, '--output', 'json']);
+  const list = JSON.parse(many.stdout);
+  t.is(list.kind, 'List');
+  t.is(list.apiVersion, 'v1');
+  t.deepEqual(
+    list.items.map((o: any) => o.kind),
+    ['Pod', 'Deployment', 'StatefulSet', 'DaemonSet', 'ReplicaSet', 'Job', 'CronJob', 'ConfigMap'],
+  );
+  await t.throwsAsync(run(['-f', fixture, '-o', 'wide']), { message: /-o: expected yaml or json \(got "wide"\)/ });
 });

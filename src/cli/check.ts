@@ -39,10 +39,11 @@ export function clusterCheckOptions(values: Readonly<Record<string, unknown>>): 
   if (level !== undefined && level !== 'baseline' && level !== 'restricted')
     problems.push(`--pod-security: expected baseline or restricted (got ${JSON.stringify(level).slice(0, 80)})`);
   if (problems.length > 0) throw new ConfigError(problems);
+  // A namespace's `latest`, judged by the rules of the version given (as its API server would).
   const podSecurity: PodSecurityPolicy | undefined =
     level === undefined
       ? undefined
-      : { level: level as 'baseline' | 'restricted', version: version ?? 'latest', label: `${level}:${version ? `v${formatVersion(version)}` : 'latest'}` };
+      : { level: level as 'baseline' | 'restricted', version: 'latest', label: `${level}:latest`, ...(version ? { rules: version } : {}) };
   return { ...(podSecurity ? { podSecurity } : {}), ...(version ? { version } : {}) };
 }
 
@@ -103,7 +104,8 @@ export function checkRendered(template: Template, cluster: ClusterCheck = {}): T
   const add = (message: string) => problems.push({ file: template.file, field, message });
   if (cluster.podSecurity) {
     const violations = checkPodSecurity(result.pod, cluster.podSecurity);
-    if (violations.length > 0) add(`violates PodSecurity "${cluster.podSecurity.label}": ${describeViolations(violations)}`);
+    const rules = cluster.podSecurity.rules ? ` (rules of Kubernetes ${formatVersion(cluster.podSecurity.rules)})` : '';
+    if (violations.length > 0) add(`violates PodSecurity "${cluster.podSecurity.label}"${rules}: ${describeViolations(violations)}`);
   }
   for (const warning of result.warnings) add(warning);
   for (const conflict of result.conflicts) add(conflict.text);

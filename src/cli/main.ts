@@ -3,27 +3,25 @@
  * Process entry: picks the subcommand, turns configuration and template errors into a message
  * and exit code 1.
  */
-import { serveUsage } from '../config.js';
+import { serveOptions, serveUsage } from '../config.js';
 import { ConfigError, PolicyError, TemplateError, UsageError } from '../errors.js';
 import { parseOptions } from '../options.js';
-import { auditUsage, certsUsage, checkOptions, checkUsage, policiesUsage, renderUsage } from './usage.js';
-
-const usage = `Usage: sidecar-injector <command> [options]
-
-Commands:
-  serve     run the admission webhook over HTTPS
-  render    inject manifests offline, as the webhook would (preview; --explain says why)
-  check     validate a templates directory
-  certs     write a CA, a serving certificate and a kustomize overlay for them
-  audit     report pods whose sidecars are missing or stale, per workload
-  policies  print ValidatingAdmissionPolicies that hold the required sidecars (YAML)
-
-${serveUsage}
-${renderUsage}
-${checkUsage}
-${certsUsage}
-${auditUsage}
-${policiesUsage}`;
+import { nearestName } from '../k8s/schema-fields.js';
+import {
+  auditOptions,
+  auditUsage,
+  certsOptions,
+  certsUsage,
+  checkOptions,
+  checkUsage,
+  commandSummary,
+  policiesOptions,
+  policiesUsage,
+  completionScript,
+  renderOptions,
+  renderUsage,
+  versionText,
+} from './usage.js';
 
 /** A subcommand: its usage text and how it runs. Code is loaded on demand, so `serve` stays small. */
 interface Command {
@@ -37,13 +35,6 @@ const commands: Record<string, Command> = {
     run: async (args) => {
       const { audit } = await import('./audit.js');
       process.exitCode = await audit(args, { stdout: process.stdout, stderr: process.stderr }, process.env);
-    },
-  },
-  policies: {
-    usage: policiesUsage,
-    run: async (args) => {
-      const { policies } = await import('./policies.js');
-      process.exitCode = await policies(args, { stdout: process.stdout, stderr: process.stderr }, process.env);
     },
   },
   serve: {
@@ -89,21 +80,69 @@ const commands: Record<string, Command> = {
       );
     },
   },
+  policies: {
+    usage: policiesUsage,
+    run: async (args) => {
+      const { policies } = await import('./policies.js');
+      process.exitCode = await policies(args, { stdout: process.stdout, stderr: process.stderr }, process.env);
+    },
+  },
+  version: {
+    usage: 'Usage: sidecar-injector version\n\nPrints the version, the Node.js version and the Kubernetes versions this build knows.\n',
+    run: async (args) => {
+      parseOptions('version', {}, args);
+      process.stdout.write(versionText());
+    },
+  },
+  help: {
+    usage: "Usage: sidecar-injector help [COMMAND]\n\nPrints the commands, or one command's options.\n",
+    run: async (args) => {
+      const [name] = parseOptions('help', {}, args, {}, ['COMMAND']).positionals;
+      process.stdout.write(name === undefined ? commandSummary : commandNamed(name).usage);
+    },
+  },
+  completion: {
+    usage: 'Usage: sidecar-injector completion bash|zsh\n\nPrints a shell completion script: source <(sidecar-injector completion bash)\n',
+    run: async (args) => {
+      const [shell] = parseOptions('completion', {}, args, {}, ['SHELL']).positionals;
+      if (shell !== 'bash' && shell !== 'zsh') throw new UsageError(`completion: expected bash or zsh (got ${JSON.stringify(shell ?? '').slice(0, 40)})`);
+      process.stdout.write(completionScript(shell, completionTable));
+    },
+  },
 };
+
+/** Each command's flags, for the completion script. */
+const completionTable: Readonly<Record<string, readonly string[]>> = {
+  serve: Object.keys(serveOptions),
+  render: Object.keys(renderOptions),
+  check: Object.keys(checkOptions),
+  certs: Object.keys(certsOptions),
+  audit: Object.keys(auditOptions),
+  policies: Object.keys(policiesOptions),
+  version: [],
+  help: [],
+  completion: [],
+};
+
+/** The command called `name`; a UsageError naming the nearest one when there is none. */
+function commandNamed(name: string): Command {
+  if (Object.hasOwn(commands, name)) return commands[name]!;
+  const near = nearestName(name, Object.keys(commands));
+  throw new UsageError(
+    `${JSON.stringify(name).slice(0, 80)}: unknown command${near ? ` (did you mean ${near}?)` : ''}; the commands are ${Object.keys(commands).join(', ')}; see sidecar-injector --help`,
+  );
+}
 
 async function main(argv: readonly string[]): Promise<void> {
   const [name, ...rest] = argv;
-  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
-    process.stdout.write(usage);
+  if (name === undefined || name === '--help' || name === '-h') {
+    process.stdout.write(commandSummary);
     return;
   }
-  const command = Object.hasOwn(commands, name) ? commands[name] : undefined;
-  if (!command) {
-    process.stderr.write(`sidecar-injector: unknown command ${JSON.stringify(name)}\n\n${usage}`);
-    process.exitCode = 2;
-    return;
-  }
-  if (rest.includes('--help') || rest.includes('-h')) {
+  const command = commandNamed(name === '--version' ? 'version' : name);
+  // `COMMAND --help` anywhere before a `--` prints that command's help, and only it.
+  const options = rest.includes('--') ? rest.slice(0, rest.indexOf('--')) : rest;
+  if (options.includes('--help') || options.includes('-h')) {
     process.stdout.write(command.usage);
     return;
   }

@@ -2,10 +2,19 @@
  * The option tables of render, check and certs, and their usage texts (serve's lives in
  * config.ts). Kept apart so that `--help` loads no command code.
  */
+import { readFileSync } from 'node:fs';
 import { usageText, type OptionTable } from '../options.js';
+import { podSchemaKubernetesVersion } from '../k8s/pod-schema.js';
+import { newestPolicyRules } from '../k8s/pod-security.js';
+import { formatVersion, nativeSidecarsSince } from '../k8s/version.js';
 
 export const renderOptions = {
-  filename: { kind: 'string', short: 'f', value: 'FILE', help: 'manifests to inject (- for stdin): YAML documents or JSON' },
+  filename: {
+    kind: 'list',
+    short: 'f',
+    value: 'FILE',
+    help: 'manifests to inject: a file, a directory (recursively: *.yaml, *.yml, *.json) or - for stdin; repeatable',
+  },
   templates: { kind: 'string', value: 'DIR', default: 'templates', help: 'template directory' },
   namespace: { kind: 'string', value: 'NS', help: "namespace for every object (default: each object's own, else default)" },
   'namespace-labels': { kind: 'string', value: 'FILE', help: 'YAML map: namespace -> labels' },
@@ -23,12 +32,14 @@ export const renderOptions = {
     default: 'skip',
     help: 'skip | deny | inject, for a template that would break the enforced Pod Security level',
   },
+  output: { kind: 'string', short: 'o', value: 'FORMAT', default: 'yaml', help: 'yaml | json (one object, or a v1 List of them)' },
+  'keep-going': { kind: 'boolean', help: 'write every document even when a workload is refused (it is written as read, without its sidecars); still exits 1' },
 } as const satisfies OptionTable;
 
 export const renderUsage = usageText(
-  'render -f FILE|- [options]',
+  'render -f FILE|DIR|- [-f …] [options]',
   renderOptions,
-  'Pods, Deployments, StatefulSets, DaemonSets, ReplicaSets, ReplicationControllers, Jobs and\nCronJobs are injected; other objects are written back unchanged.\n',
+  'Pods, Deployments, StatefulSets, DaemonSets, ReplicaSets, ReplicationControllers, Jobs and\nCronJobs are injected; other objects are written back unchanged. All or nothing: when a\nworkload is refused or a document cannot be read, nothing is written to stdout and the exit\nstatus is 1 (--keep-going writes the rest). Exit 0: written; 1: refused or unreadable input; 2: usage.\n',
 );
 
 /** `check` takes the directory and two checks about the cluster. */
@@ -95,3 +106,68 @@ export const policiesUsage = usageText(
   policiesOptions,
   'Prints a ValidatingAdmissionPolicy and its binding for every required template (failurePolicy: Fail):\nthe API server itself then checks that each pod the template applies to carries its containers.\nSee docs/required-policies.md.\n',
 );
+
+/** `sidecar-injector --help`: the commands, one line each; each command's options are under `COMMAND --help`. */
+export const commandSummary = `Usage: sidecar-injector <command> [options]
+
+Commands:
+  serve       run the admission webhook over HTTPS
+  render      inject manifests offline, as the webhook would (preview; --explain says why)
+  check       validate a templates directory
+  certs       write a CA, a serving certificate and a kustomize overlay for them
+  audit       report pods whose sidecars are missing or stale, per workload
+  policies    print ValidatingAdmissionPolicies that hold the required sidecars (YAML)
+  version     print the version, the Node.js version and the Kubernetes versions this build knows
+  help        print this, or one command's options (help COMMAND)
+  completion  print a bash or zsh completion script (completion bash|zsh)
+
+Run sidecar-injector COMMAND --help for a command's options.
+`;
+
+/** The package's version, from the package.json beside the build (dist/src/cli → the root). */
+function packageVersion(): string {
+  try {
+    const { version } = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version?: unknown };
+    return typeof version === 'string' ? version : 'unknown';
+  } catch {
+    // Run from a copy without its package.json: the version is not known, the rest is.
+    return 'unknown';
+  }
+}
+
+/** `sidecar-injector version`: what this build is, what it runs on, and which Kubernetes it knows. */
+export function versionText(): string {
+  return [
+    `sidecar-injector ${packageVersion()}`,
+    `Node.js ${process.version}`,
+    `Kubernetes API schema (template fields): ${podSchemaKubernetesVersion}`,
+    `Pod Security rules: v1.0 to v${formatVersion(newestPolicyRules)} (newer versions and latest judged by v${formatVersion(newestPolicyRules)}, or by --kubernetes-version when older)`,
+    `native sidecars: from ${formatVersion(nativeSidecarsSince)} (below, each template's nativeSidecars fallback)`,
+    '',
+  ].join('\n');
+}
+
+/**
+ * A completion script for `shell`, from each command's flags. zsh runs the bash one through
+ * bashcompinit: one script to keep right.
+ */
+export function completionScript(shell: 'bash' | 'zsh', flags: Readonly<Record<string, readonly string[]>>): string {
+  const cases = Object.entries(flags)
+    .map(([command, names]) => `    ${command}) words="${names.map((n) => `--${n}`).join(' ')} --help" ;;`)
+    .join('\n');
+  const bash = `_sidecar_injector() {
+  local cur="\${COMP_WORDS[COMP_CWORD]}" words
+  if [ "$COMP_CWORD" -eq 1 ]; then
+    COMPREPLY=($(compgen -W "${Object.keys(flags).join(' ')} --help --version" -- "$cur"))
+    return
+  fi
+  case "\${COMP_WORDS[1]}" in
+${cases}
+    *) words="" ;;
+  esac
+  if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "$words" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi
+}
+complete -F _sidecar_injector sidecar-injector
+`;
+  return shell === 'bash' ? bash : `autoload -U +X bashcompinit && bashcompinit\n${bash}`;
+}

@@ -206,7 +206,7 @@ test('namespace labels as the API server reads them', (t) => {
     'pod-security.kubernetes.io/audit': 'restricted',
     'pod-security.kubernetes.io/audit-version': '1.25',
   });
-  t.deepEqual(policies.enforce, { level: 'baseline', version: { major: 1, minor: 25 }, label: 'baseline:v1.25' });
+  t.deepEqual(policies.enforce, { level: 'baseline', version: { major: 1, minor: 25 }, label: 'baseline:v1.25', rules: { major: 1, minor: 25 } });
   t.deepEqual(policies.warn, { level: 'restricted', version: 'latest', label: 'restricted:latest' });
   // An invalid version is latest.
   t.deepEqual(policies.audit, { level: 'restricted', version: 'latest', label: 'restricted:latest' });
@@ -214,4 +214,36 @@ test('namespace labels as the API server reads them', (t) => {
   const invalid = podSecurityPolicies({ 'pod-security.kubernetes.io/enforce': 'strict', 'pod-security.kubernetes.io/warn': 'strict' });
   t.is(invalid.enforce?.level, 'restricted');
   t.is(invalid.warn, undefined);
+});
+
+test('a volume source counts when it is not null (upstream: volume.EmptyDir != nil)', (t) => {
+  const nullSource = pod((p) => (p.spec.volumes = [{ name: 'host', emptyDir: null, hostPath: { path: '/' } }]));
+  t.deepEqual(ids(nullSource, restricted), ['restrictedVolumes']);
+  t.is(checkPodSecurity(nullSource, restricted)[0]!.detail, 'volume "host" uses restricted volume type "hostPath"');
+  t.deepEqual(ids(nullSource, baseline), ['hostPathVolumes']);
+  // `hostPath: null` beside an emptyDir is an emptyDir volume.
+  t.deepEqual(
+    ids(
+      pod((p) => (p.spec.volumes = [{ name: 'v', emptyDir: {}, hostPath: null }])),
+      baseline,
+    ),
+    [],
+  );
+});
+
+test('latest, and a version newer than the one in force, mean the rules of the Kubernetes version in force', (t) => {
+  const engine = pod((p) => (app(p).securityContext.seLinuxOptions = { type: 'container_engine_t' }));
+  const labels = (version?: string) => ({
+    'pod-security.kubernetes.io/enforce': 'baseline',
+    ...(version ? { 'pod-security.kubernetes.io/enforce-version': version } : {}),
+  });
+  const v130 = { major: 1, minor: 30 };
+  t.deepEqual(ids(engine, podSecurityPolicies(labels(), v130).enforce!), ['seLinuxOptions']);
+  t.deepEqual(ids(engine, podSecurityPolicies(labels('v1.33'), v130).enforce!), ['seLinuxOptions']);
+  t.deepEqual(ids(engine, podSecurityPolicies(labels(), { major: 1, minor: 31 }).enforce!), []);
+  // No version known: the newest rules this build knows.
+  t.deepEqual(ids(engine, podSecurityPolicies(labels()).enforce!), []);
+  t.deepEqual(podSecurityPolicies(labels(), v130).enforce, { level: 'baseline', version: 'latest', label: 'baseline:latest', rules: v130 });
+  // An older policy version keeps its own rules.
+  t.deepEqual(podSecurityPolicies(labels('v1.25'), v130).enforce?.rules, { major: 1, minor: 25 });
 });

@@ -11,17 +11,29 @@
  */
 import { isJsonObject, type JsonObject } from './json.js';
 import { PodSecurityLabels } from './keys.js';
-import { atLeast, type KubernetesVersion } from './version.js';
+import { atLeast, compareVersions, type KubernetesVersion } from './version.js';
 
 export type PodSecurityLevel = 'privileged' | 'baseline' | 'restricted';
 export const podSecurityLevels: readonly PodSecurityLevel[] = ['privileged', 'baseline', 'restricted'];
 
-/** One mode's policy: a level at a policy version (`latest`: the newest rules). */
+/** One mode's policy: a level at a policy version (`latest`: the rules of the Kubernetes version in force). */
 export interface PodSecurityPolicy {
   readonly level: PodSecurityLevel;
   readonly version: KubernetesVersion | 'latest';
   /** `restricted:latest`, `baseline:v1.25`: as the API server names the policy in its messages. */
   readonly label: string;
+  /**
+   * The version whose rules judge: the policy's version, capped at the Kubernetes version in
+   * force, which is also what `latest` means there (an API server knows no newer rules than its
+   * own). Absent when no version is known: the newest rules this build knows.
+   */
+  readonly rules?: KubernetesVersion;
+}
+
+/** The rules a policy version is judged by where `inForce` runs (upstream's evaluator caps the version at its newest checks). */
+export function rulesAt(version: KubernetesVersion | 'latest', inForce: KubernetesVersion | undefined): KubernetesVersion | undefined {
+  if (version === 'latest') return inForce;
+  return inForce && compareVersions(inForce, version) < 0 ? inForce : version;
 }
 
 export type PodSecurityMode = keyof typeof PodSecurityLabels;
@@ -38,7 +50,10 @@ export interface PodSecurityViolation {
  * As the API server reads them: an invalid enforce level is restricted (fails closed), an
  * invalid warn or audit level privileged; an invalid version is `latest`.
  */
-export function podSecurityPolicies(namespaceLabels: Readonly<Record<string, string>>): Partial<Record<PodSecurityMode, PodSecurityPolicy>> {
+export function podSecurityPolicies(
+  namespaceLabels: Readonly<Record<string, string>>,
+  inForce?: KubernetesVersion,
+): Partial<Record<PodSecurityMode, PodSecurityPolicy>> {
   const out: Partial<Record<PodSecurityMode, PodSecurityPolicy>> = {};
   for (const mode of ['enforce', 'warn', 'audit'] as const) {
     const keys = PodSecurityLabels[mode];
@@ -53,7 +68,8 @@ export function podSecurityPolicies(namespaceLabels: Readonly<Record<string, str
     const versionText = Object.hasOwn(namespaceLabels, keys.version) ? namespaceLabels[keys.version]! : 'latest';
     const match = /^v1\.(0|[1-9][0-9]{0,2})$/.exec(versionText);
     const version = match ? { major: 1, minor: Number(match[1]) } : 'latest';
-    out[mode] = { level, version, label: `${level}:${version === 'latest' ? 'latest' : versionText}` };
+    const rules = rulesAt(version, inForce);
+    out[mode] = { level, version, label: `${level}:${version === 'latest' ? 'latest' : versionText}`, ...(rules ? { rules } : {}) };
   }
   return out;
 }
@@ -117,6 +133,9 @@ function allowedSysctls(at: (minor: number) => boolean): Set<string> {
   return new Set(allowed);
 }
 
+/** The newest policy version whose rules are written here: newer versions (and `latest`) judge by these. */
+export const newestPolicyRules: KubernetesVersion = { major: 1, minor: 34 };
+
 /** Where each check's rule changed with the policy version, for the README and --explain. */
 export const policyVersionNotes = [
   'allowPrivilegeEscalation from v1.8',
@@ -135,7 +154,8 @@ export const policyVersionNotes = [
  */
 export function checkPodSecurity(pod: unknown, policy: PodSecurityPolicy): PodSecurityViolation[] {
   if (policy.level === 'privileged') return [];
-  const at = (minor: number) => policy.version === 'latest' || atLeast(policy.version, 1, minor);
+  const rules = policy.rules ?? policy.version;
+  const at = (minor: number) => rules === 'latest' || atLeast(rules, 1, minor);
   const restricted = policy.level === 'restricted';
   const metadata = object(object(pod).metadata);
   const spec = object(object(pod).spec);
@@ -267,9 +287,11 @@ export function checkPodSecurity(pod: unknown, policy: PodSecurityPolicy): PodSe
     if (adding.length > 0) problems.push(`${names(adding)} must not include capabilities other than "NET_BIND_SERVICE" in securityContext.capabilities.add`);
     if (problems.length > 0) fail('capabilities_restricted', 'unrestricted capabilities', problems.join('; '));
   }
-  const volumes = list(spec.volumes).filter((v) => !Object.keys(v).some((key) => restrictedVolumeTypes.has(key)));
+  // A source counts when it is set, as upstream's `volume.EmptyDir != nil`: `emptyDir: null` is no emptyDir.
+  const sources = (v: JsonObject) => Object.keys(v).filter((key) => key !== 'name' && v[key] !== null && v[key] !== undefined);
+  const volumes = list(spec.volumes).filter((v) => !sources(v).some((key) => restrictedVolumeTypes.has(key)));
   if (volumes.length > 0) {
-    const typeOf = (v: JsonObject) => Object.keys(v).find((key) => key !== 'name') ?? 'unknown';
+    const typeOf = (v: JsonObject) => sources(v)[0] ?? 'unknown';
     fail(
       'restrictedVolumes',
       'restricted volume types',

@@ -203,7 +203,8 @@ export async function admitPod(input: PodInput, deps: AdmitDeps): Promise<PodOut
     if (plan.denial) return denial('native-sidecars-unsupported', say('native-sidecars-unsupported', plan.denial.message), ours);
     const place = { namespace, namespaceLabels, requestName: input.name };
     const injectOnly = (templates: readonly Template[]) => injectTemplates(prepared, templates, place, overrides);
-    const fit = fitPodSecurity(input.pod, injectOnly(plan.templates), plan.templates, namespaceLabels, deps.podSecurity ?? 'skip', injectOnly);
+    const inForce = deps.kubernetesVersion?.()?.version;
+    const fit = fitPodSecurity(input.pod, injectOnly(plan.templates), plan.templates, namespaceLabels, deps.podSecurity ?? 'skip', injectOnly, inForce);
     warnings.push(...fit.warnings);
     if (fit.denial) return denial('pod-security', say('pod-security', fit.denial), plan.templates);
     const injection = fit.injection;

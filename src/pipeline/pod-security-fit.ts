@@ -12,6 +12,7 @@
 import { checkPodSecurity, describeViolations, podSecurityPolicies, type PodSecurityPolicy, type PodSecurityViolation } from '../k8s/pod-security.js';
 import type { Injection } from '../inject/inject.js';
 import type { Template } from '../templates/template.js';
+import type { KubernetesVersion } from '../k8s/version.js';
 import { cut } from '../quote.js';
 import { clusterWarning } from './cluster-warnings.js';
 import type { LeftOut } from './native-sidecars.js';
@@ -64,8 +65,9 @@ export function fitPodSecurity(
   namespaceLabels: Readonly<Record<string, string>>,
   action: PodSecurityAction,
   injectOnly: (templates: readonly Template[]) => Injection,
+  inForce?: KubernetesVersion,
 ): PodSecurityFit {
-  const policies = podSecurityPolicies(namespaceLabels);
+  const policies = podSecurityPolicies(namespaceLabels, inForce);
   const warnings: Warning[] = [];
   const leftOut: LeftOut[] = [];
   let result = injection;

@@ -4,7 +4,7 @@
  */
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { parseDocument } from 'yaml';
+import { LineCounter, parseDocument, type YAMLError } from 'yaml';
 import { TemplateError, type TemplateProblem } from '../errors.js';
 import { createTemplateSet, type TemplateSet } from './set.js';
 import { compileTemplate, type Template } from './template.js';
@@ -14,11 +14,18 @@ export function isTemplateFileName(name: string): boolean {
   return !name.startsWith('.') && /\.(ya?ml|json)$/i.test(name) && !/^kustomization\.ya?ml$/i.test(name);
 }
 
+/** `line 3, column 5`: where a YAML error starts, 1-based, as editors count. */
+export function yamlPosition(error: YAMLError, lineCounter: LineCounter): string {
+  const { line, col } = lineCounter.linePos(error.pos[0]);
+  return `line ${line}, column ${col}`;
+}
+
 /** Parses one file's text (YAML or JSON, a single document) and compiles it. */
 export function parseTemplateText(text: string, file: string): { template?: Template; problems: TemplateProblem[] } {
-  const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: false });
+  const lineCounter = new LineCounter();
+  const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: false, lineCounter });
   const issues = doc.errors.length > 0 ? doc.errors : doc.warnings;
-  if (issues.length > 0) return { problems: issues.map((e) => ({ file, field: '', message: `YAML: ${e.message.split('\n')[0]}` })) };
+  if (issues.length > 0) return { problems: issues.map((e) => ({ file, field: yamlPosition(e, lineCounter), message: `YAML: ${e.message.split('\n')[0]}` })) };
   let value: unknown;
   try {
     value = doc.toJS({ maxAliasCount: 100 });

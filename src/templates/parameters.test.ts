@@ -113,13 +113,10 @@ test('declarations that cannot work are refused, each naming its field', (t) => 
     [{ default: 'x', override: 'cluster' }, ['parameters.p.override: must be one of none, namespace, pod']],
     [{ default: 'x', type: 'enum' }, ['parameters.p.values: an enum needs a list of values']],
     [{ default: 'x', values: ['x'] }, ['parameters.p.values: only an enum has values']],
-    [
-      { default: 'x', pattern: '(' },
-      ['parameters.p.pattern: is not a valid RE2 regular expression: Invalid regular expression: /^(?:()$/u: missing ): ^(?:()$'],
-    ],
+    [{ default: 'x', pattern: '(' }, ['parameters.p.pattern: is not a valid RE2 regular expression: Invalid regular expression: /(/u: missing ): (']],
     [
       { default: 'aa', pattern: '(a)\\1' },
-      ['parameters.p.pattern: is not a valid RE2 regular expression: Invalid regular expression: /^(?:(a)\\1)$/u: invalid escape sequence: \\1'],
+      ['parameters.p.pattern: is not a valid RE2 regular expression: Invalid regular expression: /(a)\\1/u: invalid escape sequence: \\1'],
     ],
     [{ default: '1.10', type: 'enum', values: [1.1, '1.2'] }, ['parameters.p.values: enum values must be strings (quote them in YAML: "1.10", "off")']],
     [{ default: 'x', min: 1 }, ['parameters.p.min: only integer, number, quantity and duration parameters have min']],
@@ -151,4 +148,16 @@ test('a pattern runs in linear time: a value made to make a backtracking engine 
   // 1,000 characters: with backtracking this would not finish; here it is an answer.
   t.deepEqual(checkValue(declaration!, `${'a'.repeat(1000)}_`), { problem: 'must match ([a-z0-9]+-?)*[a-z0-9](\\.[a-z0-9]+)*' });
   t.deepEqual(checkValue(declaration!, 'web-1.example'), { value: 'web-1.example' });
+});
+
+test('a pattern stays anchored whatever its text: one that closes the anchoring group is refused', (t) => {
+  // `^(?:1\.0)|(.*)$` would match any value: the pattern alone does not compile, so it is refused.
+  const { problems } = declare({ default: '1.0', pattern: '1\\.0)|(.*' });
+  t.is(problems.length, 1);
+  t.regex(problems[0]!, /^parameters\.p\.pattern: is not a valid RE2 regular expression: .*missing \)|unexpected \)/);
+  // A well-formed alternation is anchored as a whole: a suffix is not a match.
+  const { declaration } = declare({ default: '1.0', pattern: '1\\.0|1\\.1', override: 'pod' });
+  t.deepEqual(checkValue(declaration!, '1.0-debug-with-shell'), { problem: 'must match 1\\.0|1\\.1' });
+  t.deepEqual(checkValue(declaration!, 'x1.1'), { problem: 'must match 1\\.0|1\\.1' });
+  t.deepEqual(checkValue(declaration!, '1.1'), { value: '1.1' });
 });

@@ -155,6 +155,9 @@ export function compileDeclaration(name: string, raw: unknown, problem: (field: 
     if (typeof raw.pattern !== 'string') add(`${field}.pattern`, 'must be a regular expression as a string');
     else {
       try {
+        // Compiled alone first: only a pattern that is whole by itself stays whole inside the
+        // anchoring group (`a)|(b` would otherwise turn `^(?:a)|(b)$` into two unanchored halves).
+        new RE2(raw.pattern, 'u');
         // Anchored: the whole value must match, never a part of it. RE2 syntax (no backreferences, no lookaround).
         pattern = new RE2(`^(?:${raw.pattern})$`, 'u');
       } catch (err) {

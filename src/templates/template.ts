@@ -10,7 +10,8 @@ import { parseSelector, type Selector } from '../k8s/selector.js';
 import { isDns1123Label, labelKeyProblem, labelValueProblem } from '../k8s/label-syntax.js';
 import { hasPlaceholder, parseSegments, type ParamValue, type Reference, type Segment } from './placeholders.js';
 import { AnnotationKeys } from '../k8s/keys.js';
-import { compileDeclaration, type ParamDeclaration } from './parameters.js';
+import { schemaFieldProblems } from '../k8s/schema-fields.js';
+import { compileDeclaration, type ParamDeclaration, type ParamType } from './parameters.js';
 
 /** `automatic`: injected wherever the selectors match; `on-request`: only when the pod names it too. */
 export type InjectionMode = 'automatic' | 'on-request';
@@ -243,28 +244,92 @@ interface Use {
 
 /**
  * The only fields an unconstrained value from a namespace or a pod may reach: a container's
- * resource requests and limits, an env var's value (unless the container's command or args
- * expand it with `$(NAME)`), and the pod's labels and annotations. Everything else — image,
- * command, args, securityContext, ports, probes and lifecycle hooks, mounts, volumes,
- * valueFrom, workingDir, … — decides what runs or with which rights (a per-pod image override
- * injects any container): there an override must be constrained by an enum or a pattern, and a
- * pod annotation may not appear at all. An allow-list, so that a field nobody thought of is locked.
+ * resource requests and limits, an env var's value (unless what runs expands it), and the
+ * pod's labels and annotations. Everything else — image, command, args, securityContext,
+ * ports, probes and lifecycle hooks, mounts, volumes, valueFrom, workingDir, … — decides what
+ * runs or with which rights (a per-pod image override injects any container): there an
+ * override must be constrained by an enum or a pattern, and a pod annotation may not appear
+ * at all. An allow-list, so that a field nobody thought of is locked.
  */
 const harmlessFieldRe =
   /^(?:(?:init)?[cC]ontainers\[\d+\]\.(?:resources\.(?:requests|limits)\.[^.[]+|env\[\d+\]\.value)|appContainers\.env\[\d+\]\.value|(?:labels|annotations)\..+)$/;
 
-/** `containers[0].env[2].value` → the env var's name, when its container's command or args expand it with `$(NAME)`. */
-function expandedEnv(field: string, doc: JsonObject): boolean {
-  const match = /^((?:init)?[cC]ontainers)\[(\d+)\]\.env\[(\d+)\]\.value$/.exec(field);
-  if (!match) return false;
-  const list = doc[match[1]!];
-  const container = Array.isArray(list) ? list[Number(match[2])] : undefined;
-  if (!isJsonObject(container) || !Array.isArray(container.env)) return false;
-  const env = container.env[Number(match[3])];
-  const name = isJsonObject(env) ? env.name : undefined;
-  if (typeof name !== 'string') return false;
-  const words = [...(Array.isArray(container.command) ? container.command : []), ...(Array.isArray(container.args) ? container.args : [])];
-  return words.some((w) => typeof w === 'string' && w.includes(`$(${name})`));
+/**
+ * Parameter types whose values are one token by construction (digits, `true`, `64Mi`, `30s`):
+ * such a value may become an argument of what runs, where a free string could add a word, a
+ * flag or a shell command.
+ */
+const oneTokenTypes: ReadonlySet<ParamType> = new Set(['integer', 'number', 'boolean', 'quantity', 'duration']);
+
+/** Where a placeholder's value ends up: harmless data, an argument of what runs, or anything else. */
+type Reach = { readonly kind: 'harmless' } | { readonly kind: 'argument'; readonly via: string } | { readonly kind: 'sensitive' };
+
+/**
+ * The names a Kubernetes string expands with `$(NAME)` (`$$` is a literal `$`, as the kubelet
+ * reads it). Any name counts, declared or not, before or after: over-counting only refuses more.
+ */
+export function expandedNames(text: string): string[] {
+  const names: string[] = [];
+  for (const match of text.matchAll(/\$\$|\$\(([^)]*)\)/g)) if (match[1] !== undefined) names.push(match[1]);
+  return names;
+}
+
+/**
+ * The env vars of `container` whose values reach what runs, each with how: a `$(NAME)` in its
+ * command, args or a mount's subPathExpr, followed transitively through env values that expand
+ * other env vars (`B: --x=$(A)`, `args: [$(B)]` makes A reach args).
+ */
+function envReachingWhatRuns(container: JsonObject, containerField: string): Map<string, string> {
+  const env = Array.isArray(container.env) ? container.env.filter(isJsonObject) : [];
+  const valueOf = new Map<string, string>();
+  for (const item of env) if (typeof item.name === 'string' && typeof item.value === 'string') valueOf.set(item.name, item.value);
+  const reached = new Map<string, string>();
+  const queue: string[] = [];
+  const reach = (text: unknown, where: string) => {
+    if (typeof text !== 'string') return;
+    for (const name of expandedNames(text)) {
+      if (reached.has(name)) continue;
+      reached.set(name, `$(${name}) in ${where}`);
+      queue.push(name);
+    }
+  };
+  for (const key of ['command', 'args'] as const) {
+    const words = container[key];
+    if (Array.isArray(words)) words.forEach((word, i) => reach(word, `${containerField}.${key}[${i}]`));
+  }
+  const mounts = Array.isArray(container.volumeMounts) ? container.volumeMounts : [];
+  mounts.forEach((mount, i) => reach(isJsonObject(mount) ? mount.subPathExpr : undefined, `${containerField}.volumeMounts[${i}].subPathExpr`));
+  for (let name = queue.shift(); name !== undefined; name = queue.shift()) {
+    const before = reached.get(name)!;
+    const value = valueOf.get(name);
+    if (value === undefined) continue;
+    for (const next of expandedNames(value)) {
+      if (reached.has(next)) continue;
+      reached.set(next, `$(${next}) in env ${name}, ${before}`);
+      queue.push(next);
+    }
+  }
+  return reached;
+}
+
+/** Where the value at `field` (a path into the template document) ends up. */
+function reachOf(field: string, doc: JsonObject): Reach {
+  const match = /^((?:init)?[cC]ontainers)\[(\d+)\]\.(.*)$/.exec(field);
+  if (match) {
+    const list = doc[match[1]!];
+    const container = Array.isArray(list) ? list[Number(match[2])] : undefined;
+    const containerField = `${match[1]}[${match[2]}]`;
+    const rest = match[3]!;
+    if (/^args\[\d+\]$/.test(rest)) return { kind: 'argument', via: '' };
+    const envMatch = /^env\[(\d+)\]\.value$/.exec(rest);
+    if (envMatch && isJsonObject(container) && Array.isArray(container.env)) {
+      const item = container.env[Number(envMatch[1])];
+      const name = isJsonObject(item) ? item.name : undefined;
+      const via = typeof name === 'string' ? envReachingWhatRuns(container, containerField).get(name) : undefined;
+      if (via !== undefined) return { kind: 'argument', via };
+    }
+  }
+  return harmlessFieldRe.test(field) ? { kind: 'harmless' } : { kind: 'sensitive' };
 }
 
 /** Checks a list of named objects: each an object with a literal DNS-1123 `name`, names unique. */
@@ -509,6 +574,18 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
   const labels = checkStringMap(doc.labels, 'labels', problems, true);
   const annotations = checkStringMap(doc.annotations, 'annotations', problems, false);
   const pullSecrets = checkNamedList(doc.imagePullSecrets, 'imagePullSecrets', problems, new Set(), 'imagePullSecret');
+  // Every field the Kubernetes schema does not have: the API server would refuse it (or drop it).
+  const schemaCheck = (items: readonly unknown[], type: string, field: string) =>
+    items.forEach((item, i) => {
+      for (const problem of schemaFieldProblems(item, type, `${field}[${i}]`)) problems.add(problem.field, problem.message);
+    });
+  schemaCheck(containers, 'V1Container', 'containers');
+  schemaCheck(initContainers, 'V1Container', 'initContainers');
+  schemaCheck(volumes, 'V1Volume', 'volumes');
+  schemaCheck(appEnv, 'V1EnvVar', 'appContainers.env');
+  schemaCheck(appEnvFrom, 'V1EnvFromSource', 'appContainers.envFrom');
+  schemaCheck(appMounts, 'V1VolumeMount', 'appContainers.volumeMounts');
+  schemaCheck(pullSecrets, 'V1LocalObjectReference', 'imagePullSecrets');
   const os = checkOs(doc.os, [...containers, ...initContainers], problems);
   const native = checkNativeSidecars(doc.nativeSidecars, initContainers, problems);
 
@@ -531,20 +608,22 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
   };
   const overridable = new Set([...declarations.values()].filter((d) => d.override !== 'none').map((d) => d.name));
   for (const { source, key, field } of uses) {
-    const harmless = harmlessFieldRe.test(field) && !expandedEnv(field, doc);
-    if (harmless) continue;
+    const reach = reachOf(field, doc);
+    if (reach.kind === 'harmless') continue;
+    const where = reach.kind === 'argument' && reach.via ? `${field} (expanded by ${reach.via})` : field;
     if (source === 'pod.annotations') {
       problems.add(
         field,
-        `uses pod annotation ${JSON.stringify(key)}, which any pod can set to anything: here it could change what runs or with which rights; declare an overridable parameter constrained by an enum or a pattern instead`,
+        `uses pod annotation ${JSON.stringify(key)}, which any pod can set to anything: ${where === field ? 'here' : `it reaches ${where}, where`} it could change what runs or with which rights; declare an overridable parameter constrained by an enum or a pattern instead`,
       );
       continue;
     }
     const declaration = declarations.get(key);
     if (!declaration || declaration.override === 'none' || declaration.type === 'enum' || declaration.pattern) continue;
+    if (reach.kind === 'argument' && oneTokenTypes.has(declaration.type)) continue;
     problems.add(
       `parameters.${key}`,
-      `is overridable (override: ${declaration.override}) and reaches ${field}, where an override could change what runs or with which rights: constrain it with type: enum or a pattern`,
+      `is overridable (override: ${declaration.override}) and reaches ${where}, where an override could change what runs or with which rights: constrain it with type: enum or a pattern${reach.kind === 'argument' ? ` (or give it a one-token type: ${[...oneTokenTypes].join(', ')})` : ''}`,
     );
   }
   if (problems.list.length > 0) return { problems: problems.list };
