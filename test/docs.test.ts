@@ -94,6 +94,25 @@ test('every relative link in README.md, DEVELOPMENT.md and docs/ resolves, #anch
   t.deepEqual(broken, []);
 });
 
+test('every table row in README.md, DEVELOPMENT.md and docs/ has as many cells as its header (a | in a cell is escaped)', async (t) => {
+  const ragged: string[] = [];
+  let rows = 0;
+  for (const file of await markdownFiles()) {
+    let header: number | undefined;
+    withoutFences(await readFile(file, 'utf8'))
+      .split('\n')
+      .forEach((line) => {
+        if (!line.startsWith('|')) return void (header = undefined);
+        const cells = line.split(/(?<!\\)\|/).length;
+        rows++;
+        if (header === undefined) header = cells;
+        else if (cells !== header) ragged.push(`${file}: ${line.slice(0, 100)}`);
+      });
+  }
+  t.true(rows > 50, `tables were found (${rows} rows)`);
+  t.deepEqual(ragged, []);
+});
+
 /** A command block marked `sh tested`, and the output the page shows after it (a `text output` block), if any. */
 interface TestedBlock {
   readonly commands: string;
