@@ -10,6 +10,7 @@ import { mkdtemp, readdir, readFile, stat, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { referencePages } from '../scripts/docs.js';
+import { httpsCall } from './helpers/https.js';
 import { spawnServe } from './helpers/process.js';
 
 test('every generated reference page is current (run npm run docs after changing a table)', async (t) => {
@@ -113,6 +114,15 @@ test('every table row in README.md, DEVELOPMENT.md and docs/ has as many cells a
   t.deepEqual(ragged, []);
 });
 
+test('no development diary: no issue numbers, rounds, reviews or citations of a file outside the repository', async (t) => {
+  const diary = /\bthis round\b|\bbefore this (?:round|change|work)\b|\bissues? \d+|hostile reviews?\b|CONTRACT\.md|\bR-\d\d\b/i;
+  const found: string[] = [];
+  for (const file of await markdownFiles()) {
+    for (const line of (await readFile(file, 'utf8')).split('\n')) if (diary.test(line)) found.push(`${file}: ${line.slice(0, 120)}`);
+  }
+  t.deepEqual(found, []);
+});
+
 /** A command block marked `sh tested`, and the output the page shows after it (a `text output` block), if any. */
 interface TestedBlock {
   readonly commands: string;
@@ -209,6 +219,17 @@ test("the README's quickstart runs as shown, against serve started as npm start 
   const server = await spawnServe(args);
   t.teardown(() => void server.child.kill('SIGTERM'));
   await runPage(t, 'README.md', server);
+
+  // The same server's /status: every field it returns is one the operating page and the HTTP reference name.
+  const status = JSON.parse((await httpsCall({ port: server.port, ca: server.ca, path: '/status' })).text) as Record<string, unknown>;
+  const operating = await readFile(join('docs', 'operating.md'), 'utf8');
+  const table = operating.slice(operating.indexOf('## `/status`'), operating.indexOf('\n## ', operating.indexOf('## `/status`') + 1));
+  const http = (await readFile(join('docs', 'reference', 'http.md'), 'utf8')).split('\n').find((l) => l.startsWith('| `GET /status`'))!;
+  t.true(Object.keys(status).length >= 6);
+  for (const field of Object.keys(status)) {
+    t.true(table.includes(`| \`${field}\` |`), `docs/operating.md explains /status field ${field}`);
+    t.true(http.includes(`\`${field}\``), `docs/reference/http.md names /status field ${field}`);
+  }
 });
 
 test('the tutorial (docs/first-template.md) runs as shown', async (t) => {
