@@ -1,5 +1,5 @@
 // Lint: typescript-eslint's recommended rules, Prettier for form, and the floor plan as rules.
-// Every folder of src/ may import only from the floors below it (see README, Layout):
+// Every folder of src/ may import only from the floors below it (see DEVELOPMENT.md, Layout and the floor plan):
 //   errors.ts, quote.ts                        leaves
 //   k8s/                                       Kubernetes vocabulary: imports only the leaves
 //   fs/                                        a leaf (watching files)
@@ -34,7 +34,7 @@ function floor(folder, allowed) {
           patterns: [
             {
               group: forbidden,
-              message: `src/${folder}/ may import only from ${allowed.length ? allowed.join(', ') : 'the leaves (errors.ts, quote.ts)'}: every import points down (README, Layout).`,
+              message: `src/${folder}/ may import only from ${allowed.length ? allowed.join(', ') : 'the leaves (errors.ts, quote.ts)'}: every import points down (DEVELOPMENT.md, Layout and the floor plan).`,
             },
           ],
         },

@@ -153,7 +153,7 @@ test('audit -o json: every pod with its owner and templates, every workload with
   );
   t.deepEqual(
     report.owners.find((o: any) => o.name === 'web'),
-    { namespace: 'shop', kind: 'Deployment', name: 'web', pods: 3, states: { current: 1, stale: 1, missing: 1 } },
+    { namespace: 'shop', kind: 'Deployment', name: 'web', pods: 3, states: { current: 1, stale: 1, missing: 1 }, lacking: [`log-shipper@${shipper}`] },
   );
   // Pods, ReplicaSets and Jobs were asked as metadata only.
   t.true(api.workloadAccepts.length >= 6);
@@ -193,7 +193,7 @@ test('audit reads a large cluster page by page', async (t) => {
 test('audit refuses bad options with a message', async (t) => {
   await t.throwsAsync(run(['-o', 'yaml']), { message: /-o: expected text or json \(got "yaml"\)/ });
   await t.throwsAsync(run(['--fail-on', 'broken']), {
-    message: /--fail-on: "broken" is not a state \(expected missing, stale, orphaned, current, not-selected, opted-out\)/,
+    message: /--fail-on: "broken" is not a state \(expected missing, stale, orphaned, left-out, current, not-selected, opted-out\)/,
   });
 });
 

@@ -15,11 +15,13 @@ import { EventEmitter } from 'node:events';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { AnnotationKeys } from '../k8s/keys.js';
+import { metadataNameLabel } from '../namespaces/source.js';
 import type { Labels } from '../k8s/selector.js';
 import type { ObjectReference } from '../k8s/object-reference.js';
 import { getJson, metadataOnly } from '../kube-api/request.js';
 import { Reflector, type ReflectorTuning } from '../kube-api/reflector.js';
-import { fixFor, judgedLabelKeys, judgePod, podFacts, type PodFacts, type PodState, type PodVerdict } from '../pipeline/audit.js';
+import { fixFor, judgedLabelKeys, judgePod, podFacts, refineVerdict, type PodFacts, type PodState, type PodVerdict } from '../pipeline/audit.js';
+import { PodTemplateDecisions, type DecisionInputs } from './pod-template-decisions.js';
 import { controllingOwner, namespaceReference } from '../k8s/object-reference.js';
 import type { AdmissionEvent } from '../pipeline/admission-events.js';
 import type { TemplateSet } from '../templates/set.js';
@@ -41,6 +43,12 @@ export interface PodAuditorOptions extends ReflectorTuning {
   readonly onMissing?: (event: AdmissionEvent) => void;
   /** Namespaces with series of their own at most; the rest are counted under `(other)`. @default 500 */
   readonly maxNamespaces?: number;
+  /**
+   * Admission's inputs (its namespace source, version and Pod Security action): with them, a pod
+   * metadata calls missing a template is decided again on its workload's pod template, so a
+   * template a rule leaves out is `left-out`, never `missing` (pod-template-decisions.ts).
+   */
+  readonly decide?: Omit<DecisionInputs, 'templates'>;
 }
 
 interface PodMetadataObject {
@@ -61,6 +69,8 @@ interface StoredPod {
   readonly requested: string | undefined;
   readonly mirror: boolean;
   readonly owner: ObjectReference | undefined;
+  /** Its `controller-revision-hash` label (a StatefulSet's or DaemonSet's template revision), cut. */
+  readonly revision: string | undefined;
   /** The pod's state, and each template's as `name=state` joined by `,` (names of templates in force, or `(other)`). */
   state: PodState;
   states: string;
@@ -98,10 +108,12 @@ export class PodAuditor extends EventEmitter {
   oversized = 0;
   private synced = false;
   private readonly maxNamespaces: number;
+  private readonly decisions: PodTemplateDecisions | undefined;
 
   constructor(private readonly options: PodAuditorOptions) {
     super();
     this.maxNamespaces = options.maxNamespaces ?? 500;
+    this.decisions = options.decide && new PodTemplateDecisions(options.kubeConfig, { ...options.decide, templates: options.templates });
     this.labelKeys = judgedLabelKeys(options.templates());
     this.reflector = new Reflector<PodMetadataObject>({
       // Small pages: each pod's metadata can be large.
@@ -141,7 +153,7 @@ export class PodAuditor extends EventEmitter {
         const pod = this.read(object)!;
         this.pods.set(key, pod);
         this.count(pod, +1);
-        if (pod.state === 'missing' && before?.state !== 'missing') this.missing(pod);
+        if (pod.state === 'missing') this.confirm(key, pod, before?.state !== 'missing');
       },
     });
     for (const event of ['reload', 'rejected', 'change']) this.reflector.on(event, (...args: unknown[]) => this.emit(event, ...args));
@@ -159,6 +171,7 @@ export class PodAuditor extends EventEmitter {
     this.gaugeNamespaces.clear();
     this.pods.clear();
     this.replicaSetOwners.clear();
+    this.decisions?.clear();
     this.synced = false;
   }
 
@@ -182,11 +195,42 @@ export class PodAuditor extends EventEmitter {
     for (const key of this.counts.keys()) this.options.gauge.remove(labelsOf(key));
     this.counts.clear();
     this.gaugeNamespaces.clear();
-    for (const pod of this.pods.values()) {
+    // The templates, a namespace or the version may have changed: every decision is made again.
+    this.decisions?.clear();
+    for (const [key, pod] of this.pods) {
       this.judgeInto(pod);
       this.count(pod, +1);
+      if (pod.state === 'missing') this.confirm(key, pod, false);
     }
     this.emit('recount', this.pods.size);
+  }
+
+  /**
+   * A pod metadata calls `missing`: decided again on its workload's pod template, as admission
+   * decides a new pod of it. Its state and the gauge follow; `newly` pods still missing then
+   * get their Event. Without admission's inputs, metadata's verdict stands.
+   */
+  private confirm(key: string, pod: StoredPod, newly: boolean): void {
+    if (!this.decisions) {
+      if (newly) this.missing(pod);
+      return;
+    }
+    const ref = { namespace: pod.namespace, name: pod.name, ...(pod.owner ? { owner: pod.owner } : {}), ...(pod.revision ? { revision: pod.revision } : {}) };
+    void this.decisions.decisionsFor(ref).then((found) => {
+      // Judged again meanwhile (an update, a recount) or gone: that judgement stands.
+      if (this.pods.get(key) !== pod || pod.state !== 'missing') return;
+      if (found) {
+        const verdict = refineVerdict(this.verdictOf(pod), found);
+        if (verdict.state !== pod.state || this.encode(verdict) !== pod.states) {
+          this.count(pod, -1);
+          pod.state = verdict.state;
+          pod.states = this.encode(verdict);
+          this.count(pod, +1);
+        }
+      }
+      if (newly && pod.state === 'missing') this.missing(pod);
+      this.emit('confirmed', key, pod.state);
+    });
   }
 
   status(): { pods: number; synced: boolean; states: Partial<Record<PodState, number>>; oversizedLedgers: number } {
@@ -242,6 +286,7 @@ export class PodAuditor extends EventEmitter {
       mirror: facts.mirror,
       name: metadata.name.slice(0, 253),
       owner: controllingOwner(metadata.ownerReferences, metadata.namespace),
+      revision: typeof metadata.labels?.['controller-revision-hash'] === 'string' ? metadata.labels['controller-revision-hash'].slice(0, 64) : undefined,
       state: 'not-selected',
       states: '',
     };
@@ -249,16 +294,24 @@ export class PodAuditor extends EventEmitter {
     return pod;
   }
 
-  /** Judges the pod (pipeline/audit.ts) and stores the verdict on it. */
-  private judgeInto(pod: StoredPod): void {
-    const labels = this.options.namespaceLabels(pod.namespace) ?? { 'kubernetes.io/metadata.name': pod.namespace };
-    const set = this.options.templates();
+  /** Judges the pod from what is kept of its metadata (pipeline/audit.ts). */
+  private verdictOf(pod: StoredPod): PodVerdict {
+    const labels = this.options.namespaceLabels(pod.namespace) ?? { [metadataNameLabel]: pod.namespace };
     const ownLabels: Record<string, string> = Object.create(null);
     for (const [k, v] of unpack(pod.labels)) ownLabels[k] = v;
     const facts: PodFacts = { namespace: pod.namespace, ownLabels, requested: pod.requested, mirror: pod.mirror, ledgerHashes: new Map(unpack(pod.ledger)) };
-    const verdict = judgePod(facts, labels, set);
+    return judgePod(facts, labels, this.options.templates());
+  }
+
+  private encode(verdict: PodVerdict): string {
+    return encode(verdict, this.options.templates());
+  }
+
+  /** Judges the pod and stores the verdict on it. */
+  private judgeInto(pod: StoredPod): void {
+    const verdict = this.verdictOf(pod);
     pod.state = verdict.state;
-    pod.states = encode(verdict, set);
+    pod.states = this.encode(verdict);
   }
 
   /** Adds (+1) or takes (-1) the pod from the counts and the gauge. */

@@ -12,8 +12,11 @@ import {
   auditPod,
   fixFor,
   groupByOwner,
+  lacksTemplates,
   podStates,
+  refineVerdict,
   restartable,
+  restartedForAnnotation,
   restartPlan,
   workloadOf,
   type AuditedOwner,
@@ -25,6 +28,10 @@ import {
 import { loadTemplateDir } from '../templates/load.js';
 import { getJson, listPages, metadataOnly, requestJson } from '../kube-api/request.js';
 import { controllingOwner } from '../k8s/object-reference.js';
+import { PodTemplateDecisions } from '../audit/pod-template-decisions.js';
+import { overrideAnnotations, type NamespaceLabelSource } from '../namespaces/source.js';
+import { decideVersion, parseKubernetesVersion, type VersionDecision } from '../k8s/version.js';
+import { podSecurityActions, type PodSecurityAction } from '../pipeline/pod-security-fit.js';
 import { auditOptions } from './usage.js';
 import type { Labels } from '../k8s/selector.js';
 import type { TemplateSet } from '../templates/set.js';
@@ -39,6 +46,14 @@ export interface AuditIo {
 export interface AuditReport {
   readonly pods: readonly AuditedPod[];
   readonly owners: readonly AuditedOwner[];
+  /** What each restartable workload was restarted for (`kind/namespace/name` → its annotation): not printed. */
+  readonly restartedFor?: ReadonlyMap<string, string>;
+}
+
+/** How admission decides, for the audit to decide the same. */
+export interface AuditDecisionOptions {
+  readonly kubernetesVersion?: VersionDecision;
+  readonly podSecurity?: PodSecurityAction;
 }
 
 interface Metadata {
@@ -56,13 +71,16 @@ const stringMap = (value: unknown): Record<string, string> => {
 };
 
 /** Reads the cluster and judges every pod (of `namespace`, or all). */
-export async function auditCluster(kubeConfig: KubeConfig, set: TemplateSet, namespace?: string): Promise<AuditReport> {
+export async function auditCluster(kubeConfig: KubeConfig, set: TemplateSet, namespace?: string, decide: AuditDecisionOptions = {}): Promise<AuditReport> {
   const scope = (group: string, resource: string) => `${group}${namespace ? `/namespaces/${encodeURIComponent(namespace)}` : ''}/${resource}`;
   const options = { accept: metadataOnly, pageSize: 500 };
   // Namespace labels: one GET for one namespace, a list for all.
   const namespaceLabels = new Map<string, Labels>();
+  const namespaceOverrides = new Map<string, Readonly<Record<string, string>>>();
   const keepNamespace = (metadata: Metadata | undefined) => {
-    if (typeof metadata?.name === 'string') namespaceLabels.set(metadata.name, { ...stringMap(metadata.labels), [metadataNameLabel]: metadata.name });
+    if (typeof metadata?.name !== 'string') return;
+    namespaceLabels.set(metadata.name, { ...stringMap(metadata.labels), [metadataNameLabel]: metadata.name });
+    namespaceOverrides.set(metadata.name, overrideAnnotations(metadata.annotations));
   };
   if (namespace)
     keepNamespace(
@@ -76,6 +94,7 @@ export async function auditCluster(kubeConfig: KubeConfig, set: TemplateSet, nam
   // Deployment, pod → Job → CronJob. A pod's ownerReference counts only when it names one of these.
   const uids = new Map<string, string>();
   const parents = new Map<string, Owner & { uid?: string }>();
+  const restartedFor = new Map<string, string>();
   for (const [group, resource, kind] of [
     ['/apis/apps/v1', 'deployments', 'Deployment'],
     ['/apis/apps/v1', 'statefulsets', 'StatefulSet'],
@@ -88,24 +107,70 @@ export async function auditCluster(kubeConfig: KubeConfig, set: TemplateSet, nam
         if (typeof metadata?.name !== 'string' || typeof metadata.namespace !== 'string' || typeof metadata.uid !== 'string') continue;
         const key = `${kind}/${metadata.namespace}/${metadata.name}`;
         uids.set(key, metadata.uid);
+        const restarted = stringMap(metadata.annotations)[restartedForAnnotation];
+        if (restarted !== undefined && Object.hasOwn(restartable, kind)) restartedFor.set(key, restarted.slice(0, 4096));
         const parent = controllingOwner(metadata.ownerReferences, metadata.namespace);
         if (parent && (kind === 'ReplicaSet' || kind === 'Job')) parents.set(key, parent);
       }
     });
   }
   const known = { uids, parents };
-  let pods: AuditedPod[] = [];
-  await listPages<{ metadata?: Metadata }>(kubeConfig, scope('/api/v1', 'pods'), { ...options, onRestart: () => (pods = []) }, (page) => {
-    for (const { metadata } of page) {
-      if (typeof metadata?.name !== 'string' || typeof metadata.namespace !== 'string') continue;
-      const pod = { namespace: metadata.namespace, name: metadata.name, labels: stringMap(metadata.labels), annotations: stringMap(metadata.annotations) };
-      const labels = namespaceLabels.get(pod.namespace) ?? { [metadataNameLabel]: pod.namespace };
-      const verdict = auditPod(pod, labels, set);
-      pods.push({ namespace: pod.namespace, name: pod.name, owner: workloadOf({ ...pod, ownerReferences: metadata.ownerReferences }, known), ...verdict });
-    }
+  const labelsOf = (ns: string) => namespaceLabels.get(ns) ?? { [metadataNameLabel]: ns };
+  // Admission's own decision for a new pod of each workload whose pods metadata says lack a template.
+  const namespaces: NamespaceLabelSource = {
+    kind: 'audit',
+    labelsOf: async (ns) => labelsOf(ns),
+    overridesOf: (ns) => namespaceOverrides.get(ns) ?? {},
+    isReady: () => true,
+    status: () => ({}),
+  };
+  const decisions = new PodTemplateDecisions(kubeConfig, {
+    templates: () => set,
+    namespaces,
+    ...(decide.kubernetesVersion ? { kubernetesVersion: () => decide.kubernetesVersion } : {}),
+    ...(decide.podSecurity ? { podSecurity: decide.podSecurity } : {}),
   });
+  let pods: AuditedPod[] = [];
+  let refinements: Promise<void>[] = [];
+  await listPages<{ metadata?: Metadata }>(
+    kubeConfig,
+    scope('/api/v1', 'pods'),
+    {
+      ...options,
+      onRestart: () => {
+        pods = [];
+        refinements = [];
+      },
+    },
+    (page) => {
+      for (const { metadata } of page) {
+        if (typeof metadata?.name !== 'string' || typeof metadata.namespace !== 'string') continue;
+        const labels = stringMap(metadata.labels);
+        const pod = { namespace: metadata.namespace, name: metadata.name, labels, annotations: stringMap(metadata.annotations) };
+        const audited: AuditedPod = {
+          namespace: pod.namespace,
+          name: pod.name,
+          owner: workloadOf({ ...pod, ownerReferences: metadata.ownerReferences }, known),
+          ...auditPod(pod, labelsOf(pod.namespace), set),
+        };
+        const index = pods.push(audited) - 1;
+        if (!lacksTemplates(audited)) continue;
+        const list = pods;
+        const owner = controllingOwner(metadata.ownerReferences, pod.namespace);
+        const revision = labels['controller-revision-hash'];
+        refinements.push(
+          decisions
+            .decisionsFor({ namespace: pod.namespace, name: pod.name, ...(owner ? { owner } : {}), ...(revision !== undefined ? { revision } : {}) })
+            .then((found) => {
+              if (found) list[index] = { ...audited, ...refineVerdict(audited, found) };
+            }),
+        );
+      }
+    },
+  );
+  await Promise.all(refinements);
   pods.sort((a, b) => (a.namespace + '\0' + a.name < b.namespace + '\0' + b.name ? -1 : 1));
-  return { pods, owners: groupByOwner(pods) };
+  return { pods, owners: groupByOwner(pods), restartedFor };
 }
 
 /** One line per workload: namespace, workload, pods, counts per state, and the fix when something is missing or stale. */
@@ -113,7 +178,15 @@ export function formatAudit(report: AuditReport): string {
   const rows = report.owners.map((o) => {
     const states = podStates.filter((s) => o.states[s]).map((s) => `${s} ${o.states[s]}`);
     const needsFix = (o.states.missing ?? 0) + (o.states.stale ?? 0) + (o.states.orphaned ?? 0) > 0;
-    return [o.namespace, `${o.kind.toLowerCase()}/${o.name}`, String(o.pods), states.join(', '), needsFix ? fixFor(o.namespace, o) : '-'];
+    const rules = [
+      ...new Set(
+        report.pods
+          .filter((p) => p.namespace === o.namespace && p.owner.kind === o.kind && p.owner.name === o.name)
+          .flatMap((p) => p.templates.filter((t) => t.rule).map((t) => `${t.name}: ${t.rule}`)),
+      ),
+    ];
+    const fix = needsFix ? fixFor(o.namespace, o) : rules.length > 0 ? `left out by rule (${rules.join('; ')}): docs/decisions.md` : '-';
+    return [o.namespace, `${o.kind.toLowerCase()}/${o.name}`, String(o.pods), states.join(', '), fix];
   });
   const header = ['NAMESPACE', 'WORKLOAD', 'PODS', 'STATES', 'FIX'];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
@@ -146,6 +219,7 @@ async function restartAll(
   dryRun: boolean,
   io: AuditIo,
   delay: (ms: number) => Promise<void>,
+  now: () => Date,
 ): Promise<void> {
   for (const { owner, why } of plan.untouched) io.stdout.write(`not restarted: ${owner.kind.toLowerCase()}/${owner.name} in ${owner.namespace} (${why})\n`);
   for (const [i, owner] of plan.restart.entries()) {
@@ -156,7 +230,11 @@ async function restartAll(
     }
     if (i > 0) await delay(60_000 / perMinute);
     const path = `/apis/apps/v1/namespaces/${encodeURIComponent(owner.namespace)}/${restartable[owner.kind]}/${encodeURIComponent(owner.name)}`;
-    const body = { spec: { template: { metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': new Date().toISOString() } } } } };
+    // The template revisions it is restarted for, on the workload itself (not its pod template, which would roll it again).
+    const body = {
+      metadata: { annotations: { [restartedForAnnotation]: owner.lacking.join(',') } },
+      spec: { template: { metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': now().toISOString() } } } },
+    };
     try {
       await requestJson(kubeConfig, 'PATCH', path, 30_000, { body, contentType: 'application/strategic-merge-patch+json' });
       io.stdout.write(`restarted ${target}\n`);
@@ -172,6 +250,7 @@ export async function audit(
   io: AuditIo,
   env: Readonly<Record<string, string | undefined>> = {},
   delay: (ms: number) => Promise<void> = (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+  now: () => Date = () => new Date(),
 ): Promise<number> {
   const { values } = parseOptions('audit', auditOptions, argv, env);
   const output = (values.output as string | undefined) ?? 'text';
@@ -184,6 +263,14 @@ export async function audit(
     problems.push(`--max-per-minute: expected a whole number from 1 to 60000 (got ${JSON.stringify(String(values['max-per-minute'])).slice(0, 40)})`);
   }
   if (values['dry-run'] && restartStates.length === 0) problems.push('--dry-run goes with --restart');
+  const versionText = values['kubernetes-version'] as string | undefined;
+  const flagVersion = versionText === undefined ? undefined : parseKubernetesVersion(versionText);
+  if (versionText !== undefined && !flagVersion)
+    problems.push(`--kubernetes-version: expected a version such as 1.28 or v1.29.3 (got ${JSON.stringify(versionText).slice(0, 80)})`);
+  const podSecurity = (values['pod-security-action'] as string | undefined) ?? 'skip';
+  if (!podSecurityActions.includes(podSecurity as PodSecurityAction)) {
+    problems.push(`--pod-security-action: expected ${podSecurityActions.join(', ')} (got ${JSON.stringify(podSecurity).slice(0, 80)})`);
+  }
   if (restartStates.length > 0 && output === 'json') problems.push('--restart writes what it does as text: leave out -o json');
   if (problems.length > 0) throw new ConfigError(problems);
   const kubeConfig = new KubeConfig();
@@ -198,11 +285,20 @@ export async function audit(
   const set = await loadTemplateDir((values.templates as string | undefined) ?? 'templates');
   let report: AuditReport;
   try {
-    report = await auditCluster(kubeConfig, set, values.namespace as string | undefined);
+    // The version admission decides by: the flag, else the API server's (the server also reads the kubelets').
+    const apiServer = flagVersion
+      ? undefined
+      : ((await getJson(kubeConfig, '/version', 30_000).catch(() => undefined)) as { gitVersion?: unknown } | undefined);
+    const kubernetesVersion = decideVersion(
+      flagVersion ? { flag: flagVersion } : typeof apiServer?.gitVersion === 'string' ? { apiServer: apiServer.gitVersion } : {},
+    );
+    report = await auditCluster(kubeConfig, set, values.namespace as string | undefined, { kubernetesVersion, podSecurity: podSecurity as PodSecurityAction });
   } catch (err) {
     throw new ConfigError([`cannot read the cluster: ${(err as Error).message}`]);
   }
-  io.stdout.write(output === 'json' ? `${JSON.stringify(report)}\n` : formatAudit(report));
-  if (restartStates.length > 0) await restartAll(kubeConfig, restartPlan(report.owners, restartStates), perMinute, Boolean(values['dry-run']), io, delay);
+  const { restartedFor, ...printed } = report;
+  io.stdout.write(output === 'json' ? `${JSON.stringify(printed)}\n` : formatAudit(report));
+  if (restartStates.length > 0)
+    await restartAll(kubeConfig, restartPlan(report.owners, restartStates, restartedFor), perMinute, Boolean(values['dry-run']), io, delay, now);
   return report.pods.some((p) => failOn.includes(p.state)) ? 3 : 0;
 }

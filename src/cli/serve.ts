@@ -26,6 +26,7 @@ import { CertificateReloader, checkKeyPair, readKeyPair, type KeyPair } from '..
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { TemplateSet } from '../templates/set.js';
 import type { ClusterNamespaceSource } from '../namespaces/cluster.js';
+import type { PodAuditorOptions } from '../audit/pod-auditor.js';
 
 /** What the cluster says about itself: namespace labels, and the version to serve for. */
 interface ClusterView {
@@ -113,7 +114,9 @@ async function createClusterView(
       })
     : undefined;
   // The continuous audit: one replica at a time (a Lease), over a metadata-only watch of pods.
-  const audit = config.audit ? await startAudit(kubeConfig, log, metrics, env, templates, source, events) : undefined;
+  // The auditor decides as admission does: the same namespace source, version and Pod Security action.
+  const decide = { namespaces: source, kubernetesVersion: () => versions.current(), podSecurity: config.podSecurityAction };
+  const audit = config.audit ? await startAudit(kubeConfig, log, metrics, env, templates, source, events, decide) : undefined;
   return {
     ...(events ? { events } : {}),
     ...(audit ? { auditStatus: audit.status, templatesChanged: audit.recountSoon } : {}),
@@ -139,6 +142,7 @@ async function startAudit(
   templates: () => TemplateSet,
   namespaces: ClusterNamespaceSource,
   events: { record(event: AdmissionEvent): void } | undefined,
+  decide: PodAuditorOptions['decide'],
 ): Promise<{ status: () => unknown; stop: () => Promise<void>; recountSoon: () => void }> {
   const { LeaderElector } = await import('../kube-api/lease.js');
   const { PodAuditor } = await import('../audit/pod-auditor.js');
@@ -157,6 +161,7 @@ async function startAudit(
     namespaceLabels: (namespace) => namespaces.current().get(namespace),
     gauge: metrics.pods,
     ...(events ? { onMissing: (event: AdmissionEvent) => events.record(event) } : {}),
+    decide,
   });
   elector.on('leading', () => auditor.start());
   elector.on('following', () => auditor.stop());

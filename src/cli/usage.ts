@@ -83,12 +83,25 @@ export const auditOptions = {
   restart: { kind: 'string', value: 'STATES', help: 'restart the Deployments, StatefulSets and DaemonSets with pods in these states (e.g. missing,stale)' },
   'max-per-minute': { kind: 'string', value: 'N', default: '10', help: 'restarts per minute at most' },
   'dry-run': { kind: 'boolean', help: 'say what --restart would restart, restart nothing' },
+  'kubernetes-version': {
+    kind: 'string',
+    value: 'X.Y',
+    env: 'SIDECAR_INJECTOR_KUBERNETES_VERSION',
+    help: "decide as admission does for this Kubernetes version (default: the API server's)",
+  },
+  'pod-security-action': {
+    kind: 'string',
+    value: 'ACTION',
+    env: 'SIDECAR_INJECTOR_POD_SECURITY_ACTION',
+    default: 'skip',
+    help: "skip | deny | inject: the injector's --pod-security-action, so the audit decides as admission does",
+  },
 } as const satisfies OptionTable;
 
 export const auditUsage = usageText(
   'audit [options]',
   auditOptions,
-  'Lists pods with a metadata-only list, decides with the admission selection code which templates\neach should carry, compares with its ledger, and reports per workload: current, stale, missing,\norphaned, not-selected, opted-out, with the command that fixes it. Exit 0, or 3 with --fail-on.\n',
+  "Lists pods with a metadata-only list, decides with the admission code which templates each\nshould carry (reading the workload's pod template where metadata says one is missing), compares\nwith its ledger, and reports per workload: current, stale, missing, left-out (with the rule),\norphaned, not-selected, opted-out, with the command that fixes it. --restart restarts a workload\nonce per template revision. Exit 0, or 3 with --fail-on.\n",
 );
 
 export const policiesOptions = {

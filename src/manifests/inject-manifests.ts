@@ -9,17 +9,7 @@ import { podItemKinds, type LedgerEntry } from '../inject/ledger.js';
 import { isJsonObject, type JsonObject } from '../k8s/json.js';
 import { AnnotationKeys, LabelKeys } from '../k8s/keys.js';
 import { clusterWarning } from '../pipeline/cluster-warnings.js';
-
-/** Where the pod template of each supported kind lives. */
-const podTemplatePaths: Record<string, readonly string[]> = {
-  Deployment: ['spec', 'template'],
-  StatefulSet: ['spec', 'template'],
-  DaemonSet: ['spec', 'template'],
-  ReplicaSet: ['spec', 'template'],
-  ReplicationController: ['spec', 'template'],
-  Job: ['spec', 'template'],
-  CronJob: ['spec', 'jobTemplate', 'spec', 'template'],
-};
+import { podFromTemplate, podTemplateOf, podTemplatePaths } from '../k8s/workloads.js';
 
 /** What happened to one object. */
 export interface InjectedManifest {
@@ -80,12 +70,6 @@ function explain(outcome: PodOutcome, assumedOptIn: boolean): string[] {
   return lines;
 }
 
-function getPath(object: JsonObject, path: readonly string[]): JsonObject | undefined {
-  let node: unknown = object;
-  for (const key of path) node = isJsonObject(node) ? node[key] : undefined;
-  return isJsonObject(node) ? node : undefined;
-}
-
 function setPath(object: JsonObject, path: readonly string[], value: JsonObject): JsonObject {
   const [key, ...rest] = path;
   if (key === undefined) return value;
@@ -132,14 +116,13 @@ export async function injectManifest(object: unknown, options: ManifestOptions, 
     };
   }
   // Own keys only: a kind of `constructor` or `__proto__` is no workload.
-  const path = Object.hasOwn(podTemplatePaths, kind) ? podTemplatePaths[kind] : undefined;
-  if (!path) return { object, changed: false, refused: false, label, explanation: ['not a workload; left as is'] };
-  const template = getPath(object, path);
-  if (!template) return { object, changed: false, refused: false, label, explanation: ['has no pod template; left as is'] };
+  if (!Object.hasOwn(podTemplatePaths, kind)) return { object, changed: false, refused: false, label, explanation: ['not a workload; left as is'] };
+  const found = podTemplateOf(kind, object);
+  if (!found) return { object, changed: false, refused: false, label, explanation: ['has no pod template; left as is'] };
+  const { path, template } = found;
   const templateMetadata = isJsonObject(template.metadata) ? template.metadata : {};
   const misplaced = misplacedOptIn(kind, metadata, templateMetadata, path);
-  // The pod its controller would create: generateName from the workload, the namespace filled (R-24).
-  const pod = { apiVersion: 'v1', kind: 'Pod', metadata: { ...templateMetadata, generateName: `${name}-`, namespace }, spec: template.spec };
+  const pod = podFromTemplate(template, { name, namespace });
   const outcome = await admitPod({ pod, namespace, name: '' }, deps);
   const explanation = [...explain(outcome, options.assumedOptIn), ...misplaced];
   if (outcome.decision !== 'patched') return { object, changed: false, refused: outcome.decision === 'denied', label, explanation };

@@ -14,11 +14,17 @@ import { indexLedger, parseLedger } from '../inject/ledger.js';
 import { select } from '../selection/select.js';
 import type { TemplateSet } from '../templates/set.js';
 import type { Labels } from '../k8s/selector.js';
+import type { LeftOutRule, TemplateDecision } from './decision.js';
 
-export type TemplateState = 'current' | 'stale' | 'missing' | 'orphaned';
-export type PodState = 'missing' | 'stale' | 'orphaned' | 'current' | 'not-selected' | 'opted-out';
+/**
+ * `current`: the hash in force; `stale`: another hash; `missing`: a new pod would carry it and this
+ * one does not; `left-out`: it applies but a rule keeps it out of new pods too (pipeline/decision.ts);
+ * `orphaned`: in the ledger, but the template no longer exists or no longer selects the pod.
+ */
+export type TemplateState = 'current' | 'stale' | 'missing' | 'left-out' | 'orphaned';
+export type PodState = 'missing' | 'stale' | 'orphaned' | 'left-out' | 'current' | 'not-selected' | 'opted-out';
 /** Pod states, worst first: a pod's state is the first any of its templates has. */
-export const podStates: readonly PodState[] = ['missing', 'stale', 'orphaned', 'current', 'not-selected', 'opted-out'];
+export const podStates: readonly PodState[] = ['missing', 'stale', 'orphaned', 'left-out', 'current', 'not-selected', 'opted-out'];
 
 /** One template's verdict for a pod: the hash it should carry (`want`) and the one its ledger records (`have`). */
 export interface TemplateVerdict {
@@ -26,6 +32,8 @@ export interface TemplateVerdict {
   readonly state: TemplateState;
   readonly want: string | null;
   readonly have: string | null;
+  /** With `left-out`: the rule that keeps it out. */
+  readonly rule?: LeftOutRule;
 }
 
 export interface PodVerdict {
@@ -98,9 +106,34 @@ export function judgePod(pod: PodFacts, namespaceLabels: Labels, set: TemplateSe
     if (!wanted.has(name)) templates.push({ name, state: 'orphaned', want: null, have });
   }
   templates.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  return verdictOf(templates, optedOut);
+}
+
+/** The pod's state from its templates' (the worst), or why it has none. */
+function verdictOf(templates: readonly TemplateVerdict[], optedOut: boolean): PodVerdict {
   if (optedOut && templates.length === 0) return { state: 'opted-out', templates };
-  for (const state of ['missing', 'stale', 'orphaned'] as const) if (templates.some((t) => t.state === state)) return { state, templates };
+  for (const state of ['missing', 'stale', 'orphaned', 'left-out'] as const) if (templates.some((t) => t.state === state)) return { state, templates };
   return { state: templates.length > 0 ? 'current' : optedOut ? 'opted-out' : 'not-selected', templates };
+}
+
+/** Whether judging from metadata alone left a template `missing`: only those need the decision on the pod template. */
+export const lacksTemplates = (verdict: PodVerdict): boolean => verdict.templates.some((t) => t.state === 'missing');
+
+/**
+ * The verdict once the decision on the workload's pod template is known (admission's own, for a
+ * new pod of that workload): a template the metadata says is missing stays `missing` only where
+ * a new pod would carry it; one a rule leaves out is `left-out` with the rule; one that does not
+ * apply (what metadata cannot show: the pod's operating system) is dropped.
+ */
+export function refineVerdict(verdict: PodVerdict, decisions: ReadonlyMap<string, TemplateDecision>): PodVerdict {
+  if (!lacksTemplates(verdict)) return verdict;
+  const templates: TemplateVerdict[] = [];
+  for (const t of verdict.templates) {
+    const decision = t.state === 'missing' ? decisions.get(t.name) : undefined;
+    if (!decision || decision.kind === 'inject' || decision.kind === 'present') templates.push(t);
+    else if (decision.kind === 'left-out' || decision.kind === 'cannot') templates.push({ ...t, state: 'left-out', rule: decision.rule });
+  }
+  return verdictOf(templates, verdict.state === 'opted-out');
 }
 
 /** The label keys judging can read: every key a template's objectSelector names, and the pod opt-out. */
@@ -182,20 +215,26 @@ export interface AuditedOwner {
   readonly name: string;
   readonly pods: number;
   readonly states: Readonly<Partial<Record<PodState, number>>>;
+  /** `template@revision` of every template its pods lack or run stale, sorted: what a restart would bring. */
+  readonly lacking: readonly string[];
 }
 
 /** Groups pods by workload, in namespace, kind and name order. */
 export function groupByOwner(pods: readonly AuditedPod[]): AuditedOwner[] {
-  const groups = new Map<string, { namespace: string; kind: string; name: string; pods: number; states: Partial<Record<PodState, number>> }>();
+  const groups = new Map<
+    string,
+    { namespace: string; kind: string; name: string; pods: number; states: Partial<Record<PodState, number>>; lacking: Set<string> }
+  >();
   for (const pod of pods) {
     const key = `${pod.namespace}\0${pod.owner.kind}\0${pod.owner.name}`;
     let group = groups.get(key);
-    if (!group) groups.set(key, (group = { namespace: pod.namespace, kind: pod.owner.kind, name: pod.owner.name, pods: 0, states: {} }));
+    if (!group) groups.set(key, (group = { namespace: pod.namespace, kind: pod.owner.kind, name: pod.owner.name, pods: 0, states: {}, lacking: new Set() }));
     group.pods++;
     group.states[pod.state] = (group.states[pod.state] ?? 0) + 1;
+    for (const t of pod.templates) if ((t.state === 'missing' || t.state === 'stale') && t.want) group.lacking.add(`${t.name}@${t.want}`);
   }
   const order = (a: AuditedOwner, b: AuditedOwner) => (a.namespace + '\0' + a.kind + '\0' + a.name < b.namespace + '\0' + b.kind + '\0' + b.name ? -1 : 1);
-  return [...groups.values()].sort(order);
+  return [...groups.values()].map((g) => ({ ...g, lacking: [...g.lacking].sort() })).sort(order);
 }
 
 /** Workload kinds a restart (`kubectl rollout restart`) applies to, with their API paths. */
@@ -208,16 +247,31 @@ export interface RestartPlan {
 }
 
 /**
- * The workloads with pods in `states`: Deployments, StatefulSets and DaemonSets are restarted
- * (their own rollout strategy and PodDisruptionBudgets apply); bare pods, Jobs, CronJobs and
- * anything else are listed, never touched.
+ * The workload annotation that records what `audit --restart` restarted it for: `template@revision`,
+ * comma-separated. A second restart for the same revisions would not help where the first did not.
  */
-export function restartPlan(owners: readonly AuditedOwner[], states: readonly PodState[]): RestartPlan {
+export const restartedForAnnotation = 'sidecar-injector.io/restarted-for';
+
+/**
+ * The workloads with pods in `states`: Deployments, StatefulSets and DaemonSets are restarted
+ * (their own rollout strategy and PodDisruptionBudgets apply), once per template revision:
+ * a workload whose pods still lack what it was restarted for (`restartedFor`, by
+ * `kind/namespace/name`) is listed with why instead. `left-out` pods are never restarted (a new
+ * pod would be left out, or refused, again). Bare pods, Jobs, CronJobs and anything else are
+ * listed, never touched.
+ */
+export function restartPlan(owners: readonly AuditedOwner[], states: readonly PodState[], restartedFor: ReadonlyMap<string, string> = new Map()): RestartPlan {
   const restart: AuditedOwner[] = [];
   const untouched: { owner: AuditedOwner; why: string }[] = [];
   for (const owner of owners) {
-    if (!states.some((s) => (owner.states[s] ?? 0) > 0)) continue;
-    if (Object.hasOwn(restartable, owner.kind)) restart.push(owner);
+    if (!states.some((s) => s !== 'left-out' && (owner.states[s] ?? 0) > 0)) continue;
+    const before = new Set((restartedFor.get(`${owner.kind}/${owner.namespace}/${owner.name}`) ?? '').split(','));
+    if (owner.lacking.length > 0 && owner.lacking.every((t) => before.has(t))) {
+      untouched.push({
+        owner,
+        why: `restarted once already for ${owner.lacking.join(', ')} and its pods still lack it: a new pod would carry it, so the injector is not reached for these pods or another webhook takes the sidecar out; check the webhooks' namespaceSelector and matchConditions, and the injector's log for this namespace`,
+      });
+    } else if (Object.hasOwn(restartable, owner.kind)) restart.push(owner);
     else
       untouched.push({
         owner,

@@ -388,11 +388,23 @@ export class FakeApiServer {
     }
     if (url.pathname === '/api/v1/nodes' && req.method === 'GET') return this.handleNodes(url, res);
     if (this.handleWorkloads(url, req, res)) return;
-    const single = /^\/apis\/apps\/v1\/namespaces\/([^/]+)\/(replicasets|deployments|statefulsets|daemonsets)\/([^/]+)$/.exec(url.pathname);
+    const single =
+      /^\/(?:api\/v1|apis\/apps\/v1|apis\/batch\/v1)\/namespaces\/([^/]+)\/(pods|jobs|replicasets|deployments|statefulsets|daemonsets)\/([^/]+)$/.exec(
+        url.pathname,
+      );
     if (single && req.method === 'GET') {
-      const found = this.workloads[single[2] as Resource].get(`${decodeURIComponent(single[1]!)}/${decodeURIComponent(single[3]!)}`);
-      if (!found) return this.send(res, 404, status(404, 'NotFound', `${single[2]} "${single[3]}" not found`));
-      return this.send(res, 200, { kind: 'PartialObjectMetadata', apiVersion: 'meta.k8s.io/v1', metadata: found.metadata });
+      const resource = single[2] as Resource;
+      const group = resource === 'pods' ? '/api/v1/' : resource === 'jobs' ? '/apis/batch/v1/' : '/apis/apps/v1/';
+      if (!url.pathname.startsWith(group)) return this.send(res, 404, status(404, 'NotFound', 'the server could not find the requested resource'));
+      const found = this.workloads[resource].get(`${decodeURIComponent(single[1]!)}/${decodeURIComponent(single[3]!)}`);
+      if (!found) return this.send(res, 404, status(404, 'NotFound', `${resource} "${single[3]}" not found`));
+      // The first clause of Accept decides, as the API server negotiates: a List form for one object is not acceptable.
+      const first = String(req.headers.accept ?? 'application/json').split(',')[0]!;
+      if (first.includes('as=PartialObjectMetadataList'))
+        return this.send(res, 406, status(406, 'NotAcceptable', 'only the following media types are accepted: application/json'));
+      if (first.includes('as=PartialObjectMetadata'))
+        return this.send(res, 200, { kind: 'PartialObjectMetadata', apiVersion: 'meta.k8s.io/v1', metadata: found.metadata });
+      return this.send(res, 200, found);
     }
     const lease = /^\/apis\/coordination\.k8s\.io\/v1\/namespaces\/([^/]+)\/leases(?:\/([^/]+))?$/.exec(url.pathname);
     if (lease) {
@@ -444,7 +456,17 @@ export class FakeApiServer {
       for await (const chunk of req) chunks.push(chunk as Buffer);
       const name = decodeURIComponent(patch[3]!);
       if (this.goneWorkloads.has(name)) return this.send(res, 404, status(404, 'NotFound', `${patch[2]} "${name}" not found`));
-      this.patches.push({ path: url.pathname, contentType: String(req.headers['content-type']), body: JSON.parse(Buffer.concat(chunks).toString('utf8')) });
+      const body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+      this.patches.push({ path: url.pathname, contentType: String(req.headers['content-type']), body });
+      // The workload's own annotations, merged as a strategic merge patch merges a map.
+      const stored = this.workloads[patch[2] as Resource].get(`${decodeURIComponent(patch[1]!)}/${name}`);
+      if (stored && body?.metadata?.annotations) {
+        stored.metadata = {
+          ...stored.metadata,
+          annotations: { ...stored.metadata.annotations, ...body.metadata.annotations },
+          resourceVersion: String(++this.rv),
+        };
+      }
       return this.send(res, 200, { kind: 'Deployment', apiVersion: 'apps/v1', metadata: { name, namespace: decodeURIComponent(patch[1]!) } });
     }
     const match = /^\/api\/v1\/namespaces(?:\/([^/]+))?$/.exec(url.pathname);
