@@ -229,3 +229,66 @@ test('a leader whose API server stops answering steps down within the renew dead
   api.hangLeases = false;
   await a.stop();
 });
+
+test('the auditor decides as admission does: a pod a rule leaves out is left-out with the rule, never missing, and draws no SidecarsMissing Event', async (t) => {
+  const api = new FakeApiServer();
+  await api.start();
+  const set = await loadTemplateDir('templates');
+  const namespaces = new Map<string, Record<string, string>>([['shop', { 'sidecar-injector.io/injection': 'enabled', 'kubernetes.io/metadata.name': 'shop' }]]);
+  const rs = (name: string) => [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name, uid: `uid-${name}`, controller: true }];
+  const template = (spec: Record<string, unknown>) => ({ template: { metadata: { labels: { app: 'x' } }, spec } });
+  // A Windows Deployment's ReplicaSet (the bundled templates are linux-only), a Job at 1.28
+  // (the log shipper would be a container that never exits), and an ordinary Deployment.
+  api.addObject(
+    'replicasets',
+    { namespace: 'shop', name: 'win-1', uid: 'uid-win-1' },
+    template({ os: { name: 'windows' }, containers: [{ name: 'w', image: 'w' }] }),
+  );
+  api.addObject(
+    'jobs',
+    { namespace: 'shop', name: 'batch-1', uid: 'uid-batch-1' },
+    template({ restartPolicy: 'Never', containers: [{ name: 'b', image: 'b' }] }),
+  );
+  api.addObject('replicasets', { namespace: 'shop', name: 'web-1', uid: 'uid-web-1' }, template({ containers: [{ name: 'web', image: 'nginx' }] }));
+  const events: AdmissionEvent[] = [];
+  const gauge = fakeGauge();
+  const auditor = new PodAuditor({
+    kubeConfig: await api.kubeConfig(),
+    log: silent,
+    templates: () => set,
+    namespaceLabels: (ns) => namespaces.get(ns),
+    gauge,
+    onMissing: (e) => events.push(e),
+    backoffInitialMs: 5,
+    decide: {
+      namespaces: {
+        kind: 'test',
+        labelsOf: async (ns) => namespaces.get(ns) ?? { 'kubernetes.io/metadata.name': ns },
+        isReady: () => true,
+        status: () => ({}),
+      },
+      kubernetesVersion: () => ({ version: { major: 1, minor: 28 }, source: 'flag', reason: '--kubernetes-version 1.28 was given' }),
+    },
+  });
+  const confirmed: string[] = [];
+  auditor.on('confirmed', (key: string, state: string) => confirmed.push(`${key}=${state}`));
+  t.teardown(async () => {
+    auditor.stop();
+    await api.stop();
+  });
+  auditor.start();
+  await until(() => auditor.status().synced);
+  for (const [name, owner] of [
+    ['win-1-a', rs('win-1')],
+    ['batch-1-a', [{ apiVersion: 'batch/v1', kind: 'Job', name: 'batch-1', uid: 'uid-batch-1', controller: true }]],
+    ['web-1-a', rs('web-1')],
+  ] as const)
+    api.addObject('pods', { namespace: 'shop', name, labels: { app: 'x' }, annotations: {}, ownerReferences: owner }, { containers: [] });
+  await until(() => confirmed.length === 3);
+  t.deepEqual(confirmed.sort(), ['shop/batch-1-a=left-out', 'shop/web-1-a=missing', 'shop/win-1-a=not-selected']);
+  t.deepEqual(Object.fromEntries(gauge.values), { 'shop/log-shipper/left-out': 1, 'shop/log-shipper/missing': 1 });
+  t.deepEqual(auditor.status().states, { 'left-out': 1, missing: 1, 'not-selected': 1 });
+  // Only the pod a new pod of its workload would really differ from is announced.
+  await until(() => events.length === 1);
+  t.regex(events[0]!.note, /^pod web-1-a lacks log-shipper/);
+});

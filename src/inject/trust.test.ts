@@ -343,3 +343,24 @@ test('a pod whose imagePullSecrets hold {} (an empty name, as the API server sen
   const outcome = await admitPod({ pod: body, namespace: 'shop', name: '' }, deps);
   t.is(outcome.decision, 'patched');
 });
+
+test('an orphaned sidecar (claimed by a template no longer in force) is no app container: the current templates add nothing to it', async (t) => {
+  const retired = serializeLedger({ v: 1, templates: { 'old-agent': { hash: 'abc123', containers: ['old-agent'] } } });
+  const withOrphan = pod({
+    annotations: { 'sidecar-injector.io/status': retired },
+    containers: [
+      { name: 'web', image: 'nginx' },
+      { name: 'old-agent', image: 'example.com/old-agent:1' },
+    ],
+  });
+  const outcome = await admitPod({ pod: withOrphan, namespace: 'shop', name: '' }, deps);
+  if (outcome.decision !== 'patched') return t.fail(outcome.message);
+  const containers = (outcome.injection.pod as any).spec.containers;
+  t.is(containers[1], withOrphan.spec.containers[1], 'the orphaned sidecar is left exactly as it is');
+  t.true(
+    (containers[0].env ?? []).some((e: any) => e.name === 'LOG_DIR'),
+    'the app container gets the current templates',
+  );
+  // The retired entry is carried, so the next call still knows the container for a sidecar.
+  t.is(JSON.parse((outcome.injection.pod as any).metadata.annotations['sidecar-injector.io/status']).templates['old-agent'].hash, 'abc123');
+});

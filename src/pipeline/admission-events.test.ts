@@ -1,0 +1,30 @@
+import test from 'ava';
+import { admissionEvents } from './admission-events.js';
+import type { PodOutcome } from './admit.js';
+
+const outcome = (warnings: PodOutcome['warnings']): PodOutcome => ({
+  decision: 'allowed',
+  reason: 'already-injected',
+  message: 'the pod already carries its sidecars',
+  warnings,
+  podName: 'web-1',
+  namespace: 'shop',
+  templates: [],
+  decisions: [],
+});
+
+test('a SidecarInjectionSkipped Event follows the warning id, whatever its words', (t) => {
+  const pod = { metadata: {} };
+  for (const text of ['log-shipper not injected: it would violate PodSecurity', 'anything at all, reworded']) {
+    const events = admissionEvents(outcome([{ id: 'template-left-out', text, template: 'log-shipper', rule: 'pod-security' }]), pod);
+    t.deepEqual(
+      events.map((e) => [e.reason, e.note]),
+      [['SidecarInjectionSkipped', `${text} (pod web-1)`]],
+    );
+  }
+  // A sentence that reads like a skip but is no skip by its id draws no Event.
+  t.deepEqual(
+    admissionEvents(outcome([{ id: 'item-collision', text: 'agent: container agent already exists in the pod; left as is, not injected' }]), pod),
+    [],
+  );
+});
