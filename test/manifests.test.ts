@@ -193,11 +193,13 @@ test('deployment: mounts the TLS Secret where --tls-cert and --tls-key point', (
   t.is(arg('tls-key'), `${certDir}/tls.key`);
 });
 
-test("rbac: get, list and watch on namespaces and nodes, create and patch on events, nothing more, bound to the Deployment's service account", (t) => {
+test("rbac: read namespaces, nodes, pods and the workloads that hold pod templates; create and patch on events; nothing more, bound to the Deployment's service account", (t) => {
   t.deepEqual(one(base, 'ClusterRole').rules, [
     { apiGroups: [''], resources: ['namespaces', 'nodes'], verbs: ['get', 'list', 'watch'] },
-    { apiGroups: [''], resources: ['pods'], verbs: ['list', 'watch'] },
-    { apiGroups: ['apps'], resources: ['replicasets'], verbs: ['get'] },
+    { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },
+    { apiGroups: [''], resources: ['replicationcontrollers'], verbs: ['get'] },
+    { apiGroups: ['apps'], resources: ['replicasets', 'statefulsets', 'daemonsets'], verbs: ['get'] },
+    { apiGroups: ['batch'], resources: ['jobs'], verbs: ['get'] },
     { apiGroups: ['events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] },
   ]);
   // The audit's Lease: in its own namespace, by name.
