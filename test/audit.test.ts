@@ -153,7 +153,7 @@ test('audit -o json: every pod with its owner and templates, every workload with
   );
   t.deepEqual(
     report.owners.find((o: any) => o.name === 'web'),
-    { namespace: 'shop', kind: 'Deployment', name: 'web', pods: 3, states: { current: 1, stale: 1, missing: 1 }, lacking: [`log-shipper@${shipper}`] },
+    { namespace: 'shop', kind: 'Deployment', name: 'web', pods: 3, states: { current: 1, stale: 1, missing: 1 }, restartFor: [`log-shipper@${shipper}`] },
   );
   // Pods, ReplicaSets and Jobs were asked as metadata only.
   t.true(api.workloadAccepts.length >= 6);

@@ -153,7 +153,7 @@ export class PodAuditor extends EventEmitter {
         const pod = this.read(object)!;
         this.pods.set(key, pod);
         this.count(pod, +1);
-        if (pod.state === 'missing') this.confirm(key, pod, before?.state !== 'missing');
+        if (pod.state === 'missing' || pod.state === 'stale') this.confirm(key, pod, before?.state !== 'missing');
       },
     });
     for (const event of ['reload', 'rejected', 'change']) this.reflector.on(event, (...args: unknown[]) => this.emit(event, ...args));
@@ -200,25 +200,26 @@ export class PodAuditor extends EventEmitter {
     for (const [key, pod] of this.pods) {
       this.judgeInto(pod);
       this.count(pod, +1);
-      if (pod.state === 'missing') this.confirm(key, pod, false);
+      if (pod.state === 'missing' || pod.state === 'stale') this.confirm(key, pod, false);
     }
     this.emit('recount', this.pods.size);
   }
 
   /**
-   * A pod metadata calls `missing`: decided again on its workload's pod template, as admission
-   * decides a new pod of it. Its state and the gauge follow; `newly` pods still missing then
-   * get their Event. Without admission's inputs, metadata's verdict stands.
+   * A pod metadata calls `missing` or `stale`: decided again on its workload's pod template, as
+   * admission decides a new pod of it. Its state and the gauge follow; `newly` pods still
+   * missing then get their Event. Without admission's inputs, metadata's verdict stands.
    */
   private confirm(key: string, pod: StoredPod, newly: boolean): void {
     if (!this.decisions) {
-      if (newly) this.missing(pod);
+      if (newly && pod.state === 'missing') this.missing(pod);
       return;
     }
     const ref = { namespace: pod.namespace, name: pod.name, ...(pod.owner ? { owner: pod.owner } : {}), ...(pod.revision ? { revision: pod.revision } : {}) };
+    const judged = pod.state;
     void this.decisions.decisionsFor(ref).then((found) => {
       // Judged again meanwhile (an update, a recount) or gone: that judgement stands.
-      if (this.pods.get(key) !== pod || pod.state !== 'missing') return;
+      if (this.pods.get(key) !== pod || pod.state !== judged) return;
       if (found) {
         const verdict = refineVerdict(this.verdictOf(pod), found);
         if (verdict.state !== pod.state || this.encode(verdict) !== pod.states) {

@@ -49,22 +49,27 @@ export type Decisions = ReadonlyMap<string, TemplateDecision>;
 
 /** Reads of the API server under way at once, at most: a cluster of thousands of workloads is read a few at a time. */
 const maxInFlight = 8;
+/** Decisions waiting for a read, at most; beyond, a pod keeps the verdict of its metadata until asked again. */
+const maxWaiting = 10_000;
 
 export class PodTemplateDecisions {
   private readonly remembered = new Map<string, Promise<Decisions | undefined>>();
   private inFlight = 0;
   private readonly waiting: (() => void)[] = [];
+  /** Bumped by clear(): work queued before it is dropped when its turn comes, never done twice over. */
+  private generation = 0;
 
   constructor(
     private readonly kubeConfig: KubeConfig,
     private readonly inputs: DecisionInputs,
-    private readonly maxEntries = 1000,
+    private readonly maxEntries = 5000,
     private readonly timeoutMs = 10_000,
   ) {}
 
   /** Forgets every answer: the templates, a namespace or the version changed. */
   clear(): void {
     this.remembered.clear();
+    this.generation++;
   }
 
   /**
@@ -75,11 +80,17 @@ export class PodTemplateDecisions {
     const owner = pod.owner && Object.hasOwn(templateOwners, pod.owner.kind) ? pod.owner : undefined;
     const key = owner ? `${pod.namespace}\0${owner.kind}\0${owner.name}\0${owner.uid ?? ''}\0${pod.revision ?? ''}` : `${pod.namespace}\0Pod\0${pod.name}`;
     let answer = this.remembered.get(key);
-    if (!answer) {
-      answer = this.paced(() => this.decide(pod, owner)).catch(() => undefined);
-      if (this.remembered.size >= this.maxEntries) this.remembered.delete(this.remembered.keys().next().value as string);
+    if (answer) {
+      // Least recently used goes first: a hit moves to the end.
+      this.remembered.delete(key);
       this.remembered.set(key, answer);
+      return answer;
     }
+    if (this.waiting.length >= maxWaiting) return Promise.resolve(undefined);
+    const generation = this.generation;
+    answer = this.paced(() => (generation === this.generation ? this.decide(pod, owner) : Promise.resolve(undefined))).catch(() => undefined);
+    if (this.remembered.size >= this.maxEntries) this.remembered.delete(this.remembered.keys().next().value as string);
+    this.remembered.set(key, answer);
     return answer;
   }
 

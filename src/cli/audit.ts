@@ -18,6 +18,7 @@ import {
   restartable,
   restartedForAnnotation,
   restartPlan,
+  restartRecord,
   workloadOf,
   type AuditedOwner,
   type AuditedPod,
@@ -215,6 +216,7 @@ function statesOption(flag: string, raw: unknown, problems: string[]): PodState[
 async function restartAll(
   kubeConfig: KubeConfig,
   plan: RestartPlan,
+  restartedFor: ReadonlyMap<string, string>,
   perMinute: number,
   dryRun: boolean,
   io: AuditIo,
@@ -232,7 +234,7 @@ async function restartAll(
     const path = `/apis/apps/v1/namespaces/${encodeURIComponent(owner.namespace)}/${restartable[owner.kind]}/${encodeURIComponent(owner.name)}`;
     // The template revisions it is restarted for, on the workload itself (not its pod template, which would roll it again).
     const body = {
-      metadata: { annotations: { [restartedForAnnotation]: owner.lacking.join(',') } },
+      metadata: { annotations: { [restartedForAnnotation]: restartRecord(owner, restartedFor.get(`${owner.kind}/${owner.namespace}/${owner.name}`)) } },
       spec: { template: { metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': now().toISOString() } } } },
     };
     try {
@@ -299,6 +301,15 @@ export async function audit(
   const { restartedFor, ...printed } = report;
   io.stdout.write(output === 'json' ? `${JSON.stringify(printed)}\n` : formatAudit(report));
   if (restartStates.length > 0)
-    await restartAll(kubeConfig, restartPlan(report.owners, restartStates, restartedFor), perMinute, Boolean(values['dry-run']), io, delay, now);
+    await restartAll(
+      kubeConfig,
+      restartPlan(report.owners, restartStates, restartedFor),
+      restartedFor ?? new Map(),
+      perMinute,
+      Boolean(values['dry-run']),
+      io,
+      delay,
+      now,
+    );
   return report.pods.some((p) => failOn.includes(p.state)) ? 3 : 0;
 }

@@ -154,9 +154,11 @@ class PodBuilder {
 
   /**
    * The name of a container of `template` that the pod already has and that is not the
-   * template's own (no ledger entry of the template claims it), if any. A claimed container
-   * that no longer matches the template (another webhook changed its image, say) is still the
-   * template's: trust.ts doubts the claim, and the template adds nothing to it.
+   * template's own, if any: no ledger entry claims it. A claimed container that does not hold
+   * what the template adds (an older revision, an image another webhook rewrote, a retired
+   * template's sidecar) is left as it is, gets no items of ours, and is not taken for the
+   * template (trust.ts); refusing it would refuse every pod re-created from a manifest rendered
+   * with an earlier revision.
    */
   foreignContainer(template: RenderedTemplate): string | undefined {
     for (const list of ['initContainers', 'containers'] as const) {
@@ -164,8 +166,7 @@ class PodBuilder {
         const name = c.name as string;
         if (!this.containerNames.has(name)) continue;
         const owner = this.owner.pod('containers', name) ?? this.owner.pod('initContainers', name);
-        if (owner === template.name) continue;
-        if (owner === undefined && this.sidecars.has(name)) continue;
+        if (owner === template.name || (owner === undefined && this.sidecars.has(name))) continue;
         return name;
       }
     }

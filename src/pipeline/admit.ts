@@ -198,7 +198,8 @@ export async function admitPod(input: PodInput, deps: AdmitDeps): Promise<PodOut
     }
     const mine = { ...common, templates: ours, ...(parameters.size > 0 ? { parameters } : {}) };
     // Each template in the form the pod and the cluster can run, or left out by a rule.
-    const plan = planForms(ours, deps.kubernetesVersion?.(), ledger.believed, runsToCompletion(parts));
+    const names = { containers: new Set(parts.containers.map((c) => c.name)), initContainers: new Set(parts.initContainers.map((c) => c.name)) };
+    const plan = planForms(ours, deps.kubernetesVersion?.(), ledger.believed, runsToCompletion(parts), (list, name) => names[list].has(name));
     warnings.push(...plan.warnings);
     if (plan.denial) return denial('native-sidecars-unsupported', say('native-sidecars-unsupported', plan.denial.message), ours);
     const place = { namespace, namespaceLabels, requestName: input.name };

@@ -116,22 +116,28 @@ function verdictOf(templates: readonly TemplateVerdict[], optedOut: boolean): Po
   return { state: templates.length > 0 ? 'current' : optedOut ? 'opted-out' : 'not-selected', templates };
 }
 
-/** Whether judging from metadata alone left a template `missing`: only those need the decision on the pod template. */
-export const lacksTemplates = (verdict: PodVerdict): boolean => verdict.templates.some((t) => t.state === 'missing');
+/**
+ * Whether judging from metadata alone left a template `missing` or `stale`: those a restart
+ * would act on, so they need the decision on the pod template first.
+ */
+export const lacksTemplates = (verdict: PodVerdict): boolean => verdict.templates.some((t) => t.state === 'missing' || t.state === 'stale');
 
 /**
  * The verdict once the decision on the workload's pod template is known (admission's own, for a
- * new pod of that workload): a template the metadata says is missing stays `missing` only where
- * a new pod would carry it; one a rule leaves out is `left-out` with the rule; one that does not
- * apply (what metadata cannot show: the pod's operating system) is dropped.
+ * new pod of that workload): a template the metadata says is missing or stale stays so only
+ * where a new pod would carry it; one a rule leaves out of new pods is `left-out` with the rule
+ * (a restart would lose a stale sidecar, or have the new pods refused); a missing one that does
+ * not apply (what metadata cannot show: the pod's operating system) is dropped, a stale one is
+ * `orphaned`.
  */
 export function refineVerdict(verdict: PodVerdict, decisions: ReadonlyMap<string, TemplateDecision>): PodVerdict {
   if (!lacksTemplates(verdict)) return verdict;
   const templates: TemplateVerdict[] = [];
   for (const t of verdict.templates) {
-    const decision = t.state === 'missing' ? decisions.get(t.name) : undefined;
+    const decision = t.state === 'missing' || t.state === 'stale' ? decisions.get(t.name) : undefined;
     if (!decision || decision.kind === 'inject' || decision.kind === 'present') templates.push(t);
     else if (decision.kind === 'left-out' || decision.kind === 'cannot') templates.push({ ...t, state: 'left-out', rule: decision.rule });
+    else if (t.state === 'stale') templates.push({ ...t, state: 'orphaned', want: null });
   }
   return verdictOf(templates, verdict.state === 'opted-out');
 }
@@ -215,26 +221,32 @@ export interface AuditedOwner {
   readonly name: string;
   readonly pods: number;
   readonly states: Readonly<Partial<Record<PodState, number>>>;
-  /** `template@revision` of every template its pods lack or run stale, sorted: what a restart would bring. */
-  readonly lacking: readonly string[];
+  /**
+   * What a restart of it is for, sorted: `template@revision` of every template its pods lack or
+   * run stale (the revision in force), or carry orphaned (the revision they carry).
+   */
+  readonly restartFor: readonly string[];
 }
 
 /** Groups pods by workload, in namespace, kind and name order. */
 export function groupByOwner(pods: readonly AuditedPod[]): AuditedOwner[] {
   const groups = new Map<
     string,
-    { namespace: string; kind: string; name: string; pods: number; states: Partial<Record<PodState, number>>; lacking: Set<string> }
+    { namespace: string; kind: string; name: string; pods: number; states: Partial<Record<PodState, number>>; restartFor: Set<string> }
   >();
   for (const pod of pods) {
     const key = `${pod.namespace}\0${pod.owner.kind}\0${pod.owner.name}`;
     let group = groups.get(key);
-    if (!group) groups.set(key, (group = { namespace: pod.namespace, kind: pod.owner.kind, name: pod.owner.name, pods: 0, states: {}, lacking: new Set() }));
+    if (!group) groups.set(key, (group = { namespace: pod.namespace, kind: pod.owner.kind, name: pod.owner.name, pods: 0, states: {}, restartFor: new Set() }));
     group.pods++;
     group.states[pod.state] = (group.states[pod.state] ?? 0) + 1;
-    for (const t of pod.templates) if ((t.state === 'missing' || t.state === 'stale') && t.want) group.lacking.add(`${t.name}@${t.want}`);
+    for (const t of pod.templates) {
+      if ((t.state === 'missing' || t.state === 'stale') && t.want) group.restartFor.add(`${t.name}@${t.want}`);
+      else if (t.state === 'orphaned' && t.have) group.restartFor.add(`${t.name}@${t.have}`);
+    }
   }
   const order = (a: AuditedOwner, b: AuditedOwner) => (a.namespace + '\0' + a.kind + '\0' + a.name < b.namespace + '\0' + b.kind + '\0' + b.name ? -1 : 1);
-  return [...groups.values()].map((g) => ({ ...g, lacking: [...g.lacking].sort() })).sort(order);
+  return [...groups.values()].map((g) => ({ ...g, restartFor: [...g.restartFor].sort() })).sort(order);
 }
 
 /** Workload kinds a restart (`kubectl rollout restart`) applies to, with their API paths. */
@@ -253,6 +265,17 @@ export interface RestartPlan {
 export const restartedForAnnotation = 'sidecar-injector.io/restarted-for';
 
 /**
+ * The record a restart writes: what it is for, with what earlier restarts were for that still
+ * concerns the same templates; bounded, so that alternating revisions are each restarted once.
+ */
+export function restartRecord(owner: AuditedOwner, previous: string | undefined): string {
+  const now = new Set(owner.restartFor);
+  const names = new Set(owner.restartFor.map((t) => t.slice(0, t.lastIndexOf('@'))));
+  const kept = (previous ?? '').split(',').filter((t) => t && !now.has(t) && names.has(t.slice(0, t.lastIndexOf('@'))));
+  return [...owner.restartFor, ...kept].slice(0, 64).join(',');
+}
+
+/**
  * The workloads with pods in `states`: Deployments, StatefulSets and DaemonSets are restarted
  * (their own rollout strategy and PodDisruptionBudgets apply), once per template revision:
  * a workload whose pods still lack what it was restarted for (`restartedFor`, by
@@ -266,10 +289,10 @@ export function restartPlan(owners: readonly AuditedOwner[], states: readonly Po
   for (const owner of owners) {
     if (!states.some((s) => s !== 'left-out' && (owner.states[s] ?? 0) > 0)) continue;
     const before = new Set((restartedFor.get(`${owner.kind}/${owner.namespace}/${owner.name}`) ?? '').split(','));
-    if (owner.lacking.length > 0 && owner.lacking.every((t) => before.has(t))) {
+    if (owner.restartFor.length > 0 && owner.restartFor.every((t) => before.has(t))) {
       untouched.push({
         owner,
-        why: `restarted once already for ${owner.lacking.join(', ')} and its pods still lack it: a new pod would carry it, so the injector is not reached for these pods or another webhook takes the sidecar out; check the webhooks' namespaceSelector and matchConditions, and the injector's log for this namespace`,
+        why: `restarted once already for ${owner.restartFor.join(', ')} and its pods are still as they were: the injector is not reached for these pods, another webhook changes them, or the workload's own pod template carries what the audit reports; check the webhooks' namespaceSelector and matchConditions, and the injector's log for this namespace`,
       });
     } else if (Object.hasOwn(restartable, owner.kind)) restart.push(owner);
     else

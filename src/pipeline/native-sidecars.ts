@@ -30,38 +30,56 @@ export interface FormPlan {
   readonly denial?: { readonly template: string; readonly message: string };
 }
 
+/** Which containers the pod holds, by list and name. */
+export type HeldContainers = (list: 'containers' | 'initContainers', name: string) => boolean;
+
+/** The names of the containers `template` in `form` puts into the pod's `containers` list. */
+function ordinaryIn(template: Template, form: TemplateForm): readonly string[] {
+  const ordinary = movedBy(template, 'sidecar').names;
+  if (form === 'sidecar') return [];
+  return form === 'container' ? [...template.nativeSidecars, ...ordinary] : ordinary;
+}
+
 /**
  * The form a believed ledger entry recorded, when the pod really holds a container that form
- * moves (trust.ts checked the claim): a second call keeps it whatever the version says by then.
+ * places (trust.ts checked the claim, but keeps a claimed item the pod no longer holds, to add it
+ * back): a second call keeps it whatever the version says by then. In a pod that runs to
+ * completion a recorded form stands only when every ordinary container it places is already
+ * there: it never adds a container that never exits.
  */
-function recordedForm(template: Template, believed: Ledger): TemplateForm | undefined {
+function recordedForm(template: Template, believed: Ledger, holds: HeldContainers, completion: string | undefined): TemplateForm | undefined {
   const recorded = Object.hasOwn(believed.templates, template.name) ? believed.templates[template.name]! : undefined;
   if (!recorded) return undefined;
   const form = recorded.form ?? 'native';
-  if (form === 'native') {
-    // As written: it holds where the pod has one of its native sidecars as one, or one of its ordinary containers as one.
-    const held = [
-      ...template.nativeSidecars.filter((n) => recorded.initContainers?.includes(n)),
-      ...movedBy(template, 'sidecar').names.filter((n) => recorded.containers?.includes(n)),
-    ];
-    return held.length > 0 ? 'native' : undefined;
-  }
-  const moved = movedBy(template, form);
-  return moved.names.some((name) => recorded[moved.list]?.includes(name)) ? form : undefined;
+  // The containers the form places, by list: the pod must hold one of them, in that list.
+  const ordinary = ordinaryIn(template, form);
+  const native = form === 'container' ? [] : form === 'sidecar' ? [...template.nativeSidecars, ...movedBy(template, 'sidecar').names] : template.nativeSidecars;
+  const held =
+    ordinary.some((n) => recorded.containers?.includes(n) && holds('containers', n)) ||
+    native.some((n) => recorded.initContainers?.includes(n) && holds('initContainers', n));
+  if (!held) return undefined;
+  if (completion && !template.endsOnItsOwn && ordinary.some((n) => !holds('containers', n))) return undefined;
+  return form;
 }
 
 /**
  * Decides each template's form. `completion` says why the pod runs to completion
  * (k8s/pod.ts runsToCompletion), if it does.
  */
-export function planForms(templates: readonly Template[], version: VersionDecision | undefined, believed: Ledger, completion: string | undefined): FormPlan {
+export function planForms(
+  templates: readonly Template[],
+  version: VersionDecision | undefined,
+  believed: Ledger,
+  completion: string | undefined,
+  holds: HeldContainers,
+): FormPlan {
   const out: Template[] = [];
   const leftOut: LeftOut[] = [];
   const warnings: Warning[] = [];
   const native = supportsNativeSidecars(version?.version);
   const at = version?.version ? `Kubernetes ${formatVersion(version.version)}` : '';
   for (const template of templates) {
-    const recorded = recordedForm(template, believed);
+    const recorded = recordedForm(template, believed, holds, completion);
     if (recorded) {
       out.push(templateInForm(template, recorded));
       continue;

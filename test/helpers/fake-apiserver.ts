@@ -88,6 +88,8 @@ export class FakeApiServer {
   readonly workloadAccepts: string[] = [];
   /** Pages served for workload lists. */
   workloadPages = 0;
+  /** Paths of single-object GETs of pods and workloads, in order. */
+  readonly objectGets: string[] = [];
   /** PATCHes of Deployments, StatefulSets and DaemonSets, as received (`audit --restart`). */
   readonly patches: { path: string; contentType: string; body: any }[] = [];
   /** Workload names whose PATCH is answered 404 (deleted meanwhile). */
@@ -396,6 +398,7 @@ export class FakeApiServer {
       const resource = single[2] as Resource;
       const group = resource === 'pods' ? '/api/v1/' : resource === 'jobs' ? '/apis/batch/v1/' : '/apis/apps/v1/';
       if (!url.pathname.startsWith(group)) return this.send(res, 404, status(404, 'NotFound', 'the server could not find the requested resource'));
+      this.objectGets.push(url.pathname);
       const found = this.workloads[resource].get(`${decodeURIComponent(single[1]!)}/${decodeURIComponent(single[3]!)}`);
       if (!found) return this.send(res, 404, status(404, 'NotFound', `${resource} "${single[3]}" not found`));
       // The first clause of Accept decides, as the API server negotiates: a List form for one object is not acceptable.
