@@ -183,3 +183,25 @@ test('decisions dropped by a recount are never looked up: the look-ups stay boun
   await Promise.all(Array.from({ length: 40 }, (_, i) => ask(i)));
   t.is(api.objectGets.length, before);
 });
+
+test('a template whose containers end on their own keeps them ordinary containers in a Job’s pod; the field is a boolean', async (t) => {
+  const oneShot = templateSet({
+    name: 'uploader',
+    failurePolicy: 'Ignore',
+    endsOnItsOwn: true,
+    containers: [{ name: 'uploader', image: 'example.com/uploader:1' }],
+  });
+  const job = pod({ spec: { restartPolicy: 'OnFailure' } });
+  for (const minor of [28, 33]) {
+    const outcome = await admitPod(
+      { pod: job, namespace: 'shop', name: '' },
+      { templates: () => oneShot, namespaces: shop, kubernetesVersion: () => ({ version: { major: 1, minor }, source: 'flag', reason: 'flag' }) },
+    );
+    if (outcome.decision !== 'patched') return t.fail(outcome.message);
+    t.deepEqual(
+      (outcome.injection.pod as any).spec.containers.map((c: any) => c.name),
+      ['web', 'uploader'],
+    );
+  }
+  t.throws(() => templateSet({ name: 'bad', endsOnItsOwn: 'yes', containers: [agent] }), { message: /endsOnItsOwn.*must be true or false/s });
+});
