@@ -11,11 +11,12 @@
 //   admission/, manifests/                     pipeline and below
 //   audit/                                     pipeline, kube-api and below (the server's auditor)
 //   http/, tls/, fs/, app.ts, server.ts, …     above the domain; cli/ on top
+//   certs/                                     kube-api, tls, fs (self-managed certificates)
 import js from '@eslint/js';
 import prettier from 'eslint-config-prettier';
 import tseslint from 'typescript-eslint';
 
-const floors = ['k8s', 'kube-api', 'audit', 'templates', 'selection', 'inject', 'namespaces', 'pipeline', 'admission', 'manifests', 'http', 'tls', 'fs', 'cli'];
+const floors = ['k8s', 'kube-api', 'audit', 'templates', 'selection', 'inject', 'namespaces', 'pipeline', 'admission', 'manifests', 'http', 'tls', 'certs', 'fs', 'cli'];
 const topFiles = ['app', 'server', 'config', 'metrics', 'liveness'];
 
 /** A rule for the files of `folder` that forbids every folder and top-level module not in `allowed`. */
@@ -87,4 +88,5 @@ export default tseslint.config(
   floor('http', ['admission', 'pipeline', 'k8s', 'metrics', 'liveness']),
   floor('fs', []),
   floor('tls', ['fs']),
+  floor('certs', ['kube-api', 'k8s', 'tls', 'fs']),
 );

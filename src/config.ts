@@ -9,6 +9,7 @@ import { defaultTimeouts, type ServerTimeouts } from './server.js';
 import type { NamespaceFailurePolicy } from './errors.js';
 import { parseNamespaceLabelFlag } from './namespaces/source.js';
 import { parseKubernetesVersion, type KubernetesVersion } from './k8s/version.js';
+import { isDns1123Label, isDns1123Subdomain } from './k8s/label-syntax.js';
 import { podSecurityActions, type PodSecurityAction } from './pipeline/pod-security-fit.js';
 
 /** Everything `serve` needs to know. */
@@ -22,6 +23,10 @@ export interface Config {
   /** PEM files of the serving certificate; both or neither. Neither → a throw-away development CA. */
   readonly tlsCertFile?: string;
   readonly tlsKeyFile?: string;
+  /** Self-managed certificates: the Secret kept, the webhook configuration given its CA, the Service named in the certificate. */
+  readonly selfManaged?: { readonly secretName: string; readonly webhookConfigurationName: string; readonly serviceName: string };
+  /** The injector's own namespace (Secret, Service, leases). @default $POD_NAMESPACE, else 'sidecar-injector' */
+  readonly namespace: string;
   /** Where a local run writes its throw-away development CA. @default '.dev-certs' */
   readonly devCertDir: string;
   /** A YAML/JSON file mapping namespace names to labels (the local namespace label source). */
@@ -75,6 +80,32 @@ export const serveOptions = {
     help: 'serving certificate (PEM); with neither it nor --tls-key, a throw-away development CA',
   },
   'tls-key': { kind: 'string', value: 'FILE', env: 'SIDECAR_INJECTOR_TLS_KEY', help: 'its private key (PEM)' },
+  'tls-secret': {
+    kind: 'string',
+    value: 'NAME',
+    env: 'SIDECAR_INJECTOR_TLS_SECRET',
+    help: "self-managed certificates: a CA and the serving certificate kept in this Secret, the CA in the webhooks' caBundle (needs the cluster)",
+  },
+  'webhook-configuration': {
+    kind: 'string',
+    value: 'NAME',
+    env: 'SIDECAR_INJECTOR_WEBHOOK_CONFIGURATION',
+    default: 'sidecar-injector',
+    help: 'the MutatingWebhookConfiguration whose caBundle --tls-secret keeps',
+  },
+  service: {
+    kind: 'string',
+    value: 'NAME',
+    env: 'SIDECAR_INJECTOR_SERVICE',
+    default: 'sidecar-injector',
+    help: 'the Service named in the --tls-secret certificate',
+  },
+  namespace: {
+    kind: 'string',
+    value: 'NS',
+    env: 'SIDECAR_INJECTOR_NAMESPACE',
+    help: "the injector's namespace (Secret, Service, leases); else $POD_NAMESPACE, else sidecar-injector",
+  },
   'dev-cert-dir': { kind: 'string', value: 'DIR', env: 'SIDECAR_INJECTOR_DEV_CERT_DIR', default: '.dev-certs', help: 'where the development CA is written' },
   'namespace-labels': { kind: 'string', value: 'FILE', env: 'SIDECAR_INJECTOR_NAMESPACE_LABELS', help: 'YAML map: namespace -> labels (local source)' },
   'namespace-label': { kind: 'list', value: 'NS:KEY=VALUE', help: 'one namespace label (repeatable; local source)' },
@@ -207,6 +238,9 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
   const tlsCertFile = option('tls-cert');
   const tlsKeyFile = option('tls-key');
   if ((tlsCertFile === undefined) !== (tlsKeyFile === undefined)) problems.push('--tls-cert and --tls-key go together: give both or neither');
+  const selfManaged = selfManagedOptions(option, { inCluster, kubeconfig, tlsFiles: tlsCertFile !== undefined }, problems);
+  const namespace = option('namespace') ?? (env.POD_NAMESPACE || 'sidecar-injector');
+  if (!isDns1123Label(namespace)) problems.push(`--namespace / POD_NAMESPACE: expected a DNS-1123 label (got ${JSON.stringify(namespace).slice(0, 80)})`);
   // Null-prototype maps: names come from the command line.
   const namespaceLabels: Record<string, Record<string, string>> = Object.create(null);
   for (const flag of (values['namespace-label'] as string[] | undefined) ?? []) {
@@ -231,6 +265,8 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
     templatesDir: option('templates') ?? 'templates',
     devCertDir: option('dev-cert-dir') ?? '.dev-certs',
     ...(tlsCertFile !== undefined && tlsKeyFile !== undefined ? { tlsCertFile, tlsKeyFile } : {}),
+    ...(selfManaged ? { selfManaged: Object.freeze(selfManaged) } : {}),
+    namespace,
     ...(namespaceLabelsFile !== undefined ? { namespaceLabelsFile } : {}),
     namespaceLabels,
     namespaceSource,
@@ -253,6 +289,27 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
 /** The problem with a `--kubernetes-version` that is not a version. */
 export function kubernetesVersionProblem(text: string): string {
   return `--kubernetes-version: expected a version such as 1.28 or v1.29.3 (got ${JSON.stringify(text).slice(0, 80)})`;
+}
+
+/** The self-managed certificate options, checked; undefined without --tls-secret. */
+function selfManagedOptions(
+  option: (name: 'tls-secret' | 'webhook-configuration' | 'service') => string | undefined,
+  context: { inCluster: boolean; kubeconfig: string | undefined; tlsFiles: boolean },
+  problems: string[],
+): { secretName: string; webhookConfigurationName: string; serviceName: string } | undefined {
+  const secretName = option('tls-secret');
+  if (secretName === undefined) return undefined;
+  const webhookConfigurationName = option('webhook-configuration') ?? 'sidecar-injector';
+  const serviceName = option('service') ?? 'sidecar-injector';
+  const shown = (value: string) => JSON.stringify(value).slice(0, 80);
+  if (!isDns1123Subdomain(secretName)) problems.push(`--tls-secret: expected a Secret name, a DNS-1123 subdomain (got ${shown(secretName)})`);
+  if (!isDns1123Subdomain(webhookConfigurationName))
+    problems.push(`--webhook-configuration: expected a DNS-1123 subdomain (got ${shown(webhookConfigurationName)})`);
+  // It becomes the certificate's DNS names, so it must be a Service name: a DNS-1123 label.
+  if (!isDns1123Label(serviceName)) problems.push(`--service: expected a Service name, a DNS-1123 label (got ${shown(serviceName)})`);
+  if (context.tlsFiles) problems.push('--tls-secret and --tls-cert/--tls-key are two sources of the serving certificate: give one');
+  if (!context.inCluster && !context.kubeconfig) problems.push('--tls-secret needs the cluster: run in a pod, or give --kubeconfig');
+  return { secretName, webhookConfigurationName, serviceName };
 }
 
 /** `on`/`off` (or `true`/`false`) → a boolean; default on; anything else is a problem. */

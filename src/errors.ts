@@ -136,3 +136,12 @@ export class PolicyError extends Error {
     super(`cannot generate the required-sidecar policies:\n  - ${problems.join('\n  - ')}`);
   }
 }
+
+/** Self-managed certificates: a read or write of the Secret or the webhook configuration failed (the next round tries again). */
+export class CertificateControllerError extends Error {
+  override readonly name = 'CertificateControllerError';
+  readonly code = 'ERR_SELF_MANAGED_CERTIFICATES';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+  }
+}

@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { certs } from '../src/cli/certs.js';
+import { failClosedAnnotation } from '../src/certs/plan.js';
 import { isTemplateFileName, parseTemplateText } from '../src/templates/load.js';
 import { schemaProblems } from './helpers/kube-schema.js';
 
@@ -42,6 +43,11 @@ const one = (objects: Obj[], kind: string): Obj => {
   if (found.length !== 1) throw new Error(`expected one ${kind}, found ${found.length}`);
   return found[0]!;
 };
+const named = (objects: Obj[], kind: string, name: string): Obj => {
+  const found = find(objects, kind).find((o) => o.metadata.name === name);
+  if (!found) throw new Error(`no ${kind} ${name}`);
+  return found;
+};
 const webhooks = (): Obj[] => one(base, 'MutatingWebhookConfiguration').webhooks;
 /** The required webhook; every field test below runs on both (see `for (const which …)`). */
 const webhook = () => webhooks()[0]!;
@@ -55,6 +61,8 @@ test('every object of the base and of both overlays validates against the Kubern
   t.deepEqual(await schemaProblems(generated), []);
   t.deepEqual(base.map((o) => o.kind).sort(), [
     'ClusterRole',
+    'ClusterRole',
+    'ClusterRoleBinding',
     'ClusterRoleBinding',
     'ConfigMap',
     'Deployment',
@@ -64,6 +72,8 @@ test('every object of the base and of both overlays validates against the Kubern
     'PodDisruptionBudget',
     'ResourceQuota',
     'Role',
+    'Role',
+    'RoleBinding',
     'RoleBinding',
     'Service',
     'ServiceAccount',
@@ -101,19 +111,43 @@ test('webhook: admissionReviewVersions v1 then v1beta1', (t) => t.deepEqual(webh
 test('webhook: matchPolicy Equivalent', (t) => t.is(webhook().matchPolicy, 'Equivalent'));
 test('webhook: an explicit timeoutSeconds below the 10 s default', (t) => t.true(webhook().timeoutSeconds >= 1 && webhook().timeoutSeconds < 10));
 
-test('two webhooks: required (Fail) on /mutate/required and optional (Ignore) on /mutate/optional, each with its reason written beside it', async (t) => {
+test('two webhooks: required (armed Fail by the injector) on /mutate/required and optional (Ignore) on /mutate/optional, each with its reason written beside it', async (t) => {
+  // Both are shipped Ignore: with an empty caBundle a Fail webhook would refuse every pod it
+  // matches. The annotation names the one the injector arms once the caBundle holds its CA.
   t.deepEqual(
     webhooks().map((w) => [w.name, w.failurePolicy, w.clientConfig.service.path]),
     [
-      ['required.sidecar-injector.io', 'Fail', '/mutate/required'],
+      ['required.sidecar-injector.io', 'Ignore', '/mutate/required'],
       ['optional.sidecar-injector.io', 'Ignore', '/mutate/optional'],
+    ],
+  );
+  t.is(one(base, 'MutatingWebhookConfiguration').metadata.annotations[failClosedAnnotation], 'required.sidecar-injector.io');
+  t.true(
+    webhooks().every((w) => w.clientConfig.caBundle === undefined),
+    'the base ships no caBundle: the injector writes it',
+  );
+  t.deepEqual(
+    one(certManager, 'MutatingWebhookConfiguration').webhooks.map((w: Obj) => [w.name, w.failurePolicy]),
+    [
+      ['required.sidecar-injector.io', 'Fail'],
+      ['optional.sidecar-injector.io', 'Ignore'],
     ],
   );
   const source = await readFile(join('manifests', 'base', 'mutatingwebhookconfiguration.yaml'), 'utf8');
   const lines = source.split('\n');
-  for (const policy of ['Fail', 'Ignore']) {
-    const at = lines.findIndex((l) => l.trim() === `failurePolicy: ${policy}`);
-    t.regex(lines.slice(Math.max(0, at - 6), at).join('\n'), new RegExp(`# ${policy}: `));
+  for (const [policy, reason] of [
+    ['Ignore', 'Fail: '],
+    ['Ignore', 'Ignore: '],
+  ] as const) {
+    const at = lines.findIndex(
+      (l, i) =>
+        l.trim() === `failurePolicy: ${policy}` &&
+        lines
+          .slice(Math.max(0, i - 8), i)
+          .join('\n')
+          .includes(`# ${reason}`),
+    );
+    t.true(at > 0, `a failurePolicy with its reason "# ${reason}" above it`);
   }
 });
 
@@ -183,7 +217,58 @@ test('deployment: mounts the templates where --templates points, from the Config
   }
 });
 
-test('deployment: mounts the TLS Secret where --tls-cert and --tls-key point', (t) => {
+test('deployment: self-managed certificates from the Secret, no certificate path needed to start', (t) => {
+  t.is(arg('tls-secret'), 'sidecar-injector-tls');
+  t.is(arg('tls-cert'), undefined);
+  t.false(
+    deployment().spec.template.spec.volumes.some((v: Obj) => v.secret),
+    'no Secret is mounted',
+  );
+  t.deepEqual(
+    injector().env.find((e: Obj) => e.name === 'POD_NAMESPACE').valueFrom,
+    { fieldRef: { fieldPath: 'metadata.namespace' } },
+    'the Secret and lease namespace is the pod namespace',
+  );
+});
+
+test('rbac: self-managed certificates may get and update their Secret, create Secrets, hold their lease, and get and patch their webhook configuration, nothing more', (t) => {
+  const role = named(base, 'Role', 'sidecar-injector-certificates');
+  t.is(role.metadata.namespace, deployment().metadata.namespace);
+  t.deepEqual(role.rules, [
+    { apiGroups: [''], resources: ['secrets'], verbs: ['create'] },
+    { apiGroups: [''], resources: ['secrets'], resourceNames: [arg('tls-secret')], verbs: ['get', 'update'] },
+    { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create'] },
+    { apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: ['sidecar-injector-certs'], verbs: ['get', 'update'] },
+  ]);
+  t.deepEqual(named(base, 'ClusterRole', 'sidecar-injector-webhook-ca').rules, [
+    {
+      apiGroups: ['admissionregistration.k8s.io'],
+      resources: ['mutatingwebhookconfigurations'],
+      resourceNames: [one(base, 'MutatingWebhookConfiguration').metadata.name],
+      verbs: ['get', 'patch'],
+    },
+  ]);
+  const account = { kind: 'ServiceAccount', name: deployment().spec.template.spec.serviceAccountName, namespace: deployment().metadata.namespace };
+  t.deepEqual(named(base, 'RoleBinding', 'sidecar-injector-certificates').subjects, [account]);
+  t.deepEqual(named(base, 'ClusterRoleBinding', 'sidecar-injector-webhook-ca').subjects, [account]);
+  for (const [kind, name] of [
+    ['Role', 'sidecar-injector-certificates'],
+    ['RoleBinding', 'sidecar-injector-certificates'],
+    ['ClusterRole', 'sidecar-injector-webhook-ca'],
+    ['ClusterRoleBinding', 'sidecar-injector-webhook-ca'],
+  ] as const) {
+    t.false(
+      find(certManager, kind).some((o) => o.metadata.name === name),
+      `the cert-manager overlay removes ${kind} ${name}`,
+    );
+  }
+});
+
+test('cert-manager overlay: mounts the TLS Secret where --tls-cert and --tls-key point', (t) => {
+  const deployment = () => one(certManager, 'Deployment');
+  const injector = () => deployment().spec.template.spec.containers[0];
+  const arg = (name: string) => (injector().args as string[]).find((a) => a.startsWith(`--${name}=`))?.split('=')[1];
+  t.is(arg('tls-secret'), undefined);
   const certDir = dirname(arg('tls-cert') ?? '');
   t.is(dirname(arg('tls-key') ?? ''), certDir);
   const mount = injector().volumeMounts.find((m: Obj) => m.mountPath === certDir);
@@ -194,7 +279,7 @@ test('deployment: mounts the TLS Secret where --tls-cert and --tls-key point', (
 });
 
 test("rbac: read namespaces, nodes, pods and the workloads that hold pod templates; create and patch on events; nothing more, bound to the Deployment's service account", (t) => {
-  t.deepEqual(one(base, 'ClusterRole').rules, [
+  t.deepEqual(named(base, 'ClusterRole', 'sidecar-injector').rules, [
     { apiGroups: [''], resources: ['namespaces', 'nodes'], verbs: ['get', 'list', 'watch'] },
     { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },
     { apiGroups: [''], resources: ['replicationcontrollers'], verbs: ['get'] },
@@ -206,11 +291,11 @@ test("rbac: read namespaces, nodes, pods and the workloads that hold pod templat
   const leader = find(base, 'Role').find((r) => r.metadata.name === 'sidecar-injector-leader')!;
   t.is(leader.metadata.namespace, 'sidecar-injector');
   t.deepEqual(leader.rules[1].resourceNames, ['sidecar-injector-audit']);
-  const binding = one(base, 'ClusterRoleBinding');
+  const binding = named(base, 'ClusterRoleBinding', 'sidecar-injector');
   t.deepEqual(binding.subjects, [
     { kind: 'ServiceAccount', name: deployment().spec.template.spec.serviceAccountName, namespace: deployment().metadata.namespace },
   ]);
-  t.is(binding.roleRef.name, one(base, 'ClusterRole').metadata.name);
+  t.is(binding.roleRef.name, 'sidecar-injector');
   t.is(arg('namespace-source'), 'cluster');
 });
 
@@ -312,5 +397,5 @@ test('the audit-restart component: an hourly CronJob running audit --restart mis
   const role = find(objects, 'ClusterRole').find((r) => r.metadata.name === 'sidecar-injector-auditor')!;
   t.true(role.rules.some((r: Obj) => r.verbs.includes('patch') && r.resources.includes('deployments')));
   // The base's own role never writes workloads (it patches events only).
-  t.false(one(base, 'ClusterRole').rules.some((r: Obj) => r.verbs.includes('patch') && r.apiGroups.includes('apps')));
+  t.false(find(base, 'ClusterRole').some((role) => role.rules.some((r: Obj) => r.verbs.includes('patch') && r.apiGroups.includes('apps'))));
 });

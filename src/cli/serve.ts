@@ -23,6 +23,7 @@ import { startServer, type RunningServer } from '../server.js';
 import { TemplateStore } from '../templates/store.js';
 import { createCertificates } from '../tls/certificates.js';
 import { CertificateReloader, checkKeyPair, readKeyPair, type KeyPair } from '../tls/reloader.js';
+import { startSelfManagedCertificates } from './certs.js';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { TemplateSet } from '../templates/set.js';
 import type { ClusterNamespaceSource } from '../namespaces/cluster.js';
@@ -250,7 +251,9 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
   const cluster = await createClusterView(config, log, metrics, env, () => templates.current());
   templates.on('reload', () => cluster.templatesChanged?.());
   const { namespaces } = cluster;
-  const tls = await loadTls(config, log);
+  // Self-managed certificates (--tls-secret): served from the Secret, renewals followed below.
+  const selfManaged = config.selfManaged ? await startSelfManagedCertificates(config, log, env) : undefined;
+  const tls = selfManaged ? selfManaged.pair : await loadTls(config, log);
   metrics.certificateExpiry.set(tls.notAfter.getTime() / 1000);
   let draining = false;
   let reloader: CertificateReloader | undefined;
@@ -285,7 +288,7 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
       kubernetes: cluster.versionStatus(),
       ...(cluster.auditStatus ? { audit: cluster.auditStatus() } : {}),
       podSecurityAction: config.podSecurityAction,
-      certificate: reloader?.status() ?? { notAfter: tls.notAfter.toISOString(), fingerprint256: tls.fingerprint256 },
+      certificate: reloader?.status() ?? selfManaged?.certificates.status() ?? { notAfter: tls.notAfter.toISOString(), fingerprint256: tls.fingerprint256 },
     }),
   });
   let running: RunningServer;
@@ -295,6 +298,7 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
     // A port in use, an address this machine does not have: the configuration, not a bug.
     templates.stop();
     cluster.stop();
+    void selfManaged?.certificates.stop();
     throw new ConfigError([`cannot listen on ${config.host}:${config.port}: ${(err as Error).message}`]);
   }
   log.info({ notAfter: tls.notAfter.toISOString(), fingerprint256: tls.fingerprint256 }, 'serving certificate');
@@ -310,6 +314,11 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
     reloader.on('rejected', (err: Error) => log.warn({ err: err.message }, 'serving certificate files hold no valid pair; keeping the current one'));
     reloader.start();
   }
+  selfManaged?.certificates.follow(tls, (pair) => {
+    running.server.setSecureContext({ key: pair.key, cert: pair.cert });
+    metrics.certificateExpiry.set(pair.notAfter.getTime() / 1000);
+    log.info({ notAfter: pair.notAfter.toISOString(), fingerprint256: pair.fingerprint256 }, 'serving certificate renewed from the Secret');
+  });
   log.info(
     {
       port: running.port,
@@ -336,6 +345,7 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
       }
       templates.stop();
       reloader?.stop();
+      await selfManaged?.certificates.stop();
       cluster.stop();
       log.info({ reason }, 'stopped');
     })());

@@ -21,18 +21,18 @@ export interface CertificateBundle {
 
 const day = 24 * 60 * 60 * 1000;
 
-function validity(days: number): { notBeforeDate: Date; notAfterDate: Date } {
+function validity(days: number, now: number): { notBeforeDate: Date; notAfterDate: Date } {
   // Back-dated a minute: clocks in a cluster are not perfectly in step.
-  const notBeforeDate = new Date(Date.now() - 60_000);
+  const notBeforeDate = new Date(now - 60_000);
   return { notBeforeDate, notAfterDate: new Date(notBeforeDate.getTime() + days * day) };
 }
 
-/** Creates a CA valid for `days` days (EC P-256 keys: fast to make, accepted by Go's TLS stack). */
-export async function createCa(days: number, commonName = 'sidecar-injector CA'): Promise<Pem> {
+/** Creates a CA valid for `days` days from `now` (EC P-256 keys: fast to make, accepted by Go's TLS stack). */
+export async function createCa(days: number, commonName = 'sidecar-injector CA', now = Date.now()): Promise<Pem> {
   const ca = await generate([{ name: 'commonName', value: commonName }], {
     keyType: 'ec',
     algorithm: 'sha256',
-    ...validity(days),
+    ...validity(days, now),
     extensions: [
       { name: 'basicConstraints', cA: true, critical: true },
       { name: 'keyUsage', keyCertSign: true, cRLSign: true, digitalSignature: true, critical: true },
@@ -41,12 +41,18 @@ export async function createCa(days: number, commonName = 'sidecar-injector CA')
   return { cert: ca.cert, key: ca.private };
 }
 
-/** Creates a serving certificate for `dnsNames` and `ipAddresses`, signed by `ca`, valid for `days` days. */
-export async function createServingCertificate(ca: Pem, dnsNames: readonly string[], ipAddresses: readonly string[], days: number): Promise<Pem> {
+/** Creates a serving certificate for `dnsNames` and `ipAddresses`, signed by `ca`, valid for `days` days from `now`. */
+export async function createServingCertificate(
+  ca: Pem,
+  dnsNames: readonly string[],
+  ipAddresses: readonly string[],
+  days: number,
+  now = Date.now(),
+): Promise<Pem> {
   const serving = await generate([{ name: 'commonName', value: dnsNames[0] ?? ipAddresses[0] ?? 'sidecar-injector' }], {
     keyType: 'ec',
     algorithm: 'sha256',
-    ...validity(days),
+    ...validity(days, now),
     ca: { key: ca.key, cert: ca.cert },
     extensions: [
       { name: 'basicConstraints', cA: false },

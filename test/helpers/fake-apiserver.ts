@@ -103,6 +103,14 @@ export class FakeApiServer {
   readonly leases = new Map<string, Record<string, any>>();
   /** Never answer lease requests (an API server that stopped answering). */
   hangLeases = false;
+  /** Secrets by `namespace/name`: create refuses a name taken (409), update needs the current resourceVersion. */
+  readonly secrets = new Map<string, Record<string, any>>();
+  /** MutatingWebhookConfigurations by name: get, and strategic merge patches (webhooks merged by name). */
+  readonly webhookConfigurations = new Map<string, Record<string, any>>();
+  /** Writes to Secrets and webhook configurations, in order (`POST secrets/NAME`, `PATCH mutatingwebhookconfigurations/NAME`). */
+  readonly writes: string[] = [];
+  /** Resources answered 403 (RBAC without the rule). */
+  readonly forbidden = new Set<'secrets' | 'mutatingwebhookconfigurations'>();
   /** Emits `watch` when a watch stream opens, `list` when a list is answered. */
   readonly events = new EventEmitter();
   readonly watchRequests: WatchRequest[] = [];
@@ -360,6 +368,110 @@ export class FakeApiServer {
     res.on('close', () => this.watchers.delete(watcher));
   }
 
+  /** Adds a MutatingWebhookConfiguration (as `kubectl apply` would): stored with a resourceVersion. */
+  addWebhookConfiguration(object: Record<string, any>): void {
+    const stored = structuredClone(object);
+    stored.metadata = { ...stored.metadata, uid: `uid-mwc-${stored.metadata.name}`, resourceVersion: String(++this.rv) };
+    this.webhookConfigurations.set(stored.metadata.name, stored);
+  }
+
+  private async readBody(req: IncomingMessage): Promise<any> {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    try {
+      return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Secrets of one namespace: get, create and update, validated as the API server does for kubernetes.io/tls. */
+  private async handleSecret(req: IncomingMessage, res: ServerResponse, namespace: string, name: string | undefined): Promise<void> {
+    if (this.forbidden.has('secrets'))
+      return this.send(res, 403, status(403, 'Forbidden', `secrets is forbidden: cannot ${req.method} secrets in "${namespace}"`));
+    const key = (n: string) => `${namespace}/${n}`;
+    if (req.method === 'GET' && name !== undefined) {
+      const found = this.secrets.get(key(name));
+      return found ? this.send(res, 200, found) : this.send(res, 404, status(404, 'NotFound', `secrets "${name}" not found`));
+    }
+    if (!((req.method === 'POST' && name === undefined) || (req.method === 'PUT' && name !== undefined))) {
+      return this.send(res, 405, status(405, 'MethodNotAllowed', 'method not allowed'));
+    }
+    const body = await this.readBody(req);
+    if (typeof body?.metadata?.name !== 'string') return this.send(res, 422, status(422, 'Invalid', 'metadata.name: Required value'));
+    if (body.metadata.namespace !== undefined && body.metadata.namespace !== namespace) {
+      return this.send(res, 400, status(400, 'BadRequest', 'the namespace of the provided object does not match the namespace sent on the request'));
+    }
+    if (name !== undefined && body.metadata.name !== name)
+      return this.send(res, 400, status(400, 'BadRequest', 'the name of the object does not match the name on the URL'));
+    const data = body.data ?? {};
+    for (const [k, v] of Object.entries(data)) {
+      if (typeof v !== 'string' || !/^[A-Za-z0-9+/]*={0,2}$/.test(v)) return this.send(res, 422, status(422, 'Invalid', `data[${k}]: not base64`));
+    }
+    if (body.type === 'kubernetes.io/tls' && !(Object.hasOwn(data, 'tls.crt') && Object.hasOwn(data, 'tls.key'))) {
+      return this.send(res, 422, status(422, 'Invalid', 'data[tls.crt], data[tls.key]: Required value'));
+    }
+    const current = this.secrets.get(key(body.metadata.name));
+    if (req.method === 'POST' && current) return this.send(res, 409, status(409, 'AlreadyExists', `secrets "${body.metadata.name}" already exists`));
+    if (req.method === 'PUT') {
+      if (!current) return this.send(res, 404, status(404, 'NotFound', `secrets "${name}" not found`));
+      if (body.metadata.resourceVersion !== current.metadata.resourceVersion) {
+        return this.send(res, 409, status(409, 'Conflict', 'the object has been modified; please apply your changes to the latest version and try again'));
+      }
+      if ((body.type ?? 'Opaque') !== (current.type ?? 'Opaque')) return this.send(res, 422, status(422, 'Invalid', 'type: Invalid value: field is immutable'));
+    }
+    const stored = {
+      ...body,
+      metadata: { ...body.metadata, namespace, uid: current?.metadata.uid ?? `uid-secret-${body.metadata.name}`, resourceVersion: String(++this.rv) },
+    };
+    this.secrets.set(key(body.metadata.name), stored);
+    this.writes.push(`${req.method} secrets/${body.metadata.name}`);
+    this.events.emit('secret-written', stored);
+    return this.send(res, req.method === 'POST' ? 201 : 200, stored);
+  }
+
+  /** One MutatingWebhookConfiguration: get, and strategic merge patches that may only change webhooks it has. */
+  private async handleWebhookConfiguration(req: IncomingMessage, res: ServerResponse, name: string): Promise<void> {
+    if (this.forbidden.has('mutatingwebhookconfigurations')) {
+      return this.send(res, 403, status(403, 'Forbidden', `mutatingwebhookconfigurations.admissionregistration.k8s.io "${name}" is forbidden`));
+    }
+    const current = this.webhookConfigurations.get(name);
+    if (req.method !== 'GET' && req.method !== 'PATCH') return this.send(res, 405, status(405, 'MethodNotAllowed', 'method not allowed'));
+    if (!current) return this.send(res, 404, status(404, 'NotFound', `mutatingwebhookconfigurations.admissionregistration.k8s.io "${name}" not found`));
+    if (req.method === 'GET') return this.send(res, 200, current);
+    if (req.headers['content-type'] !== 'application/strategic-merge-patch+json') {
+      return this.send(res, 415, status(415, 'UnsupportedMediaType', `the body of the request was in an unknown format: ${req.headers['content-type']}`));
+    }
+    const patch = await this.readBody(req);
+    if (typeof patch !== 'object' || patch === null) return this.send(res, 400, status(400, 'BadRequest', 'the patch is not a JSON object'));
+    const rv = patch.metadata?.resourceVersion;
+    if (rv !== undefined && rv !== current.metadata.resourceVersion) {
+      return this.send(res, 409, status(409, 'Conflict', 'the object has been modified; please apply your changes to the latest version and try again'));
+    }
+    const next = structuredClone(current);
+    for (const change of Array.isArray(patch.webhooks) ? patch.webhooks : []) {
+      const hook = next.webhooks.find((w: any) => w.name === change?.name);
+      // A new entry would lack sideEffects, admissionReviewVersions and clientConfig: invalid.
+      if (!hook)
+        return this.send(res, 422, status(422, 'Invalid', `webhooks[${JSON.stringify(change?.name)}]: Required value: sideEffects, admissionReviewVersions`));
+      const bundle = change.clientConfig?.caBundle;
+      if (bundle !== undefined && (typeof bundle !== 'string' || !/^[A-Za-z0-9+/]*={0,2}$/.test(bundle))) {
+        return this.send(res, 422, status(422, 'Invalid', 'clientConfig.caBundle: not base64'));
+      }
+      if (change.failurePolicy !== undefined && !['Fail', 'Ignore'].includes(change.failurePolicy)) {
+        return this.send(res, 422, status(422, 'Invalid', 'failurePolicy: Unsupported value'));
+      }
+      const { clientConfig, ...rest } = change;
+      Object.assign(hook, rest);
+      if (clientConfig) hook.clientConfig = { ...hook.clientConfig, ...clientConfig };
+    }
+    next.metadata.resourceVersion = String(++this.rv);
+    this.webhookConfigurations.set(name, next);
+    this.writes.push(`PATCH mutatingwebhookconfigurations/${name}`);
+    this.events.emit('webhooks-patched', next);
+    return this.send(res, 200, next);
+  }
+
   /** Nodes: list (one page) and watch, or 403 when forbidden. */
   private handleNodes(url: URL, res: ServerResponse): void {
     if (this.nodesForbidden) {
@@ -435,6 +547,10 @@ export class FakeApiServer {
       this.leases.set(key(name), stored);
       return this.send(res, req.method === 'POST' ? 201 : 200, stored);
     }
+    const secret = /^\/api\/v1\/namespaces\/([^/]+)\/secrets(?:\/([^/]+))?$/.exec(url.pathname);
+    if (secret) return this.handleSecret(req, res, decodeURIComponent(secret[1]!), secret[2] === undefined ? undefined : decodeURIComponent(secret[2]));
+    const configuration = /^\/apis\/admissionregistration\.k8s\.io\/v1\/mutatingwebhookconfigurations\/([^/]+)$/.exec(url.pathname);
+    if (configuration) return this.handleWebhookConfiguration(req, res, decodeURIComponent(configuration[1]!));
     const event = /^\/apis\/events\.k8s\.io\/v1\/namespaces\/([^/]+)\/events(?:\/([^/]+))?$/.exec(url.pathname);
     if (event && (req.method === 'POST' || req.method === 'PATCH')) {
       const chunks: Buffer[] = [];

@@ -1,0 +1,111 @@
+import test from 'ava';
+import { X509Certificate } from 'node:crypto';
+import { createCa, createServingCertificate } from '../tls/certificates.js';
+import { failClosedAnnotation, parseSecretData, planCertificates, serviceDnsNames, splitCertificates, webhookPatch } from './plan.js';
+
+const day = 24 * 60 * 60 * 1000;
+const t0 = Date.UTC(2026, 10, 24);
+const names = serviceDnsNames('sidecar-injector', 'sidecar-injector');
+const b64 = (text: string) => Buffer.from(text).toString('base64');
+
+async function secretData(options: { caDays?: number; certDays?: number; names?: string[]; otherCa?: boolean } = {}) {
+  const ca = await createCa(options.caDays ?? 3650, 'test CA', t0);
+  const signer = options.otherCa ? await createCa(3650, 'other CA', t0) : ca;
+  const serving = await createServingCertificate(signer, options.names ?? names, [], options.certDays ?? 365, t0);
+  return { 'tls.crt': b64(serving.cert), 'tls.key': b64(serving.key), 'ca.crt': b64(ca.cert), 'ca.key': b64(ca.key) };
+}
+
+test('a fresh Secret is kept', async (t) => {
+  t.deepEqual(planCertificates(parseSecretData(await secretData()), t0 + day, names), { action: 'keep' });
+});
+
+test('no Secret, or one without every key, gets everything issued', async (t) => {
+  t.is(planCertificates(undefined, t0, names).action, 'issue-all');
+  const { 'ca.key': _key, ...partial } = await secretData();
+  const plan = planCertificates(parseSecretData(partial), t0, names);
+  t.is(plan.action, 'issue-all');
+  t.regex((plan as { reason: string }).reason, /lacks one of tls\.crt, tls\.key, ca\.crt, ca\.key/);
+});
+
+test('a CA key that is not the CA’s, or garbage, gets everything issued with the reason', async (t) => {
+  const data = await secretData();
+  const other = await secretData();
+  t.deepEqual(parseSecretData({ ...data, 'ca.key': other['ca.key'] }), { problem: 'ca.key is not the key of the CA' });
+  t.deepEqual(parseSecretData({ ...data, 'tls.key': other['tls.key'] }), { problem: 'tls.key is not the key of tls.crt' });
+  t.deepEqual(parseSecretData({ ...data, 'ca.crt': b64('not a certificate') }), { problem: 'ca.crt holds no PEM certificate' });
+  t.deepEqual(parseSecretData({ ...data, 'ca.crt': data['tls.crt'] }), { problem: 'the first certificate of ca.crt is not a CA' });
+  t.deepEqual(parseSecretData(null), { problem: 'the Secret has no data' });
+  t.deepEqual(parseSecretData(JSON.parse('{"__proto__": {"tls.crt": "x"}}')), { problem: 'the Secret lacks one of tls.crt, tls.key, ca.crt, ca.key' });
+});
+
+test('the serving certificate is renewed in the last third of its life, from the same CA', async (t) => {
+  const stored = parseSecretData(await secretData({ certDays: 90 }));
+  t.is(planCertificates(stored, t0 + 59 * day, names).action, 'keep');
+  const plan = planCertificates(stored, t0 + 61 * day, names);
+  t.is(plan.action, 'issue-serving');
+  t.regex((plan as { reason: string }).reason, /^the serving certificate expires at 2027-02-21T23:59:00.000Z$/);
+});
+
+test('a serving certificate lacking a DNS name of the Service, or signed by another CA, is reissued', async (t) => {
+  const short = planCertificates(parseSecretData(await secretData({ names: ['sidecar-injector.sidecar-injector.svc'] })), t0, names);
+  t.deepEqual(short, {
+    action: 'issue-serving',
+    reason: 'the serving certificate lacks sidecar-injector.sidecar-injector.svc.cluster.local, sidecar-injector.sidecar-injector, sidecar-injector',
+  });
+  t.deepEqual(planCertificates(parseSecretData(await secretData({ otherCa: true })), t0, names), {
+    action: 'issue-serving',
+    reason: 'the serving certificate is not signed by the CA',
+  });
+});
+
+test('a CA in the last third of its life is replaced, and kept trusted until it expires', async (t) => {
+  const data = await secretData({ caDays: 30, certDays: 10 });
+  const plan = planCertificates(parseSecretData(data), t0 + 21 * day, names);
+  t.is(plan.action, 'issue-all');
+  t.deepEqual(plan.action === 'issue-all' ? plan.stillTrusted : undefined, splitCertificates(Buffer.from(data['ca.crt'], 'base64').toString('utf8')));
+  const expired = planCertificates(parseSecretData(data), t0 + 31 * day, names);
+  t.deepEqual(expired.action === 'issue-all' ? expired.stillTrusted : undefined, []);
+});
+
+test('a bundle is read as at most four certificates, in order', async (t) => {
+  const ca = await createCa(1, 'one', t0);
+  const pems = splitCertificates(ca.cert.repeat(6));
+  t.is(pems.length, 4);
+  t.is(new X509Certificate(pems[3]!).subject, 'CN=one');
+});
+
+const configuration = (annotations: Record<string, string> = {}) => ({
+  metadata: { name: 'sidecar-injector', resourceVersion: '42', annotations },
+  webhooks: [
+    { name: 'required.sidecar-injector.io', failurePolicy: 'Ignore', clientConfig: { service: { name: 's' } } },
+    { name: 'optional.sidecar-injector.io', failurePolicy: 'Ignore', clientConfig: { service: { name: 's' }, caBundle: 'QUJD' } },
+  ],
+});
+
+test('the webhook patch writes the caBundle by webhook name, arms the named webhooks, and carries the resourceVersion', (t) => {
+  const change = webhookPatch(configuration({ [failClosedAnnotation]: 'required.sidecar-injector.io' }), 'QUJD');
+  t.deepEqual(change, {
+    patch: {
+      metadata: { resourceVersion: '42' },
+      webhooks: [{ name: 'required.sidecar-injector.io', clientConfig: { caBundle: 'QUJD' }, failurePolicy: 'Fail' }],
+    },
+    webhooks: ['required.sidecar-injector.io'],
+  });
+});
+
+test('the webhook patch leaves failurePolicy alone without the annotation, and is nothing when all is in place', (t) => {
+  t.deepEqual(webhookPatch(configuration(), 'QUJD')?.patch.webhooks, [{ name: 'required.sidecar-injector.io', clientConfig: { caBundle: 'QUJD' } }]);
+  const done = configuration({ [failClosedAnnotation]: 'required.sidecar-injector.io' });
+  done.webhooks[0]!.failurePolicy = 'Fail';
+  (done.webhooks[0]!.clientConfig as Record<string, unknown>).caBundle = 'QUJD';
+  t.is(webhookPatch(done, 'QUJD'), undefined);
+});
+
+test('the webhook patch ignores what is not a webhook (no name, __proto__ keys, no list)', (t) => {
+  t.is(webhookPatch(null, 'QUJD'), undefined);
+  t.is(webhookPatch({ webhooks: 'nope' }, 'QUJD'), undefined);
+  const odd = JSON.parse(
+    '{"metadata":{"annotations":{"__proto__":"x"}},"webhooks":[null,{"clientConfig":{}},{"name":"__proto__","clientConfig":{"caBundle":"QUJD"}}]}',
+  );
+  t.is(webhookPatch(odd, 'QUJD'), undefined);
+});

@@ -1,0 +1,147 @@
+/**
+ * Self-managed certificates, the pure half: what the Secret holds, whether it must be renewed,
+ * and the patch that puts its CA into the webhook configuration. No I/O, no clock (the time
+ * is an argument): the controller in self-managed.ts does the reading and writing.
+ */
+import { X509Certificate, createPrivateKey } from 'node:crypto';
+import type { Pem } from '../tls/certificates.js';
+
+/** The Secret's keys: the serving pair (as kubernetes.io/tls requires), the CA's pair, and the trust bundle. */
+export const SecretKeys = {
+  cert: 'tls.crt',
+  key: 'tls.key',
+  /** The CAs the webhook trusts (PEM): the current CA first, then the one it replaced while that is still valid. */
+  caBundle: 'ca.crt',
+  caKey: 'ca.key',
+} as const;
+
+/**
+ * Annotation of the MutatingWebhookConfiguration: names of webhooks (comma-separated) shipped
+ * with `failurePolicy: Ignore` that get `Fail` once their caBundle holds the CA. Before that
+ * the API server cannot verify the injector, and a Fail webhook would refuse every pod it matches.
+ */
+export const failClosedAnnotation = 'sidecar-injector.io/fail-closed-webhooks';
+
+/** What a valid Secret holds, parsed. */
+export interface StoredCertificates {
+  readonly ca: Pem;
+  /** PEM certificates of the trust bundle, the current CA first. */
+  readonly bundle: readonly string[];
+  readonly serving: Pem;
+}
+
+/** What the leader does with the Secret. */
+export type CertificatePlan =
+  | { readonly action: 'keep' }
+  /** A new serving certificate from the same CA: the caBundle stays. */
+  | { readonly action: 'issue-serving'; readonly reason: string }
+  /** A new CA and serving certificate; `stillTrusted` are CAs to keep in the bundle until they expire. */
+  | { readonly action: 'issue-all'; readonly reason: string; readonly stillTrusted: readonly string[] };
+
+/** Certificates read from a bundle, at most this many (a Secret is attacker-sized only up to 1 MiB, but we never need more). */
+const maxBundleCertificates = 4;
+const pemCertificate = /-----BEGIN CERTIFICATE-----[A-Za-z0-9+/=\r\n]{1,16384}-----END CERTIFICATE-----/g;
+
+/** The PEM certificates in `text`, in order, at most four. */
+export function splitCertificates(text: string): string[] {
+  return [...text.matchAll(pemCertificate)].slice(0, maxBundleCertificates).map((m) => `${m[0]}\n`);
+}
+
+function decode(data: Record<string, unknown>, key: string): string | undefined {
+  const value = Object.hasOwn(data, key) ? data[key] : undefined;
+  return typeof value === 'string' && value.length <= 64 * 1024 ? Buffer.from(value, 'base64').toString('utf8') : undefined;
+}
+
+/** A Secret's `data` → the certificates it holds, or why it holds none usable. */
+export function parseSecretData(data: unknown): StoredCertificates | { readonly problem: string } {
+  if (typeof data !== 'object' || data === null || Array.isArray(data)) return { problem: 'the Secret has no data' };
+  const record = data as Record<string, unknown>;
+  const [cert, key, bundleText, caKey] = [SecretKeys.cert, SecretKeys.key, SecretKeys.caBundle, SecretKeys.caKey].map((k) => decode(record, k));
+  if (!cert || !key || !bundleText || !caKey) return { problem: `the Secret lacks one of ${Object.values(SecretKeys).join(', ')}` };
+  const bundle = splitCertificates(bundleText);
+  if (bundle.length === 0) return { problem: `${SecretKeys.caBundle} holds no PEM certificate` };
+  try {
+    const ca = new X509Certificate(bundle[0]!);
+    if (!ca.ca) return { problem: `the first certificate of ${SecretKeys.caBundle} is not a CA` };
+    if (!ca.checkPrivateKey(createPrivateKey(caKey))) return { problem: `${SecretKeys.caKey} is not the key of the CA` };
+    if (!new X509Certificate(cert).checkPrivateKey(createPrivateKey(key))) return { problem: `${SecretKeys.key} is not the key of ${SecretKeys.cert}` };
+  } catch (err) {
+    return { problem: `the Secret holds no valid certificates: ${(err as Error).message}` };
+  }
+  return { ca: { cert: bundle[0]!, key: caKey }, bundle, serving: { cert, key } };
+}
+
+/** True when less than a third of the certificate's lifetime is left at `now`. */
+function dueForRenewal(cert: X509Certificate, now: number): boolean {
+  const from = new Date(cert.validFrom).getTime();
+  const to = new Date(cert.validTo).getTime();
+  return to - now < (to - from) / 3;
+}
+
+/** The DNS names of a certificate's subjectAltName. */
+function dnsNamesOf(cert: X509Certificate): Set<string> {
+  return new Set(
+    (cert.subjectAltName ?? '')
+      .split(', ')
+      .filter((n) => n.startsWith('DNS:'))
+      .map((n) => n.slice(4)),
+  );
+}
+
+/**
+ * What to do with the Secret at `now`: issue everything when it is missing, unusable or its CA
+ * is in the last third of its life; a serving certificate when that one is, when the CA did not
+ * sign it, or when it lacks one of `dnsNames`; else keep it.
+ */
+export function planCertificates(
+  stored: StoredCertificates | { readonly problem: string } | undefined,
+  now: number,
+  dnsNames: readonly string[],
+): CertificatePlan {
+  if (stored === undefined) return { action: 'issue-all', reason: 'the Secret does not exist', stillTrusted: [] };
+  if ('problem' in stored) return { action: 'issue-all', reason: stored.problem, stillTrusted: [] };
+  const ca = new X509Certificate(stored.ca.cert);
+  if (dueForRenewal(ca, now)) {
+    const stillTrusted = new Date(ca.validTo).getTime() > now ? [stored.ca.cert] : [];
+    return { action: 'issue-all', reason: `the CA expires at ${new Date(ca.validTo).toISOString()}`, stillTrusted };
+  }
+  const serving = new X509Certificate(stored.serving.cert);
+  if (!serving.verify(ca.publicKey)) return { action: 'issue-serving', reason: 'the serving certificate is not signed by the CA' };
+  const names = dnsNamesOf(serving);
+  const missing = dnsNames.filter((n) => !names.has(n));
+  if (missing.length > 0) return { action: 'issue-serving', reason: `the serving certificate lacks ${missing.join(', ')}` };
+  if (dueForRenewal(serving, now)) return { action: 'issue-serving', reason: `the serving certificate expires at ${new Date(serving.validTo).toISOString()}` };
+  return { action: 'keep' };
+}
+
+/** The DNS names a Service is called by from the API server. */
+export function serviceDnsNames(service: string, namespace: string): string[] {
+  return [`${service}.${namespace}.svc`, `${service}.${namespace}.svc.cluster.local`, `${service}.${namespace}`, service];
+}
+
+/**
+ * The strategic merge patch (webhooks are merged by name) that writes `caBundle` into every
+ * webhook of `configuration` and arms the fail-closed ones; undefined when nothing is to change.
+ * It carries the resourceVersion read: a configuration changed meanwhile is refused (409).
+ */
+export function webhookPatch(configuration: unknown, caBundle: string): { readonly patch: Record<string, unknown>; readonly webhooks: string[] } | undefined {
+  const config = configuration as { metadata?: { resourceVersion?: unknown; annotations?: Record<string, unknown> }; webhooks?: unknown };
+  const webhooks = Array.isArray(config?.webhooks) ? (config.webhooks as unknown[]) : [];
+  const armed = config?.metadata?.annotations?.[failClosedAnnotation];
+  const failClosed = new Set(typeof armed === 'string' ? armed.split(',').map((n) => n.trim()) : []);
+  const changes: Record<string, unknown>[] = [];
+  for (const hook of webhooks) {
+    const { name, clientConfig, failurePolicy } = (hook ?? {}) as { name?: unknown; clientConfig?: { caBundle?: unknown }; failurePolicy?: unknown };
+    if (typeof name !== 'string') continue;
+    const change: Record<string, unknown> = {};
+    if (clientConfig?.caBundle !== caBundle) change.clientConfig = { caBundle };
+    if (failClosed.has(name) && failurePolicy !== 'Fail') change.failurePolicy = 'Fail';
+    if (Object.keys(change).length > 0) changes.push({ name, ...change });
+  }
+  if (changes.length === 0) return undefined;
+  const resourceVersion = config.metadata?.resourceVersion;
+  return {
+    patch: { metadata: typeof resourceVersion === 'string' ? { resourceVersion } : {}, webhooks: changes },
+    webhooks: changes.map((c) => c.name as string),
+  };
+}

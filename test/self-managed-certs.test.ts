@@ -1,0 +1,279 @@
+/**
+ * Self-managed certificates against the test API server: the leader makes the Secret and
+ * writes its CA into every webhook of the configuration shipped in manifests/ (arming the
+ * required one), a second replica serves the same certificate, renewals (the clock moved on)
+ * reach every replica, and `serve` runs with the Deployment's own flags outside a cluster.
+ */
+import test from 'ava';
+import { execFileSync, spawn } from 'node:child_process';
+import { X509Certificate } from 'node:crypto';
+import { once } from 'node:events';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import https from 'node:https';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { pino } from 'pino';
+import { parseAllDocuments } from 'yaml';
+import { SelfManagedCertificates } from '../src/certs/self-managed.js';
+import { failClosedAnnotation, splitCertificates } from '../src/certs/plan.js';
+import { loadConfig } from '../src/config.js';
+import { CertificateControllerError, ConfigError } from '../src/errors.js';
+import { FakeApiServer } from './helpers/fake-apiserver.js';
+
+type Obj = Record<string, any>;
+const day = 24 * 60 * 60 * 1000;
+const namespace = 'sidecar-injector';
+const serviceHost = 'sidecar-injector.sidecar-injector.svc';
+const rendered = parseAllDocuments(execFileSync('kubectl', ['kustomize', 'manifests'], { encoding: 'utf8' })).map((d) => d.toJS() as Obj);
+const shipped = (kind: string) => rendered.find((o) => o.kind === kind)!;
+
+async function cluster(t: { teardown(fn: () => unknown): void }): Promise<FakeApiServer> {
+  const api = new FakeApiServer();
+  await api.start();
+  t.teardown(() => api.stop());
+  api.addWebhookConfiguration(shipped('MutatingWebhookConfiguration'));
+  return api;
+}
+
+async function replica(api: FakeApiServer, identity: string, clock = { now: Date.now() }, t?: { teardown(fn: () => unknown): void }) {
+  const certificates = new SelfManagedCertificates({
+    kubeConfig: await api.kubeConfig(),
+    log: pino({ level: 'silent' }),
+    namespace,
+    secretName: 'sidecar-injector-tls',
+    webhookConfigurationName: 'sidecar-injector',
+    serviceName: 'sidecar-injector',
+    identity,
+    now: () => clock.now,
+    lease: { leaseDurationMs: 2000, renewDeadlineMs: 1500, retryPeriodMs: 200 },
+  });
+  t?.teardown(() => certificates.stop());
+  return certificates;
+}
+
+const secretOf = (api: FakeApiServer) => api.secrets.get(`${namespace}/sidecar-injector-tls`)!;
+const field = (secret: Obj, key: string) => Buffer.from(secret.data[key], 'base64').toString('utf8');
+const configuration = (api: FakeApiServer) => api.webhookConfigurations.get('sidecar-injector')!;
+const bundles = (api: FakeApiServer) => configuration(api).webhooks.map((w: Obj) => Buffer.from(w.clientConfig.caBundle ?? '', 'base64').toString('utf8'));
+
+/** A TLS handshake as the API server makes it: the caBundle as the only trust, the Service's DNS name. */
+async function handshake(port: number, caBundle: string): Promise<{ status: number; text: string; fingerprint256: string }> {
+  return new Promise((resolve, reject) => {
+    const req = https.request({ host: '127.0.0.1', port, path: '/readyz', servername: serviceHost, ca: caBundle, agent: false }, (res) => {
+      const fingerprint256 = (res.socket as import('node:tls').TLSSocket).getPeerCertificate().fingerprint256;
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8'), fingerprint256 }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** A TLS server presenting `pair`, as a replica would. */
+async function tlsServer(t: { teardown(fn: () => unknown): void }, pair: { cert: string; key: string }): Promise<https.Server & { port: number }> {
+  const server = https.createServer({ cert: pair.cert, key: pair.key }, (_req, res) => res.end('ok'));
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.teardown(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  return Object.assign(server, { port: (server.address() as import('node:net').AddressInfo).port });
+}
+
+test('the leader creates the Secret, then writes its CA into every webhook and arms the required one; a second replica serves the same certificate', async (t) => {
+  const api = await cluster(t);
+  t.true(
+    configuration(api).webhooks.every((w: Obj) => w.failurePolicy === 'Ignore' && w.clientConfig.caBundle === undefined),
+    'shipped unarmed',
+  );
+  const a = await replica(api, 'replica-a', undefined, t);
+  a.start();
+  const pairA = await a.ready();
+  const b = await replica(api, 'replica-b', undefined, t);
+  b.start();
+  const pairB = await b.ready();
+
+  t.deepEqual([a.isLeader(), b.isLeader()], [true, false]);
+  t.is(pairB.cert, pairA.cert);
+  t.deepEqual(api.writes, ['POST secrets/sidecar-injector-tls', 'PATCH mutatingwebhookconfigurations/sidecar-injector']);
+  const secret = secretOf(api);
+  t.is(secret.type, 'kubernetes.io/tls');
+  t.deepEqual(Object.keys(secret.data).sort(), ['ca.crt', 'ca.key', 'tls.crt', 'tls.key']);
+  const ca = field(secret, 'ca.crt');
+  t.deepEqual(bundles(api), [ca, ca]);
+  t.deepEqual(
+    configuration(api).webhooks.map((w: Obj) => [w.name, w.failurePolicy]),
+    [
+      ['required.sidecar-injector.io', 'Fail'],
+      ['optional.sidecar-injector.io', 'Ignore'],
+    ],
+  );
+  t.is(configuration(api).metadata.annotations[failClosedAnnotation], 'required.sidecar-injector.io');
+  const cert = new X509Certificate(pairB.cert);
+  t.true(cert.verify(new X509Certificate(ca).publicKey));
+  for (const name of [serviceHost, `${serviceHost}.cluster.local`]) t.is(cert.checkHost(name), name);
+  // Each replica's server, verified the way the API server verifies it.
+  for (const pair of [pairA, pairB]) {
+    const { port } = await tlsServer(t, pair);
+    t.is((await handshake(port, bundles(api)[0])).status, 200);
+  }
+  t.is(b.status().leading, false);
+  t.is(a.status().secret, 'sidecar-injector/sidecar-injector-tls');
+});
+
+test('renewal: the serving certificate in the last third of its life is reissued from the same CA, a CA is replaced with the old one still trusted, and every replica follows', async (t) => {
+  const api = await cluster(t);
+  const clock = { now: Date.now() };
+  const leader = await replica(api, 'leader', clock);
+  const follower = await replica(api, 'follower', clock);
+  const followed: string[] = [];
+  follower.on('certificate', (pair) => followed.push(pair.fingerprint256));
+  t.is((await leader.reconcile()).plan, 'issue-all');
+  const first = await follower.refresh();
+  const ca1 = field(secretOf(api), 'ca.crt');
+
+  // A year's serving certificate, 250 days on: less than a third left.
+  clock.now += 250 * day;
+  api.writes.length = 0;
+  const serving = await leader.reconcile();
+  t.like(serving, { plan: 'issue-serving', patchedWebhooks: [] });
+  t.deepEqual(api.writes, ['PUT secrets/sidecar-injector-tls'], 'the caBundle stays');
+  t.is(field(secretOf(api), 'ca.crt'), ca1);
+  const second = await follower.refresh();
+  t.not(second?.cert, first?.cert);
+  t.true(new X509Certificate(second!.cert).verify(new X509Certificate(ca1).publicKey));
+  t.true(second!.notAfter.getTime() > clock.now + 300 * day);
+
+  // Eight years on, the ten-year CA has less than a third left: a new CA, the old one still trusted.
+  clock.now += 8 * 365 * day;
+  api.writes.length = 0;
+  const rotated = await leader.reconcile();
+  t.is(rotated.plan, 'issue-all');
+  t.deepEqual(rotated.patchedWebhooks, ['required.sidecar-injector.io', 'optional.sidecar-injector.io']);
+  t.deepEqual(api.writes, ['PATCH mutatingwebhookconfigurations/sidecar-injector', 'PUT secrets/sidecar-injector-tls'], 'trusted before served');
+  const bundle = splitCertificates(field(secretOf(api), 'ca.crt'));
+  t.is(bundle.length, 2);
+  t.is(bundle[1], splitCertificates(ca1)[0]);
+  t.deepEqual(bundles(api), [bundle.join(''), bundle.join('')]);
+  const third = await follower.refresh();
+  t.true(new X509Certificate(third!.cert).verify(new X509Certificate(bundle[0]!).publicKey));
+  t.deepEqual(followed, [first!.fingerprint256, second!.fingerprint256, third!.fingerprint256]);
+
+  // Nothing due: nothing written.
+  api.writes.length = 0;
+  t.deepEqual(await leader.reconcile(), { plan: 'keep', patchedWebhooks: [] });
+  t.deepEqual(api.writes, []);
+  t.is(await follower.refresh(), third);
+});
+
+test('a Secret that holds a valid CA and certificate is adopted; a broken one is replaced', async (t) => {
+  const api = await cluster(t);
+  const leader = await replica(api, 'leader');
+  await leader.reconcile();
+  const adopted = structuredClone(secretOf(api));
+  const api2 = await cluster(t);
+  api2.secrets.set(`${namespace}/sidecar-injector-tls`, adopted);
+  const second = await replica(api2, 'leader');
+  t.like(await second.reconcile(), { plan: 'keep', patchedWebhooks: ['required.sidecar-injector.io', 'optional.sidecar-injector.io'] });
+  t.deepEqual(api2.writes, ['PATCH mutatingwebhookconfigurations/sidecar-injector']);
+  t.deepEqual(bundles(api2), [field(adopted, 'ca.crt'), field(adopted, 'ca.crt')]);
+
+  api2.secrets.get(`${namespace}/sidecar-injector-tls`)!.data['ca.key'] = Buffer.from('not a key').toString('base64');
+  const replaced = await second.reconcile();
+  t.is(replaced.plan, 'issue-all');
+  t.regex(replaced.reason ?? '', /^the Secret holds no valid certificates: /);
+  t.not(field(secretOf(api2), 'ca.crt'), field(adopted, 'ca.crt'));
+  t.is(secretOf(api2).metadata.uid, adopted.metadata.uid, 'updated in place, not recreated');
+});
+
+test('two replicas reconciling at once write one Secret; the loser is told of the conflict and agrees next round', async (t) => {
+  const api = await cluster(t);
+  const [a, b] = [await replica(api, 'a'), await replica(api, 'b')];
+  const results = await Promise.allSettled([a.reconcile(), b.reconcile()]);
+  for (const r of results) if (r.status === 'rejected') t.regex((r.reason as Error).message, /HTTP 409/);
+  t.is(api.writes.filter((w) => w.startsWith('POST secrets')).length, 1);
+  t.is((await a.reconcile()).plan, 'keep');
+  t.is((await b.reconcile()).plan, 'keep');
+  t.is((await a.refresh())?.cert, (await b.refresh())?.cert);
+});
+
+test('without the RBAC rule the error names the verb, the object and where the rules are; without the configuration, that it is missing', async (t) => {
+  const api = await cluster(t);
+  const leader = await replica(api, 'leader');
+  api.forbidden.add('secrets');
+  const forbidden = await t.throwsAsync(leader.reconcile(), { instanceOf: CertificateControllerError });
+  t.is(forbidden.code, 'ERR_SELF_MANAGED_CERTIFICATES');
+  t.is(
+    forbidden.message,
+    'get Secret sidecar-injector/sidecar-injector-tls: forbidden (HTTP 403): the service account needs the rule for it (manifests/base/rbac.yaml)',
+  );
+  api.forbidden.clear();
+  api.webhookConfigurations.clear();
+  const missing = await t.throwsAsync(leader.reconcile(), { instanceOf: CertificateControllerError });
+  t.is(missing.message, 'get MutatingWebhookConfiguration sidecar-injector: not found (HTTP 404)');
+  t.is(await leader.refresh(), leader.current(), 'the Secret it made is served meanwhile');
+  t.truthy(leader.current());
+});
+
+test('serve --tls-secret is refused beside --tls-cert, and outside a cluster without --kubeconfig', (t) => {
+  const both = t.throws(() => loadConfig({}, ['--tls-secret', 's', '--tls-cert', 'a', '--tls-key', 'b', '--kubeconfig', 'k']), { instanceOf: ConfigError });
+  t.deepEqual(both.problems, ['--tls-secret and --tls-cert/--tls-key are two sources of the serving certificate: give one']);
+  const outside = t.throws(() => loadConfig({}, ['--tls-secret', 's']), { instanceOf: ConfigError });
+  t.deepEqual(outside.problems, ['--tls-secret needs the cluster: run in a pod, or give --kubeconfig']);
+  const names = t.throws(() => loadConfig({ KUBERNETES_SERVICE_HOST: '10.0.0.1' }, ['--tls-secret', '__proto__', '--service', 'a.b', '--namespace', 'X']), {
+    instanceOf: ConfigError,
+  });
+  t.deepEqual(names.problems, [
+    '--tls-secret: expected a Secret name, a DNS-1123 subdomain (got "__proto__")',
+    '--service: expected a Service name, a DNS-1123 label (got "a.b")',
+    '--namespace / POD_NAMESPACE: expected a DNS-1123 label (got "X")',
+  ]);
+  t.like(loadConfig({ POD_NAMESPACE: 'team-a' }, ['--tls-secret', 's', '--kubeconfig', 'k']), {
+    namespace: 'team-a',
+    selfManaged: { secretName: 's', webhookConfigurationName: 'sidecar-injector', serviceName: 'sidecar-injector' },
+  });
+});
+
+/** `serve` with the Deployment's own arguments, outside a cluster: only --kubeconfig, --host, --port and --templates added. */
+async function serveLikeTheDeployment(t: { teardown(fn: () => unknown): void }, kubeconfig: string, podName: string) {
+  const container = shipped('Deployment').spec.template.spec.containers[0];
+  const own = (container.args as string[]).filter((a) => !/^--(port|templates|host)=/.test(a));
+  const child = spawn(
+    process.execPath,
+    ['dist/src/cli/main.js', ...own, '--kubeconfig', kubeconfig, '--host', '127.0.0.1', '--port', '0', '--templates', 'templates', '--shutdown-delay-ms', '0'],
+    { env: { ...process.env, POD_NAME: podName, POD_NAMESPACE: namespace }, stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
+  t.teardown(() => void child.kill('SIGKILL'));
+  const port = await new Promise<number>((resolve, reject) => {
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      const record = JSON.parse(line);
+      if (record.msg === 'listening') resolve(record.port);
+    });
+    void exited.then((code) => reject(new Error(`serve exited with ${code} before listening`)));
+  });
+  return { child, port, exited, own };
+}
+
+test("serve with the Deployment's flags runs outside a cluster: two replicas, one certificate from the Secret, trusted through the caBundle; SIGTERM exits 0", async (t) => {
+  const api = await cluster(t);
+  api.create('default');
+  const kubeconfig = join(await mkdtemp(join(tmpdir(), 'sidecar-injector-certs-')), 'kubeconfig');
+  await writeFile(kubeconfig, (await api.kubeConfig()).exportConfig());
+  const a = await serveLikeTheDeployment(t, kubeconfig, 'injector-a');
+  const b = await serveLikeTheDeployment(t, kubeconfig, 'injector-b');
+  t.true(a.own.includes('--tls-secret=sidecar-injector-tls'));
+  const caBundle = bundles(api)[0];
+  t.truthy(caBundle);
+  const [readyA, readyB] = [await handshake(a.port, caBundle), await handshake(b.port, caBundle)];
+  t.is(readyA.fingerprint256, readyB.fingerprint256, 'both serve the Secret’s certificate');
+  t.is(readyA.fingerprint256, new X509Certificate(field(secretOf(api), 'tls.crt')).fingerprint256);
+  t.is(configuration(api).webhooks[0].failurePolicy, 'Fail');
+  a.child.kill('SIGTERM');
+  b.child.kill('SIGTERM');
+  t.deepEqual(await Promise.all([a.exited, b.exited]), [0, 0]);
+  t.is(api.leases.get(`${namespace}/sidecar-injector-certs`)?.spec.holderIdentity, '', 'the leader released its lease');
+});
