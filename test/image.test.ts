@@ -22,6 +22,12 @@ const built = existsSync(archive);
 const imageTest = built ? test.serial : test.skip;
 if (!built) console.log(`image tests skipped: no image archive at ${archive} (build it with \`make image\`; CI does)`);
 
+test.before(() => {
+  // chroot needs root (CI runs as root); anywhere else with an archive, say why rather than fail obscurely.
+  if (built && process.getuid?.() !== 0)
+    throw new Error(`the image tests run the image under chroot, which needs root; ${archive} exists but this is not root`);
+});
+
 type Json = Record<string, any>;
 interface Unpacked {
   readonly rootfs: string;

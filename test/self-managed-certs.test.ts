@@ -7,7 +7,7 @@
 import test from 'ava';
 import { execFileSync, spawn } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
-import { once } from 'node:events';
+import { EventEmitter, once } from 'node:events';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import https from 'node:https';
 import { tmpdir } from 'node:os';
@@ -16,7 +16,8 @@ import { createInterface } from 'node:readline';
 import { pino } from 'pino';
 import { parseAllDocuments } from 'yaml';
 import { SelfManagedCertificates } from '../src/certs/self-managed.js';
-import { failClosedAnnotation, splitCertificates } from '../src/certs/plan.js';
+import { failClosedAnnotation, serviceDnsNames, splitCertificates } from '../src/certs/plan.js';
+import { createServingCertificate } from '../src/tls/certificates.js';
 import { loadConfig } from '../src/config.js';
 import { CertificateControllerError, ConfigError } from '../src/errors.js';
 import { FakeApiServer } from './helpers/fake-apiserver.js';
@@ -122,6 +123,30 @@ test('the leader creates the Secret, then writes its CA into every webhook and a
   }
   t.is(b.status().leading, false);
   t.is(a.status().secret, 'sidecar-injector/sidecar-injector-tls');
+
+  // The leader goes (releasing its lease): the other takes over and finds nothing to do.
+  const elected = once(b, 'leading');
+  await a.stop();
+  await elected;
+  t.true(b.isLeader());
+  t.deepEqual(await b.reconcile(), { plan: 'keep', patchedWebhooks: [] });
+  t.is(b.current(), pairB);
+});
+
+test('an apply that resets the required webhook to Ignore (an upgrade) is armed again on the next round', async (t) => {
+  const api = await cluster(t);
+  const leader = await replica(api, 'leader');
+  await leader.reconcile();
+  const reapplied = shipped('MutatingWebhookConfiguration');
+  // kubectl apply keeps the caBundle (not in the manifest) and sets the shipped failurePolicy.
+  reapplied.webhooks = reapplied.webhooks.map((w: Obj, i: number) => ({
+    ...w,
+    clientConfig: { ...w.clientConfig, caBundle: configuration(api).webhooks[i].clientConfig.caBundle },
+  }));
+  api.addWebhookConfiguration(reapplied);
+  t.is(configuration(api).webhooks[0].failurePolicy, 'Ignore');
+  t.deepEqual(await leader.reconcile(), { plan: 'keep', patchedWebhooks: ['required.sidecar-injector.io'] });
+  t.is(configuration(api).webhooks[0].failurePolicy, 'Fail');
 });
 
 test('renewal: the serving certificate in the last third of its life is reissued from the same CA, a CA is replaced with the old one still trusted, and every replica follows', async (t) => {
@@ -208,7 +233,7 @@ test('without the RBAC rule the error names the verb, the object and where the r
   t.is(forbidden.code, 'ERR_SELF_MANAGED_CERTIFICATES');
   t.is(
     forbidden.message,
-    'get Secret sidecar-injector/sidecar-injector-tls: forbidden (HTTP 403): the service account needs the rule for it (manifests/base/rbac.yaml)',
+    'get Secret sidecar-injector/sidecar-injector-tls: forbidden (HTTP 403): the service account needs the rule for it (manifests/base/certificates-rbac.yaml)',
   );
   api.forbidden.clear();
   api.webhookConfigurations.clear();
@@ -248,17 +273,19 @@ async function serveLikeTheDeployment(t: { teardown(fn: () => unknown): void }, 
   );
   const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
   t.teardown(() => void child.kill('SIGKILL'));
+  const logs = new EventEmitter();
+  createInterface({ input: child.stdout! }).on('line', (line) => {
+    const record = JSON.parse(line);
+    logs.emit(record.msg, record);
+  });
   const port = await new Promise<number>((resolve, reject) => {
-    createInterface({ input: child.stdout! }).on('line', (line) => {
-      const record = JSON.parse(line);
-      if (record.msg === 'listening') resolve(record.port);
-    });
+    logs.once('listening', (record) => resolve(record.port));
     void exited.then((code) => reject(new Error(`serve exited with ${code} before listening`)));
   });
-  return { child, port, exited, own };
+  return { child, port, exited, own, logs };
 }
 
-test("serve with the Deployment's flags runs outside a cluster: two replicas, one certificate from the Secret, trusted through the caBundle; SIGTERM exits 0", async (t) => {
+test("serve with the Deployment's flags runs outside a cluster: two replicas, one certificate from the Secret, trusted through the caBundle, renewals followed without a restart; SIGTERM exits 0", async (t) => {
   const api = await cluster(t);
   api.create('default');
   const kubeconfig = join(await mkdtemp(join(tmpdir(), 'sidecar-injector-certs-')), 'kubeconfig');
@@ -272,6 +299,25 @@ test("serve with the Deployment's flags runs outside a cluster: two replicas, on
   t.is(readyA.fingerprint256, readyB.fingerprint256, 'both serve the Secret’s certificate');
   t.is(readyA.fingerprint256, new X509Certificate(field(secretOf(api), 'tls.crt')).fingerprint256);
   t.is(configuration(api).webhooks[0].failurePolicy, 'Fail');
+
+  // A renewed certificate in the Secret (from the same CA): both replicas serve it, without a restart.
+  const secret = secretOf(api);
+  const renewed = await createServingCertificate(
+    { cert: field(secret, 'ca.crt'), key: field(secret, 'ca.key') },
+    serviceDnsNames('sidecar-injector', namespace),
+    [],
+    365,
+  );
+  const followed = [a, b].map((replica) => once(replica.logs, 'serving certificate renewed from the Secret'));
+  api.secrets.set(`${namespace}/sidecar-injector-tls`, {
+    ...secret,
+    metadata: { ...secret.metadata, resourceVersion: `${secret.metadata.resourceVersion}1` },
+    data: { ...secret.data, 'tls.crt': Buffer.from(renewed.cert).toString('base64'), 'tls.key': Buffer.from(renewed.key).toString('base64') },
+  });
+  await Promise.all(followed);
+  const fingerprint = new X509Certificate(renewed.cert).fingerprint256;
+  t.deepEqual([(await handshake(a.port, caBundle)).fingerprint256, (await handshake(b.port, caBundle)).fingerprint256], [fingerprint, fingerprint]);
+
   a.child.kill('SIGTERM');
   b.child.kill('SIGTERM');
   t.deepEqual(await Promise.all([a.exited, b.exited]), [0, 0]);

@@ -66,8 +66,9 @@ const requestTimeoutMs = 5000;
 const waitingIntervalMs = 1000;
 
 /**
- * Emits `certificate` (KeyPair) each time the Secret holds a new valid serving pair, and
- * `failed` (Error) when a read or a write fails (the next round tries again).
+ * Emits `certificate` (KeyPair) each time the Secret holds a new valid serving pair, `leading`
+ * when this replica is elected to write certificates, and `failed` (Error) when a read or a
+ * write fails (the next round tries again).
  */
 export class SelfManagedCertificates extends EventEmitter {
   private readonly elector: LeaderElector;
@@ -96,7 +97,10 @@ export class SelfManagedCertificates extends EventEmitter {
       ...options.lease,
     });
     // A new leader reconciles at once: a missing Secret is made without waiting a round.
-    this.elector.on('leading', () => this.soon(0));
+    this.elector.on('leading', () => {
+      this.emit('leading');
+      this.soon(0);
+    });
   }
 
   /** The pair served now (undefined until the Secret first held one). */
@@ -297,7 +301,7 @@ export class SelfManagedCertificates extends EventEmitter {
 /** An API error with what was attempted, and for 403 the RBAC rule that is missing. */
 function explain(err: unknown, what: string): CertificateControllerError {
   if (err instanceof KubernetesApiError && err.statusCode === 403) {
-    return new CertificateControllerError(`${what}: forbidden (HTTP 403): the service account needs the rule for it (manifests/base/rbac.yaml)`, {
+    return new CertificateControllerError(`${what}: forbidden (HTTP 403): the service account needs the rule for it (manifests/base/certificates-rbac.yaml)`, {
       cause: err,
     });
   }
