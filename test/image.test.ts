@@ -70,6 +70,20 @@ imageTest('the image runs as a numeric non-root user, node is its entrypoint, an
   t.false(existsSync(join(rootfs, 'app', 'dist', 'test')), 'no test code');
   const node = execFileSync('chroot', ['--userspec', config.config.User, rootfs, '/usr/bin/node', '--version'], { encoding: 'utf8' }).trim();
   t.is(node.split('.')[0], 'v24', 'the Node major the suite runs on under test:node24');
+  const shipped = execFileSync(
+    'chroot',
+    [
+      '--userspec',
+      config.config.User,
+      rootfs,
+      '/usr/bin/node',
+      '--input-type=module',
+      '-e',
+      "console.log((await import('/app/dist/src/version.js')).productVersion())",
+    ],
+    { encoding: 'utf8' },
+  ).trim();
+  t.is(shipped, version, 'the image reports the version it is named with');
 });
 
 imageTest('the entrypoint under chroot, as the image user: /readyz, a review answered with a patch, exit 0 on SIGTERM', async (t) => {
