@@ -126,7 +126,7 @@ imageTest('the entrypoint under chroot, as the image user: /readyz, a review ans
   t.is(answer.response.patchType, 'JSONPatch');
   const patch = decodePatch(answer.response);
   t.true(
-    patch.some((op) => op.op === 'add' && String(op.path).startsWith('/spec/containers')),
+    patch.some((op) => op.op === 'add' && /^\/spec\/(initContainers|containers)\b/.test(String(op.path))),
     'a sidecar container is added',
   );
   child.kill('SIGTERM');
