@@ -33,6 +33,8 @@ interface Unpacked {
   readonly rootfs: string;
   readonly config: Json;
   readonly manifestDigest: string;
+  /** The image's environment, and nothing of this machine's. */
+  readonly env: Record<string, string>;
 }
 
 let unpacked: Promise<Unpacked> | undefined;
@@ -53,12 +55,13 @@ function unpack(): Promise<Unpacked> {
     for (const layer of manifest.layers as Json[]) {
       execFileSync('tar', ['-x', ...(layer.mediaType.endsWith('+gzip') ? ['-z'] : []), '-f', blob(layer.digest), '-C', rootfs, '--numeric-owner']);
     }
-    return { rootfs, config, manifestDigest };
+    const env = Object.fromEntries(((config.config.Env ?? []) as string[]).map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]));
+    return { rootfs, config, manifestDigest, env };
   })());
 }
 
 imageTest('the image runs as a numeric non-root user, node is its entrypoint, and it holds no shell and no package manager', async (t) => {
-  const { rootfs, config } = await unpack();
+  const { rootfs, config, env } = await unpack();
   t.regex(config.config.User, /^[1-9]\d*:[1-9]\d*$/);
   t.deepEqual(config.config.Entrypoint, ['/usr/bin/node', '/app/dist/src/cli/main.js']);
   t.deepEqual(config.os, 'linux');
@@ -68,26 +71,15 @@ imageTest('the image runs as a numeric non-root user, node is its entrypoint, an
   t.deepEqual(readdirSync(join(rootfs, 'usr', 'bin')), ['node']);
   t.false(existsSync(join(rootfs, 'app', 'node_modules', 'ava')), 'no dev dependency');
   t.false(existsSync(join(rootfs, 'app', 'dist', 'test')), 'no test code');
-  const node = execFileSync('chroot', ['--userspec', config.config.User, rootfs, '/usr/bin/node', '--version'], { encoding: 'utf8' }).trim();
+  const node = execFileSync('chroot', ['--userspec', config.config.User, rootfs, '/usr/bin/node', '--version'], { encoding: 'utf8', env }).trim();
   t.is(node.split('.')[0], 'v24', 'the Node major the suite runs on under test:node24');
-  const shipped = execFileSync(
-    'chroot',
-    [
-      '--userspec',
-      config.config.User,
-      rootfs,
-      '/usr/bin/node',
-      '--input-type=module',
-      '-e',
-      "console.log((await import('/app/dist/src/version.js')).productVersion())",
-    ],
-    { encoding: 'utf8' },
-  ).trim();
-  t.is(shipped, version, 'the image reports the version it is named with');
+  // `version` through the image's own entrypoint: the version the archive is named with.
+  const printed = execFileSync('chroot', ['--userspec', config.config.User, rootfs, ...config.config.Entrypoint, 'version'], { encoding: 'utf8', env });
+  t.is(printed.split('\n')[0], `sidecar-injector ${version}`, 'the image reports the version it is named with');
 });
 
 imageTest('the entrypoint under chroot, as the image user: /readyz, a review answered with a patch, exit 0 on SIGTERM', async (t) => {
-  const { rootfs, config } = await unpack();
+  const { rootfs, config, env } = await unpack();
   // A directory the image user may write its throw-away development CA to.
   const certDir = join(rootfs, 'run', 'test-certs');
   await rm(certDir, { recursive: true, force: true });
@@ -102,7 +94,6 @@ imageTest('the entrypoint under chroot, as the image user: /readyz, a review ans
     '--namespace-label=team-a:sidecar-injector.io/injection=enabled',
     '--shutdown-delay-ms=0',
   ];
-  const env = Object.fromEntries((config.config.Env as string[]).map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]));
   const child = spawn('chroot', ['--userspec', config.config.User, rootfs, ...config.config.Entrypoint, ...args], {
     env,
     stdio: ['ignore', 'pipe', 'inherit'],

@@ -55,8 +55,3 @@ test('the release names one version: package.json, the image tag the manifests i
   t.regex(makefile, /^VERSION := \$\(shell node -p "require\('\.\/package\.json'\)\.version"\)$/m);
   t.regex(makefile, /^IMAGE_ARCHIVE \?= build\/sidecar-injector-\$\(VERSION\)\.oci\.tar$/m);
 });
-
-test('productVersion() reads package.json from where the build puts it', async (t) => {
-  const { productVersion } = await import('../src/version.js');
-  t.is(productVersion(), JSON.parse(await readFile('package.json', 'utf8')).version);
-});
