@@ -1,8 +1,8 @@
-/** The shared corpus of real pods (../shared/corpus, or $SHARED_DIR/corpus). */
+/** The corpus of real pods kept with the tests (test/fixtures/corpus; SOURCES.md there says where each comes from). */
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 
-export const corpusDir = join(process.env.SHARED_DIR ?? resolve(process.cwd(), '..', 'shared'), 'corpus');
+export const corpusDir = resolve('test', 'fixtures', 'corpus');
 
 export interface CorpusPod {
   readonly name: string;
