@@ -349,3 +349,22 @@ test('a client that trickles its body byte by byte is cut off, and other connect
   clearInterval(trickle);
   t.true(sent < validText.length, 'the connection was cut before the body was complete');
 });
+
+test('a review of half a million annotation keys is refused before it is parsed, and the next review is served', async (t) => {
+  const pod = structuredClone(validPod);
+  const keys = Array.from({ length: 500_000 }, (_, i) => `"k${i}":""`).join(',');
+  // Spliced as text: JSON.stringify of such an object would be the slow path under test.
+  const text = JSON.stringify(createReview(pod, { namespace: 'shop', uid: 'wide' })).replace('"annotations":{', `"annotations":{${keys},`);
+  t.true(text.length > 6_000_000, `${text.length} bytes`);
+  const res = await send(post('wide', text));
+  t.is(res.status, 400);
+  t.is(JSON.parse(res.text).code, 'ERR_MALFORMED_JSON');
+  t.regex(JSON.parse(res.text).message, /an object of more than 10000 keys/);
+  // Spread over many objects, the keys in all are bounded too.
+  const many = Array.from({ length: 20 }, (_, o) => `"a${o}":{${Array.from({ length: 6000 }, (_, i) => `"k${i}":""`).join(',')}}`).join(',');
+  const spread = await send(post('spread', JSON.stringify(createReview(pod, { namespace: 'shop', uid: 'spread' })).replace('"spec":{', `"spec":{${many},`)));
+  t.is(spread.status, 400);
+  t.regex(JSON.parse(spread.text).message, /more than 100000 object keys/);
+  const after = await server.post(createReview(validPod, { namespace: 'shop', uid: 'after-wide' }));
+  t.is(after.json.response.uid, 'after-wide');
+});

@@ -5,7 +5,7 @@
 import type { IncomingMessage } from 'node:http';
 import { RequestError } from '../errors.js';
 import { cut, quote } from '../quote.js';
-import { scanJsonText, type JsonTextScan, type KeyPaths } from '../k8s/json.js';
+import { scanJsonText, type JsonLimits, type JsonTextScan, type KeyPaths } from '../k8s/json.js';
 
 /**
  * Default body limit: 7 MiB. The API server caps a request at 3 MiB of object (etcd's limit),
@@ -32,17 +32,33 @@ export const maxJsonDepth = 1000;
  */
 export const maxJsonContainers = 200_000;
 
-/** Why a scanned body's structure is out of bounds (too deep, too many objects and arrays), or undefined. */
-function structureProblem(scan: JsonTextScan, maxDepth: number, maxContainers: number): string | undefined {
+/**
+ * Most keys in one object. A pod's widest maps (labels, annotations, a managedFields entry of
+ * them) hold tens of keys, rarely hundreds. JSON.parse of one object of 500,000 keys takes a
+ * quarter of a second, and what reads it afterwards four times that: a body that wide is
+ * refused before parsing.
+ */
+export const maxJsonKeysPerObject = 10_000;
+
+/** Most object keys in one body: ten times the widest object, and some forty times a 56 KB pod's. */
+export const maxJsonKeys = 100_000;
+
+/** The bounds jsonBody holds a body's structure to. */
+const bodyLimits: JsonLimits = { depth: maxJsonDepth, containers: maxJsonContainers, keys: maxJsonKeys, keysPerObject: maxJsonKeysPerObject };
+
+/** Why a scanned body's structure is out of bounds (too deep, too many objects and arrays or keys), or undefined. */
+function structureProblem(scan: JsonTextScan): string | undefined {
   if (scan.unbalanced) return 'request body is not valid JSON: it closes a bracket it never opened';
-  if (scan.depth > maxDepth) return `request body is nested more than ${maxDepth} levels deep; no Kubernetes object is`;
-  if (scan.containers > maxContainers) return `request body holds more than ${maxContainers} objects and arrays; no pod the injector serves does`;
+  if (scan.depth > maxJsonDepth) return `request body is nested more than ${maxJsonDepth} levels deep; no Kubernetes object is`;
+  if (scan.containers > maxJsonContainers) return `request body holds more than ${maxJsonContainers} objects and arrays; no pod the injector serves does`;
+  if (scan.widest > maxJsonKeysPerObject) return `request body holds an object of more than ${maxJsonKeysPerObject} keys; no pod the injector serves does`;
+  if (scan.keys > maxJsonKeys) return `request body holds more than ${maxJsonKeys} object keys; no pod the injector serves does`;
   return undefined;
 }
 
 /** True when the nesting depth of JSON text exceeds `limit` (the scan jsonBody makes). */
 export function jsonDepthExceeds(bytes: Uint8Array, limit: number): boolean {
-  return scanJsonText(bytes, limit, Infinity).depth > limit;
+  return scanJsonText(bytes, { depth: limit, containers: Infinity }).depth > limit;
 }
 
 /** True when the Content-Type header names JSON (`application/json`, parameters allowed). */
@@ -190,8 +206,8 @@ function parseJsonBytes(bytes: Uint8Array): unknown {
  * also finds the values at `paths` (k8s/json.ts); parsed only when asked.
  */
 export function jsonBody(bytes: Buffer, paths?: KeyPaths): JsonBody {
-  const scan = scanJsonText(bytes, maxJsonDepth, maxJsonContainers, paths);
-  const structure = structureProblem(scan, maxJsonDepth, maxJsonContainers);
+  const scan = scanJsonText(bytes, bodyLimits, paths);
+  const structure = structureProblem(scan);
   if (structure) throw new RequestError(400, 'ERR_MALFORMED_JSON', structure);
   return { bytes, scan, json: () => parseJsonBytes(bytes) };
 }

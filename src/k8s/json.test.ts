@@ -9,12 +9,14 @@ const paths = compileKeyPaths([
   ['request', 'object', 'metadata', 'uid'],
 ]);
 
-const scan = (text: string): JsonTextScan => scanJsonText(Buffer.from(text), 1000, 200_000, paths);
+const limits = { depth: 1000, containers: 200_000 };
+
+const scan = (text: string): JsonTextScan => scanJsonText(Buffer.from(text), limits, paths);
 
 /** The spans of a scan as [path, text] pairs. */
 function located(text: string): [string, string][] {
   const bytes = Buffer.from(text);
-  const { spans } = scanJsonText(bytes, 1000, 200_000, paths);
+  const { spans } = scanJsonText(bytes, limits, paths);
   const out: [string, string][] = [];
   for (let s = 0; s < spans.length; s += 3) out.push([paths.leaves[spans[s]!]!.join('.'), bytes.toString('utf8', spans[s + 1], spans[s + 2]).trim()]);
   return out;
@@ -45,6 +47,8 @@ test('keys elsewhere are not followed: in arrays, at other depths, in string val
 test('escaped keys and repeated followed keys are reported; escapes in values are not', (t) => {
   t.true(scan('{"requ\\u0065st":{"uid":"a"}}').escapedKeys);
   t.false(scan('{"request":{"uid":"a\\"b"}}').escapedKeys);
+  t.false(scan('{"request":{"object":{"metadata":{"managedFields":[{"fieldsV1":{"k:{\\"name\\":\\"app\\"}":{}}}]}}}}').escapedKeys, 'inside a followed value');
+  t.true(scan('{"request":{"object":{"metadata":{"managedFields":[],"l\\u0061bels":{}}}}}').escapedKeys, 'beside a followed value');
   t.true(scan('{"request":{"uid":"a"},"request":{"uid":"b"}}').repeatedKeys);
   t.true(scan('{"request":{"uid":"a","uid":"b"}}').repeatedKeys);
   t.false(scan('{"request":{"uid":"a"},"other":{"uid":"b"}}').repeatedKeys);
@@ -76,16 +80,19 @@ test('property: for any JSON object, the spans hold the values JSON.parse finds 
         const text = JSON.stringify(tree, null, indent);
         const parsed = JSON.parse(text) as Record<string, any>;
         const result = scan(text);
+        // Keys inside a followed leaf's value are cut out with it: they are not reported.
         const keys: string[] = [];
-        const collect = (v: unknown) => {
-          if (Array.isArray(v)) v.forEach(collect);
+        const leafPaths = new Set(paths.leaves.map((p) => p.join('\0')));
+        const collect = (v: unknown, path: readonly string[] | undefined) => {
+          if (Array.isArray(v)) v.forEach((item) => collect(item, undefined));
           else if (typeof v === 'object' && v !== null)
             for (const [k, child] of Object.entries(v)) {
               keys.push(k);
-              collect(child);
+              const childPath = path && [...path, k];
+              if (!childPath || !leafPaths.has(childPath.join('\0'))) collect(child, childPath);
             }
         };
-        collect(parsed);
+        collect(parsed, []);
         if (result.escapedKeys !== keys.some((k) => JSON.stringify(k) !== `"${k}"`)) return false;
         if (result.repeatedKeys) return false; // JSON.stringify writes no key twice
         const expected: [string, unknown][] = [];
@@ -110,7 +117,7 @@ test('property: for any JSON object, the spans hold the values JSON.parse finds 
 });
 
 test('a close with nothing open stops the scan: the text is not JSON', (t) => {
-  const closes = scanJsonText(Buffer.alloc(1_000_000, 0x5d), 1000, 200_000, paths);
+  const closes = scanJsonText(Buffer.alloc(1_000_000, 0x5d), limits, paths);
   t.true(closes.unbalanced);
   t.is(closes.depth, 0);
   t.true(scan('{"a":1}}').unbalanced);
@@ -124,4 +131,15 @@ test('once a followed key repeats, no more spans are kept', (t) => {
   const result = scan(text);
   t.true(result.repeatedKeys);
   t.deepEqual(located(text), [['request.uid', '0']]);
+});
+
+test('keys are counted in all and per object, and the scan stops once either passes its limit', (t) => {
+  const text = '{"a":{"x":1,"y":2,"z":3},"b":[{"p":1}],"c":{}}';
+  const counted = scanJsonText(Buffer.from(text), limits);
+  t.is(counted.keys, 7);
+  t.is(counted.widest, 3);
+  t.is(scanJsonText(Buffer.from(text), { ...limits, keysPerObject: 2 }).widest, 3);
+  t.is(scanJsonText(Buffer.from(text), { ...limits, keys: 4 }).keys, 5);
+  // Strings that are values are not keys; a key with a colon in its text is one key.
+  t.is(scanJsonText(Buffer.from('{"a":"b","c":["d","e"],"f:g":{}}'), limits).keys, 3);
 });

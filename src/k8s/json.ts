@@ -61,13 +61,32 @@ export function compileKeyPaths(paths: readonly (readonly string[])[]): KeyPaths
   return { root, size, leaves };
 }
 
+/** Bounds of JSON text's structure: the scan stops as soon as one is passed. */
+export interface JsonLimits {
+  /** Deepest nesting. */
+  readonly depth: number;
+  /** Objects and arrays in all. */
+  readonly containers: number;
+  /** Object keys in all. @default Infinity */
+  readonly keys?: number;
+  /** Keys of any one object. @default Infinity */
+  readonly keysPerObject?: number;
+}
+
 /** What one pass over JSON text finds (scanJsonText). */
 export interface JsonTextScan {
   /** Deepest nesting reached, stopping at one past the limit. */
   readonly depth: number;
   /** Objects and arrays counted, stopping at one past the limit. */
   readonly containers: number;
-  /** True when some object key holds a backslash escape: its text is not its value (`"\u0061"` is `"a"`). */
+  /** Object keys counted, stopping at one past the limit. */
+  readonly keys: number;
+  /** Most keys found in one object, stopping at one past the limit. */
+  readonly widest: number;
+  /**
+   * True when some object key outside the followed leaves' values holds a backslash escape: its
+   * text is not its value (`"\u0061"` is `"a"`).
+   */
   readonly escapedKeys: boolean;
   /** True when a followed key (KeyPaths) occurs more than once, anywhere on the paths. */
   readonly repeatedKeys: boolean;
@@ -90,21 +109,31 @@ function sameBytes(bytes: Uint8Array, start: number, end: number, name: Uint8Arr
 }
 
 /**
- * One pass over JSON text, string contents skipped: its nesting and object count (stopping as
- * soon as either passes its limit), whether any key is escaped, and, with `paths`, where the
- * values at those key paths lie. About 5 µs for a 5 KB review. The text need not be valid JSON:
- * what the scan reports about invalid text means nothing, and callers parse before they trust it.
+ * One pass over JSON text, string contents skipped: its nesting, object and key counts
+ * (stopping as soon as one passes its limit), whether any key is escaped, and, with `paths`,
+ * where the values at those key paths lie. About 5 µs for a 5 KB review. The text need not be
+ * valid JSON: what the scan reports about invalid text means nothing, and callers parse before
+ * they trust it.
  */
-export function scanJsonText(bytes: Uint8Array, maxDepth: number, maxContainers: number, paths?: KeyPaths): JsonTextScan {
+export function scanJsonText(bytes: Uint8Array, limits: JsonLimits, paths?: KeyPaths): JsonTextScan {
   const length = bytes.length;
+  const maxDepth = limits.depth;
+  const maxContainers = limits.containers;
+  const maxKeys = limits.keys ?? Infinity;
+  const maxKeysPerObject = limits.keysPerObject ?? Infinity;
   let depth = 0;
   let deepest = 0;
   let containers = 0;
+  let keys = 0;
+  let widest = 0;
   let expectKey = false;
   let escapedKeys = false;
   let repeatedKeys = false;
   // Whether the container at each depth is an object (1) or an array (0).
   const objectAt = new Uint8Array(Math.min(maxDepth, length) + 2);
+  // Keys of the object open at each depth.
+  const keysAt = new Uint32Array(objectAt.length);
+  const stop = (unbalanced: boolean): JsonTextScan => ({ depth: deepest, containers, keys, widest, escapedKeys, repeatedKeys, unbalanced, spans: noSpans });
   // The path node followed at each depth (objects on a path only), the node a key just named
   // (entered by the `{` that opens its value), and the leaf whose value is being read.
   const nodes: (KeyPathNode | undefined)[] = [];
@@ -134,7 +163,14 @@ export function scanJsonText(bytes: Uint8Array, maxDepth: number, maxContainers:
         continue;
       }
       expectKey = false;
-      if (escaped) escapedKeys = true;
+      // Counted before anything is made of them: a body of half a million keys is refused
+      // here, in milliseconds, rather than after a parse of a second or more.
+      if (++keys > maxKeys) return stop(false);
+      const inObject = ++keysAt[depth]!;
+      if (inObject > widest && (widest = inObject) > maxKeysPerObject) return stop(false);
+      // Inside a followed leaf's value the keys are not the caller's concern: the value is cut
+      // out whole (managedFields' `k:{\"name\":\"app\"}` keys sit there on every real pod).
+      if (escaped && leaf < 0) escapedKeys = true;
       const node = depth < nodes.length ? nodes[depth] : undefined;
       if (node === undefined) continue;
       let at = node.names.length - 1;
@@ -167,7 +203,7 @@ export function scanJsonText(bytes: Uint8Array, maxDepth: number, maxContainers:
           expectKey = objectAt[depth] === 1;
         } else {
           // A close with nothing open: not JSON, and nothing after it is worth a look.
-          if (depth === 0) return { depth: deepest, containers, escapedKeys, repeatedKeys, unbalanced: true, spans: noSpans };
+          if (depth === 0) return stop(true);
           if (depth < nodes.length) nodes[depth] = undefined;
           depth--;
           expectKey = false;
@@ -176,14 +212,14 @@ export function scanJsonText(bytes: Uint8Array, maxDepth: number, maxContainers:
       case 0x7b: // {
       case 0x5b: // [
         if (++depth > deepest) deepest = depth;
-        if (deepest > maxDepth || ++containers > maxContainers)
-          return { depth: deepest, containers, escapedKeys, repeatedKeys, unbalanced: false, spans: noSpans };
+        if (deepest > maxDepth || ++containers > maxContainers) return stop(false);
         objectAt[depth] = b === 0x7b ? 1 : 0;
+        keysAt[depth] = 0;
         expectKey = b === 0x7b;
         if (next !== undefined || depth < nodes.length) nodes[depth] = b === 0x7b ? next : undefined;
         next = undefined;
         break;
     }
   }
-  return { depth: deepest, containers, escapedKeys, repeatedKeys, unbalanced: false, spans: leaf >= 0 ? noSpans : spans };
+  return { depth: deepest, containers, keys, widest, escapedKeys, repeatedKeys, unbalanced: false, spans: leaf >= 0 ? noSpans : spans };
 }
