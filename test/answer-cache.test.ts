@@ -17,7 +17,7 @@ import { jsonBody } from '../src/http/body.js';
 import { decideVersion } from '../src/k8s/version.js';
 import { createLocalNamespaceSource } from '../src/namespaces/source.js';
 import { loadTemplateDir } from '../src/templates/load.js';
-import { createReview, prepareCreate } from './helpers/apiserver.js';
+import { controllerManagedFields, createReview, prepareCreate } from './helpers/apiserver.js';
 import { templateSet } from './helpers/templates.js';
 
 /** A review's text as the body reader hands it on. */
@@ -56,9 +56,8 @@ const podArbitrary = fc
 /** The same pod as another CREATE of its ReplicaSet: other managedFields timestamps, a creation time, a uid. */
 function again(pod: Record<string, any>, n: number): Record<string, any> {
   const copy = structuredClone(pod);
-  copy.metadata.managedFields = [
-    { manager: 'kube-controller-manager', operation: 'Update', time: `2026-11-22T00:00:0${n}Z`, fieldsType: 'FieldsV1', fieldsV1: { 'f:metadata': {} } },
-  ];
+  // The creating controller's full field set, escaped `k:` keys and all, at another time.
+  copy.metadata.managedFields = controllerManagedFields(copy, `2026-11-22T00:00:0${n}Z`);
   copy.metadata.creationTimestamp = n === 0 ? null : `2026-11-22T00:00:0${n}Z`;
   copy.metadata.uid = `pod-uid-${n}`;
   return copy;
@@ -117,6 +116,27 @@ test('a change of state is never answered from the old one: templates, namespace
   version = decideVersion({ flag: { major: 1, minor: 28 } });
   t.is(await image(), 'agent:2');
   t.is(answers!.hits, 2, 'no answer of an older state was used');
+});
+
+test('a review as the API server sends it, managedFields with escaped keys and all, is answered from the cache', async (t) => {
+  const set = templateSet({ name: 'agent', containers: [{ name: 'agent', image: 'agent:1' }] });
+  const deps: MutateDeps = { templates: () => set, namespaces: createLocalNamespaceSource({ shop: enabled }), answers: new AnswerCache() };
+  const body = {
+    metadata: { generateName: 'web-5d8f-', labels: { app: 'web', 'pod-template-hash': '5d8f' } },
+    spec: { containers: [{ name: 'app', image: 'a:1', env: [{ name: 'LOG_LEVEL', value: 'info' }], ports: [{ containerPort: 8080 }] }] },
+  };
+  const texts = [0, 1, 2].map((n) =>
+    JSON.stringify(createReview(prepareCreate(body, 'shop', { managedAt: `2026-11-20T10:00:0${n}Z` }), { namespace: 'shop', uid: `uid-${n}` })),
+  );
+  t.true(texts[0]!.includes('"k:{\\"name\\":\\"app\\"}"'), 'the controller wrote k: keys with escaped quotes');
+  t.not(texts[0], texts[1], 'each pod has its own managedFields time');
+  for (const text of texts) t.is((await answerReview(bodyOf(text), deps)).outcome.decision, 'patched');
+  t.is(deps.answers!.hits, 1, 'the third pod of the ReplicaSet was answered from the cache');
+  // The same escape beside managedFields, in what the decision reads: never a key.
+  const escaped = texts[2]!.replace('"uid":"uid-2"', '"uid":"uid-3"').replace('"labels":{"app"', '"labels":{"\\u0061pp"');
+  const before = deps.answers!.hits;
+  for (let n = 0; n < 3; n++) await answerReview(bodyOf(escaped), deps);
+  t.is(deps.answers!.hits, before);
 });
 
 test('bounded: entries and bytes; a body over the size limit is never remembered', async (t) => {

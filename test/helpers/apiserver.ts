@@ -120,15 +120,74 @@ export function applyOtherPlugins(pod: Json): Json {
 }
 
 /**
- * The pod as a mutating webhook receives it on CREATE (R-23, R-24): namespace filled from the
- * request, defaults applied, in-tree plugins run; no name when generateName is used.
+ * Merge keys of the Pod's keyed lists (structured-merge-diff writes their items as `k:` plus the
+ * JSON of these fields); lists not named here are atomic and owned whole.
  */
-export function prepareCreate(body: Json, namespace: string): Json {
+const listKeys: Readonly<Record<string, readonly string[]>> = {
+  containers: ['name'],
+  initContainers: ['name'],
+  ephemeralContainers: ['name'],
+  volumes: ['name'],
+  env: ['name'],
+  ports: ['containerPort', 'protocol'],
+  volumeMounts: ['mountPath'],
+  volumeDevices: ['devicePath'],
+  ownerReferences: ['uid'],
+  imagePullSecrets: ['name'],
+  hostAliases: ['ip'],
+  topologySpreadConstraints: ['topologyKey', 'whenUnsatisfiable'],
+  resourceClaims: ['name'],
+  finalizers: [],
+};
+
+/** The field set of `value` as `fieldsV1` writes it: `f:` per field, `k:` per keyed item, `.` for a set parent. */
+function fieldSet(value: unknown, field: string | undefined, top: boolean): Json {
+  if (Array.isArray(value)) {
+    const keys = field === undefined ? undefined : listKeys[field];
+    if (keys === undefined) return {};
+    const set: Json = { '.': {} };
+    for (const item of value) {
+      // A set of scalars (finalizers) is written `v:` plus the value's JSON.
+      if (keys.length === 0) set[`v:${JSON.stringify(item)}`] = {};
+      else {
+        const key = Object.fromEntries(keys.filter((k) => item?.[k] !== undefined).map((k) => [k, item[k]]));
+        set[`k:${JSON.stringify(key)}`] = { '.': {}, ...fieldSet(item, undefined, true) };
+      }
+    }
+    return set;
+  }
+  if (value === null || typeof value !== 'object') return {};
+  const set: Json = top ? {} : { '.': {} };
+  for (const [name, child] of Object.entries(value as Json)) set[`f:${name}`] = fieldSet(child, name, false);
+  return set;
+}
+
+/**
+ * The `managedFields` entry of the controller that created `body` (R-24): the full field set of
+ * what it sent, with escaped quotes inside its `k:` keys, as every controller-created pod has.
+ */
+export function controllerManagedFields(body: Json, time = '2026-11-20T10:00:00Z'): Json[] {
+  const { metadata = {}, spec = {} } = body;
+  const sent = {
+    metadata: Object.fromEntries(Object.entries(metadata).filter(([k]) => !['namespace', 'creationTimestamp', 'managedFields'].includes(k))),
+    spec,
+  };
+  return [
+    { manager: 'kube-controller-manager', operation: 'Update', apiVersion: 'v1', time, fieldsType: 'FieldsV1', fieldsV1: fieldSet(sent, undefined, true) },
+  ];
+}
+
+/**
+ * The pod as a mutating webhook receives it on CREATE (R-23, R-24): namespace filled from the
+ * request, defaults applied, in-tree plugins run, the creating controller's `managedFields`;
+ * no name when generateName is used.
+ */
+export function prepareCreate(body: Json, namespace: string, options: { managedAt?: string } = {}): Json {
   const pod = structuredClone(body);
   pod.metadata ??= {};
   pod.metadata.namespace ||= namespace;
   pod.metadata.creationTimestamp = null;
-  pod.metadata.managedFields ??= [{ manager: 'kube-controller-manager', operation: 'Update', apiVersion: 'v1', fieldsType: 'FieldsV1', fieldsV1: {} }];
+  pod.metadata.managedFields ??= controllerManagedFields(body, options.managedAt);
   applyDefaults(pod);
   applyServiceAccountPlugin(pod);
   applyOtherPlugins(pod);
