@@ -158,6 +158,7 @@ test('audit -o json: every pod with its owner and templates, every workload with
   // Pods, ReplicaSets and Jobs were asked as metadata only.
   t.true(api.workloadAccepts.length >= 6);
   for (const accept of api.workloadAccepts) t.true(accept.startsWith('application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1'));
+  t.deepEqual(api.notAcceptable, []);
 });
 
 test('audit text: one line per workload with the command that fixes it; --fail-on exits 3; -n limits to one namespace', async (t) => {

@@ -63,9 +63,11 @@ test('the gauge follows every pod through list, watch, change, deletion and a te
   t.deepEqual(auditor.status(), { pods: 3, synced: true, states: { current: 1, missing: 1, 'not-selected': 1 }, oversizedLedgers: 0 });
   // Pods already missing at start are counted, not announced.
   t.deepEqual(events, []);
-  // Asked as metadata only, list and watch.
+  // Asked as metadata only, the list in the List form and the watch in the single form; nothing answered 406.
   await until(() => api.workloadAccepts.length >= 2);
-  for (const accept of api.workloadAccepts) t.true(accept.startsWith('application/json;as=PartialObjectMetadataList'));
+  t.true(api.workloadAccepts[0]!.startsWith('application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,'));
+  t.true(api.workloadAccepts[1]!.startsWith('application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,'));
+  t.deepEqual(api.notAcceptable, []);
   // A new pod without its sidecar: counted, and a Warning Event on its owner.
   api.addObject('pods', { namespace: 'shop', name: 'd', labels: {}, annotations: {}, ownerReferences: owner }, { containers: [] });
   await until(() => gauge.values.get('shop/log-shipper/missing') === 2);

@@ -18,7 +18,7 @@ import { EventEmitter } from 'node:events';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { Watch } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { listAll, listPages } from './request.js';
+import { acceptFor, listAll, listPages, type Representation } from './request.js';
 
 /** An object of the collection, as far as the reflector reads it. */
 export interface ApiObject {
@@ -54,8 +54,8 @@ export interface ReflectorOptions<T extends ApiObject> extends ReflectorTuning {
    * is complete; `begin` again if it restarts): a list of 100,000 pods never sits in memory whole.
    */
   readonly listInto?: { begin(): void; page(items: readonly T[]): void; end(): void };
-  /** `Accept` of the list and the watch (request.ts `metadataOnly` for PartialObjectMetadata). */
-  readonly accept?: string;
+  /** What the list and the watch ask for (request.ts `metadataOnly` for PartialObjectMetadata), each with its own `Accept`. */
+  readonly accept?: Representation;
   /** One object was added, changed or deleted. */
   readonly apply: (type: 'ADDED' | 'MODIFIED' | 'DELETED', object: T) => void;
 }
@@ -89,11 +89,12 @@ export class Reflector<T extends ApiObject> extends EventEmitter {
 
   constructor(private readonly options: ReflectorOptions<T>) {
     super();
-    // The watch asks for what the list asks for: the client's Watch takes its headers from the config.
-    const accept = options.accept;
+    // The watch asks for what the list asks for, in the single-object form (each event is one
+    // object): the client's Watch takes its headers from the config.
+    const accept = acceptFor(options.accept ?? 'object', 'watch');
     const config = options.kubeConfig;
     this.watch = new Watch(
-      accept
+      options.accept === 'metadata'
         ? (Object.assign(Object.create(config), {
             applyToFetchOptions: (opts: { headers?: Record<string, string> }) => config.applyToFetchOptions({ ...opts, headers: { ...opts.headers, accept } }),
           }) as KubeConfig)

@@ -7,21 +7,49 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { KubernetesApiError } from '../errors.js';
 
 /**
- * `Accept` for metadata-only reads: the API server answers with PartialObjectMetadata(List) —
- * names, labels, annotations, ownerReferences, no spec or status — so a list of 100,000 pods
- * stays small (https://kubernetes.io/docs/reference/using-api/api-concepts/#receiving-resources-as-tables).
+ * What a read asks for: whole objects, or metadata only (PartialObjectMetadata: names, labels,
+ * annotations, ownerReferences, no spec or status), so that a list of 100,000 pods stays small
+ * (https://kubernetes.io/docs/reference/using-api/api-concepts/#receiving-resources-as-tables).
  */
-export const metadataOnly =
-  'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json';
+export type Representation = 'object' | 'metadata';
+
+/** Metadata only (Representation): each request sends the `Accept` its kind needs (acceptFor). */
+export const metadataOnly: Representation = 'metadata';
+
+/** The kinds of read, which the API server answers in different forms. */
+export type ReadKind = 'get' | 'list' | 'watch';
+
+const metadataList = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json';
+const metadataObject = 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json';
+
+/**
+ * The `Accept` header of one read. The API server takes the first clause it can serve and only
+ * then converts, so the List form must lead for a list and the single form for a GET and a
+ * watch (each event is one object): the other way round a GET is 406 and a watch ends at its
+ * first event (CONTRACT.md section 12; client-go's metadata client does the same).
+ */
+export function acceptFor(representation: Representation, kind: ReadKind): string {
+  if (representation === 'object') return 'application/json';
+  return kind === 'list' ? metadataList : metadataObject;
+}
 
 /** MicroTime as the API server writes it (events, leases): RFC 3339 with six fractional digits. */
 export function microTime(date: Date): string {
   return date.toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
 }
 
-/** GETs `path` (with its query) and parses the JSON answer; rejects with KubernetesApiError on a non-2xx status. */
-export function getJson(kubeConfig: KubeConfig, path: string, timeoutMs: number, accept = 'application/json'): Promise<unknown> {
-  return requestJson(kubeConfig, 'GET', path, timeoutMs, { accept });
+/**
+ * GETs one object or one list page at `path` (with its query) as `representation`, and parses
+ * the JSON answer; rejects with KubernetesApiError on a non-2xx status.
+ */
+export function getJson(
+  kubeConfig: KubeConfig,
+  path: string,
+  timeoutMs: number,
+  representation: Representation = 'object',
+  kind: 'get' | 'list' = 'get',
+): Promise<unknown> {
+  return requestJson(kubeConfig, 'GET', path, timeoutMs, { accept: acceptFor(representation, kind) });
 }
 
 /**
@@ -72,8 +100,8 @@ export interface ListOptions {
   readonly pageSize?: number;
   /** Timeout of each page. @default 60000 */
   readonly timeoutMs?: number;
-  /** The `Accept` header (`metadataOnly` for names, labels, annotations and owners only). */
-  readonly accept?: string;
+  /** Whole objects, or `metadataOnly` for names, labels, annotations and owners only. @default 'object' */
+  readonly accept?: Representation;
   /** Called once per page (to stop early, or to observe progress). */
   readonly stopped?: () => boolean;
   /** Told when an expired continue token makes the list start over. */
@@ -96,7 +124,7 @@ export async function listPages<T>(kubeConfig: KubeConfig, path: string, options
       do {
         const query = new URLSearchParams({ limit: String(options.pageSize ?? 500) });
         if (token) query.set('continue', token);
-        const page = (await getJson(kubeConfig, `${path}${separator}${query}`, options.timeoutMs ?? 60_000, options.accept)) as Page;
+        const page = (await getJson(kubeConfig, `${path}${separator}${query}`, options.timeoutMs ?? 60_000, options.accept, 'list')) as Page;
         onPage(Array.isArray(page.items) ? page.items : []);
         resourceVersion = page.metadata?.resourceVersion ?? resourceVersion;
         token = page.metadata?.continue ?? '';

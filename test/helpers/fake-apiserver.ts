@@ -60,6 +60,33 @@ function status(code: number, reason: string, message: string) {
   return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, code };
 }
 
+/** The form an answer takes: the object (or list) as stored, or metadata only, single or List. */
+type Form = 'object' | 'metadata' | 'metadataList';
+
+/**
+ * The form the API server picks for an `Accept` header (CONTRACT.md section 12): the first
+ * clause it can serve at all, whether or not it suits the request (both metadata forms are
+ * allowed on every endpoint); undefined when none can be served (406).
+ */
+export function negotiate(accept: string | undefined): Form | undefined {
+  if (!accept) return 'object';
+  for (const clause of accept.split(',')) {
+    const [type = '', ...parameters] = clause.split(';').map((part) => part.trim());
+    if (!['application/json', 'application/*', '*/*'].includes(type.toLowerCase())) continue;
+    const params = new Map(parameters.map((p) => p.split('=').map((part) => part.trim()) as [string, string]));
+    const as = params.get('as');
+    if (as === undefined) return 'object';
+    if (params.get('g') !== 'meta.k8s.io' || params.get('v') !== 'v1') continue;
+    if (as === 'PartialObjectMetadata') return 'metadata';
+    if (as === 'PartialObjectMetadataList') return 'metadataList';
+  }
+  return undefined;
+}
+
+const notAcceptable = (detail: string) =>
+  status(406, 'NotAcceptable', `the server was unable to respond with a content type that the client supports (${detail})`);
+const partial = (object: Record<string, any>) => ({ kind: 'PartialObjectMetadata', apiVersion: 'meta.k8s.io/v1', metadata: object.metadata });
+
 export class FakeApiServer {
   private server!: https.Server;
   private rv = 100;
@@ -68,7 +95,7 @@ export class FakeApiServer {
   private readonly store = new Map<string, NamespaceObject>();
   private readonly nodes = new Map<string, NodeObject>();
   private readonly history: WatchEvent[] = [];
-  private readonly watchers = new Set<{ from: number; res: ServerResponse; collection: Collection; metadataOnly?: boolean }>();
+  private readonly watchers = new Set<{ from: number; res: ServerResponse; collection: Collection; form: Form }>();
   /** The API server's `/version` gitVersion. */
   gitVersion = 'v1.31.4';
   /** Answer node lists and watches with 403 (RBAC without the nodes rule). */
@@ -86,6 +113,8 @@ export class FakeApiServer {
   };
   /** `Accept` headers of the workload lists seen (the auditor asks for metadata only). */
   readonly workloadAccepts: string[] = [];
+  /** Requests answered 406 (an `Accept` whose first servable form does not fit the request), as `METHOD path`. */
+  readonly notAcceptable: string[] = [];
   /** Pages served for workload lists. */
   workloadPages = 0;
   /** Paths of single-object GETs of pods and workloads, in order. */
@@ -183,13 +212,61 @@ export class FakeApiServer {
     const collection: Collection = object.kind === 'Node' ? 'nodes' : object.kind === 'Pod' ? 'pods' : 'namespaces';
     const event = { type, object, rv: Number(object.metadata.resourceVersion), collection };
     this.history.push(event);
-    for (const w of this.watchers) if (w.collection === collection && event.rv > w.from) w.res.write(this.eventLine(type, object, w.metadataOnly));
+    for (const w of this.watchers) if (w.collection === collection && event.rv > w.from) this.deliver(w, type, object);
   }
 
-  /** One watch event line, metadata only when the watch asked for it. */
-  private eventLine(type: string, object: Record<string, any>, metadataOnly = false): string {
-    const sent = metadataOnly ? { kind: 'PartialObjectMetadata', apiVersion: 'meta.k8s.io/v1', metadata: object.metadata } : object;
-    return `${JSON.stringify({ type, object: sent })}\n`;
+  /**
+   * One watch event, in the form the watch negotiated. A watch that asked for the List form
+   * ends at its first event, as the API server's does: a single object is not a list.
+   */
+  private deliver(w: { res: ServerResponse; form: Form }, type: string, object: Record<string, any>): void {
+    if (w.form === 'metadataList') {
+      this.watchers.delete(w as never);
+      w.res.end();
+      return;
+    }
+    w.res.write(`${JSON.stringify({ type, object: w.form === 'metadata' ? partial(object) : object })}\n`);
+  }
+
+  /** Answers one object in the negotiated form: 406 for the List form, or when nothing fits. */
+  private sendObject(req: IncomingMessage, res: ServerResponse, object: Record<string, any>): void {
+    const form = negotiate(req.headers.accept);
+    if (form === undefined || form === 'metadataList') {
+      this.notAcceptable.push(`${req.method} ${req.url}`);
+      return this.send(res, 406, notAcceptable('you requested PartialObjectMetadataList, but the requested object is not a list'));
+    }
+    this.send(res, 200, form === 'metadata' ? partial(object) : object);
+  }
+
+  /** Answers a list page in the negotiated form: 406 for the single form, or when nothing fits. */
+  private sendList(
+    req: IncomingMessage,
+    res: ServerResponse,
+    kind: string,
+    apiVersion: string,
+    metadata: Record<string, any>,
+    items: Record<string, any>[],
+  ): void {
+    const form = negotiate(req.headers.accept);
+    if (form === undefined || form === 'metadata') {
+      this.notAcceptable.push(`${req.method} ${req.url}`);
+      return this.send(res, 406, notAcceptable('you requested PartialObjectMetadata, but the requested object is a list'));
+    }
+    if (form === 'metadataList') this.send(res, 200, { kind: 'PartialObjectMetadataList', apiVersion: 'meta.k8s.io/v1', metadata, items: items.map(partial) });
+    else this.send(res, 200, { kind, apiVersion, metadata, items });
+  }
+
+  /** Opens a watch stream in the negotiated form (406 when nothing fits); false when refused. */
+  private openWatch(req: IncomingMessage, res: ServerResponse): Form | undefined {
+    const form = negotiate(req.headers.accept);
+    if (form === undefined) {
+      this.notAcceptable.push(`${req.method} ${req.url}`);
+      this.send(res, 406, notAcceptable('no acceptable form'));
+      return undefined;
+    }
+    res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
+    res.flushHeaders();
+    return form;
   }
 
   /** Changes a pod's labels and annotations (as `kubectl annotate` would), with a MODIFIED event. */
@@ -270,9 +347,7 @@ export class FakeApiServer {
   /** Sends a BOOKMARK with the current resourceVersion to every watch. */
   bookmark(): string {
     const rv = String(++this.rv);
-    for (const w of this.watchers) {
-      w.res.write(`${JSON.stringify({ type: 'BOOKMARK', object: { kind: 'Namespace', apiVersion: 'v1', metadata: { resourceVersion: rv } } })}\n`);
-    }
+    for (const w of this.watchers) this.deliver(w, 'BOOKMARK', { kind: 'Namespace', apiVersion: 'v1', metadata: { resourceVersion: rv } });
     return rv;
   }
 
@@ -333,13 +408,11 @@ export class FakeApiServer {
       this.send(res, 404, status(404, 'NotFound', 'the server could not find the requested resource'));
       return true;
     }
-    const accept = String(req.headers.accept ?? '');
-    this.workloadAccepts.push(accept);
-    const asMetadata = accept.split(',')[0]!.includes('as=PartialObjectMetadata');
+    this.workloadAccepts.push(String(req.headers.accept ?? ''));
     if (url.searchParams.get('watch') === 'true' && resource === 'pods' && !namespace) {
-      res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
-      res.flushHeaders();
-      this.stream(res, Number(url.searchParams.get('resourceVersion') ?? '0'), 'pods', asMetadata);
+      const form = this.openWatch(req, res);
+      if (form === undefined) return true;
+      this.stream(res, Number(url.searchParams.get('resourceVersion') ?? '0'), 'pods', form);
       this.events.emit('pod-watch');
       return true;
     }
@@ -350,22 +423,19 @@ export class FakeApiServer {
     const page = limit > 0 ? all.slice(start, start + limit) : all.slice(start);
     const more = limit > 0 && start + limit < all.length;
     const metadata = { resourceVersion: String(this.rv), ...(more ? { continue: Buffer.from(String(start + limit)).toString('base64') } : {}) };
-    // The first acceptable type wins, as the API server negotiates it.
-    if (accept.split(',')[0]!.includes('as=PartialObjectMetadataList')) {
-      const items = page.map((o) => ({ kind: 'PartialObjectMetadata', apiVersion: 'meta.k8s.io/v1', metadata: o.metadata }));
-      this.send(res, 200, { kind: 'PartialObjectMetadataList', apiVersion: 'meta.k8s.io/v1', metadata, items });
-    } else this.send(res, 200, { kind: `${page[0]?.kind ?? 'Object'}List`, apiVersion: page[0]?.apiVersion ?? 'v1', metadata, items: page });
+    const apiVersion = resource === 'pods' ? 'v1' : resource === 'jobs' ? 'batch/v1' : 'apps/v1';
+    this.sendList(req, res, `${kinds[resource]}List`, apiVersion, metadata, page);
     return true;
   }
 
   /** Streams a collection's retained events after `from`, then every new one, until the client goes. */
-  private stream(res: ServerResponse, from: number, collection: Collection, metadataOnly = false): void {
-    for (const event of this.history) {
-      if (event.collection === collection && event.rv > from) res.write(this.eventLine(event.type, event.object, metadataOnly));
-    }
-    const watcher = { from, res, collection, metadataOnly };
+  private stream(res: ServerResponse, from: number, collection: Collection, form: Form): void {
+    const watcher = { from, res, collection, form };
     this.watchers.add(watcher);
     res.on('close', () => this.watchers.delete(watcher));
+    for (const event of this.history) {
+      if (event.collection === collection && event.rv > from && this.watchers.has(watcher)) this.deliver(watcher, event.type, event.object);
+    }
   }
 
   /** Adds a MutatingWebhookConfiguration (as `kubectl apply` would): stored with a resourceVersion. */
@@ -473,7 +543,7 @@ export class FakeApiServer {
   }
 
   /** Nodes: list (one page) and watch, or 403 when forbidden. */
-  private handleNodes(url: URL, res: ServerResponse): void {
+  private handleNodes(url: URL, req: IncomingMessage, res: ServerResponse): void {
     if (this.nodesForbidden) {
       return this.send(
         res,
@@ -483,13 +553,13 @@ export class FakeApiServer {
     }
     if (url.searchParams.get('watch') === 'true') {
       const from = Number(url.searchParams.get('resourceVersion') ?? '0');
-      res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
-      res.flushHeaders();
-      this.stream(res, from, 'nodes');
+      const form = this.openWatch(req, res);
+      if (form === undefined) return;
+      this.stream(res, from, 'nodes', form);
       this.events.emit('node-watch', from);
       return;
     }
-    this.send(res, 200, { kind: 'NodeList', apiVersion: 'v1', metadata: { resourceVersion: String(this.rv) }, items: [...this.nodes.values()] });
+    this.sendList(req, res, 'NodeList', 'v1', { resourceVersion: String(this.rv) }, [...this.nodes.values()]);
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -500,7 +570,7 @@ export class FakeApiServer {
       const [major, minor] = this.gitVersion.replace(/^v/, '').split('.');
       return this.send(res, 200, { major, minor, gitVersion: this.gitVersion, platform: 'linux/amd64' });
     }
-    if (url.pathname === '/api/v1/nodes' && req.method === 'GET') return this.handleNodes(url, res);
+    if (url.pathname === '/api/v1/nodes' && req.method === 'GET') return this.handleNodes(url, req, res);
     if (this.handleWorkloads(url, req, res)) return;
     const single =
       /^\/(?:api\/v1|apis\/apps\/v1|apis\/batch\/v1)\/namespaces\/([^/]+)\/(pods|jobs|replicasets|deployments|statefulsets|daemonsets)\/([^/]+)$/.exec(
@@ -513,13 +583,7 @@ export class FakeApiServer {
       this.objectGets.push(url.pathname);
       const found = this.workloads[resource].get(`${decodeURIComponent(single[1]!)}/${decodeURIComponent(single[3]!)}`);
       if (!found) return this.send(res, 404, status(404, 'NotFound', `${resource} "${single[3]}" not found`));
-      // The first clause of Accept decides, as the API server negotiates: a List form for one object is not acceptable.
-      const first = String(req.headers.accept ?? 'application/json').split(',')[0]!;
-      if (first.includes('as=PartialObjectMetadataList'))
-        return this.send(res, 406, status(406, 'NotAcceptable', 'only the following media types are accepted: application/json'));
-      if (first.includes('as=PartialObjectMetadata'))
-        return this.send(res, 200, { kind: 'PartialObjectMetadata', apiVersion: 'meta.k8s.io/v1', metadata: found.metadata });
-      return this.send(res, 200, found);
+      return this.sendObject(req, res, found);
     }
     const lease = /^\/apis\/coordination\.k8s\.io\/v1\/namespaces\/([^/]+)\/leases(?:\/([^/]+))?$/.exec(url.pathname);
     if (lease) {
@@ -528,7 +592,7 @@ export class FakeApiServer {
       const key = (name: string) => `${namespace}/${name}`;
       if (req.method === 'GET' && lease[2]) {
         const found = this.leases.get(key(decodeURIComponent(lease[2])));
-        return found ? this.send(res, 200, found) : this.send(res, 404, status(404, 'NotFound', `leases.coordination.k8s.io "${lease[2]}" not found`));
+        return found ? this.sendObject(req, res, found) : this.send(res, 404, status(404, 'NotFound', `leases.coordination.k8s.io "${lease[2]}" not found`));
       }
       const chunks: Buffer[] = [];
       for await (const chunk of req) chunks.push(chunk as Buffer);
@@ -597,7 +661,7 @@ export class FakeApiServer {
       if (this.getFailure === 'error') return this.send(res, 500, status(500, 'InternalError', 'etcd is sad'));
       const object = this.store.get(name);
       if (!object) return this.send(res, 404, status(404, 'NotFound', `namespaces "${name}" not found`));
-      return this.send(res, 200, object);
+      return this.sendObject(req, res, object);
     }
     if (url.searchParams.get('watch') === 'true') {
       const from = Number(url.searchParams.get('resourceVersion') ?? '0');
@@ -618,14 +682,14 @@ export class FakeApiServer {
         res.end(`${JSON.stringify({ type: 'ERROR', object: body })}\n`);
         return;
       }
-      res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
-      res.flushHeaders();
+      const form = this.openWatch(req, res);
+      if (form === undefined) return;
       if (this.watchFailure === 'silent') {
         // Open and mute: a connection that silently stopped delivering.
         this.events.emit('watch', from);
         return;
       }
-      this.stream(res, from, 'namespaces');
+      this.stream(res, from, 'namespaces', form);
       this.events.emit('watch', from);
       return;
     }
@@ -649,7 +713,7 @@ export class FakeApiServer {
     const items = limit > 0 ? all.slice(start, start + limit) : all.slice(start);
     const more = limit > 0 && start + limit < all.length;
     const metadata = { resourceVersion: String(this.rv), ...(more ? { continue: Buffer.from(String(start + limit)).toString('base64') } : {}) };
-    this.send(res, 200, { kind: 'NamespaceList', apiVersion: 'v1', metadata, items });
+    this.sendList(req, res, 'NamespaceList', 'v1', metadata, items);
     if (!more) this.events.emit('list');
   }
 }
