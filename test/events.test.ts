@@ -7,17 +7,20 @@
 import test from 'ava';
 import { pino } from 'pino';
 import { EventRecorder } from '../src/kube-api/events.js';
+import { ClusterNamespaceSource } from '../src/namespaces/cluster.js';
 import { loadTemplateDir } from '../src/templates/load.js';
 import { createReview, prepareCreate } from './helpers/apiserver.js';
 import { FakeApiServer } from './helpers/fake-apiserver.js';
 import { optedIn, pod } from './helpers/pods.js';
 import { startTestServer } from './helpers/server.js';
+import { until } from './helpers/until.js';
 
 const silent = pino({ level: 'silent' });
 
 async function setup(t: { teardown: (fn: () => unknown) => void }, windowMs = 60_000) {
   const api = new FakeApiServer();
   await api.start();
+  for (const namespace of ['shop', 'kube-public']) api.create(namespace);
   let failures = 0;
   const recorder = new EventRecorder({ kubeConfig: await api.kubeConfig(), log: silent, instance: 'injector-0', windowMs, onFailure: () => failures++ });
   const server = await startTestServer({ templates: await loadTemplateDir('templates'), namespaces: optedIn('shop', 'kube-public'), events: recorder });
@@ -120,6 +123,7 @@ test('never for a dry run; a refused write is counted, and admission does not no
 test('bounded: an owner no object could have is replaced by the namespace; one namespace cannot use up the open series; notes fit 1,024 bytes', async (t) => {
   const api = new FakeApiServer();
   await api.start();
+  for (const namespace of ['shop', 'other']) api.create(namespace);
   let dropped = 0;
   const recorder = new EventRecorder({ kubeConfig: await api.kubeConfig(), log: silent, instance: 'i', maxSeriesPerNamespace: 3, onDrop: () => dropped++ });
   const server = await startTestServer({ templates: await loadTemplateDir('templates'), namespaces: optedIn('shop', 'other'), events: recorder });
@@ -141,4 +145,49 @@ test('bounded: an owner no object could have is replaced by the namespace; one n
   const note = noteWithin('é'.repeat(2000));
   t.true(Buffer.byteLength(note) <= 1024);
   t.true(note.endsWith('…'));
+});
+
+test('reviews naming namespaces that do not exist write no Event, and cannot crowd out a real denial in a real namespace', async (t) => {
+  const api = new FakeApiServer();
+  await api.start();
+  api.create('shop', { 'sidecar-injector.io/injection': 'enabled' });
+  const kubeConfig = await api.kubeConfig();
+  const namespaces = new ClusterNamespaceSource({ kubeConfig, log: silent, failurePolicy: 'deny' });
+  namespaces.start();
+  let dropped = 0;
+  const recorder = new EventRecorder({
+    kubeConfig,
+    log: silent,
+    instance: 'i',
+    maxSeries: 20,
+    maxSeriesPerNamespace: 5,
+    onDrop: () => dropped++,
+    namespaceExists: (namespace) => namespaces.exists(namespace),
+  });
+  const server = await startTestServer({ templates: await loadTemplateDir('templates'), namespaces, events: recorder });
+  t.teardown(async () => {
+    recorder.stop();
+    namespaces.stop();
+    await server.stop();
+    await api.stop();
+  });
+  await until(() => namespaces.isReady(), 'the namespace list');
+  // The attack: 200 reviews, each in a made-up namespace, each a denial with an event to tell.
+  for (let i = 0; i < 200; i++) {
+    const made = `made-up-${i}`;
+    const res = await server.post(createReview(prepareCreate(owned(pod(), 'ReplicaSet', `rs-${i}`), made), { namespace: made }));
+    t.is(res.json.response.allowed, false, 'labels of a namespace that does not exist cannot be known: denied per policy');
+  }
+  await recorder.settled();
+  t.is(api.eventsRefused, 0, 'no POST into a namespace that does not exist');
+  t.is(api.kubeEvents.size, 0);
+  t.is(recorder.unknownNamespace, 200);
+  t.is(dropped, 200);
+  // Then a real denial in the real namespace: its event is written.
+  await server.post(createReview(prepareCreate(pod({ annotations: { 'sidecar-injector.io/templates': 'nosuch' } }), 'shop'), { namespace: 'shop' }));
+  await recorder.settled();
+  t.deepEqual(
+    [...api.kubeEvents.values()].map((e) => [e.metadata.namespace, e.reason]),
+    [['shop', 'SidecarInjectionDenied']],
+  );
 });

@@ -112,6 +112,7 @@ async function createClusterView(
         instance: env.POD_NAME || env.HOSTNAME || 'sidecar-injector',
         onFailure: () => metrics.eventWriteFailures.inc(),
         onDrop: () => metrics.eventsDropped.inc(),
+        namespaceExists: (namespace) => source.exists(namespace),
       })
     : undefined;
   // The continuous audit: one replica at a time (a Lease), over a metadata-only watch of pods.

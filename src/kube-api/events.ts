@@ -39,8 +39,15 @@ export interface EventRecorderOptions {
   readonly maxSeriesPerNamespace?: number;
   /** Told of every write that failed (for a metric). */
   readonly onFailure?: () => void;
-  /** Told of every occurrence dropped because a bound was reached (for a metric). */
+  /** Told of every occurrence dropped because a bound was reached or its namespace is unknown (for a metric). */
   readonly onDrop?: () => void;
+  /**
+   * True for a namespace known to exist (the namespace source's `exists`). An event in any
+   * other is dropped before it is counted against a bound: reviews name namespaces, and one
+   * that does not exist would cost a POST answered 404, and could spend the series that a real
+   * denial in a real namespace needs. @default every namespace exists
+   */
+  readonly namespaceExists?: (namespace: string) => boolean;
 }
 
 interface Series {
@@ -72,6 +79,8 @@ export class EventRecorder {
   /** Writes started and not yet settled (tests and shutdown wait for them). */
   private pending = new Set<Promise<void>>();
   dropped = 0;
+  /** Occurrences dropped because their namespace is not known to exist. */
+  unknownNamespace = 0;
 
   constructor(private readonly options: EventRecorderOptions) {
     this.windowMs = options.windowMs ?? 60_000;
@@ -83,6 +92,11 @@ export class EventRecorder {
   record(input: EventInput): void {
     if (this.stopped) return;
     const { regarding } = input;
+    if (this.options.namespaceExists && !this.options.namespaceExists(regarding.namespace)) {
+      this.unknownNamespace++;
+      this.options.onDrop?.();
+      return;
+    }
     const key = `${regarding.namespace}\0${regarding.kind}\0${regarding.name}\0${input.reason}`;
     const existing = this.series.get(key);
     if (existing) {

@@ -105,6 +105,11 @@ export class ClusterNamespaceSource extends EventEmitter implements NamespaceLab
     return this.labels.size;
   }
 
+  /** True when the namespace is in the cache: listed, watched or found by a live look-up. */
+  exists(namespace: string): boolean {
+    return this.labels.has(namespace);
+  }
+
   /** The cache: namespace name → labels. */
   current(): ReadonlyMap<string, Labels> {
     return this.labels;

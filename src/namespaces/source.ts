@@ -25,6 +25,12 @@ export interface NamespaceLabelSource {
    * and only those; a source without annotations has none. Called after `labelsOf` resolved.
    */
   overridesOf?(namespace: string): Readonly<Record<string, string>>;
+  /**
+   * True when the source knows `namespace` to exist (listed, watched or looked up); a source
+   * that cannot tell has no such method. Review data names namespaces: only real ones may cost
+   * the cluster a write (events).
+   */
+  exists?(namespace: string): boolean;
 }
 
 /** True for an annotation key that overrides a template parameter (`<template>.sidecar-injector.io/<name>`). */

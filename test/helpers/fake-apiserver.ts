@@ -126,6 +126,8 @@ export class FakeApiServer {
   /** Events written (events.k8s.io/v1), by name; and their PATCHes (series updates). */
   readonly kubeEvents = new Map<string, Record<string, any>>();
   readonly eventPatches: { name: string; body: any }[] = [];
+  /** Event writes refused because their namespace does not exist. */
+  eventsRefused = 0;
   /** Answer event writes with 500 (a sick API server: admission must not notice). */
   failEvents = false;
   /** Leases (coordination.k8s.io/v1) by `namespace/name`; writes must carry the current resourceVersion. */
@@ -620,6 +622,12 @@ export class FakeApiServer {
       const chunks: Buffer[] = [];
       for await (const chunk of req) chunks.push(chunk as Buffer);
       if (this.failEvents) return this.send(res, 500, status(500, 'InternalError', 'etcd is sad'));
+      // As the API server: no object is created in a namespace that does not exist.
+      const namespace = decodeURIComponent(event[1]!);
+      if (!this.store.has(namespace)) {
+        this.eventsRefused++;
+        return this.send(res, 404, status(404, 'NotFound', `namespaces "${namespace}" not found`));
+      }
       const body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
       if (req.method === 'POST') {
         const name = `${body.metadata.generateName}${(this.kubeEvents.size + 1).toString(36).padStart(5, '0')}`;
