@@ -13,16 +13,17 @@ import { createReview, prepareCreate } from './helpers/apiserver.js';
 import { FakeApiServer } from './helpers/fake-apiserver.js';
 import { optedIn, pod } from './helpers/pods.js';
 import { startTestServer } from './helpers/server.js';
+import { FakeClock } from './helpers/fake-clock.js';
 import { until } from './helpers/until.js';
 
 const silent = pino({ level: 'silent' });
 
-async function setup(t: { teardown: (fn: () => unknown) => void }, windowMs = 60_000) {
+async function setup(t: { teardown: (fn: () => unknown) => void }, windowMs = 60_000, clock = new FakeClock()) {
   const api = new FakeApiServer();
   await api.start();
   for (const namespace of ['shop', 'kube-public']) api.create(namespace);
   let failures = 0;
-  const recorder = new EventRecorder({ kubeConfig: await api.kubeConfig(), log: silent, instance: 'injector-0', windowMs, onFailure: () => failures++ });
+  const recorder = new EventRecorder({ kubeConfig: await api.kubeConfig(), log: silent, instance: 'injector-0', windowMs, clock, onFailure: () => failures++ });
   const server = await startTestServer({ templates: await loadTemplateDir('templates'), namespaces: optedIn('shop', 'kube-public'), events: recorder });
   t.teardown(async () => {
     recorder.stop();
@@ -61,17 +62,23 @@ test('an injected pod: one SidecarsInjected event on its ReplicaSet, after the a
 });
 
 test('aggregated: many pods of one owner and reason are one event and one series update per window', async (t) => {
-  const { api, recorder, server } = await setup(t, 150);
-  for (let i = 0; i < 5; i++) await server.post(createReview(prepareCreate(owned(pod()), 'shop'), { namespace: 'shop' }));
+  const clock = new FakeClock();
+  const { api, recorder, server } = await setup(t, 60_000, clock);
+  for (let i = 0; i < 5; i++) {
+    await server.post(createReview(prepareCreate(owned(pod()), 'shop'), { namespace: 'shop' }));
+    await clock.advance(1000);
+  }
   // Another owner is another event.
   await server.post(createReview(prepareCreate(owned(pod(), 'StatefulSet', 'db'), 'shop'), { namespace: 'shop' }));
   await recorder.settled();
   t.is(api.kubeEvents.size, 2);
-  await new Promise((resolve) => setTimeout(resolve, 300));
+  t.is(api.eventPatches.length, 0, 'within the window, occurrences only count');
+  // The window of the first ends 60 s after its first occurrence: one series update.
+  await clock.advance(55_000);
   await recorder.settled();
   t.is(api.eventPatches.length, 1);
   t.is(api.eventPatches[0]!.body.series.count, 5);
-  t.regex(api.eventPatches[0]!.body.series.lastObservedTime, /\.\d{6}Z$/);
+  t.is(api.eventPatches[0]!.body.series.lastObservedTime, '2026-11-20T10:00:04.000000Z', 'the last occurrence, by the clock given');
 });
 
 test('a bare pod: the event is on its namespace; a skipped request and a denial are warnings', async (t) => {

@@ -9,6 +9,7 @@
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { systemClock, type Clock, type Timer } from '../clock.js';
 import { microTime, requestJson } from './request.js';
 import type { ObjectReference } from '../k8s/object-reference.js';
 
@@ -48,6 +49,8 @@ export interface EventRecorderOptions {
    * denial in a real namespace needs. @default every namespace exists
    */
   readonly namespaceExists?: (namespace: string) => boolean;
+  /** Times the window and stamps the events. @default systemClock */
+  readonly clock?: Clock;
 }
 
 interface Series {
@@ -56,7 +59,7 @@ interface Series {
   last: Date;
   /** The written event's name, once the first write succeeded. */
   name?: string;
-  timer?: NodeJS.Timeout;
+  timer?: Timer;
 }
 
 const reportingController = 'sidecar-injector.io/injector';
@@ -75,6 +78,7 @@ export class EventRecorder {
   private readonly windowMs: number;
   private readonly maxSeries: number;
   private readonly maxSeriesPerNamespace: number;
+  private readonly clock: Clock;
   private stopped = false;
   /** Writes started and not yet settled (tests and shutdown wait for them). */
   private pending = new Set<Promise<void>>();
@@ -86,6 +90,7 @@ export class EventRecorder {
     this.windowMs = options.windowMs ?? 60_000;
     this.maxSeries = options.maxSeries ?? 5000;
     this.maxSeriesPerNamespace = options.maxSeriesPerNamespace ?? 100;
+    this.clock = options.clock ?? systemClock;
   }
 
   /** Records one occurrence; returns at once (the write, if any, runs in the background). */
@@ -101,7 +106,7 @@ export class EventRecorder {
     const existing = this.series.get(key);
     if (existing) {
       existing.count++;
-      existing.last = new Date();
+      existing.last = new Date(this.clock.now());
       return;
     }
     const open = this.perNamespace.get(regarding.namespace) ?? 0;
@@ -110,18 +115,17 @@ export class EventRecorder {
       this.options.onDrop?.();
       return;
     }
-    const series: Series = { input, count: 1, last: new Date() };
+    const series: Series = { input, count: 1, last: new Date(this.clock.now()) };
     this.series.set(key, series);
     this.perNamespace.set(regarding.namespace, open + 1);
     this.track(this.create(series));
-    series.timer = setTimeout(() => {
+    series.timer = this.clock.after(this.windowMs, () => {
       this.series.delete(key);
       const left = (this.perNamespace.get(regarding.namespace) ?? 1) - 1;
       if (left > 0) this.perNamespace.set(regarding.namespace, left);
       else this.perNamespace.delete(regarding.namespace);
       if (series.count > 1 && series.name) this.track(this.update(series));
-    }, this.windowMs);
-    series.timer.unref();
+    });
   }
 
   /** Resolves when every write started so far has settled. */
@@ -132,7 +136,7 @@ export class EventRecorder {
   /** Stops recording; open windows are dropped (their first event is written). */
   stop(): void {
     this.stopped = true;
-    for (const series of this.series.values()) clearTimeout(series.timer);
+    for (const series of this.series.values()) series.timer?.cancel();
     this.series.clear();
     this.perNamespace.clear();
   }
