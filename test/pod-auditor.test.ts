@@ -12,14 +12,11 @@ import { loadTemplateDir } from '../src/templates/load.js';
 import type { AdmissionEvent } from '../src/pipeline/admission-events.js';
 import type { TemplateSet } from '../src/templates/set.js';
 import { FakeApiServer } from './helpers/fake-apiserver.js';
+import { FakeClock } from './helpers/fake-clock.js';
+import { until } from './helpers/until.js';
 import { templateSet } from './helpers/templates.js';
 
 const silent = pino({ level: 'silent' });
-
-/** Resolves when `predicate` holds, checked every 5 ms. */
-async function until(predicate: () => boolean): Promise<void> {
-  while (!predicate()) await new Promise((resolve) => setTimeout(resolve, 5));
-}
 
 function fakeGauge() {
   const values = new Map<string, number>();
@@ -114,43 +111,51 @@ test('the gauge follows every pod through list, watch, change, deletion and a te
   t.is(gauge.values.size, 0, 'a replica that stops auditing leaves no series behind');
 });
 
-test('leader election: one leader; a stopped leader hands over at once, a dead one after the lease expires', async (t) => {
+test('leader election: one leader; a stopped leader hands over at the next try, a dead one after the lease expires', async (t) => {
   const api = new FakeApiServer();
   await api.start();
   t.teardown(() => api.stop());
-  const elector = async (identity: string) =>
-    new LeaderElector({
-      kubeConfig: await api.kubeConfig(),
-      log: silent,
-      namespace: 'sidecar-injector',
-      name: 'audit',
-      identity,
-      leaseDurationMs: 400,
-      renewDeadlineMs: 300,
-      retryPeriodMs: 30,
-    });
+  const clock = new FakeClock();
+  // Defaults: a 15 s lease, renewed every 2 s, given up 10 s after the last renewal sent.
+  const elector = async (identity: string, on = clock) =>
+    new LeaderElector({ kubeConfig: await api.kubeConfig(), log: silent, namespace: 'sidecar-injector', name: 'audit', identity, clock: on });
+  // Each elector holds one retry timer between its tries, and a leader one deadline timer: a
+  // count of timers is how the test knows that every try in flight has finished.
+  const tried = (timers: number) => until(() => clock.pending === timers, `${timers} timers`);
   const a = await elector('injector-a');
   const b = await elector('injector-b');
   a.start();
-  await until(() => a.isLeader());
+  await until(() => a.isLeader(), 'a leads');
   b.start();
-  // b sees a renewing: it never leads while a does.
-  await new Promise((resolve) => setTimeout(resolve, 600));
-  t.false(b.isLeader());
+  await tried(3);
+  // b sees a renewing: it never leads while a does, however long.
+  for (let i = 0; i < 10; i++) {
+    await clock.advance(2000);
+    await tried(3);
+    t.false(b.isLeader());
+  }
   t.is(api.leases.get('sidecar-injector/audit')!.spec.holderIdentity, 'injector-a');
-  // A stop releases the lease: b takes over without waiting for it to expire.
-  const released = Date.now();
+  // A stop releases the lease: b takes over at its next try, not when the lease would expire.
   await a.stop();
-  await until(() => b.isLeader());
-  t.true(Date.now() - released < 400, 'taken over before the lease would have expired');
+  t.false(a.isLeader());
+  await clock.advance(2000);
+  await until(() => b.isLeader(), 'b leads');
+  t.is(api.leases.get('sidecar-injector/audit')!.spec.holderIdentity, 'injector-b');
   t.is(api.leases.get('sidecar-injector/audit')!.spec.leaseTransitions, 1);
-  // b dies (stops renewing without releasing): a new replica waits for the lease to expire, then leads.
-  (b as unknown as { stopped: boolean }).stopped = true;
-  const c = await elector('injector-c');
-  const died = Date.now();
+  await tried(2);
+  // b dies (its time stops: it never renews, never releases): a new replica on a clock of its
+  // own waits for the lease to expire, then leads.
+  const own = new FakeClock();
+  const c = await elector('injector-c', own);
   c.start();
-  await until(() => c.isLeader());
-  t.true(Date.now() - died >= 400, 'not before the lease duration has passed unchanged');
+  await until(() => own.pending === 1, 'c tried');
+  let waited = 0;
+  while (!c.isLeader()) {
+    await own.advance(2000);
+    waited += 2000;
+    await until(() => c.isLeader() || own.pending === 1, 'c tried');
+  }
+  t.true(waited >= 15_000 && waited <= 18_000, `took over after ${waited} ms of a record unchanged (the lease is 15 s)`);
   t.is(api.leases.get('sidecar-injector/audit')!.spec.holderIdentity, 'injector-c');
   await c.stop();
 });
@@ -212,22 +217,16 @@ test('a leader whose API server stops answering steps down within the renew dead
   const api = new FakeApiServer();
   await api.start();
   t.teardown(() => api.stop());
-  const a = new LeaderElector({
-    kubeConfig: await api.kubeConfig(),
-    log: silent,
-    namespace: 'ns',
-    name: 'audit',
-    identity: 'a',
-    leaseDurationMs: 600,
-    renewDeadlineMs: 300,
-    retryPeriodMs: 30,
-  });
+  const clock = new FakeClock();
+  const a = new LeaderElector({ kubeConfig: await api.kubeConfig(), log: silent, namespace: 'ns', name: 'audit', identity: 'a', clock });
   a.start();
-  await until(() => a.isLeader());
+  await until(() => a.isLeader() && clock.pending === 2, 'a leads');
   api.hangLeases = true;
-  const hung = Date.now();
-  await until(() => !a.isLeader());
-  t.true(Date.now() - hung <= 600, `stepped down after ${Date.now() - hung} ms, within the lease duration`);
+  // The next renewal hangs; leadership ends 10 s after the last renewal was sent, not a moment later.
+  await clock.advance(9999);
+  t.true(a.isLeader());
+  await clock.advance(1);
+  t.false(a.isLeader(), 'stepped down at the renew deadline, 5 s before the 15 s lease could pass to another');
   api.hangLeases = false;
   await a.stop();
 });

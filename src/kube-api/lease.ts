@@ -10,6 +10,7 @@
 import { EventEmitter } from 'node:events';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { systemClock, type Clock, type Timer } from '../clock.js';
 import { KubernetesApiError } from '../errors.js';
 import { microTime, requestJson } from './request.js';
 
@@ -26,6 +27,8 @@ export interface LeaderElectionOptions {
   readonly renewDeadlineMs?: number;
   /** @default 2000 */
   readonly retryPeriodMs?: number;
+  /** Paces the renewals and measures the lease. @default systemClock */
+  readonly clock?: Clock;
 }
 
 interface Lease {
@@ -37,22 +40,24 @@ interface Lease {
 export class LeaderElector extends EventEmitter {
   private leading = false;
   private stopped = true;
-  private timer: NodeJS.Timeout | undefined;
+  private timer: Timer | undefined;
   /** The record last seen, and when (on this clock) it was first seen in that form. */
   private observed: { key: string; at: number } | undefined;
   /** When the last successful renewal was *sent* (never when it was answered: a late answer must not extend leadership). */
   private lastRenew = 0;
-  private deadlineTimer: NodeJS.Timeout | undefined;
+  private deadlineTimer: Timer | undefined;
   private readonly leaseDurationMs: number;
   private readonly renewDeadlineMs: number;
   private readonly retryPeriodMs: number;
   private readonly path: string;
+  private readonly clock: Clock;
 
   constructor(private readonly options: LeaderElectionOptions) {
     super();
     this.leaseDurationMs = options.leaseDurationMs ?? 15_000;
     this.renewDeadlineMs = options.renewDeadlineMs ?? 10_000;
     this.retryPeriodMs = options.retryPeriodMs ?? 2000;
+    this.clock = options.clock ?? systemClock;
     this.path = `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(options.namespace)}/leases`;
   }
 
@@ -74,8 +79,8 @@ export class LeaderElector extends EventEmitter {
   /** Stops; a leader releases the lease so that another replica takes over at once. */
   async stop(): Promise<void> {
     this.stopped = true;
-    clearTimeout(this.timer);
-    clearTimeout(this.deadlineTimer);
+    this.timer?.cancel();
+    this.deadlineTimer?.cancel();
     if (!this.leading) return;
     this.setLeading(false);
     try {
@@ -103,20 +108,16 @@ export class LeaderElector extends EventEmitter {
    */
   private renewed(sentAt: number): void {
     this.lastRenew = sentAt;
-    clearTimeout(this.deadlineTimer);
-    this.deadlineTimer = setTimeout(
-      () => {
-        if (Date.now() - this.lastRenew >= this.renewDeadlineMs) this.setLeading(false);
-      },
-      Math.max(0, this.renewDeadlineMs - (Date.now() - sentAt)),
-    );
-    this.deadlineTimer.unref();
+    this.deadlineTimer?.cancel();
+    this.deadlineTimer = this.clock.after(Math.max(0, this.renewDeadlineMs - (this.clock.now() - sentAt)), () => {
+      if (this.clock.now() - this.lastRenew >= this.renewDeadlineMs) this.setLeading(false);
+    });
     if (!this.stopped) this.setLeading(true);
   }
 
   /** How long a request may take: for a leader, no longer than what is left of its deadline. */
   private requestTimeout(): number {
-    return this.leading ? Math.max(50, Math.min(5000, this.renewDeadlineMs - (Date.now() - this.lastRenew))) : 5000;
+    return this.leading ? Math.max(50, Math.min(5000, this.renewDeadlineMs - (this.clock.now() - this.lastRenew))) : 5000;
   }
 
   private async tick(): Promise<void> {
@@ -126,16 +127,15 @@ export class LeaderElector extends EventEmitter {
     } catch (err) {
       this.options.log.warn({ err: (err as Error).message }, 'lease update failed');
     }
-    if (this.leading && Date.now() - this.lastRenew >= this.renewDeadlineMs) this.setLeading(false);
+    if (this.leading && this.clock.now() - this.lastRenew >= this.renewDeadlineMs) this.setLeading(false);
     if (this.stopped) return;
-    this.timer = setTimeout(() => void this.tick(), this.retryPeriodMs);
-    this.timer.unref();
+    this.timer = this.clock.after(this.retryPeriodMs, () => void this.tick());
   }
 
   private async tryAcquireOrRenew(): Promise<void> {
     const { kubeConfig, identity, name, namespace } = this.options;
-    const now = new Date();
-    const sentAt = Date.now();
+    const sentAt = this.clock.now();
+    const now = new Date(sentAt);
     const record = { holderIdentity: identity, leaseDurationSeconds: Math.ceil(this.leaseDurationMs / 1000), renewTime: microTime(now) };
     let lease: Lease;
     try {
@@ -157,10 +157,10 @@ export class LeaderElector extends EventEmitter {
     }
     const spec = lease.spec ?? {};
     const key = `${spec.holderIdentity ?? ''}\0${spec.renewTime ?? ''}\0${lease.metadata?.resourceVersion ?? ''}`;
-    if (this.observed?.key !== key) this.observed = { key, at: Date.now() };
+    if (this.observed?.key !== key) this.observed = { key, at: this.clock.now() };
     const held = spec.holderIdentity && spec.holderIdentity !== identity;
     const duration = (spec.leaseDurationSeconds ?? 15) * 1000;
-    if (held && Date.now() - this.observed.at < duration) {
+    if (held && this.clock.now() - this.observed.at < duration) {
       this.setLeading(false);
       return;
     }
