@@ -12,11 +12,13 @@
 //   audit/                                     pipeline, kube-api and below (the server's auditor)
 //   http/, tls/, fs/, app.ts, server.ts, …     above the domain; cli/ on top
 //   certs/                                     kube-api, tls, fs (self-managed certificates)
+//   runtime/                                   a leaf (ordered start and stop), used by cli/
 import js from '@eslint/js';
 import prettier from 'eslint-config-prettier';
 import tseslint from 'typescript-eslint';
 
 const floors = [
+  'runtime',
   'k8s',
   'kube-api',
   'audit',
@@ -105,4 +107,5 @@ export default tseslint.config(
   floor('fs', []),
   floor('tls', ['fs']),
   floor('certs', ['kube-api', 'k8s', 'tls', 'fs']),
+  floor('runtime', []),
 );

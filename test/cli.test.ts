@@ -8,6 +8,10 @@ import { decodePatch } from './helpers/apiserver.js';
 import { FakeApiServer } from './helpers/fake-apiserver.js';
 import { httpsCall } from './helpers/https.js';
 import { spawnServe } from './helpers/process.js';
+import { FakeClock } from './helpers/fake-clock.js';
+import { until } from './helpers/until.js';
+import { LeaderElector } from '../src/kube-api/lease.js';
+import { pino } from 'pino';
 
 const entry = join('dist', 'src', 'cli', 'main.js');
 
@@ -275,4 +279,36 @@ test('what the system refuses is a message, not a stack trace: a port in use, ce
   t.is(result.code, 1);
   t.regex(result.stderr, /kustomization.yaml: configMapGenerator: must be a list/);
   t.notRegex(result.stderr, /\n\s+at /);
+});
+
+test('SIGTERM releases the audit Lease before the process exits: another replica leads at its first try', async (t) => {
+  const api = new FakeApiServer();
+  await api.start();
+  t.teardown(() => api.stop());
+  api.create('demo', { 'sidecar-injector.io/injection': 'enabled' });
+  const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-test-'));
+  const kubeconfig = join(dir, 'kubeconfig');
+  await writeFile(kubeconfig, (await api.kubeConfig()).exportConfig());
+  const { child, exited, logs } = await spawnServe(['--kubeconfig', kubeconfig, '--shutdown-delay-ms', '0', '--audit', 'on']);
+  const lease = () => api.leases.get('sidecar-injector/sidecar-injector-audit');
+  await until(() => Boolean(lease()?.spec?.holderIdentity), 'the replica leads');
+  child.kill('SIGTERM');
+  t.is(await exited, 0);
+  t.is(lease()!.spec.holderIdentity, '', 'released before exit');
+  t.is(lease()!.spec.leaseDurationSeconds, 1);
+  const shuttingDown = logs.find((l) => l.msg === 'shutting down: not ready, still serving');
+  t.is(shuttingDown?.order[0], 'auditor', 'the auditor stops first');
+  // Another replica: its first try takes the lease, no 15 s wait for it to expire.
+  const next = new LeaderElector({
+    kubeConfig: await api.kubeConfig(),
+    log: pino({ level: 'silent' }),
+    namespace: 'sidecar-injector',
+    name: 'sidecar-injector-audit',
+    identity: 'replica-2',
+    clock: new FakeClock(),
+  });
+  next.start();
+  await until(() => next.isLeader(), 'the next replica leads');
+  t.is(lease()!.spec.holderIdentity, 'replica-2');
+  await next.stop();
 });

@@ -144,8 +144,9 @@ test('SIGTERM under load: readiness turns false first, every request is answered
   const { child, port, ca, exited } = await spawnServe([
     '--namespace-labels',
     'dev/namespaces.yaml',
+    // Long enough for readiness to be polled false on a busy machine before the server closes.
     '--shutdown-delay-ms',
-    '400',
+    '3000',
     '--shutdown-timeout-ms',
     '5000',
   ]);

@@ -1,12 +1,16 @@
 /**
  * `sidecar-injector serve`: composes config → logger → metrics → templates → namespace source
- * → TLS → app → server; reloads templates and certificates as they change; shuts down
- * gracefully on SIGTERM/SIGINT.
+ * → TLS → app → server → auditor; reloads templates and certificates as they change; on
+ * SIGTERM/SIGINT stops every part through one runtime, in the reverse order they started, each
+ * stop awaited (the auditor first: its Lease is released at once, so another replica leads at
+ * its next try; then the server drains; the sources it read from go last).
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pino, type Logger } from 'pino';
 import { createApp } from '../app.js';
+import { systemClock, type Clock, type Timer } from '../clock.js';
+import { Runtime } from '../runtime/runtime.js';
 import { AnswerCache } from '../admission/answer-cache.js';
 import { admitPod } from '../pipeline/admit.js';
 import { LabelKeys, LabelValues } from '../k8s/keys.js';
@@ -31,27 +35,29 @@ import type { PodAuditorOptions } from '../audit/pod-auditor.js';
 
 /** What the cluster says about itself: namespace labels, and the version to serve for. */
 interface ClusterView {
-  readonly namespaces: NamespaceLabelSource & { stop?: () => void };
+  readonly namespaces: NamespaceLabelSource;
   readonly version: () => VersionDecision;
   readonly versionStatus: () => unknown;
   /** True once the version to serve for is decided on what the cluster said (or the flag). */
   readonly versionSettled: () => boolean;
   /** Where review Events go (cluster mode with --events on). */
-  readonly events?: { record(event: AdmissionEvent): void; stop(): void };
-  /** The leader election and auditor status (cluster mode with --audit on). */
-  readonly auditStatus?: () => unknown;
-  /** Tells the auditor that the templates changed. */
-  readonly templatesChanged?: () => void;
-  stop(): void;
+  readonly events?: { record(event: AdmissionEvent): void };
+  /** Starts leader election and the auditor (cluster mode with --audit on); the caller adds it to the runtime. */
+  readonly startAudit?: () => Promise<Audit>;
 }
 
-/** The namespace label source and version source the configuration asks for; cluster sources are started and measured. */
+/**
+ * The namespace label source and version source the configuration asks for; cluster sources
+ * are started, measured, and added to `runtime`.
+ */
 async function createClusterView(
   config: Config,
   log: Logger,
   metrics: Metrics,
   env: Readonly<Record<string, string | undefined>>,
   templates: () => TemplateSet,
+  runtime: Runtime,
+  clock: Clock,
 ): Promise<ClusterView> {
   if (config.namespaceSource === 'local') {
     const namespaces = await loadLocalNamespaceSource(config);
@@ -68,7 +74,6 @@ async function createClusterView(
         settled: true,
       }),
       versionSettled: () => true,
-      stop: () => {},
     };
   }
   // Loaded only for the cluster source: the Kubernetes client is large.
@@ -89,6 +94,7 @@ async function createClusterView(
     failurePolicy: config.namespaceFailurePolicy,
     lookupTimeoutMs: config.namespaceLookupTimeoutMs,
   });
+  runtime.add('namespace source', () => source.stop());
   const measure = () => {
     metrics.namespaceCacheSize.set(source.size());
     metrics.namespaceCacheSynced.set(source.isReady() ? 1 : 0);
@@ -104,6 +110,7 @@ async function createClusterView(
     ...(config.kubernetesVersion ? { flag: config.kubernetesVersion } : {}),
   });
   versions.start();
+  runtime.add('version source', () => versions.stop());
   const { EventRecorder } = await import('../kube-api/events.js');
   const events = config.events
     ? new EventRecorder({
@@ -113,26 +120,28 @@ async function createClusterView(
         onFailure: () => metrics.eventWriteFailures.inc(),
         onDrop: () => metrics.eventsDropped.inc(),
         namespaceExists: (namespace) => source.exists(namespace),
+        clock,
       })
     : undefined;
-  // The continuous audit: one replica at a time (a Lease), over a metadata-only watch of pods.
+  if (events) runtime.add('event recorder', () => events.stop());
   // The auditor decides as admission does: the same namespace source, version and Pod Security action.
   const decide = { namespaces: source, kubernetesVersion: () => versions.current(), podSecurity: config.podSecurityAction };
-  const audit = config.audit ? await startAudit(kubeConfig, log, metrics, env, templates, source, events, decide) : undefined;
   return {
     ...(events ? { events } : {}),
-    ...(audit ? { auditStatus: audit.status, templatesChanged: audit.recountSoon } : {}),
+    // The continuous audit: one replica at a time (a Lease), over a metadata-only watch of pods.
+    ...(config.audit ? { startAudit: () => startAudit(kubeConfig, log, metrics, env, templates, source, events, decide, clock) } : {}),
     namespaces: source,
     version: () => versions.current(),
     versionStatus: () => versions.status(),
     versionSettled: () => versions.isSettled(),
-    stop: () => {
-      source.stop();
-      versions.stop();
-      events?.stop();
-      void audit?.stop();
-    },
   };
+}
+
+/** The running audit: its status for /status, a recount after a template change, and its stop (which releases the Lease). */
+interface Audit {
+  status(): unknown;
+  recountSoon(): void;
+  stop(): Promise<void>;
 }
 
 /** Leader election and, while leading, the pod auditor; recounts when templates or namespace labels change. */
@@ -145,7 +154,8 @@ async function startAudit(
   namespaces: ClusterNamespaceSource,
   events: { record(event: AdmissionEvent): void } | undefined,
   decide: PodAuditorOptions['decide'],
-): Promise<{ status: () => unknown; stop: () => Promise<void>; recountSoon: () => void }> {
+  clock: Clock,
+): Promise<Audit> {
   const { LeaderElector } = await import('../kube-api/lease.js');
   const { PodAuditor } = await import('../audit/pod-auditor.js');
   const identity = env.POD_NAME || env.HOSTNAME || `sidecar-injector-${process.pid}`;
@@ -155,6 +165,7 @@ async function startAudit(
     namespace: env.POD_NAMESPACE || 'sidecar-injector',
     name: 'sidecar-injector-audit',
     identity,
+    clock,
   });
   const auditor = new PodAuditor({
     kubeConfig,
@@ -169,19 +180,18 @@ async function startAudit(
   elector.on('following', () => auditor.stop());
   // A namespace's labels or the templates changed: judge every pod again, at most once a second
   // (a full judgement of 100,000 pods takes about 0.3 s of the event loop).
-  let recount: NodeJS.Timeout | undefined;
+  let recount: Timer | undefined;
   let templatesChanged = false;
   const later = (templates = false) => {
     templatesChanged ||= templates;
     if (!elector.isLeader() || recount) return;
-    recount = setTimeout(() => {
+    recount = clock.after(1000, () => {
       recount = undefined;
       if (!elector.isLeader()) return;
       if (templatesChanged) auditor.templatesChanged();
       else auditor.recount();
       templatesChanged = false;
-    }, 1000);
-    recount.unref();
+    });
   };
   namespaces.on('labels-changed', () => later());
   // A relist (after 410 Gone) replaces every namespace at once: labels may have changed unseen.
@@ -191,7 +201,7 @@ async function startAudit(
     recountSoon: () => later(true),
     status: () => ({ ...elector.status(), ...(elector.isLeader() ? auditor.status() : {}) }),
     stop: async () => {
-      clearTimeout(recount);
+      recount?.cancel();
       auditor.stop();
       await elector.stop();
     },
@@ -248,12 +258,23 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
     log.error({ err: err.message, keptGeneration: templates.generation }, 'templates on disk refused; the last good set stays in use');
   });
   templates.start();
+  const clock = systemClock;
+  const runtime = new Runtime({ log, stopTimeoutMs: config.shutdownTimeoutMs + config.shutdownDelayMs, clock });
+  runtime.add('template store', () => templates.stop());
 
-  const cluster = await createClusterView(config, log, metrics, env, () => templates.current());
-  templates.on('reload', () => cluster.templatesChanged?.());
+  let cluster: ClusterView;
+  try {
+    cluster = await createClusterView(config, log, metrics, env, () => templates.current(), runtime, clock);
+  } catch (err) {
+    await runtime.stop();
+    throw err;
+  }
+  let audit: Audit | undefined;
+  templates.on('reload', () => audit?.recountSoon());
   const { namespaces } = cluster;
   // Self-managed certificates (--tls-secret): served from the Secret, renewals followed below.
   const selfManaged = config.selfManaged ? await startSelfManagedCertificates(config, log, env) : undefined;
+  if (selfManaged) runtime.add('self-managed certificates', () => selfManaged.certificates.stop());
   const tls = selfManaged ? selfManaged.pair : await loadTls(config, log);
   metrics.certificateExpiry.set(tls.notAfter.getTime() / 1000);
   let draining = false;
@@ -287,7 +308,7 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
       templates: templates.status(),
       namespaces: namespaces.status(),
       kubernetes: cluster.versionStatus(),
-      ...(cluster.auditStatus ? { audit: cluster.auditStatus() } : {}),
+      ...(audit ? { audit: audit.status() } : {}),
       podSecurityAction: config.podSecurityAction,
       certificate: reloader?.status() ?? selfManaged?.certificates.status() ?? { notAfter: tls.notAfter.toISOString(), fingerprint256: tls.fingerprint256 },
     }),
@@ -297,9 +318,7 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
     running = await startServer(app.callback(), { host: config.host, port: config.port, key: tls.key, cert: tls.cert, timeouts: config.timeouts });
   } catch (err) {
     // A port in use, an address this machine does not have: the configuration, not a bug.
-    templates.stop();
-    cluster.stop();
-    void selfManaged?.certificates.stop();
+    await runtime.stop();
     throw new ConfigError([`cannot listen on ${config.host}:${config.port}: ${(err as Error).message}`]);
   }
   log.info({ notAfter: tls.notAfter.toISOString(), fingerprint256: tls.fingerprint256 }, 'serving certificate');
@@ -331,23 +350,31 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
     'listening',
   );
 
+  // The server drains as one part: not ready (set at the signal), the shutdown delay while
+  // endpoints catch up, then a close that waits for in-flight reviews (bounded).
+  runtime.add('server', async () => {
+    await new Promise((resolve) => clock.after(config.shutdownDelayMs, () => resolve(undefined)));
+    const closed = running.close();
+    const deadline = new Promise<'timeout'>((resolve) => clock.after(config.shutdownTimeoutMs, () => resolve('timeout')));
+    const result = await Promise.race([closed.then(() => 'closed' as const), deadline]);
+    if (result === 'timeout') {
+      log.warn({ timeoutMs: config.shutdownTimeoutMs }, 'in-flight requests did not finish in time; closing their connections');
+      running.server.closeAllConnections();
+    }
+  });
+  if (reloader) runtime.add('certificate reloader', () => reloader!.stop());
+  // Started last, stopped first: on SIGTERM the Lease is released before the server drains.
+  if (cluster.startAudit) {
+    audit = await cluster.startAudit();
+    runtime.add('auditor', () => audit!.stop());
+  }
+
   let stopping: Promise<void> | undefined;
   const shutdown = (reason: string): Promise<void> =>
     (stopping ??= (async () => {
       draining = true;
-      log.info({ reason, delayMs: config.shutdownDelayMs }, 'shutting down: not ready, still serving');
-      await new Promise((resolve) => setTimeout(resolve, config.shutdownDelayMs));
-      const closed = running.close();
-      const deadline = new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), config.shutdownTimeoutMs).unref());
-      const result = await Promise.race([closed.then(() => 'closed' as const), deadline]);
-      if (result === 'timeout') {
-        log.warn({ timeoutMs: config.shutdownTimeoutMs }, 'in-flight requests did not finish in time; closing their connections');
-        running.server.closeAllConnections();
-      }
-      templates.stop();
-      reloader?.stop();
-      await selfManaged?.certificates.stop();
-      cluster.stop();
+      log.info({ reason, delayMs: config.shutdownDelayMs, order: runtime.stopOrder() }, 'shutting down: not ready, still serving');
+      await runtime.stop();
       log.info({ reason }, 'stopped');
     })());
   for (const signal of ['SIGTERM', 'SIGINT'] as const) {
