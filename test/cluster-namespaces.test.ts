@@ -6,6 +6,8 @@ import { ClusterNamespaceSource, type ClusterSourceOptions } from '../src/namesp
 import { NamespaceLabelsUnavailableError, type NamespaceFailurePolicy } from '../src/errors.js';
 import { createReview, prepareCreate } from './helpers/apiserver.js';
 import { FakeApiServer } from './helpers/fake-apiserver.js';
+import { FakeClock } from './helpers/fake-clock.js';
+import { until as waitFor } from './helpers/until.js';
 import { startTestServer } from './helpers/server.js';
 import { logShipperDoc, templateSet } from './helpers/templates.js';
 
@@ -231,17 +233,26 @@ test('selects by live labels: a namespace opted in by a label change is injected
 
 // --- Issue 9: a source that fails gently, and notices when it is failing ---------------------
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
 for (const failure of ['end-at-once', 'error-event'] as const) {
   test(`a watch that fails at once (${failure}) is retried with backoff, not in a tight loop`, async (t) => {
-    const { api, source } = await setup(t, { before: (a) => a.create('shop', enabled), tuning: { backoffInitialMs: 50, backoffMaxMs: 400 } });
+    const clock = new FakeClock();
+    const { api, source } = await setup(t, { before: (a) => a.create('shop', enabled), tuning: { backoffInitialMs: 50, backoffMaxMs: 400, clock } });
+    let rejected = 0;
+    source.on('rejected', () => rejected++);
     api.watchFailure = failure;
     source.start();
-    await sleep(1500);
-    // Backoff 50, 100, 200, 400, 400… ms (±20 %): about six attempts in 1.5 s, never hundreds.
-    t.true(api.watchRequests.length >= 3, `only ${api.watchRequests.length} watch attempts`);
-    t.true(api.watchRequests.length <= 10, `${api.watchRequests.length} watch attempts in 1.5 s`);
+    await waitFor(() => rejected === 1, 'the first watch failed');
+    // The clock moves 5 ms at a time until the retry fires; then the retry runs (real I/O) and fails.
+    const delays: number[] = [];
+    for (let n = 1; n <= 6; n++) {
+      let waited = 0;
+      for (const fired = clock.fired; clock.fired === fired; waited += 5) await clock.advance(5);
+      delays.push(waited);
+      await waitFor(() => rejected === n + 1 && api.watchRequests.length === n + 1, `retry ${n}`);
+    }
+    // Backoff 50, 100, 200, 400, 400, 400 ms, each ±20 % (and the 5 ms steps of the test).
+    const expected = [50, 100, 200, 400, 400, 400];
+    for (const [i, delay] of delays.entries()) t.true(delay >= expected[i]! * 0.8 && delay <= expected[i]! * 1.2 + 5, `retry ${i + 1} after ${delay} ms`);
     t.true(source.isReady(), 'the list succeeded, so the cache is ready');
   });
 }
@@ -299,18 +310,25 @@ test('a watch that silently stops delivering is noticed and restarted, and then 
 });
 
 test('a watch with bookmarks is not taken for a stalled one', async (t) => {
-  const { api, source } = await setup(t, { before: (a) => a.create('shop', enabled), tuning: { watchStallMs: 300 } });
+  const clock = new FakeClock();
+  const { api, source } = await setup(t, { before: (a) => a.create('shop', enabled), tuning: { watchStallMs: 300, clock } });
   let stalls = 0;
   source.on('stall', () => stalls++);
   const watching = once(api.events, 'watch');
   source.start();
   await watching;
+  await waitFor(() => source.status().resourceVersion !== '', 'the watch is open');
+  // A bookmark every 100 ms of the clock, each seen before time goes on: 800 ms, nearly three stall limits.
   for (let i = 0; i < 8; i++) {
-    await sleep(100);
-    api.bookmark();
+    await clock.advance(100);
+    const rv = api.bookmark();
+    await waitFor(() => source.status().resourceVersion === rv, `bookmark ${rv}`);
   }
   t.is(stalls, 0);
   t.is(api.watchRequests.length, 1);
+  // Silence after the last bookmark: the stall is noticed once the limit has passed on the clock.
+  await clock.advance(400);
+  t.is(stalls, 1);
 });
 
 test('live look-ups of unknown namespaces are bounded in number at once and per second', async (t) => {

@@ -18,6 +18,7 @@ import { EventEmitter } from 'node:events';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { Watch } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { systemClock, type Clock, type Timer } from '../clock.js';
 import { acceptFor, listAll, listPages, type Representation } from './request.js';
 
 /** An object of the collection, as far as the reflector reads it. */
@@ -38,6 +39,8 @@ export interface ReflectorTuning {
   readonly backoffMaxMs?: number;
   /** How long the server may hold one watch before ending it. @default 300 */
   readonly watchTimeoutSeconds?: number;
+  /** Paces retries and notices a stalled watch. @default systemClock */
+  readonly clock?: Clock;
 }
 
 export interface ReflectorOptions<T extends ApiObject> extends ReflectorTuning {
@@ -69,8 +72,9 @@ export class Reflector<T extends ApiObject> extends EventEmitter {
   private synced = false;
   private stopped = true;
   private watchController: AbortController | undefined;
-  private retryTimer: NodeJS.Timeout | undefined;
-  private stallTimer: NodeJS.Timeout | undefined;
+  private retryTimer: Timer | undefined;
+  private stallTimer: Timer | undefined;
+  private readonly clock: Clock;
   private backoffMs: number;
   private readonly watch: Watch;
   private readonly listTimeoutMs: number;
@@ -107,6 +111,7 @@ export class Reflector<T extends ApiObject> extends EventEmitter {
     this.backoffMaxMs = options.backoffMaxMs ?? 30_000;
     this.watchTimeoutSeconds = options.watchTimeoutSeconds ?? 300;
     this.backoffMs = this.backoffInitialMs;
+    this.clock = options.clock ?? systemClock;
   }
 
   /** True once the first list has completed. */
@@ -128,8 +133,8 @@ export class Reflector<T extends ApiObject> extends EventEmitter {
   stop(): void {
     this.stopped = true;
     this.listGeneration++;
-    clearTimeout(this.retryTimer);
-    clearInterval(this.stallTimer);
+    this.retryTimer?.cancel();
+    this.stallTimer?.cancel();
     this.stallTimer = undefined;
     this.watchController?.abort();
     this.watchController = undefined;
@@ -204,23 +209,19 @@ export class Reflector<T extends ApiObject> extends EventEmitter {
   }
 
   private watchForStall(): void {
-    clearInterval(this.stallTimer);
-    this.stallTimer = setInterval(
-      () => {
-        if (!this.watchController || Date.now() - this.lastWatchActivity < this.watchStallMs) return;
-        this.options.log.warn(
-          { silentForMs: Date.now() - this.lastWatchActivity, resourceVersion: this.resourceVersion },
-          `${this.options.what} watch delivered nothing, not even a bookmark; restarting it`,
-        );
-        this.emit('stall');
-        const controller = this.watchController;
-        this.watchController = undefined;
-        this.stalled = true;
-        controller.abort();
-      },
-      Math.max(10, Math.min(10_000, this.watchStallMs / 4)),
-    );
-    this.stallTimer.unref();
+    this.stallTimer?.cancel();
+    this.stallTimer = this.clock.every(Math.max(10, Math.min(10_000, this.watchStallMs / 4)), () => {
+      if (!this.watchController || this.clock.now() - this.lastWatchActivity < this.watchStallMs) return;
+      this.options.log.warn(
+        { silentForMs: this.clock.now() - this.lastWatchActivity, resourceVersion: this.resourceVersion },
+        `${this.options.what} watch delivered nothing, not even a bookmark; restarting it`,
+      );
+      this.emit('stall');
+      const controller = this.watchController;
+      this.watchController = undefined;
+      this.stalled = true;
+      controller.abort();
+    });
   }
 
   private async startWatch(): Promise<void> {
@@ -229,13 +230,13 @@ export class Reflector<T extends ApiObject> extends EventEmitter {
     let relistNeeded = false;
     let errorEvent: string | undefined;
     let eventsSeen = 0;
-    const started = Date.now();
+    const started = this.clock.now();
     const generation = ++this.watchGeneration;
     this.lastWatchActivity = started;
     this.stalled = false;
     const onEvent = (type: string, object: T & { code?: number; message?: string }) => {
       if (generation !== this.watchGeneration) return;
-      this.lastWatchActivity = Date.now();
+      this.lastWatchActivity = this.clock.now();
       switch (type) {
         case 'ADDED':
         case 'MODIFIED':
@@ -270,7 +271,7 @@ export class Reflector<T extends ApiObject> extends EventEmitter {
         this.retry('watch', new Error(`no event or bookmark for ${this.watchStallMs} ms`), () => this.startWatch());
       } else if (err || errorEvent) {
         this.retry('watch', err instanceof Error ? err : new Error(errorEvent ?? String(err)), () => this.startWatch());
-      } else if (eventsSeen === 0 && Date.now() - started < 1000) {
+      } else if (eventsSeen === 0 && this.clock.now() - started < 1000) {
         // Ended at once with nothing delivered: a failure in disguise, not the server's timeout.
         this.retry('watch', new Error('the watch ended at once without events'), () => this.startWatch());
       } else {
@@ -305,8 +306,7 @@ export class Reflector<T extends ApiObject> extends EventEmitter {
     this.backoffMs = Math.min(this.backoffMs * 2, this.backoffMaxMs);
     this.options.log.warn({ err: err.message, retryInMs: delay, synced: this.synced }, `${this.options.what} ${what} failed`);
     this.emit('rejected', err);
-    clearTimeout(this.retryTimer);
-    this.retryTimer = setTimeout(() => void again(), delay);
-    this.retryTimer.unref();
+    this.retryTimer?.cancel();
+    this.retryTimer = this.clock.after(delay, () => void again());
   }
 }

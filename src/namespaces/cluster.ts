@@ -3,6 +3,7 @@
  * (a list and a watch of Namespaces, kube-api/reflector.ts), and one live GET on a cache miss,
  * bounded in concurrency and rate, with failures remembered for a moment.
  */
+import { systemClock, type Clock } from '../clock.js';
 import { EventEmitter } from 'node:events';
 import type { Reloadable } from '../reloadable.js';
 import type { KubeConfig } from '@kubernetes/client-node';
@@ -68,6 +69,7 @@ export class ClusterNamespaceSource extends EventEmitter implements NamespaceLab
   private readonly maxLookupsPerSecond: number;
   private readonly maxRememberedFailures: number;
   private lookupsThisSecond = { second: 0, count: 0 };
+  private readonly clock: Clock;
 
   constructor(private readonly options: ClusterSourceOptions) {
     super();
@@ -76,6 +78,7 @@ export class ClusterNamespaceSource extends EventEmitter implements NamespaceLab
     this.maxConcurrentLookups = options.maxConcurrentLookups ?? 4;
     this.maxLookupsPerSecond = options.maxLookupsPerSecond ?? 20;
     this.maxRememberedFailures = options.maxRememberedFailures ?? 1024;
+    this.clock = options.clock ?? systemClock;
     this.reflector = new Reflector<NamespaceObject>({
       ...options,
       path: '/api/v1/namespaces',
@@ -144,7 +147,7 @@ export class ClusterNamespaceSource extends EventEmitter implements NamespaceLab
     const cached = this.labels.get(namespace);
     if (cached) return cached;
     const failed = this.failures.get(namespace);
-    if (failed && failed.until > Date.now()) throw failed.error;
+    if (failed && failed.until > this.clock.now()) throw failed.error;
     let pending = this.inFlight.get(namespace);
     if (!pending) {
       // Look-ups are bounded: a storm of reviews naming unknown namespaces is not a storm of GETs.
@@ -162,7 +165,7 @@ export class ClusterNamespaceSource extends EventEmitter implements NamespaceLab
   /** Why a live look-up may not start now, or undefined. */
   private lookupRefusal(): string | undefined {
     if (this.inFlight.size >= this.maxConcurrentLookups) return `not in the cache, and ${this.inFlight.size} look-ups are already running`;
-    const second = Math.floor(Date.now() / 1000);
+    const second = Math.floor(this.clock.now() / 1000);
     if (this.lookupsThisSecond.second !== second) this.lookupsThisSecond = { second, count: 0 };
     if (this.lookupsThisSecond.count >= this.maxLookupsPerSecond) return `not in the cache, and ${this.maxLookupsPerSecond} look-ups were made this second`;
     this.lookupsThisSecond.count++;
@@ -171,7 +174,7 @@ export class ClusterNamespaceSource extends EventEmitter implements NamespaceLab
 
   /** Remembers a failed look-up for a moment; the map is bounded, oldest first out. */
   private rememberFailure(namespace: string, error: NamespaceLabelsUnavailableError): void {
-    const now = Date.now();
+    const now = this.clock.now();
     this.failures.delete(namespace);
     if (this.failures.size >= this.maxRememberedFailures) {
       for (const [name, failure] of this.failures) if (failure.until <= now) this.failures.delete(name);

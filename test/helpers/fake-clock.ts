@@ -17,6 +17,8 @@ export class FakeClock implements Clock {
   private time: number;
   private seq = 0;
   private readonly timers = new Set<Pending>();
+  /** Timers fired so far. */
+  fired = 0;
 
   constructor(start = Date.parse('2026-11-20T10:00:00Z')) {
     this.time = start;
@@ -60,6 +62,7 @@ export class FakeClock implements Clock {
       this.time = Math.max(this.time, next.at);
       if (next.every === undefined) this.timers.delete(next);
       else next.at += next.every;
+      this.fired++;
       next.fn();
       await settle();
     }
