@@ -7,6 +7,7 @@ import net from 'node:net';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
+import { systemClock, type Clock } from './clock.js';
 
 /** Timeouts that keep slow, idle or non-reading clients from holding connections forever. */
 export interface ServerTimeouts {
@@ -50,6 +51,8 @@ export interface ServerOptions {
   readonly timeouts: ServerTimeouts;
   /** Connections kept; beyond, the least recently used idle one is closed. @default defaultMaxConnections */
   readonly maxConnections?: number;
+  /** Paces the write-timeout sweep. @default systemClock */
+  readonly clock?: Clock;
 }
 
 /** A listening server. */
@@ -110,6 +113,7 @@ export async function startServer(
 ): Promise<RunningServer> {
   const { timeouts } = options;
   const writeTimeoutMs = timeouts.writeTimeoutMs ?? defaultTimeouts.writeTimeoutMs!;
+  const clock = options.clock ?? systemClock;
   const connections = new Map<TLSSocket, Connection>();
   let closing = false;
   const server = https.createServer(
@@ -129,7 +133,7 @@ export async function startServer(
       const connection = connections.get(socket);
       if (connection) {
         connection.active++;
-        connection.lastRequestAt = Date.now();
+        connection.lastRequestAt = clock.now();
         connection.request = req;
         while (connection.answers.length > 0 && done(connection.answers[0]!)) connection.answers.shift();
         connection.answers.push(res);
@@ -173,28 +177,24 @@ export async function startServer(
   // then. The sweep watches each connection's oldest answer not yet flushed, whatever requests
   // come after it (they cannot be answered before it); the connection goes at most two sweeps
   // (each at most a second, or half the write timeout) later than the write timeout after end().
-  const sweep = setInterval(
-    () => {
-      const now = Date.now();
-      for (const [socket, connection] of connections) {
-        const { answers } = connection;
-        while (answers.length > 0 && done(answers[0]!)) answers.shift();
-        const oldest = answers[0];
-        if (!oldest?.writableEnded) connection.unflushed = undefined;
-        else if (connection.unflushed !== oldest) [connection.unflushed, connection.unflushedSince] = [oldest, now];
-        else if (now - connection.unflushedSince >= writeTimeoutMs) socket.destroy();
-      }
-    },
-    Math.max(10, Math.min(1000, writeTimeoutMs / 2)),
-  );
-  sweep.unref();
+  const sweep = clock.every(Math.max(10, Math.min(1000, writeTimeoutMs / 2)), () => {
+    const now = clock.now();
+    for (const [socket, connection] of connections) {
+      const { answers } = connection;
+      while (answers.length > 0 && done(answers[0]!)) answers.shift();
+      const oldest = answers[0];
+      if (!oldest?.writableEnded) connection.unflushed = undefined;
+      else if (connection.unflushed !== oldest) [connection.unflushed, connection.unflushedSince] = [oldest, now];
+      else if (now - connection.unflushedSince >= writeTimeoutMs) socket.destroy();
+    }
+  });
   return {
     server,
     port,
     close: () =>
       new Promise<void>((resolve) => {
         closing = true;
-        server.once('close', () => clearInterval(sweep));
+        server.once('close', () => sweep.cancel());
         // net.Server's close, not http.Server's: the latter destroys idle connections at once,
         // cutting an answer that is written but not yet flushed to a slow reader.
         net.Server.prototype.close.call(server, () => resolve());

@@ -11,6 +11,7 @@ import type { Liveness } from '../../src/liveness.js';
 import { createMetrics, type Metrics } from '../../src/metrics.js';
 import type { NamespaceLabelSource } from '../../src/namespaces/source.js';
 import { optedIn } from './pods.js';
+import type { Clock } from '../../src/clock.js';
 import { defaultTimeouts, startServer, type RunningServer, type ServerTimeouts } from '../../src/server.js';
 import type { TemplateSet } from '../../src/templates/set.js';
 import { createCertificates, type CertificateBundle } from '../../src/tls/certificates.js';
@@ -58,6 +59,8 @@ export async function startTestServer(options: {
   events?: { record(event: AdmissionEvent): void };
   /** Remember answers for pods of one ReplicaSet, as serve does. @default true */
   answerCache?: boolean;
+  /** The server's clock (the write-timeout sweep). @default systemClock */
+  clock?: Clock;
 }): Promise<TestServer> {
   const certs = await testCertificates();
   const logs: Record<string, unknown>[] = [];
@@ -98,6 +101,7 @@ export async function startTestServer(options: {
     cert: certs.cert,
     timeouts: { ...defaultTimeouts, ...options.timeouts },
     ...(options.maxConnections ? { maxConnections: options.maxConnections } : {}),
+    ...(options.clock ? { clock: options.clock } : {}),
   });
   const agent = new https.Agent({ keepAlive: true, ca: certs.caCert, maxSockets: 32 });
   const url = `https://127.0.0.1:${running.port}`;
