@@ -331,10 +331,12 @@ test('a client that never reads cannot keep its connection by sending more reque
 
 test('shutdown delivers an answer already written in full to a slow reader', async (t) => {
   const own = await startTestServer({ templates: bigAnswerTemplates() });
+  const answers: ServerResponse[] = [];
+  own.server.on('request', (_req: unknown, res: ServerResponse) => answers.push(res));
   const socket = await sendWithoutReading(own.port, JSON.stringify(review(basePod())));
   t.teardown(() => socket.destroy());
-  // Wait until the answer is written and waiting in the socket, then shut down.
-  await new Promise((resolve) => setTimeout(resolve, 300));
+  // Once the answer is written in full and waits, unread, in the connection: shut down.
+  await until(() => answers[0]?.writableEnded === true, 'the answer written');
   const closed = own.close();
   const chunks: Buffer[] = [];
   socket.on('data', (c: Buffer) => chunks.push(c));
