@@ -20,7 +20,19 @@ import type { Labels } from '../k8s/selector.js';
 import type { ObjectReference } from '../k8s/object-reference.js';
 import { getJson, metadataOnly } from '../kube-api/request.js';
 import { Reflector, type ReflectorTuning } from '../kube-api/reflector.js';
-import { fixFor, judgedLabelKeys, judgePod, podFacts, refineVerdict, type PodFacts, type PodState, type PodVerdict } from '../pipeline/audit.js';
+import { rolloutLabelKeys } from '../templates/rollout.js';
+import {
+  fixFor,
+  judgedLabelKeys,
+  type ListedMetadata,
+  judgePod,
+  podFacts,
+  workloadOfPod,
+  refineVerdict,
+  type PodFacts,
+  type PodState,
+  type PodVerdict,
+} from '../pipeline/audit.js';
 import { PodTemplateDecisions, type DecisionInputs } from './pod-template-decisions.js';
 import { controllingOwner, namespaceReference } from '../k8s/object-reference.js';
 import type { AdmissionEvent } from '../pipeline/admission-events.js';
@@ -52,7 +64,7 @@ export interface PodAuditorOptions extends ReflectorTuning {
 }
 
 interface PodMetadataObject {
-  metadata?: { name?: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string>; ownerReferences?: unknown };
+  metadata?: ListedMetadata;
 }
 
 /**
@@ -69,6 +81,8 @@ interface StoredPod {
   readonly requested: string | undefined;
   readonly mirror: boolean;
   readonly owner: ObjectReference | undefined;
+  /** What buckets it for a candidate's share (templates/rollout.ts). */
+  readonly workload: PodFacts['workload'];
   /** Its `controller-revision-hash` label (a StatefulSet's or DaemonSet's template revision), cut. */
   readonly revision: string | undefined;
   /** The pod's state, and each template's as `name=state` joined by `,` (names of templates in force, or `(other)`). */
@@ -82,6 +96,17 @@ function pack(entries: Iterable<readonly [string, string]>): string {
 }
 function unpack(text: string): [string, string][] {
   return text ? text.split('\0').map((entry) => [entry.slice(0, entry.indexOf('=')), entry.slice(entry.indexOf('=') + 1)]) : [];
+}
+
+/** The labels of `keys` a pod has, each value cut to a label value's length. */
+function pickLabels(raw: unknown, keys: Iterable<string>): Record<string, string> {
+  const labels: Record<string, string> = Object.create(null);
+  if (raw && typeof raw === 'object')
+    for (const key of keys) {
+      const value = (raw as Record<string, unknown>)[key];
+      if (Object.hasOwn(raw, key) && typeof value === 'string') labels[key] = value.slice(0, 63);
+    }
+  return labels;
 }
 
 const other = '(other)';
@@ -253,14 +278,7 @@ export class PodAuditor extends EventEmitter {
       status = undefined;
     }
     // Only the label keys judging reads, and the annotations of ours, into the facts (pipeline/audit.ts).
-    const labels: Record<string, string> = Object.create(null);
-    const raw = metadata.labels;
-    if (raw && typeof raw === 'object') {
-      for (const key of this.labelKeys) {
-        const value = (raw as Record<string, unknown>)[key];
-        if (Object.hasOwn(raw, key) && typeof value === 'string') labels[key] = value.slice(0, 63);
-      }
-    }
+    const labels = pickLabels(metadata.labels, this.labelKeys);
     const facts = podFacts({
       namespace: metadata.namespace,
       name: metadata.name,
@@ -287,6 +305,15 @@ export class PodAuditor extends EventEmitter {
       mirror: facts.mirror,
       name: metadata.name.slice(0, 253),
       owner: controllingOwner(metadata.ownerReferences, metadata.namespace),
+      // From all its labels: those judging reads may not yet hold a Deployment's pod-template-hash.
+      workload: workloadOfPod({
+        namespace: metadata.namespace,
+        name: metadata.name,
+        labels: pickLabels(metadata.labels, rolloutLabelKeys),
+        annotations: {},
+        ...(typeof metadata.generateName === 'string' ? { generateName: metadata.generateName } : {}),
+        ownerReferences: metadata.ownerReferences,
+      }),
       revision: typeof metadata.labels?.['controller-revision-hash'] === 'string' ? metadata.labels['controller-revision-hash'].slice(0, 64) : undefined,
       state: 'not-selected',
       states: '',
@@ -300,7 +327,14 @@ export class PodAuditor extends EventEmitter {
     const labels = this.options.namespaceLabels(pod.namespace) ?? { [metadataNameLabel]: pod.namespace };
     const ownLabels: Record<string, string> = Object.create(null);
     for (const [k, v] of unpack(pod.labels)) ownLabels[k] = v;
-    const facts: PodFacts = { namespace: pod.namespace, ownLabels, requested: pod.requested, mirror: pod.mirror, ledgerHashes: new Map(unpack(pod.ledger)) };
+    const facts: PodFacts = {
+      namespace: pod.namespace,
+      ownLabels,
+      requested: pod.requested,
+      mirror: pod.mirror,
+      ledgerHashes: new Map(unpack(pod.ledger)),
+      workload: pod.workload,
+    };
     return judgePod(facts, labels, this.options.templates());
   }
 

@@ -21,6 +21,7 @@ import {
   restartRecord,
   workloadOf,
   type AuditedOwner,
+  type ListedMetadata,
   type AuditedPod,
   type Owner,
   type PodState,
@@ -57,14 +58,6 @@ export interface AuditDecisionOptions {
   readonly podSecurity?: PodSecurityAction;
 }
 
-interface Metadata {
-  name?: string;
-  namespace?: string;
-  labels?: Record<string, string>;
-  annotations?: Record<string, string>;
-  ownerReferences?: unknown;
-}
-
 const stringMap = (value: unknown): Record<string, string> => {
   const out: Record<string, string> = Object.create(null);
   if (value && typeof value === 'object') for (const [k, v] of Object.entries(value)) if (typeof v === 'string') out[k] = v;
@@ -78,17 +71,17 @@ export async function auditCluster(kubeConfig: KubeConfig, set: TemplateSet, nam
   // Namespace labels: one GET for one namespace, a list for all.
   const namespaceLabels = new Map<string, Labels>();
   const namespaceOverrides = new Map<string, Readonly<Record<string, string>>>();
-  const keepNamespace = (metadata: Metadata | undefined) => {
+  const keepNamespace = (metadata: ListedMetadata | undefined) => {
     if (typeof metadata?.name !== 'string') return;
     namespaceLabels.set(metadata.name, { ...stringMap(metadata.labels), [metadataNameLabel]: metadata.name });
     namespaceOverrides.set(metadata.name, overrideAnnotations(metadata.annotations));
   };
   if (namespace)
     keepNamespace(
-      ((await getJson(kubeConfig, `/api/v1/namespaces/${encodeURIComponent(namespace)}`, 30_000, metadataOnly)) as { metadata?: Metadata }).metadata,
+      ((await getJson(kubeConfig, `/api/v1/namespaces/${encodeURIComponent(namespace)}`, 30_000, metadataOnly)) as { metadata?: ListedMetadata }).metadata,
     );
   else
-    await listPages<{ metadata?: Metadata }>(kubeConfig, '/api/v1/namespaces', { ...options, onRestart: () => namespaceLabels.clear() }, (page) =>
+    await listPages<{ metadata?: ListedMetadata }>(kubeConfig, '/api/v1/namespaces', { ...options, onRestart: () => namespaceLabels.clear() }, (page) =>
       page.forEach((o) => keepNamespace(o.metadata)),
     );
   // The workloads that exist (uids), and the owners of ReplicaSets and Jobs: pod → ReplicaSet →
@@ -103,7 +96,7 @@ export async function auditCluster(kubeConfig: KubeConfig, set: TemplateSet, nam
     ['/apis/apps/v1', 'replicasets', 'ReplicaSet'],
     ['/apis/batch/v1', 'jobs', 'Job'],
   ] as const) {
-    await listPages<{ metadata?: Metadata & { uid?: string } }>(kubeConfig, scope(group, resource), options, (page) => {
+    await listPages<{ metadata?: ListedMetadata & { uid?: string } }>(kubeConfig, scope(group, resource), options, (page) => {
       for (const { metadata } of page) {
         if (typeof metadata?.name !== 'string' || typeof metadata.namespace !== 'string' || typeof metadata.uid !== 'string') continue;
         const key = `${kind}/${metadata.namespace}/${metadata.name}`;
@@ -133,7 +126,7 @@ export async function auditCluster(kubeConfig: KubeConfig, set: TemplateSet, nam
   });
   let pods: AuditedPod[] = [];
   let refinements: Promise<void>[] = [];
-  await listPages<{ metadata?: Metadata }>(
+  await listPages<{ metadata?: ListedMetadata }>(
     kubeConfig,
     scope('/api/v1', 'pods'),
     {
@@ -147,11 +140,18 @@ export async function auditCluster(kubeConfig: KubeConfig, set: TemplateSet, nam
       for (const { metadata } of page) {
         if (typeof metadata?.name !== 'string' || typeof metadata.namespace !== 'string') continue;
         const labels = stringMap(metadata.labels);
-        const pod = { namespace: metadata.namespace, name: metadata.name, labels, annotations: stringMap(metadata.annotations) };
+        const pod = {
+          namespace: metadata.namespace,
+          name: metadata.name,
+          labels,
+          annotations: stringMap(metadata.annotations),
+          ...(typeof metadata.generateName === 'string' ? { generateName: metadata.generateName } : {}),
+          ownerReferences: metadata.ownerReferences,
+        };
         const audited: AuditedPod = {
           namespace: pod.namespace,
           name: pod.name,
-          owner: workloadOf({ ...pod, ownerReferences: metadata.ownerReferences }, known),
+          owner: workloadOf(pod, known),
           ...auditPod(pod, labelsOf(pod.namespace), set),
         };
         const index = pods.push(audited) - 1;

@@ -26,6 +26,7 @@ import { clusterWarning } from './cluster-warnings.js';
 import { describeGrowth } from '../inject/pod-resources.js';
 import { overrideDomain, overridesByTemplate, resolveParameters, type ResolvedParameters } from './overrides.js';
 import type { ParamValue } from '../templates/placeholders.js';
+import { revisionsFor, rolloutSubject } from '../templates/rollout.js';
 
 /** What admission needs from the rest of the process. */
 export interface AdmitDeps {
@@ -109,7 +110,7 @@ export async function admitPod(input: PodInput, deps: AdmitDeps): Promise<PodOut
       return denial(reason, say(reason, problem.message));
     }
 
-    const set = deps.templates();
+    const loaded = deps.templates();
     // Mirror pods may not reference what sidecars bring; the webhook's matchConditions
     // keep them from us on clusters that have the field (match-conditions.ts), this on all.
     if (Object.hasOwn(parts.annotations, AnnotationKeys.mirror)) {
@@ -121,9 +122,12 @@ export async function admitPod(input: PodInput, deps: AdmitDeps): Promise<PodOut
         podName,
         namespace,
         templates: [],
-        decisions: noneApply(set, 'mirror-pod'),
+        decisions: noneApply(loaded, 'mirror-pod'),
       };
     }
+    // Safe rollout: the revision of each template in force for this pod (a candidate's share or
+    // the stable), chosen from what the answer cache keys on (templates/rollout.ts).
+    const set = revisionsFor(loaded, rolloutSubject(parts.metadata, podNamespace, parts.labels, input.name));
     const prepared = preparePod(input.pod, set, parts);
     const { own, ledger } = prepared;
     const warnings: Warning[] = prepared.warnings.map((text) => warning('ledger-doubt', text));

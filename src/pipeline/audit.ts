@@ -13,6 +13,7 @@ import { controllingOwner } from '../k8s/object-reference.js';
 import { indexLedger, parseLedger } from '../inject/ledger.js';
 import { select } from '../selection/select.js';
 import type { TemplateSet } from '../templates/set.js';
+import { revisionsFor, rolloutLabelKeys, rolloutSubject, type RolloutSubject } from '../templates/rollout.js';
 import type { Labels } from '../k8s/selector.js';
 import type { LeftOutRule, TemplateDecision } from './decision.js';
 
@@ -47,6 +48,20 @@ export interface PodMetadata {
   readonly name: string;
   readonly labels: Readonly<Record<string, string>>;
   readonly annotations: Readonly<Record<string, string>>;
+  /** What a bare pod was created with; it buckets the pod for a candidate's share. */
+  readonly generateName?: string;
+  /** The controlling owner buckets its pods for a candidate's share (templates/rollout.ts). */
+  readonly ownerReferences?: unknown;
+}
+
+/** A pod's metadata as a metadata-only list returns it: each field unchecked. */
+export interface ListedMetadata {
+  name?: string;
+  generateName?: string;
+  namespace?: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+  ownerReferences?: unknown;
 }
 
 /**
@@ -60,6 +75,8 @@ export interface PodFacts {
   readonly requested: string | undefined;
   readonly mirror: boolean;
   readonly ledgerHashes: ReadonlyMap<string, string>;
+  /** What buckets the pod for a candidate's share: its name (or generateName) and controlling owner. */
+  readonly workload?: Pick<RolloutSubject, 'name' | 'owner'>;
 }
 
 /** Reads a pod's metadata into the facts judging needs (the ledger parsed, as written: without the spec it cannot be checked). */
@@ -76,7 +93,14 @@ export function podFacts(pod: PodMetadata): PodFacts {
     requested: !requestIsOurs && Object.hasOwn(pod.annotations, AnnotationKeys.request) ? pod.annotations[AnnotationKeys.request] : undefined,
     mirror: Object.hasOwn(pod.annotations, AnnotationKeys.mirror),
     ledgerHashes: new Map(Object.entries(ledger.templates).map(([name, entry]) => [name, entry.hash])),
+    workload: workloadOfPod(pod),
   };
+}
+
+/** What buckets a pod for a candidate's share, from its metadata. */
+export function workloadOfPod(pod: PodMetadata): Pick<RolloutSubject, 'name' | 'owner'> {
+  const { name, owner } = rolloutSubject(pod, pod.namespace, pod.labels);
+  return { name, ...(owner ? { owner } : {}) };
 }
 
 /**
@@ -90,7 +114,15 @@ export function auditPod(pod: PodMetadata, namespaceLabels: Labels, set: Templat
 }
 
 /** Judges a pod from its facts (podFacts). */
-export function judgePod(pod: PodFacts, namespaceLabels: Labels, set: TemplateSet): PodVerdict {
+export function judgePod(pod: PodFacts, namespaceLabels: Labels, loaded: TemplateSet): PodVerdict {
+  // The revisions in force for this pod, as admission chooses them: a pod of a workload in a
+  // candidate's share wants the candidate, every other the stable revision.
+  const set = revisionsFor(loaded, {
+    namespace: pod.namespace,
+    labels: pod.ownLabels,
+    name: pod.workload?.name ?? '',
+    ...(pod.workload?.owner ? { owner: pod.workload.owner } : {}),
+  });
   const annotations: Record<string, string> = Object.create(null);
   if (pod.requested !== undefined) annotations[AnnotationKeys.request] = pod.requested;
   const optedOut = pod.ownLabels[LabelKeys.podOptOut] === LabelValues.disabled;
@@ -142,10 +174,15 @@ export function refineVerdict(verdict: PodVerdict, decisions: ReadonlyMap<string
   return verdictOf(templates, verdict.state === 'opted-out');
 }
 
-/** The label keys judging can read: every key a template's objectSelector names, and the pod opt-out. */
+/** The label keys judging can read: every key a template's objectSelector or a candidate's podSelector names, the pod opt-out, and what buckets a Deployment's pods. */
 export function judgedLabelKeys(set: TemplateSet): ReadonlySet<string> {
   const keys = new Set<string>([LabelKeys.podOptOut]);
   for (const template of set.templates) for (const requirement of template.objectSelector.requirements) keys.add(requirement.key);
+  for (const rollout of set.rollouts?.values() ?? []) {
+    for (const key of rolloutLabelKeys) keys.add(key);
+    for (const requirement of rollout.stanza?.podSelector.requirements ?? []) keys.add(requirement.key);
+    for (const requirement of rollout.candidate?.objectSelector.requirements ?? []) keys.add(requirement.key);
+  }
   return keys;
 }
 

@@ -6,7 +6,8 @@ import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { LineCounter, parseDocument, type YAMLError } from 'yaml';
 import { TemplateError, type TemplateProblem } from '../errors.js';
-import { createTemplateSet, type TemplateSet } from './set.js';
+import type { TemplateSet } from './set.js';
+import { createRevisionSet, splitRollout, type RevisionFile, type RolloutStanza } from './rollout.js';
 import { compileTemplate, type Template } from './template.js';
 
 /** True for a file name the loader reads as a template. */
@@ -20,8 +21,8 @@ export function yamlPosition(error: YAMLError, lineCounter: LineCounter): string
   return `line ${line}, column ${col}`;
 }
 
-/** Parses one file's text (YAML or JSON, a single document) and compiles it. */
-export function parseTemplateText(text: string, file: string): { template?: Template; problems: TemplateProblem[] } {
+/** Parses one file's text (YAML or JSON, a single document) and compiles it, its `rollout:` stanza apart. */
+export function parseTemplateText(text: string, file: string): { template?: Template; stanza?: RolloutStanza; problems: TemplateProblem[] } {
   const lineCounter = new LineCounter();
   const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: false, lineCounter });
   const issues = doc.errors.length > 0 ? doc.errors : doc.warnings;
@@ -32,7 +33,11 @@ export function parseTemplateText(text: string, file: string): { template?: Temp
   } catch (err) {
     return { problems: [{ file, field: '', message: `YAML: ${(err as Error).message.split('\n')[0]}` }] };
   }
-  return compileTemplate(value, file);
+  const split = splitRollout(value, file);
+  const compiled = compileTemplate(split.doc, file);
+  const problems = [...split.problems, ...compiled.problems];
+  if (!compiled.template || problems.length > 0) return { problems };
+  return { template: compiled.template, ...(split.stanza ? { stanza: split.stanza } : {}), problems };
 }
 
 /** The template files of a directory, as text. */
@@ -69,16 +74,18 @@ export async function readTemplateFiles(dir: string): Promise<TemplateFile[]> {
 
 /** Compiles template files into a set; throws TemplateError listing every problem in every file. */
 export function compileTemplateFiles(files: readonly TemplateFile[], dir: string): TemplateSet {
-  const templates: Template[] = [];
+  const revisions: RevisionFile[] = [];
   const problems: TemplateProblem[] = [];
   for (const { name, text } of files) {
     const result = parseTemplateText(text, name);
     problems.push(...result.problems);
-    if (result.template) templates.push(result.template);
+    if (result.template) revisions.push({ template: result.template, ...(result.stanza ? { stanza: result.stanza } : {}) });
   }
   if (files.length === 0) problems.push({ file: dir, field: '', message: 'no template files (*.yaml, *.yml, *.json) found' });
   if (problems.length > 0) throw new TemplateError(problems);
-  return createTemplateSet(templates);
+  const { set, problems: revisionProblems } = createRevisionSet(revisions);
+  if (revisionProblems.length > 0) throw new TemplateError(revisionProblems);
+  return set;
 }
 
 /** Reads and validates every template in `dir`; throws TemplateError listing every problem. */

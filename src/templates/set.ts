@@ -1,11 +1,14 @@
 /** The set of templates in force: pure, built once per load or reload. */
 import { TemplateError, type TemplateProblem } from '../errors.js';
 import type { Template } from './template.js';
+import type { Rollout } from './rollout.js';
 
 /** The validated templates in force, sorted by name; immutable. */
 export interface TemplateSet {
   readonly templates: readonly Template[];
   readonly byName: ReadonlyMap<string, Template>;
+  /** Templates with a candidate or a previous revision (templates/rollout.ts), by name; absent when none has. */
+  readonly rollouts?: ReadonlyMap<string, Rollout>;
 }
 
 /** Builds a set from compiled templates; throws TemplateError when two share a name. */
