@@ -20,6 +20,8 @@ import {
   policiesUsage,
   renderOptions,
   renderUsage,
+  rolloutOptions,
+  rolloutUsage,
 } from '../src/cli/usage.js';
 import { serveOptions, serveUsage } from '../src/config.js';
 import type { AdmissionErrorCode, RequestErrorCode } from '../src/errors.js';
@@ -51,6 +53,7 @@ const commands = [
   ['check', checkOptions, checkUsage],
   ['certs', certsOptions, certsUsage],
   ['audit', auditOptions, auditUsage],
+  ['rollout', rolloutOptions, rolloutUsage],
   ['policies', policiesOptions, policiesUsage],
 ] as const satisfies readonly (readonly [string, OptionTable, string])[];
 

@@ -246,6 +246,22 @@ async function restartAll(
   }
 }
 
+/**
+ * The cluster of `--kubeconfig FILE`, else the default kubeconfig or the in-cluster one; a
+ * ConfigError (with `hint` after it) when none can be loaded or it names no API server.
+ */
+export function clientConfig(file: string | undefined, hint = ''): KubeConfig {
+  const kubeConfig = new KubeConfig();
+  try {
+    if (file) kubeConfig.loadFromFile(file);
+    else kubeConfig.loadFromDefault();
+  } catch (err) {
+    throw new ConfigError([`cannot load the Kubernetes client configuration: ${(err as Error).message}${hint}`]);
+  }
+  if (!kubeConfig.getCurrentCluster()?.server) throw new ConfigError([`the Kubernetes client configuration names no API server${hint}`]);
+  return kubeConfig;
+}
+
 /** Runs `audit`; returns the exit code (0, or 3 when --fail-on states are found). */
 export async function audit(
   argv: readonly string[],
@@ -275,15 +291,7 @@ export async function audit(
   }
   if (restartStates.length > 0 && output === 'json') problems.push('--restart writes what it does as text: leave out -o json');
   if (problems.length > 0) throw new ConfigError(problems);
-  const kubeConfig = new KubeConfig();
-  try {
-    const file = values.kubeconfig as string | undefined;
-    if (file) kubeConfig.loadFromFile(file);
-    else kubeConfig.loadFromDefault();
-  } catch (err) {
-    throw new ConfigError([`cannot load the Kubernetes client configuration: ${(err as Error).message}`]);
-  }
-  if (!kubeConfig.getCurrentCluster()?.server) throw new ConfigError(['the Kubernetes client configuration names no API server']);
+  const kubeConfig = clientConfig(values.kubeconfig as string | undefined);
   const set = await loadTemplateDir((values.templates as string | undefined) ?? 'templates');
   let report: AuditReport;
   try {

@@ -20,6 +20,8 @@ import {
   completionScript,
   renderOptions,
   renderUsage,
+  rolloutOptions,
+  rolloutUsage,
   versionText,
 } from './usage.js';
 
@@ -35,6 +37,13 @@ const commands: Record<string, Command> = {
     run: async (args) => {
       const { audit } = await import('./audit.js');
       process.exitCode = await audit(args, { stdout: process.stdout, stderr: process.stderr }, process.env);
+    },
+  },
+  rollout: {
+    usage: rolloutUsage,
+    run: async (args) => {
+      const { rollout } = await import('./rollout.js');
+      process.exitCode = await rollout(args, { stdout: process.stdout }, process.env);
     },
   },
   serve: {
@@ -118,6 +127,7 @@ const completionTable: Readonly<Record<string, readonly string[]>> = {
   check: Object.keys(checkOptions),
   certs: Object.keys(certsOptions),
   audit: Object.keys(auditOptions),
+  rollout: Object.keys(rolloutOptions),
   policies: Object.keys(policiesOptions),
   version: [],
   help: [],

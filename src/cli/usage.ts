@@ -104,6 +104,20 @@ export const auditUsage = usageText(
   "Lists pods with a metadata-only list, decides with the admission code which templates each\nshould carry (reading the workload's pod template where metadata says one is missing), compares\nwith its ledger, and reports per workload: current, stale, missing, left-out (with the rule),\norphaned, not-selected, opted-out, with the command that fixes it. --restart restarts a workload\nonce per template revision. Exit 0, or 3 with --fail-on.\n",
 );
 
+export const rolloutOptions = {
+  templates: { kind: 'string', value: 'DIR', default: 'templates', help: 'the templates directory in force' },
+  kubeconfig: { kind: 'string', value: 'FILE', env: 'KUBECONFIG', help: 'the cluster (default: $KUBECONFIG, ~/.kube/config, or the in-cluster config)' },
+  namespace: { kind: 'string', short: 'n', value: 'NS', help: 'count pods of one namespace (default: all)' },
+  offline: { kind: 'boolean', help: 'the templates directory only: read no cluster' },
+  output: { kind: 'string', short: 'o', value: 'FORMAT', default: 'text', help: 'text | json' },
+} as const satisfies OptionTable;
+
+export const rolloutUsage = usageText(
+  'rollout status [options]',
+  rolloutOptions,
+  'Shows, per template, the stable revision, the candidate with its share and scope, and the previous\nrevision (the templates directory), and how many workloads and pods of the cluster run each revision\n(a metadata-only list of pods). See docs/rollout.md.\n',
+);
+
 export const policiesOptions = {
   templates: { kind: 'string', value: 'DIR', default: 'templates', help: 'template directory' },
   'validation-actions': {
@@ -129,6 +143,7 @@ Commands:
   check       validate a templates directory
   certs       write a CA, a serving certificate and a kustomize overlay for them
   audit       report pods whose sidecars are missing or stale, per workload
+  rollout     show each template's stable and candidate revisions and the pods on each (rollout status)
   policies    print ValidatingAdmissionPolicies that hold the required sidecars (YAML)
   version     print the version, the Node.js version and the Kubernetes versions this build knows
   help        print this, or one command's options (help COMMAND)
