@@ -10,6 +10,7 @@
 //   pipeline/                                  selection, templates, inject, namespaces, k8s
 //   admission/, manifests/                     pipeline and below
 //   audit/                                     pipeline, kube-api and below (the server's auditor)
+//   rollout/                                   pipeline, kube-api and below (a candidate's preflight through the cluster)
 //   http/, tls/, fs/, app.ts, server.ts, …     above the domain; cli/ on top
 //   certs/                                     kube-api, tls, fs (self-managed certificates)
 //   runtime/                                   a leaf (ordered start and stop), used by cli/
@@ -22,6 +23,7 @@ const floors = [
   'k8s',
   'kube-api',
   'audit',
+  'rollout',
   'templates',
   'selection',
   'inject',
@@ -103,6 +105,7 @@ export default tseslint.config(
   floor('admission', ['pipeline', 'selection', 'templates', 'inject', 'namespaces', 'k8s']),
   floor('manifests', ['pipeline', 'selection', 'templates', 'inject', 'namespaces', 'k8s']),
   floor('audit', ['pipeline', 'selection', 'templates', 'inject', 'namespaces', 'kube-api', 'k8s']),
+  floor('rollout', ['pipeline', 'selection', 'templates', 'inject', 'namespaces', 'kube-api', 'k8s']),
   floor('http', ['admission', 'pipeline', 'k8s', 'metrics', 'liveness']),
   floor('fs', []),
   floor('tls', ['fs']),

@@ -105,6 +105,8 @@ export class KubernetesApiError extends Error {
   constructor(
     readonly statusCode: number,
     message: string,
+    /** The API server's own words (its Status `message`, cut), when it sent one: what an admission webhook or policy said. */
+    readonly detail?: string,
   ) {
     super(message);
   }

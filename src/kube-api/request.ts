@@ -38,6 +38,16 @@ export function microTime(date: Date): string {
   return date.toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
 }
 
+/** The `message` of a Status the API server answered with, cut to 1,000 characters; undefined for any other text. */
+function statusMessage(text: string): string | undefined {
+  try {
+    const body = JSON.parse(text) as { kind?: unknown; message?: unknown };
+    return body?.kind === 'Status' && typeof body.message === 'string' ? body.message.slice(0, 1000) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * GETs one object or one list page at `path` (with its query) as `representation`, and parses
  * the JSON answer; rejects with KubernetesApiError on a non-2xx status.
@@ -79,7 +89,7 @@ export async function requestJson(
       res.on('end', () => {
         const text = Buffer.concat(chunks).toString('utf8');
         const status = res.statusCode ?? 0;
-        if (status < 200 || status > 299) return reject(new KubernetesApiError(status, `${method} ${path}: HTTP ${status}`));
+        if (status < 200 || status > 299) return reject(new KubernetesApiError(status, `${method} ${path}: HTTP ${status}`, statusMessage(text)));
         try {
           resolve(text ? JSON.parse(text) : undefined);
         } catch {

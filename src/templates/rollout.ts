@@ -163,7 +163,12 @@ export interface RolloutSubject {
   readonly labels: Labels;
   /** The controlling owner. */
   readonly owner?: { readonly kind: string; readonly name: string };
+  /** A preflight probe's `template@revision` (its annotation), honoured only in the set's probe namespace. */
+  readonly probe?: string;
 }
+
+/** The annotation of a preflight's probe pod: `template@revision`, the candidate it tries. */
+export const probeAnnotation = 'sidecar-injector.io/rollout-probe';
 
 /**
  * The subject of a pod's metadata (`name`, `generateName`, `ownerReferences`) and labels, as
@@ -171,7 +176,7 @@ export interface RolloutSubject {
  * generateName when it has one (the name the API server makes from it is not known at admission).
  */
 export function rolloutSubject(
-  metadata: { readonly name?: unknown; readonly generateName?: unknown; readonly ownerReferences?: unknown },
+  metadata: { readonly name?: unknown; readonly generateName?: unknown; readonly ownerReferences?: unknown; readonly annotations?: unknown },
   namespace: string,
   labels: Labels,
   requestName = '',
@@ -179,7 +184,9 @@ export function rolloutSubject(
   const owner = controllingOwner(metadata.ownerReferences, namespace);
   const text = (value: unknown) => (typeof value === 'string' ? value.slice(0, 253) : '');
   const name = text(metadata.generateName) || text(metadata.name) || requestName.slice(0, 253);
-  return { namespace, name, labels, ...(owner ? { owner: { kind: owner.kind, name: owner.name } } : {}) };
+  const annotations = isJsonObject(metadata.annotations) ? metadata.annotations : {};
+  const probe = Object.hasOwn(annotations, probeAnnotation) ? text(annotations[probeAnnotation]) : '';
+  return { namespace, name, labels, ...(owner ? { owner: { kind: owner.kind, name: owner.name } } : {}), ...(probe ? { probe } : {}) };
 }
 
 /** The label a Deployment's ReplicaSet and its pods carry: the ReplicaSet's name is the Deployment's plus `-<hash>`. */
@@ -225,21 +232,26 @@ export function takesCandidate(rollout: Rollout, subject: RolloutSubject): boole
  */
 export function revisionsFor(set: TemplateSet, subject: RolloutSubject): TemplateSet {
   if (!set.rollouts) return set;
+  // A preflight's probe pod gets the candidate it names, whatever its share or state, and only in the probe namespace.
+  const probe = subject.probe !== undefined && set.probeNamespace !== undefined && subject.namespace === set.probeNamespace ? subject.probe : undefined;
   let swapped: Template[] | undefined;
   for (const rollout of set.rollouts.values()) {
-    if (!takesCandidate(rollout, subject)) continue;
+    if (probe !== undefined ? probe !== `${rollout.name}@${rollout.candidate?.hash}` : !takesCandidate(rollout, subject)) continue;
     swapped ??= [...set.templates];
     const at = swapped.findIndex((t) => t.name === rollout.name);
     swapped[at] = rollout.candidate!;
   }
   if (!swapped) return set;
-  return Object.freeze({ templates: Object.freeze(swapped), byName: new Map(swapped.map((t) => [t.name, t])), rollouts: set.rollouts });
+  return Object.freeze({ ...set, templates: Object.freeze(swapped), byName: new Map(swapped.map((t) => [t.name, t])) });
 }
 
-/** The set with candidates stopped (a failed preflight, a halt), by template name and why; `set` itself when nothing changes. */
-export function stopCandidates(set: TemplateSet, stopped: ReadonlyMap<string, string>): TemplateSet {
+/**
+ * The set with candidates stopped (a failed preflight, a halt), by template name and why, and
+ * the namespace whose probe pods get the candidate they name; `set` itself when nothing changes.
+ */
+export function stopCandidates(set: TemplateSet, stopped: ReadonlyMap<string, string>, probeNamespace?: string): TemplateSet {
   if (!set.rollouts) return set;
-  let changed = false;
+  let changed = probeNamespace !== set.probeNamespace;
   const rollouts = new Map<string, Rollout>();
   for (const [name, rollout] of set.rollouts) {
     const why = stopped.get(name);
@@ -247,5 +259,7 @@ export function stopCandidates(set: TemplateSet, stopped: ReadonlyMap<string, st
     const { stopped: _was, ...rest } = rollout;
     rollouts.set(name, why === undefined ? rest : { ...rest, stopped: why });
   }
-  return changed ? Object.freeze({ ...set, rollouts }) : set;
+  if (!changed) return set;
+  const { probeNamespace: _old, ...rest } = set;
+  return Object.freeze({ ...rest, rollouts, ...(probeNamespace !== undefined ? { probeNamespace } : {}) });
 }

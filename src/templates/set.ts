@@ -9,6 +9,8 @@ export interface TemplateSet {
   readonly byName: ReadonlyMap<string, Template>;
   /** Templates with a candidate or a previous revision (templates/rollout.ts), by name; absent when none has. */
   readonly rollouts?: ReadonlyMap<string, Rollout>;
+  /** The namespace of preflight probe pods, which get the candidate they name (templates/rollout.ts). */
+  readonly probeNamespace?: string;
 }
 
 /** Builds a set from compiled templates; throws TemplateError when two share a name. */

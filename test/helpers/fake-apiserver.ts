@@ -167,6 +167,8 @@ export class FakeApiServer {
   /** `limit` values of the list requests seen. */
   readonly listLimits: (string | null)[] = [];
   port = 0;
+  /** Pod creates (`POST …/pods`) go through this admission chain (helpers/admission-chain.ts); unset: not served. */
+  admission: { create(namespace: string, dryRun: boolean, pod: unknown): Promise<{ code: number; body: unknown }> } | undefined;
 
   async start(): Promise<void> {
     const { key, cert } = await testCertificates();
@@ -367,6 +369,12 @@ export class FakeApiServer {
 
   get activeWatches(): number {
     return this.watchers.size;
+  }
+
+  private async bodyOf(req: IncomingMessage): Promise<unknown> {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    return JSON.parse(Buffer.concat(chunks).toString('utf8'));
   }
 
   private send(res: ServerResponse, code: number, body: unknown): void {
@@ -573,6 +581,11 @@ export class FakeApiServer {
       return this.send(res, 200, { major, minor, gitVersion: this.gitVersion, platform: 'linux/amd64' });
     }
     if (url.pathname === '/api/v1/nodes' && req.method === 'GET') return this.handleNodes(url, req, res);
+    const podCreate = /^\/api\/v1\/namespaces\/([^/]+)\/pods$/.exec(url.pathname);
+    if (podCreate && req.method === 'POST' && this.admission) {
+      const answer = await this.admission.create(decodeURIComponent(podCreate[1]!), url.searchParams.get('dryRun') === 'All', await this.bodyOf(req));
+      return this.send(res, answer.code, answer.body);
+    }
     if (this.handleWorkloads(url, req, res)) return;
     const single =
       /^\/(?:api\/v1|apis\/apps\/v1|apis\/batch\/v1)\/namespaces\/([^/]+)\/(pods|jobs|replicasets|deployments|statefulsets|daemonsets)\/([^/]+)$/.exec(

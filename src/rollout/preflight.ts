@@ -1,0 +1,255 @@
+/**
+ * The preflight of a candidate revision through the cluster's own admission chain: a probe pod
+ * per candidate is created with `dryRun=All` in a namespace the operator names, so the API
+ * server runs every mutating webhook (ours included: the probe's annotation makes it inject
+ * the candidate), every policy, Pod Security and validation, and stores nothing. Passed when
+ * the probe is admitted, carries the candidate's containers exactly once, and is a fixed point
+ * of the whole chain (a second dry run of the result changes nothing). A candidate takes no
+ * real pod before its revision has passed.
+ */
+import type { KubeConfig } from '@kubernetes/client-node';
+import { KubernetesApiError } from '../errors.js';
+import { isJsonObject, type JsonObject } from '../k8s/json.js';
+import { AnnotationKeys, LabelKeys } from '../k8s/keys.js';
+import { cut } from '../quote.js';
+import { requestJson } from '../kube-api/request.js';
+import { probeAnnotation, stopCandidates } from '../templates/rollout.js';
+import type { TemplateSet } from '../templates/set.js';
+import type { Template } from '../templates/template.js';
+
+/** Why a preflight failed: stable ids (the metric's `result` label, `/status`, the Event). */
+export type PreflightFailure = 'refused' | 'not-injected' | 'injected-twice' | 'not-a-fixed-point' | 'unreachable';
+export const preflightFailures: readonly PreflightFailure[] = ['refused', 'not-injected', 'injected-twice', 'not-a-fixed-point', 'unreachable'];
+
+/** One candidate's preflight. */
+export interface PreflightResult {
+  readonly template: string;
+  readonly revision: string;
+  readonly passed: boolean;
+  /** With a failure: which check. */
+  readonly failure?: PreflightFailure;
+  /** What happened, in a sentence: the API server's words where it refused. */
+  readonly message: string;
+  readonly checkedAt: string;
+}
+
+/** The API server's answer to a dry-run create: the pod as it would be stored, or its refusal. */
+export type DryRunAnswer =
+  { readonly admitted: true; readonly pod: JsonObject } | { readonly admitted: false; readonly status: number; readonly message: string };
+
+/** Creates `pod` in `namespace` with dryRun=All. */
+export type DryRunCreate = (namespace: string, pod: JsonObject) => Promise<DryRunAnswer>;
+
+/** A dry-run create through the API server of `kubeConfig` (the injector's service account: create on pods of that namespace). */
+export function apiServerDryRun(kubeConfig: KubeConfig, timeoutMs = 30_000): DryRunCreate {
+  return async (namespace, pod) => {
+    try {
+      const answer = await requestJson(kubeConfig, 'POST', `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods?dryRun=All`, timeoutMs, { body: pod });
+      if (!isJsonObject(answer)) return { admitted: false, status: 0, message: 'the API server answered with no pod' };
+      return { admitted: true, pod: answer };
+    } catch (err) {
+      if (err instanceof KubernetesApiError && err.statusCode !== 0) return { admitted: false, status: err.statusCode, message: err.detail ?? err.message };
+      throw err;
+    }
+  };
+}
+
+/**
+ * Labels that satisfy a template's objectSelector as far as one pod can (`In`: its first value,
+ * `Exists`: `probe`; `NotIn` and `DoesNotExist`: left out), so that the candidate selects the probe.
+ */
+function selectedLabels(template: Template): Record<string, string> {
+  const labels: Record<string, string> = {};
+  for (const { key, operator, values } of template.objectSelector.requirements) {
+    if (operator === 'In') labels[key] = [...values].sort()[0]!;
+    else if (operator === 'Exists') labels[key] = 'probe';
+  }
+  return labels;
+}
+
+/**
+ * The probe pod for a candidate: one pause container that runs as the restricted Pod Security
+ * level asks (so that the probe namespace's level judges the sidecar, not the probe), asking
+ * for the template by name (an on-request template), named by generateName.
+ */
+export function probePod(candidate: Template): JsonObject {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      generateName: `rollout-probe-${candidate.name.slice(0, 40)}-`,
+      labels: { ...selectedLabels(candidate), 'app.kubernetes.io/name': 'sidecar-injector-rollout-probe' },
+      annotations: { [probeAnnotation]: `${candidate.name}@${candidate.hash}`, [AnnotationKeys.request]: candidate.name },
+    },
+    spec: {
+      ...(candidate.os.includes('linux') ? {} : { os: { name: candidate.os[0]! } }),
+      securityContext: { runAsNonRoot: true, runAsUser: 65535, seccompProfile: { type: 'RuntimeDefault' } },
+      containers: [
+        {
+          name: 'probe',
+          image: 'registry.k8s.io/pause:3.10',
+          securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } },
+        },
+      ],
+    },
+  };
+}
+
+/** What a create may set on a pod, left out of the second dry run (as a client resubmitting it would). */
+function resubmittable(pod: JsonObject): JsonObject {
+  const metadata = isJsonObject(pod.metadata) ? { ...pod.metadata } : {};
+  for (const key of ['uid', 'resourceVersion', 'creationTimestamp', 'managedFields', 'generation', 'selfLink']) delete metadata[key];
+  const { status: _status, ...rest } = pod;
+  return { ...rest, metadata };
+}
+
+/** What the fixed point compares: the pod as the chain made it (its labels, annotations and spec). */
+function content(pod: JsonObject): unknown {
+  const metadata = isJsonObject(pod.metadata) ? pod.metadata : {};
+  return { labels: metadata.labels ?? {}, annotations: metadata.annotations ?? {}, spec: pod.spec };
+}
+
+/** JSON with sorted keys, for comparing two pods. */
+function canonical(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+  if (isJsonObject(value))
+    return `{${Object.keys(value)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonical(value[k])}`)
+      .join(',')}}`;
+  return JSON.stringify(value) ?? 'null';
+}
+
+/** The names of the containers the candidate's revision added, from the pod's ledger; undefined when it has none. */
+function injectedNames(pod: JsonObject, candidate: Template): string[] | undefined {
+  const annotations = isJsonObject(pod.metadata) && isJsonObject(pod.metadata.annotations) ? pod.metadata.annotations : {};
+  const raw = annotations[AnnotationKeys.status];
+  if (typeof raw !== 'string') return undefined;
+  try {
+    const entry = (JSON.parse(raw) as { templates?: Record<string, { hash?: unknown; containers?: unknown; initContainers?: unknown }> }).templates?.[
+      candidate.name
+    ];
+    if (!entry || entry.hash !== candidate.hash) return undefined;
+    const names = [...(Array.isArray(entry.containers) ? entry.containers : []), ...(Array.isArray(entry.initContainers) ? entry.initContainers : [])];
+    return names.filter((n): n is string => typeof n === 'string');
+  } catch {
+    return undefined;
+  }
+}
+
+/** How often each container name occurs in the pod's containers and init containers. */
+function nameCounts(pod: JsonObject): Map<string, number> {
+  const counts = new Map<string, number>();
+  const spec = isJsonObject(pod.spec) ? pod.spec : {};
+  for (const list of [spec.containers, spec.initContainers])
+    if (Array.isArray(list)) for (const c of list) if (isJsonObject(c) && typeof c.name === 'string') counts.set(c.name, (counts.get(c.name) ?? 0) + 1);
+  return counts;
+}
+
+/** Runs one candidate's probe through the chain: a dry-run create, its checks, and a second dry run of the result. */
+export async function preflight(candidate: Template, namespace: string, dryRun: DryRunCreate, now: () => Date): Promise<PreflightResult> {
+  const done = (failure: PreflightFailure | undefined, message: string): PreflightResult => ({
+    template: candidate.name,
+    revision: candidate.hash,
+    passed: failure === undefined,
+    ...(failure ? { failure } : {}),
+    message: cut(message, 1000),
+    checkedAt: now().toISOString(),
+  });
+  const subject = `the probe pod of ${candidate.name}@${candidate.hash} in namespace ${namespace}`;
+  let first: DryRunAnswer;
+  try {
+    first = await dryRun(namespace, probePod(candidate));
+  } catch (err) {
+    return done('unreachable', `${subject} could not be created (dry run): ${(err as Error).message}`);
+  }
+  if (!first.admitted) return done('refused', `the admission chain refused ${subject} (HTTP ${first.status}): ${first.message}`);
+  const names = injectedNames(first.pod, candidate);
+  if (!names || names.length === 0)
+    return done(
+      'not-injected',
+      `${subject} came back without the candidate's sidecar: is the namespace opted in (label ${LabelKeys.namespaceOptIn}=enabled) and reached by the injector's webhook, and does no other webhook take the sidecar out?`,
+    );
+  const counts = nameCounts(first.pod);
+  const twice = names.filter((n) => (counts.get(n) ?? 0) !== 1);
+  if (twice.length > 0) return done('injected-twice', `${subject} holds container ${twice[0]} ${counts.get(twice[0]!) ?? 0} times, not once`);
+  let second: DryRunAnswer;
+  try {
+    second = await dryRun(namespace, resubmittable(first.pod));
+  } catch (err) {
+    return done('unreachable', `the second dry run of ${subject} could not be made: ${(err as Error).message}`);
+  }
+  if (!second.admitted) return done('not-a-fixed-point', `the admission chain refused ${subject} the second time (HTTP ${second.status}): ${second.message}`);
+  if (canonical(content(second.pod)) !== canonical(content(first.pod)))
+    return done('not-a-fixed-point', `a second pass of the admission chain changed ${subject}: a webhook of the chain is not idempotent with this sidecar`);
+  return done(undefined, `${subject} was admitted by the chain with the sidecar once, and a second pass changed nothing`);
+}
+
+/** Told of each result (a metric, an Event on the templates ConfigMap, the log). */
+export type PreflightListener = (result: PreflightResult) => void;
+
+/**
+ * The preflights of a running injector: which candidate revisions passed, and the set in force
+ * with every other candidate stopped. `gate` answers the same set object for the same inputs,
+ * so the answer cache (which keys on the set by identity) stays exact.
+ */
+export class Preflights {
+  private readonly results = new Map<string, PreflightResult>();
+  private gated: { from: TemplateSet; version: number; set: TemplateSet } | undefined;
+  private version = 0;
+  private running: Promise<void> | undefined;
+
+  constructor(
+    private readonly namespace: string,
+    private readonly dryRun: DryRunCreate,
+    private readonly now: () => Date = () => new Date(),
+    private readonly listener: PreflightListener = () => undefined,
+  ) {}
+
+  /** `set` with each candidate whose revision has not passed its preflight stopped, and the probe namespace set. */
+  gate(set: TemplateSet): TemplateSet {
+    if (!set.rollouts) return set;
+    if (this.gated?.from === set && this.gated.version === this.version) return this.gated.set;
+    const stopped = new Map<string, string>();
+    for (const rollout of set.rollouts.values()) {
+      if (!rollout.candidate) continue;
+      const result = this.results.get(`${rollout.name}@${rollout.candidate.hash}`);
+      if (!result) stopped.set(rollout.name, 'preflight pending');
+      else if (!result.passed) stopped.set(rollout.name, `preflight failed (${result.failure}): ${result.message}`);
+    }
+    const gated = stopCandidates(set, stopped, this.namespace);
+    this.gated = { from: set, version: this.version, set: gated };
+    return gated;
+  }
+
+  /** Runs the preflight of every candidate of `set` (one run at a time; a call during a run waits for it and runs again). */
+  async run(set: TemplateSet): Promise<void> {
+    while (this.running) await this.running;
+    this.running = this.runAll(set);
+    try {
+      await this.running;
+    } finally {
+      this.running = undefined;
+    }
+  }
+
+  private async runAll(set: TemplateSet): Promise<void> {
+    const seen = new Set<string>();
+    for (const rollout of set.rollouts?.values() ?? []) {
+      if (!rollout.candidate) continue;
+      const key = `${rollout.name}@${rollout.candidate.hash}`;
+      seen.add(key);
+      const result = await preflight(rollout.candidate, this.namespace, this.dryRun, this.now);
+      this.results.set(key, result);
+      this.version++;
+      this.listener(result);
+    }
+    // Results of revisions no longer candidates are forgotten: the map stays as small as the directory.
+    for (const key of this.results.keys()) if (!seen.has(key)) this.results.delete(key);
+  }
+
+  /** What `/status` shows: the probe namespace and each candidate's last result. */
+  status(): { namespace: string; results: PreflightResult[] } {
+    return { namespace: this.namespace, results: [...this.results.values()] };
+  }
+}

@@ -1,0 +1,139 @@
+/**
+ * The preflight of a candidate through the cluster's own admission chain: the test API server's
+ * dry-run create calls the injector's webhook (and any other) over HTTPS, applies their patches
+ * and runs a validator. A candidate refused by the chain, not injected, or not a fixed point of
+ * the chain never takes a real pod; one that passes does.
+ */
+import test, { type ExecutionContext } from 'ava';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { admitPod } from '../src/pipeline/admit.js';
+import { apiServerDryRun, Preflights, type PreflightResult } from '../src/rollout/preflight.js';
+import { loadTemplateDir } from '../src/templates/load.js';
+import { probeAnnotation, revisionsFor } from '../src/templates/rollout.js';
+import type { TemplateSet } from '../src/templates/set.js';
+import { AdmissionChain, startWebhook } from './helpers/admission-chain.js';
+import { FakeApiServer } from './helpers/fake-apiserver.js';
+import { optedIn, pod } from './helpers/pods.js';
+import { startTestServer } from './helpers/server.js';
+
+const shipper = await readFile('templates/log-shipper.yaml', 'utf8');
+const candidateText = `rollout:\n  role: candidate\n  share: 100\n${shipper.replace('fluent-bit:3.2.2', 'fluent-bit:3.2.3')}`;
+
+async function candidateSet(): Promise<TemplateSet> {
+  const dir = await mkdtemp(join(tmpdir(), 'preflight-'));
+  try {
+    await writeFile(join(dir, 'log-shipper.yaml'), shipper);
+    await writeFile(join(dir, 'log-shipper-next.yaml'), candidateText);
+    return await loadTemplateDir(dir);
+  } finally {
+    await rm(dir, { recursive: true });
+  }
+}
+
+/** The cluster: the test API server with its admission chain, the injector as its webhook, and the preflights. */
+async function cluster(t: ExecutionContext, probeNamespaceOptedIn = true) {
+  const set = await candidateSet();
+  const api = new FakeApiServer();
+  await api.start();
+  t.teardown(() => api.stop());
+  const chain = new AdmissionChain();
+  api.admission = chain;
+  let now = 0;
+  const results: PreflightResult[] = [];
+  const preflights = new Preflights(
+    'probes',
+    apiServerDryRun(await api.kubeConfig()),
+    () => new Date(Date.UTC(2026, 0, 1) + now++ * 1000),
+    (r) => results.push(r),
+  );
+  const namespaces = probeNamespaceOptedIn ? optedIn('shop', 'probes') : optedIn('shop');
+  const injector = await startTestServer({ templates: () => preflights.gate(set), namespaces });
+  t.teardown(() => injector.stop());
+  chain.webhooks.push({ name: 'all.sidecar-injector.io', port: injector.port, path: '/mutate?timeout=10s' });
+  const stable = set.byName.get('log-shipper')!.hash;
+  const candidate = set.rollouts!.get('log-shipper')!.candidate!.hash;
+  /** The revision a real pod of a StatefulSet gets now. */
+  const revisionOfNewPod = async () => {
+    const p = pod({ generateName: 'db-' });
+    p.metadata.ownerReferences = [{ apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'db', uid: 'u-db', controller: true }];
+    const outcome = await admitPod({ pod: p, namespace: 'shop', name: '' }, { templates: () => preflights.gate(set), namespaces });
+    return outcome.decision === 'patched' ? outcome.templates.find((x) => x.name === 'log-shipper')?.hash : undefined;
+  };
+  return { set, api, chain, preflights, results, stable, candidate, revisionOfNewPod };
+}
+
+test('a candidate takes no pod before its preflight; passed (admitted, once, a fixed point), it takes its share', async (t) => {
+  const c = await cluster(t);
+  t.is(await c.revisionOfNewPod(), c.stable, 'pending: the stable revision');
+  t.is(c.preflights.gate(c.set), c.preflights.gate(c.set), 'the same gated set for the same state (the answer cache keys on it)');
+  await c.preflights.run(c.set);
+  t.is(c.results.length, 1);
+  t.like(c.results[0], { template: 'log-shipper', revision: c.candidate, passed: true });
+  t.regex(c.results[0]!.message, /admitted by the chain with the sidecar once, and a second pass changed nothing/);
+  // The probe went through our webhook twice (the second pass of the result), as a dry run, in the probe namespace.
+  t.is(c.chain.calls.length, 2);
+  t.true(c.chain.calls.every((call) => call.dryRun && call.pod.metadata.namespace === 'probes'));
+  t.is(c.chain.calls[0]!.pod.metadata.annotations[probeAnnotation], `log-shipper@${c.candidate}`);
+  t.is(await c.revisionOfNewPod(), c.candidate, 'passed: the candidate takes its share');
+  t.deepEqual(
+    c.preflights.status().results.map((r) => r.passed),
+    [true],
+  );
+});
+
+test('a candidate refused by the chain (a policy on its image) is never rolled out, with the policy named', async (t) => {
+  const c = await cluster(t);
+  c.chain.validators.push((p) => {
+    const images = [...(p.spec.containers ?? []), ...(p.spec.initContainers ?? [])].map((x: { image: string }) => x.image);
+    const unsigned = images.find((image: string) => image.endsWith(':3.2.3'));
+    return unsigned ? `image-signature policy: ${unsigned} is not signed by the release key` : undefined;
+  });
+  await c.preflights.run(c.set);
+  t.like(c.results[0], { passed: false, failure: 'refused' });
+  t.regex(
+    c.results[0]!.message,
+    /the admission chain refused the probe pod of log-shipper@\w+ in namespace probes \(HTTP 403\): pods "rollout-probe-log-shipper-" is forbidden: image-signature policy: fluent\/fluent-bit:3\.2\.3 is not signed/,
+  );
+  for (let i = 0; i < 3; i++) t.is(await c.revisionOfNewPod(), c.stable);
+  t.regex(c.preflights.gate(c.set).rollouts!.get('log-shipper')!.stopped!, /^preflight failed \(refused\)/);
+});
+
+test('a candidate whose probe is not a fixed point of the chain (another webhook adds again on each pass) is never rolled out', async (t) => {
+  const c = await cluster(t);
+  // Another mutating webhook that appends an env entry to the first container on every call: not idempotent.
+  const other = await startWebhook((request) => {
+    const patch = [{ op: 'add', path: '/spec/containers/0/env', value: [...(request.object.spec.containers[0].env ?? []), { name: 'SEEN', value: 'yes' }] }];
+    return { allowed: true, patchType: 'JSONPatch', patch: Buffer.from(JSON.stringify(patch)).toString('base64') };
+  });
+  t.teardown(() => other.stop());
+  c.chain.webhooks.push({ name: 'env.example.com', port: other.port, path: '/' });
+  await c.preflights.run(c.set);
+  t.like(c.results[0], { passed: false, failure: 'not-a-fixed-point' });
+  t.regex(c.results[0]!.message, /a second pass of the admission chain changed the probe pod/);
+  t.is(await c.revisionOfNewPod(), c.stable);
+});
+
+test('a probe the injector never reached (its namespace not opted in) fails and says what to check', async (t) => {
+  const c = await cluster(t, false);
+  await c.preflights.run(c.set);
+  t.like(c.results[0], { passed: false, failure: 'not-injected' });
+  t.regex(c.results[0]!.message, /is the namespace opted in \(label sidecar-injector\.io\/injection=enabled\)/);
+  t.is(await c.revisionOfNewPod(), c.stable);
+});
+
+test('an API server that cannot be reached fails the preflight; the probe annotation counts only in the probe namespace', async (t) => {
+  const set = await candidateSet();
+  const preflights = new Preflights('probes', async () => {
+    throw new Error('connect ECONNREFUSED');
+  });
+  await preflights.run(set);
+  t.like(preflights.status().results[0], { passed: false, failure: 'unreachable' });
+  const gated = preflights.gate(set);
+  const candidate = set.rollouts!.get('log-shipper')!.candidate!;
+  const subject = (namespace: string, probe: string) => ({ namespace, name: 'p-', labels: {}, probe });
+  t.is(revisionsFor(gated, subject('probes', `log-shipper@${candidate.hash}`)).byName.get('log-shipper'), candidate, 'the probe gets the stopped candidate');
+  t.is(revisionsFor(gated, subject('shop', `log-shipper@${candidate.hash}`)), gated, 'a forged probe annotation elsewhere: nothing');
+  t.is(revisionsFor(gated, subject('probes', 'log-shipper@000000000000')), gated, 'another revision: nothing');
+});
