@@ -112,7 +112,7 @@ const routeMeaning: Readonly<Record<string, string>> = {
     '`200 {"status":"ready"}` once templates are loaded, the namespace source is ready and (in cluster mode) the cluster was asked for its version; `503` before, and from the start of shutdown.',
   'GET /metrics': 'Prometheus text format; see [metrics](metrics.md).',
   'GET /status':
-    'JSON: `ready`, `draining`, `templates`, `namespaces`, `kubernetes`, `audit` (cluster mode with the audit on), `podSecurityAction`, `certificate`.',
+    'JSON: `ready`, `draining`, `templates`, `namespaces`, `kubernetes`, `audit` (cluster mode with the audit on), `rollout` (with `--rollout-probe-namespace`: the preflight of each candidate; see [rollout](../rollout.md)), `podSecurityAction`, `certificate`.',
 };
 
 /** The HTTP answers before a review's uid is known: the API server then applies the webhook's failurePolicy. */

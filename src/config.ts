@@ -65,6 +65,8 @@ export interface Config {
   readonly events: boolean;
   /** Audit every pod continuously on the leading replica (cluster mode only). @default true */
   readonly audit: boolean;
+  /** Where each candidate's preflight creates its probe pod with dryRun=All (cluster mode); unset: no preflight. */
+  readonly rolloutProbeNamespace?: string;
   readonly timeouts: ServerTimeouts;
 }
 
@@ -144,6 +146,12 @@ export const serveOptions = {
     env: 'SIDECAR_INJECTOR_AUDIT',
     default: 'on',
     help: 'on | off: the leading replica audits every pod (sidecar_injector_pods, SidecarsMissing events; cluster mode)',
+  },
+  'rollout-probe-namespace': {
+    kind: 'string',
+    value: 'NS',
+    env: 'SIDECAR_INJECTOR_ROLLOUT_PROBE_NAMESPACE',
+    help: "preflight each candidate revision here: a dry-run pod create through the cluster's admission chain; a candidate takes no pod before it passes (cluster mode)",
   },
   events: {
     kind: 'string',
@@ -257,6 +265,11 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
   }
   const audit = onOff('audit', option('audit'), problems);
   const events = onOff('events', option('events'), problems);
+  const rolloutProbeNamespace = option('rollout-probe-namespace');
+  if (rolloutProbeNamespace !== undefined && !isDns1123Label(rolloutProbeNamespace))
+    problems.push(`--rollout-probe-namespace: expected a namespace name (got ${JSON.stringify(rolloutProbeNamespace).slice(0, 80)})`);
+  else if (rolloutProbeNamespace !== undefined && namespaceSource !== 'cluster')
+    problems.push('--rollout-probe-namespace needs the cluster: the preflight creates its probe pod through the API server (--namespace-source cluster)');
   if (problems.length > 0) throw new ConfigError(problems);
   const namespaceLabelsFile = option('namespace-labels');
   return Object.freeze({
@@ -282,6 +295,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
     podSecurityAction: podSecurityAction as PodSecurityAction,
     events,
     audit,
+    ...(rolloutProbeNamespace !== undefined ? { rolloutProbeNamespace } : {}),
     timeouts: Object.freeze(timeouts),
   });
 }

@@ -34,6 +34,10 @@ export interface Metrics {
   readonly eventsDropped: Counter;
   /** Pods per namespace, template and audit state (the leader's auditor only). */
   readonly pods: Gauge<'namespace' | 'template' | 'state'>;
+  /** Preflights of candidate revisions by template and result (`passed` or the failed check's id). */
+  readonly rolloutPreflights: Counter<'template' | 'result'>;
+  /** 1 while a template's candidate takes pods, 0 while it is stopped (pending or failed preflight), by template. */
+  readonly rolloutCandidateActive: Gauge<'template'>;
 }
 
 /** Creates the metrics in a fresh registry, with Node's default process metrics. */
@@ -99,6 +103,18 @@ export function createMetrics(): Metrics {
       name: 'sidecar_injector_pods',
       help: 'Pods by namespace, template and audit state (current, stale, missing, orphaned), from the leading replica',
       labelNames: ['namespace', 'template', 'state'],
+      registers,
+    }),
+    rolloutPreflights: new Counter({
+      name: 'sidecar_injector_rollout_preflights_total',
+      help: 'Preflights of candidate revisions through the admission chain, by template and result (passed, refused, not-injected, injected-twice, not-a-fixed-point, unreachable)',
+      labelNames: ['template', 'result'],
+      registers,
+    }),
+    rolloutCandidateActive: new Gauge({
+      name: 'sidecar_injector_rollout_candidate_active',
+      help: "1 while a template's candidate revision takes its share of new pods, 0 while it is stopped (preflight pending or failed)",
+      labelNames: ['template'],
       registers,
     }),
   };

@@ -9,6 +9,8 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { admitPod } from '../src/pipeline/admit.js';
+import { loadConfig } from '../src/config.js';
+import { ConfigError } from '../src/errors.js';
 import { apiServerDryRun, Preflights, type PreflightResult } from '../src/rollout/preflight.js';
 import { loadTemplateDir } from '../src/templates/load.js';
 import { probeAnnotation, revisionsFor } from '../src/templates/rollout.js';
@@ -136,4 +138,18 @@ test('an API server that cannot be reached fails the preflight; the probe annota
   t.is(revisionsFor(gated, subject('probes', `log-shipper@${candidate.hash}`)).byName.get('log-shipper'), candidate, 'the probe gets the stopped candidate');
   t.is(revisionsFor(gated, subject('shop', `log-shipper@${candidate.hash}`)), gated, 'a forged probe annotation elsewhere: nothing');
   t.is(revisionsFor(gated, subject('probes', 'log-shipper@000000000000')), gated, 'another revision: nothing');
+});
+
+test('--rollout-probe-namespace: a namespace name, in cluster mode only', (t) => {
+  t.is(loadConfig({}, ['--namespace-source', 'cluster', '--rollout-probe-namespace', 'rollout-probes']).rolloutProbeNamespace, 'rollout-probes');
+  t.is(loadConfig({ SIDECAR_INJECTOR_ROLLOUT_PROBE_NAMESPACE: 'probes' }, ['--namespace-source', 'cluster']).rolloutProbeNamespace, 'probes');
+  t.is(loadConfig({}, []).rolloutProbeNamespace, undefined);
+  t.throws(() => loadConfig({}, ['--namespace-source', 'cluster', '--rollout-probe-namespace', 'Probes_1']), {
+    instanceOf: ConfigError,
+    message: /--rollout-probe-namespace: expected a namespace name \(got "Probes_1"\)/,
+  });
+  t.throws(() => loadConfig({}, ['--namespace-source', 'local', '--rollout-probe-namespace', 'probes']), {
+    instanceOf: ConfigError,
+    message: /--rollout-probe-namespace needs the cluster/,
+  });
 });

@@ -44,6 +44,8 @@ interface ClusterView {
   readonly events?: { record(event: AdmissionEvent): void };
   /** Starts leader election and the auditor (cluster mode with --audit on); the caller adds it to the runtime. */
   readonly startAudit?: () => Promise<Audit>;
+  /** The cluster's client configuration (cluster mode). */
+  readonly kubeConfig?: KubeConfig;
 }
 
 /**
@@ -127,6 +129,7 @@ async function createClusterView(
   // The auditor decides as admission does: the same namespace source, version and Pod Security action.
   const decide = { namespaces: source, kubernetesVersion: () => versions.current(), podSecurity: config.podSecurityAction };
   return {
+    kubeConfig,
     ...(events ? { events } : {}),
     // The continuous audit: one replica at a time (a Lease), over a metadata-only watch of pods.
     ...(config.audit ? { startAudit: () => startAudit(kubeConfig, log, metrics, env, templates, source, events, decide, clock) } : {}),
@@ -208,6 +211,51 @@ async function startAudit(
   };
 }
 
+/** How often a candidate in rollout is preflighted again (and at once on every reload). */
+const preflightIntervalMs = 5 * 60_000;
+
+/** Runs each candidate's preflight at start, on every reload and every few minutes; measures and logs each result. */
+async function startPreflights(namespace: string, kubeConfig: KubeConfig, templates: TemplateStore, log: Logger, metrics: Metrics) {
+  const { Preflights, apiServerDryRun } = await import('../rollout/preflight.js');
+  const preflights = new Preflights(namespace, apiServerDryRun(kubeConfig), undefined, (result) => {
+    metrics.rolloutPreflights.inc({ template: result.template, result: result.passed ? 'passed' : result.failure! });
+    if (result.passed) log.info(result, 'candidate preflight passed');
+    else log.warn(result, 'candidate preflight failed: the candidate takes no pod');
+  });
+  const measure = () => {
+    const set = preflights.gate(templates.current());
+    metrics.rolloutCandidateActive.reset();
+    for (const r of set.rollouts?.values() ?? []) if (r.candidate) metrics.rolloutCandidateActive.set({ template: r.name }, r.stopped === undefined ? 1 : 0);
+  };
+  const run = () =>
+    void preflights
+      .run(templates.current())
+      .catch((err: unknown) => log.error({ err: (err as Error).message }, 'candidate preflight'))
+      .finally(measure);
+  templates.on('reload', run);
+  const timer = setInterval(run, preflightIntervalMs).unref();
+  run();
+  return {
+    gate: (set: TemplateSet) => preflights.gate(set),
+    status: () => ({
+      ...preflights.status(),
+      candidates: [...(preflights.gate(templates.current()).rollouts?.values() ?? [])]
+        .filter((r) => r.candidate)
+        .map((r) => ({
+          template: r.name,
+          revision: r.candidate!.hash,
+          share: r.stanza!.share,
+          takesPods: r.stopped === undefined,
+          ...(r.stopped ? { stopped: r.stopped } : {}),
+        })),
+    }),
+    stop: () => {
+      clearInterval(timer);
+      templates.off('reload', run);
+    },
+  };
+}
+
 /** The serving key pair: from files (checked to match), or a throw-away development CA. */
 async function loadTls(config: Config, log: Logger): Promise<KeyPair> {
   if (config.tlsCertFile && config.tlsKeyFile) {
@@ -262,9 +310,12 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
   const runtime = new Runtime({ log, stopTimeoutMs: config.shutdownTimeoutMs + config.shutdownDelayMs, clock });
   runtime.add('template store', () => templates.stop());
 
+  // The set in force: the templates on disk, with candidates that have not passed their preflight stopped (set below).
+  const rolloutGate: { apply?: (set: TemplateSet) => TemplateSet } = {};
+  const inForce = (): TemplateSet => rolloutGate.apply?.(templates.current()) ?? templates.current();
   let cluster: ClusterView;
   try {
-    cluster = await createClusterView(config, log, metrics, env, () => templates.current(), runtime, clock);
+    cluster = await createClusterView(config, log, metrics, env, inForce, runtime, clock);
   } catch (err) {
     await runtime.stop();
     throw err;
@@ -272,6 +323,15 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
   let audit: Audit | undefined;
   templates.on('reload', () => audit?.recountSoon());
   const { namespaces } = cluster;
+  // Safe rollout: candidates take pods only after their preflight through the cluster's admission chain.
+  const rollout =
+    config.rolloutProbeNamespace && cluster.kubeConfig
+      ? await startPreflights(config.rolloutProbeNamespace, cluster.kubeConfig, templates, log, metrics)
+      : undefined;
+  if (rollout) {
+    rolloutGate.apply = rollout.gate;
+    runtime.add('rollout preflights', () => rollout.stop());
+  }
   // Self-managed certificates (--tls-secret): served from the Secret, renewals followed below.
   const selfManaged = config.selfManaged ? await startSelfManagedCertificates(config, log, env) : undefined;
   if (selfManaged) runtime.add('self-managed certificates', () => selfManaged.certificates.stop());
@@ -295,7 +355,7 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
     log,
     metrics,
     maxBodyBytes: config.maxBodyBytes,
-    templates: () => templates.current(),
+    templates: inForce,
     namespaces,
     kubernetesVersion: cluster.version,
     answers: new AnswerCache(),
@@ -309,6 +369,7 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
       namespaces: namespaces.status(),
       kubernetes: cluster.versionStatus(),
       ...(audit ? { audit: audit.status() } : {}),
+      ...(rollout ? { rollout: rollout.status() } : {}),
       podSecurityAction: config.podSecurityAction,
       certificate: reloader?.status() ?? selfManaged?.certificates.status() ?? { notAfter: tls.notAfter.toISOString(), fingerprint256: tls.fingerprint256 },
     }),
