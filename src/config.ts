@@ -67,6 +67,8 @@ export interface Config {
   readonly audit: boolean;
   /** Where each candidate's preflight creates its probe pod with dryRun=All (cluster mode); unset: no preflight. */
   readonly rolloutProbeNamespace?: string;
+  /** Unhealthy pods of a candidate that halt it (with the preflight). @default 3 */
+  readonly rolloutHaltUnhealthyPods: number;
   readonly timeouts: ServerTimeouts;
 }
 
@@ -152,6 +154,13 @@ export const serveOptions = {
     value: 'NS',
     env: 'SIDECAR_INJECTOR_ROLLOUT_PROBE_NAMESPACE',
     help: "preflight each candidate revision here: a dry-run pod create through the cluster's admission chain; a candidate takes no pod before it passes (cluster mode)",
+  },
+  'rollout-halt-unhealthy-pods': {
+    kind: 'string',
+    value: 'N',
+    env: 'SIDECAR_INJECTOR_ROLLOUT_HALT_UNHEALTHY_PODS',
+    default: '3',
+    help: 'with --rollout-probe-namespace: a candidate stops taking pods once this many of its pods have its sidecar crash-looping, restarting or unable to start',
   },
   events: {
     kind: 'string',
@@ -270,6 +279,10 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
     problems.push(`--rollout-probe-namespace: expected a namespace name (got ${JSON.stringify(rolloutProbeNamespace).slice(0, 80)})`);
   else if (rolloutProbeNamespace !== undefined && namespaceSource !== 'cluster')
     problems.push('--rollout-probe-namespace needs the cluster: the preflight creates its probe pod through the API server (--namespace-source cluster)');
+  const haltText = option('rollout-halt-unhealthy-pods') ?? '3';
+  const rolloutHaltUnhealthyPods = Number(haltText);
+  if (!/^[0-9]+$/.test(haltText) || rolloutHaltUnhealthyPods < 1 || rolloutHaltUnhealthyPods > 100_000)
+    problems.push(`--rollout-halt-unhealthy-pods: expected a whole number from 1 to 100000 (got ${JSON.stringify(haltText).slice(0, 40)})`);
   if (problems.length > 0) throw new ConfigError(problems);
   const namespaceLabelsFile = option('namespace-labels');
   return Object.freeze({
@@ -296,6 +309,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
     events,
     audit,
     ...(rolloutProbeNamespace !== undefined ? { rolloutProbeNamespace } : {}),
+    rolloutHaltUnhealthyPods,
     timeouts: Object.freeze(timeouts),
   });
 }

@@ -38,6 +38,8 @@ export interface Metrics {
   readonly rolloutPreflights: Counter<'template' | 'result'>;
   /** 1 while a template's candidate takes pods, 0 while it is stopped (pending or failed preflight), by template. */
   readonly rolloutCandidateActive: Gauge<'template'>;
+  /** Candidates halted by what their pods do, by template. */
+  readonly rolloutHalts: Counter<'template'>;
 }
 
 /** Creates the metrics in a fresh registry, with Node's default process metrics. */
@@ -114,6 +116,12 @@ export function createMetrics(): Metrics {
     rolloutCandidateActive: new Gauge({
       name: 'sidecar_injector_rollout_candidate_active',
       help: "1 while a template's candidate revision takes its share of new pods, 0 while it is stopped (preflight pending or failed)",
+      labelNames: ['template'],
+      registers,
+    }),
+    rolloutHalts: new Counter({
+      name: 'sidecar_injector_rollout_halts_total',
+      help: 'Candidate revisions halted because their pods have the sidecar crash-looping, restarting or unable to start, by template',
       labelNames: ['template'],
       registers,
     }),

@@ -214,8 +214,11 @@ async function startAudit(
 /** How often a candidate in rollout is preflighted again (and at once on every reload). */
 const preflightIntervalMs = 5 * 60_000;
 
-/** Runs each candidate's preflight at start, on every reload and every few minutes; measures and logs each result. */
-async function startPreflights(namespace: string, kubeConfig: KubeConfig, templates: TemplateStore, log: Logger, metrics: Metrics) {
+/**
+ * Runs each candidate's preflight at start, on every reload and every few minutes, and halts a
+ * candidate whose pods fail (a full list of pods every minute while a candidate exists); measures and logs each result.
+ */
+async function startPreflights(namespace: string, haltAfter: number, kubeConfig: KubeConfig, templates: TemplateStore, log: Logger, metrics: Metrics) {
   const { Preflights, apiServerDryRun } = await import('../rollout/preflight.js');
   const preflights = new Preflights(namespace, apiServerDryRun(kubeConfig), undefined, (result) => {
     metrics.rolloutPreflights.inc({ template: result.template, result: result.passed ? 'passed' : result.failure! });
@@ -235,6 +238,30 @@ async function startPreflights(namespace: string, kubeConfig: KubeConfig, templa
   templates.on('reload', run);
   const timer = setInterval(run, preflightIntervalMs).unref();
   run();
+  // The automatic halt: every minute, what the pods with a candidate do (rollout/halt.ts).
+  const { HealthCount } = await import('../rollout/halt.js');
+  const { listPages } = await import('../kube-api/request.js');
+  const watchHealth = async () => {
+    const set = templates.current();
+    if (![...(set.rollouts?.values() ?? [])].some((r) => r.candidate)) return;
+    let count = new HealthCount(set, { unhealthyPods: haltAfter, restarts: 3 });
+    await listPages(
+      kubeConfig,
+      '/api/v1/pods',
+      { pageSize: 500, onRestart: () => (count = new HealthCount(set, { unhealthyPods: haltAfter, restarts: 3 })) },
+      (page) => page.forEach((pod) => count.add(pod)),
+    );
+    for (const [template, { revision, why }] of count.halts())
+      if (preflights.halt(template, revision, why)) {
+        metrics.rolloutHalts.inc({ template });
+        log.warn({ template, revision, why }, 'candidate halted: it takes no pod');
+      }
+    measure();
+  };
+  const healthTimer = setInterval(
+    () => void watchHealth().catch((err: unknown) => log.error({ err: (err as Error).message }, 'candidate health')),
+    60_000,
+  ).unref();
   return {
     gate: (set: TemplateSet) => preflights.gate(set),
     status: () => ({
@@ -251,6 +278,7 @@ async function startPreflights(namespace: string, kubeConfig: KubeConfig, templa
     }),
     stop: () => {
       clearInterval(timer);
+      clearInterval(healthTimer);
       templates.off('reload', run);
     },
   };
@@ -326,7 +354,7 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
   // Safe rollout: candidates take pods only after their preflight through the cluster's admission chain.
   const rollout =
     config.rolloutProbeNamespace && cluster.kubeConfig
-      ? await startPreflights(config.rolloutProbeNamespace, cluster.kubeConfig, templates, log, metrics)
+      ? await startPreflights(config.rolloutProbeNamespace, config.rolloutHaltUnhealthyPods, cluster.kubeConfig, templates, log, metrics)
       : undefined;
   if (rollout) {
     rolloutGate.apply = rollout.gate;

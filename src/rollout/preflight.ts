@@ -195,6 +195,8 @@ export type PreflightListener = (result: PreflightResult) => void;
  */
 export class Preflights {
   private readonly results = new Map<string, PreflightResult>();
+  /** Candidate revisions halted by what their pods do (halt.ts), by `template@revision`: why. */
+  private readonly halted = new Map<string, string>();
   private gated: { from: TemplateSet; version: number; set: TemplateSet } | undefined;
   private version = 0;
   private running: Promise<void> | undefined;
@@ -213,13 +215,28 @@ export class Preflights {
     const stopped = new Map<string, string>();
     for (const rollout of set.rollouts.values()) {
       if (!rollout.candidate) continue;
-      const result = this.results.get(`${rollout.name}@${rollout.candidate.hash}`);
-      if (!result) stopped.set(rollout.name, 'preflight pending');
+      const key = `${rollout.name}@${rollout.candidate.hash}`;
+      const result = this.results.get(key);
+      const halt = this.halted.get(key);
+      if (halt !== undefined) stopped.set(rollout.name, halt);
+      else if (!result) stopped.set(rollout.name, 'preflight pending');
       else if (!result.passed) stopped.set(rollout.name, `preflight failed (${result.failure}): ${result.message}`);
     }
     const gated = stopCandidates(set, stopped, this.namespace);
     this.gated = { from: set, version: this.version, set: gated };
     return gated;
+  }
+
+  /**
+   * Stops a candidate revision for good (what its pods do, halt.ts): until the templates
+   * directory names another candidate revision or none. True when it was not halted before.
+   */
+  halt(template: string, revision: string, why: string): boolean {
+    const key = `${template}@${revision}`;
+    if (this.halted.has(key)) return false;
+    this.halted.set(key, why);
+    this.version++;
+    return true;
   }
 
   /** Runs the preflight of every candidate of `set` (one run at a time; a call during a run waits for it and runs again). */
@@ -246,10 +263,11 @@ export class Preflights {
     }
     // Results of revisions no longer candidates are forgotten: the map stays as small as the directory.
     for (const key of this.results.keys()) if (!seen.has(key)) this.results.delete(key);
+    for (const key of this.halted.keys()) if (!seen.has(key)) this.halted.delete(key);
   }
 
   /** What `/status` shows: the probe namespace and each candidate's last result. */
-  status(): { namespace: string; results: PreflightResult[] } {
-    return { namespace: this.namespace, results: [...this.results.values()] };
+  status(): { namespace: string; results: PreflightResult[]; halted: { candidate: string; why: string }[] } {
+    return { namespace: this.namespace, results: [...this.results.values()], halted: [...this.halted].map(([candidate, why]) => ({ candidate, why })) };
   }
 }

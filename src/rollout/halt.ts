@@ -1,0 +1,110 @@
+/**
+ * The automatic halt of a candidate in rollout: what its pods do. A pod carries the candidate
+ * when its ledger records the candidate's revision; it is unhealthy when a container the
+ * candidate added has restarted `restarts` times or more, or waits for a reason it does not
+ * get out of by itself (a crash loop, an image it cannot pull, a configuration it cannot
+ * create). Past `unhealthyPods` such pods, the candidate stops taking pods. Pure.
+ */
+import { isJsonObject, type JsonObject } from '../k8s/json.js';
+import { AnnotationKeys } from '../k8s/keys.js';
+import type { TemplateSet } from '../templates/set.js';
+
+/** Waiting reasons of a container that mean the sidecar does not start. */
+export const stuckReasons: ReadonlySet<string> = new Set([
+  'CrashLoopBackOff',
+  'ImagePullBackOff',
+  'ErrImagePull',
+  'InvalidImageName',
+  'CreateContainerConfigError',
+  'CreateContainerError',
+  'RunContainerError',
+]);
+
+export interface HaltThresholds {
+  /** Unhealthy pods of a candidate that halt it. @default 3 */
+  readonly unhealthyPods: number;
+  /** Restarts of one of its containers that make a pod unhealthy. @default 3 */
+  readonly restarts: number;
+}
+
+export const defaultHaltThresholds: HaltThresholds = { unhealthyPods: 3, restarts: 3 };
+
+/** One candidate's health: its pods, the unhealthy ones, and the first few reasons. */
+export interface CandidateHealth {
+  readonly template: string;
+  readonly revision: string;
+  pods: number;
+  unhealthy: number;
+  readonly examples: string[];
+}
+
+/** The container names the ledger of `pod` says `template`'s `revision` added; undefined when it records another revision or none. */
+function candidateContainers(pod: JsonObject, template: string, revision: string): ReadonlySet<string> | undefined {
+  const metadata = isJsonObject(pod.metadata) ? pod.metadata : {};
+  const annotations = isJsonObject(metadata.annotations) ? metadata.annotations : {};
+  const raw = annotations[AnnotationKeys.status];
+  if (typeof raw !== 'string' || raw.length > 64 * 1024) return undefined;
+  try {
+    const parsed = JSON.parse(raw) as { templates?: unknown };
+    const entry = isJsonObject(parsed.templates) && Object.hasOwn(parsed.templates, template) ? parsed.templates[template] : undefined;
+    if (!isJsonObject(entry) || entry.hash !== revision) return undefined;
+    const names = [entry.containers, entry.initContainers].flatMap((list) => (Array.isArray(list) ? list : []));
+    return new Set(names.filter((n): n is string => typeof n === 'string'));
+  } catch {
+    return undefined;
+  }
+}
+
+/** Why one of `names` is unhealthy in the pod's status, or undefined. */
+function unhealthyBecause(pod: JsonObject, names: ReadonlySet<string>, restarts: number): string | undefined {
+  const status = isJsonObject(pod.status) ? pod.status : {};
+  for (const list of [status.containerStatuses, status.initContainerStatuses]) {
+    if (!Array.isArray(list)) continue;
+    for (const c of list) {
+      if (!isJsonObject(c) || typeof c.name !== 'string' || !names.has(c.name)) continue;
+      const waiting = isJsonObject(c.state) && isJsonObject(c.state.waiting) ? c.state.waiting.reason : undefined;
+      if (typeof waiting === 'string' && stuckReasons.has(waiting)) return `container ${c.name} is waiting: ${waiting}`;
+      if (typeof c.restartCount === 'number' && c.restartCount >= restarts) return `container ${c.name} restarted ${c.restartCount} times`;
+    }
+  }
+  return undefined;
+}
+
+/** Counts, per candidate of `set`, the pods that carry it and the unhealthy ones; call `add` per pod, then read `health`. */
+export class HealthCount {
+  readonly health = new Map<string, CandidateHealth>();
+
+  constructor(
+    private readonly set: TemplateSet,
+    private readonly thresholds: HaltThresholds = defaultHaltThresholds,
+  ) {
+    for (const r of set.rollouts?.values() ?? [])
+      if (r.candidate) this.health.set(r.name, { template: r.name, revision: r.candidate.hash, pods: 0, unhealthy: 0, examples: [] });
+  }
+
+  add(pod: unknown): void {
+    if (!isJsonObject(pod)) return;
+    for (const h of this.health.values()) {
+      const names = candidateContainers(pod, h.template, h.revision);
+      if (!names) continue;
+      h.pods++;
+      const why = unhealthyBecause(pod, names, this.thresholds.restarts);
+      if (!why) continue;
+      h.unhealthy++;
+      const metadata = isJsonObject(pod.metadata) ? pod.metadata : {};
+      if (h.examples.length < 3) h.examples.push(`pod ${String(metadata.namespace).slice(0, 63)}/${String(metadata.name).slice(0, 253)}: ${why}`);
+    }
+  }
+
+  /** The candidates to halt, with why: at least `unhealthyPods` unhealthy pods. */
+  halts(): Map<string, { revision: string; why: string }> {
+    const out = new Map<string, { revision: string; why: string }>();
+    for (const h of this.health.values())
+      if (h.unhealthy >= this.thresholds.unhealthyPods)
+        out.set(h.template, {
+          revision: h.revision,
+          why: `halted: ${h.unhealthy} of ${h.pods} pods with the candidate are unhealthy (${h.examples.join('; ')})`,
+        });
+    return out;
+  }
+}

@@ -1,0 +1,98 @@
+/**
+ * The automatic halt: pods that carry a candidate and whose sidecar crash-loops, restarts or
+ * cannot start stop the candidate past the threshold; pods of the stable revision, forged
+ * ledgers and healthy pods do not. A halted candidate takes no new pod until the directory
+ * names another candidate revision.
+ */
+import test from 'ava';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { admitPod } from '../src/pipeline/admit.js';
+import { loadConfig } from '../src/config.js';
+import { ConfigError } from '../src/errors.js';
+import { HealthCount } from '../src/rollout/halt.js';
+import { Preflights } from '../src/rollout/preflight.js';
+import { loadTemplateDir } from '../src/templates/load.js';
+import type { TemplateSet } from '../src/templates/set.js';
+import { optedIn, pod } from './helpers/pods.js';
+
+const shipper = await readFile('templates/log-shipper.yaml', 'utf8');
+
+async function candidateSet(tag = '3.2.3'): Promise<TemplateSet> {
+  const dir = await mkdtemp(join(tmpdir(), 'halt-'));
+  try {
+    await writeFile(join(dir, 'log-shipper.yaml'), shipper);
+    await writeFile(join(dir, 'next.yaml'), `rollout:\n  role: candidate\n  share: 100\n${shipper.replace('fluent-bit:3.2.2', `fluent-bit:${tag}`)}`);
+    return await loadTemplateDir(dir);
+  } finally {
+    await rm(dir, { recursive: true });
+  }
+}
+
+/** A running pod whose ledger records `revision` of the log shipper, with its sidecar's status. */
+function running(name: string, revision: string, sidecar: Record<string, unknown>) {
+  const ledger = JSON.stringify({ v: 1, templates: { 'log-shipper': { hash: revision, initContainers: ['log-shipper'] } } });
+  return {
+    metadata: { namespace: 'shop', name, annotations: { 'sidecar-injector.io/status': ledger } },
+    status: {
+      initContainerStatuses: [{ name: 'log-shipper', restartCount: 0, ready: true, state: { running: {} }, ...sidecar }],
+      containerStatuses: [{ name: 'web', restartCount: 9, ready: true, state: { running: {} } }],
+    },
+  };
+}
+const crashLooping = { restartCount: 4, ready: false, state: { waiting: { reason: 'CrashLoopBackOff' } } };
+const pullFailing = { restartCount: 0, ready: false, state: { waiting: { reason: 'ImagePullBackOff' } } };
+
+test('unhealthy pods of the candidate halt it past the threshold; others do not count', async (t) => {
+  const set = await candidateSet();
+  const stable = set.byName.get('log-shipper')!.hash;
+  const candidate = set.rollouts!.get('log-shipper')!.candidate!.hash;
+  const count = new HealthCount(set, { unhealthyPods: 3, restarts: 3 });
+  count.add(running('a', candidate, crashLooping));
+  count.add(running('b', candidate, pullFailing));
+  count.add(running('c', candidate, {}));
+  // The app container restarting, the stable revision crash-looping, a forged ledger, garbage: none counts.
+  count.add(running('d', stable, crashLooping));
+  count.add({ metadata: { annotations: { 'sidecar-injector.io/status': '{"templates":{"__proto__":{"hash":1}}}' } } });
+  count.add('garbage');
+  t.like(count.health.get('log-shipper'), { pods: 3, unhealthy: 2 });
+  t.is(count.halts().size, 0, 'two unhealthy pods: below the threshold of three');
+  count.add(running('e', candidate, { restartCount: 3, ready: true, state: { running: {} } }));
+  const halts = count.halts();
+  t.is(halts.get('log-shipper')?.revision, candidate);
+  t.regex(
+    halts.get('log-shipper')!.why,
+    /^halted: 3 of 4 pods with the candidate are unhealthy \(pod shop\/a: container log-shipper is waiting: CrashLoopBackOff; pod shop\/b: container log-shipper is waiting: ImagePullBackOff; pod shop\/e: container log-shipper restarted 3 times\)$/,
+  );
+});
+
+test('a halted candidate takes no pod until the directory names another candidate revision', async (t) => {
+  const set = await candidateSet();
+  const candidate = set.rollouts!.get('log-shipper')!.candidate!.hash;
+  const preflights = new Preflights('probes', async () => ({ admitted: false, status: 0, message: 'unused' }));
+  t.true(preflights.halt('log-shipper', candidate, 'halted: 3 of 3 pods with the candidate are unhealthy'));
+  t.false(preflights.halt('log-shipper', candidate, 'again'), 'halted once');
+  const gated = preflights.gate(set);
+  t.is(gated.rollouts!.get('log-shipper')!.stopped, 'halted: 3 of 3 pods with the candidate are unhealthy');
+  const p = pod();
+  p.metadata.ownerReferences = [{ apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'db', uid: 'u', controller: true }];
+  const outcome = await admitPod({ pod: p, namespace: 'shop', name: '' }, { templates: () => gated, namespaces: optedIn('shop') });
+  t.is(outcome.templates.find((x) => x.name === 'log-shipper')?.hash, set.byName.get('log-shipper')!.hash);
+  t.deepEqual(preflights.status().halted, [{ candidate: `log-shipper@${candidate}`, why: 'halted: 3 of 3 pods with the candidate are unhealthy' }]);
+  // A new candidate revision (the fix) is not halted; the old halt is forgotten with the next run.
+  const fixed = await candidateSet('3.2.4');
+  await preflights.run(fixed);
+  t.deepEqual(preflights.status().halted, []);
+  t.regex(preflights.gate(fixed).rollouts!.get('log-shipper')!.stopped!, /^preflight failed/);
+});
+
+test('--rollout-halt-unhealthy-pods: a whole number from 1, default 3', (t) => {
+  t.is(loadConfig({}, []).rolloutHaltUnhealthyPods, 3);
+  t.is(loadConfig({ SIDECAR_INJECTOR_ROLLOUT_HALT_UNHEALTHY_PODS: '10' }, []).rolloutHaltUnhealthyPods, 10);
+  for (const bad of ['0', '-1', '2.5', 'many', '1e9'])
+    t.throws(() => loadConfig({}, [`--rollout-halt-unhealthy-pods=${bad}`]), {
+      instanceOf: ConfigError,
+      message: /--rollout-halt-unhealthy-pods: expected a whole number from 1 to 100000/,
+    });
+});
