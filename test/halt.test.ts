@@ -30,17 +30,33 @@ async function candidateSet(tag = '3.2.3'): Promise<TemplateSet> {
   }
 }
 
-/** A running pod whose ledger records `revision` of the log shipper, with its sidecar's status. */
-function running(name: string, revision: string, sidecar: Record<string, unknown>) {
+/** The log shipper as `set` injects it (the candidate at share 100, or the stable revision), and the ledger's hash. */
+async function injected(set: TemplateSet): Promise<{ spec: Record<string, unknown>; hash: string }> {
+  const outcome = await admitPod({ pod: pod(), namespace: 'shop', name: '' }, { templates: () => set, namespaces: optedIn('shop') });
+  if (outcome.decision !== 'patched') throw new Error(outcome.message);
+  const after = outcome.injection.pod as any;
+  return { spec: after.spec, hash: JSON.parse(after.metadata.annotations['sidecar-injector.io/status']).templates['log-shipper'].hash };
+}
+
+/** A running pod whose ledger records `revision` of the log shipper, with `spec` and its sidecar's status. */
+function running(name: string, revision: string, sidecar: Record<string, unknown>, spec: Record<string, unknown> = candidateSpec) {
   const ledger = JSON.stringify({ v: 1, templates: { 'log-shipper': { hash: revision, initContainers: ['log-shipper'] } } });
   return {
     metadata: { namespace: 'shop', name, annotations: { 'sidecar-injector.io/status': ledger } },
+    spec,
     status: {
       initContainerStatuses: [{ name: 'log-shipper', restartCount: 0, ready: true, state: { running: {} }, ...sidecar }],
       containerStatuses: [{ name: 'web', restartCount: 9, ready: true, state: { running: {} } }],
     },
   };
 }
+let candidateSpec: Record<string, unknown> = {};
+let stableSpec: Record<string, unknown> = {};
+test.before(async () => {
+  const set = await candidateSet();
+  candidateSpec = (await injected(set)).spec;
+  stableSpec = (await injected(await loadTemplateDir('templates'))).spec;
+});
 const crashLooping = { restartCount: 4, ready: false, state: { waiting: { reason: 'CrashLoopBackOff' } } };
 const pullFailing = { restartCount: 0, ready: false, state: { waiting: { reason: 'ImagePullBackOff' } } };
 
@@ -53,7 +69,13 @@ test('unhealthy pods of the candidate halt it past the threshold; others do not 
   count.add(running('b', candidate, pullFailing));
   count.add(running('c', candidate, {}));
   // The app container restarting, the stable revision crash-looping, a forged ledger, garbage: none counts.
-  count.add(running('d', stable, crashLooping));
+  count.add(running('d', stable, crashLooping, stableSpec));
+  // A tenant's own crashing container named like the sidecar, under a ledger claiming the candidate's revision.
+  count.add(
+    running('forged', candidate, crashLooping, { initContainers: [{ name: 'log-shipper', image: 'busybox', restartPolicy: 'Always' }], containers: [] }),
+  );
+  // The stable revision's sidecar under a ledger that claims the candidate's.
+  count.add(running('relabelled', candidate, crashLooping, stableSpec));
   count.add({ metadata: { annotations: { 'sidecar-injector.io/status': '{"templates":{"__proto__":{"hash":1}}}' } } });
   count.add('garbage');
   t.like(count.health.get('log-shipper'), { pods: 3, unhealthy: 2 });

@@ -258,10 +258,15 @@ async function startPreflights(namespace: string, haltAfter: number, kubeConfig:
       }
     measure();
   };
-  const healthTimer = setInterval(
-    () => void watchHealth().catch((err: unknown) => log.error({ err: (err as Error).message }, 'candidate health')),
-    60_000,
-  ).unref();
+  // One look at a time: a list that takes longer than the period is not started again over it.
+  let watching = false;
+  const healthTimer = setInterval(() => {
+    if (watching) return;
+    watching = true;
+    void watchHealth()
+      .catch((err: unknown) => log.error({ err: (err as Error).message }, 'candidate health'))
+      .finally(() => (watching = false));
+  }, 60_000).unref();
   return {
     gate: (set: TemplateSet) => preflights.gate(set),
     status: () => ({

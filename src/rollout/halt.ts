@@ -8,6 +8,10 @@
 import { isJsonObject, type JsonObject } from '../k8s/json.js';
 import { AnnotationKeys } from '../k8s/keys.js';
 import type { TemplateSet } from '../templates/set.js';
+import type { Template } from '../templates/template.js';
+import { skeletonOf } from '../templates/render.js';
+import { templateInForm } from '../templates/forms.js';
+import { containsContainer } from '../k8s/contains.js';
 
 /** Waiting reasons of a container that mean the sidecar does not start. */
 export const stuckReasons: ReadonlySet<string> = new Set([
@@ -33,13 +37,49 @@ export const defaultHaltThresholds: HaltThresholds = { unhealthyPods: 3, restart
 export interface CandidateHealth {
   readonly template: string;
   readonly revision: string;
+  /** The candidate's containers as every form renders them apart from the pod (its skeletons), by name. */
+  readonly skeletons: ReadonlyMap<string, readonly unknown[]>;
   pods: number;
   unhealthy: number;
   readonly examples: string[];
 }
 
-/** The container names the ledger of `pod` says `template`'s `revision` added; undefined when it records another revision or none. */
-function candidateContainers(pod: JsonObject, template: string, revision: string): ReadonlySet<string> | undefined {
+/**
+ * The containers of the candidate the pod holds: those its ledger says `template`'s `revision`
+ * added, and only where the pod's container of that name holds what the candidate adds in one of
+ * its forms (a ledger is the pod's claim: any tenant could otherwise name its own crashing
+ * container, and halt a rollout everywhere). Undefined when it records another revision or none.
+ */
+function candidateContainers(pod: JsonObject, health: CandidateHealth): ReadonlySet<string> | undefined {
+  const claimed = claimedContainers(pod, health.template, health.revision);
+  if (!claimed) return undefined;
+  const spec = isJsonObject(pod.spec) ? pod.spec : {};
+  const held = new Set<string>();
+  for (const list of [spec.containers, spec.initContainers]) {
+    if (!Array.isArray(list)) continue;
+    for (const c of list) {
+      if (!isJsonObject(c) || typeof c.name !== 'string' || !claimed.has(c.name)) continue;
+      if ((health.skeletons.get(c.name) ?? []).some((skeleton) => containsContainer(skeleton, c))) held.add(c.name);
+    }
+  }
+  return held.size > 0 ? held : undefined;
+}
+
+/** The skeletons of `candidate`'s containers in each of its forms, by name. */
+function skeletonsOf(candidate: Template): Map<string, unknown[]> {
+  const out = new Map<string, unknown[]>();
+  for (const form of ['native', 'container', 'sidecar'] as const) {
+    const skeleton = skeletonOf(templateInForm(candidate, form));
+    for (const c of [...skeleton.containers, ...skeleton.initContainers]) {
+      const name = (c as JsonObject).name as string;
+      out.set(name, [...(out.get(name) ?? []), c]);
+    }
+  }
+  return out;
+}
+
+/** The container names the ledger of `pod` says `template`'s `revision` added. */
+function claimedContainers(pod: JsonObject, template: string, revision: string): ReadonlySet<string> | undefined {
   const metadata = isJsonObject(pod.metadata) ? pod.metadata : {};
   const annotations = isJsonObject(metadata.annotations) ? metadata.annotations : {};
   const raw = annotations[AnnotationKeys.status];
@@ -79,13 +119,14 @@ export class HealthCount {
     private readonly thresholds: HaltThresholds = defaultHaltThresholds,
   ) {
     for (const r of set.rollouts?.values() ?? [])
-      if (r.candidate) this.health.set(r.name, { template: r.name, revision: r.candidate.hash, pods: 0, unhealthy: 0, examples: [] });
+      if (r.candidate)
+        this.health.set(r.name, { template: r.name, revision: r.candidate.hash, skeletons: skeletonsOf(r.candidate), pods: 0, unhealthy: 0, examples: [] });
   }
 
   add(pod: unknown): void {
     if (!isJsonObject(pod)) return;
     for (const h of this.health.values()) {
-      const names = candidateContainers(pod, h.template, h.revision);
+      const names = candidateContainers(pod, h);
       if (!names) continue;
       h.pods++;
       const why = unhealthyBecause(pod, names, this.thresholds.restarts);
