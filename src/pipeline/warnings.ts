@@ -3,13 +3,12 @@
  * `kubectl` output, the id for everything that acts on it (Events, audit states, metrics,
  * `--explain`), so rewording a sentence changes no behaviour.
  */
-import type { ClusterWarning } from './cluster-warnings.js';
 import type { LeftOutRule } from './decision.js';
 
 /** Every warning id; the docs' reference lists them. */
 export const warningIds = {
   'template-left-out': 'an optional template that applies was left out by a rule (the rule is in the text, and in the decision)',
-  'template-not-selected': 'a template the pod requested by name, or one it cannot run (its os), is not selected',
+  'template-not-selected': 'a template the pod requested by name is not selected for it (its selectors, its os), and says why',
   'requested-namespace-not-enabled': 'the pod requests templates but its namespace has not opted in',
   'item-collision': "an item a template adds is already in the pod (someone else's, or another template's): left as is",
   'ledger-doubt': 'the status annotation is malformed, or claims an item the pod does not hold as the template adds it',
@@ -35,6 +34,3 @@ export interface Warning {
 
 /** A warning from a sentence of another module (inject, trust, overrides) that has no id of its own. */
 export const warning = (id: WarningId, text: string, template?: string): Warning => (template ? { id, text, template } : { id, text });
-
-/** The ids a cluster warning keeps (those that leave a template out become `template-left-out`). */
-export type KeptClusterWarning = Extract<ClusterWarning, WarningId>;
