@@ -399,3 +399,25 @@ test('the audit-restart component: an hourly CronJob running audit --restart mis
   // The base's own role never writes workloads (it patches events only).
   t.false(find(base, 'ClusterRole').some((role) => role.rules.some((r: Obj) => r.verbs.includes('patch') && r.apiGroups.includes('apps'))));
 });
+
+test('the rollout-preflight component: an opted-in probe namespace, create on pods there only, and serve told to use it', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-preflight-'));
+  const root = relative(dir, process.cwd());
+  await writeFile(
+    join(dir, 'kustomization.yaml'),
+    `apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ${join(root, 'manifests')}\ncomponents:\n  - ${join(root, 'manifests', 'components', 'rollout-preflight')}\n`,
+  );
+  const objects = kustomize(dir);
+  t.deepEqual(await schemaProblems(objects), []);
+  const probes = find(objects, 'Namespace').find((n) => n.metadata.name === 'sidecar-injector-probes')!;
+  t.is(probes.metadata.labels['sidecar-injector.io/injection'], 'enabled');
+  const role = find(objects, 'Role').find((r) => r.metadata.name === 'sidecar-injector-rollout-probe')!;
+  t.is(role.metadata.namespace, 'sidecar-injector-probes');
+  t.deepEqual(role.rules, [{ apiGroups: [''], resources: ['pods'], verbs: ['create'] }]);
+  const binding = find(objects, 'RoleBinding').find((r) => r.metadata.name === 'sidecar-injector-rollout-probe')!;
+  const injector = one(objects, 'Deployment');
+  t.deepEqual(binding.subjects, [{ kind: 'ServiceAccount', name: injector.spec.template.spec.serviceAccountName, namespace: injector.metadata.namespace }]);
+  t.true(injector.spec.template.spec.containers[0].args.includes('--rollout-probe-namespace=sidecar-injector-probes'));
+  // The base never creates pods.
+  t.false(find(base, 'Role').some((r) => r.rules.some((rule: Obj) => rule.resources.includes('pods') && rule.verbs.includes('create'))));
+});
