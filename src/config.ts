@@ -10,7 +10,7 @@ import type { NamespaceFailurePolicy } from './errors.js';
 import { parseNamespaceLabelFlag } from './namespaces/source.js';
 import { parseKubernetesVersion, type KubernetesVersion } from './k8s/version.js';
 import { isDns1123Label, isDns1123Subdomain } from './k8s/label-syntax.js';
-import { podSecurityActions, type PodSecurityAction } from './pipeline/pod-security-fit.js';
+import { podSecurityActionProblem, type PodSecurityAction } from './pipeline/pod-security-fit.js';
 
 /** Everything `serve` needs to know. */
 export interface Config {
@@ -269,9 +269,8 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
   const kubernetesVersion = versionText === undefined ? undefined : parseKubernetesVersion(versionText);
   if (versionText !== undefined && !kubernetesVersion) problems.push(kubernetesVersionProblem(versionText));
   const podSecurityAction = option('pod-security-action') ?? 'skip';
-  if (!podSecurityActions.includes(podSecurityAction as PodSecurityAction)) {
-    problems.push(`--pod-security-action: expected ${podSecurityActions.join(', ')} (got ${JSON.stringify(podSecurityAction).slice(0, 80)})`);
-  }
+  const actionProblem = podSecurityActionProblem(podSecurityAction);
+  if (actionProblem) problems.push(actionProblem);
   const audit = onOff('audit', option('audit'), problems);
   const events = onOff('events', option('events'), problems);
   const rolloutProbeNamespace = option('rollout-probe-namespace');

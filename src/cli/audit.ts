@@ -19,6 +19,7 @@ import {
   restartedForAnnotation,
   restartPlan,
   restartRecord,
+  workloadKey,
   workloadOf,
   type AuditedOwner,
   type ListedMetadata,
@@ -33,7 +34,8 @@ import { controllingOwner } from '../k8s/object-reference.js';
 import { PodTemplateDecisions } from '../audit/pod-template-decisions.js';
 import { overrideAnnotations, type NamespaceLabelSource } from '../namespaces/source.js';
 import { decideVersion, parseKubernetesVersion, type VersionDecision } from '../k8s/version.js';
-import { podSecurityActions, type PodSecurityAction } from '../pipeline/pod-security-fit.js';
+import { podSecurityActionProblem, type PodSecurityAction } from '../pipeline/pod-security-fit.js';
+import { kubernetesVersionProblem } from '../config.js';
 import { auditOptions } from './usage.js';
 import type { Labels } from '../k8s/selector.js';
 import type { TemplateSet } from '../templates/set.js';
@@ -99,7 +101,7 @@ export async function auditCluster(kubeConfig: KubeConfig, set: TemplateSet, nam
     await listPages<{ metadata?: ListedMetadata & { uid?: string } }>(kubeConfig, scope(group, resource), options, (page) => {
       for (const { metadata } of page) {
         if (typeof metadata?.name !== 'string' || typeof metadata.namespace !== 'string' || typeof metadata.uid !== 'string') continue;
-        const key = `${kind}/${metadata.namespace}/${metadata.name}`;
+        const key = workloadKey({ kind, namespace: metadata.namespace, name: metadata.name });
         uids.set(key, metadata.uid);
         const restarted = stringMap(metadata.annotations)[restartedForAnnotation];
         if (restarted !== undefined && Object.hasOwn(restartable, kind)) restartedFor.set(key, restarted.slice(0, 4096));
@@ -234,7 +236,7 @@ async function restartAll(
     const path = `/apis/apps/v1/namespaces/${encodeURIComponent(owner.namespace)}/${restartable[owner.kind]}/${encodeURIComponent(owner.name)}`;
     // The template revisions it is restarted for, on the workload itself (not its pod template, which would roll it again).
     const body = {
-      metadata: { annotations: { [restartedForAnnotation]: restartRecord(owner, restartedFor.get(`${owner.kind}/${owner.namespace}/${owner.name}`)) } },
+      metadata: { annotations: { [restartedForAnnotation]: restartRecord(owner, restartedFor.get(workloadKey(owner))) } },
       spec: { template: { metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': now().toISOString() } } } },
     };
     try {
@@ -283,12 +285,10 @@ export async function audit(
   if (values['dry-run'] && restartStates.length === 0) problems.push('--dry-run goes with --restart');
   const versionText = values['kubernetes-version'] as string | undefined;
   const flagVersion = versionText === undefined ? undefined : parseKubernetesVersion(versionText);
-  if (versionText !== undefined && !flagVersion)
-    problems.push(`--kubernetes-version: expected a version such as 1.28 or v1.29.3 (got ${JSON.stringify(versionText).slice(0, 80)})`);
+  if (versionText !== undefined && !flagVersion) problems.push(kubernetesVersionProblem(versionText));
   const podSecurity = (values['pod-security-action'] as string | undefined) ?? 'skip';
-  if (!podSecurityActions.includes(podSecurity as PodSecurityAction)) {
-    problems.push(`--pod-security-action: expected ${podSecurityActions.join(', ')} (got ${JSON.stringify(podSecurity).slice(0, 80)})`);
-  }
+  const actionProblem = podSecurityActionProblem(podSecurity);
+  if (actionProblem) problems.push(actionProblem);
   if (restartStates.length > 0 && output === 'json') problems.push('--restart writes what it does as text: leave out -o json');
   if (problems.length > 0) throw new ConfigError(problems);
   const kubeConfig = clientConfig(values.kubeconfig as string | undefined);

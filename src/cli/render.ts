@@ -20,7 +20,7 @@ import { loadLocalNamespaceSource } from '../namespaces/file.js';
 import { kubernetesVersionProblem } from '../config.js';
 import { decideVersion, parseKubernetesVersion } from '../k8s/version.js';
 import type { AdmitDeps } from '../pipeline/admit.js';
-import { podSecurityActions, type PodSecurityAction } from '../pipeline/pod-security-fit.js';
+import { podSecurityActionProblem, type PodSecurityAction } from '../pipeline/pod-security-fit.js';
 
 /** Output streams and stdin, so that tests need no process. */
 export interface RenderIo {
@@ -151,9 +151,8 @@ export async function render(argv: readonly string[], io: RenderIo, env: Readonl
   const version = versionText === undefined ? undefined : parseKubernetesVersion(versionText);
   if (versionText !== undefined && !version) throw new ConfigError([kubernetesVersionProblem(versionText)]);
   const action = (values['pod-security-action'] as string | undefined) ?? 'skip';
-  if (!podSecurityActions.includes(action as PodSecurityAction)) {
-    throw new ConfigError([`--pod-security-action: expected ${podSecurityActions.join(', ')} (got ${JSON.stringify(action).slice(0, 80)})`]);
-  }
+  const actionProblem = podSecurityActionProblem(action);
+  if (actionProblem) throw new ConfigError([actionProblem]);
   const decision = decideVersion(version ? { flag: version } : {});
   const deps: AdmitDeps = { templates: () => set, namespaces, kubernetesVersion: () => decision, podSecurity: action as PodSecurityAction };
   const yamlOut: string[] = [];

@@ -301,6 +301,9 @@ export interface RestartPlan {
  */
 export const restartedForAnnotation = 'sidecar-injector.io/restarted-for';
 
+/** How a workload is known in the restart records: `kind/namespace/name`. */
+export const workloadKey = (w: { readonly kind: string; readonly namespace: string; readonly name: string }): string => `${w.kind}/${w.namespace}/${w.name}`;
+
 /**
  * The record a restart writes: what it is for, with what earlier restarts were for that still
  * concerns the same templates; bounded, so that alternating revisions are each restarted once.
@@ -325,7 +328,7 @@ export function restartPlan(owners: readonly AuditedOwner[], states: readonly Po
   const untouched: { owner: AuditedOwner; why: string }[] = [];
   for (const owner of owners) {
     if (!states.some((s) => s !== 'left-out' && (owner.states[s] ?? 0) > 0)) continue;
-    const before = new Set((restartedFor.get(`${owner.kind}/${owner.namespace}/${owner.name}`) ?? '').split(','));
+    const before = new Set((restartedFor.get(workloadKey(owner)) ?? '').split(','));
     if (owner.restartFor.length > 0 && owner.restartFor.every((t) => before.has(t))) {
       untouched.push({
         owner,

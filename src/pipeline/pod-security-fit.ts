@@ -22,6 +22,13 @@ import { warning, type Warning } from './warnings.js';
 export type PodSecurityAction = 'skip' | 'deny' | 'inject';
 export const podSecurityActions: readonly PodSecurityAction[] = ['skip', 'deny', 'inject'];
 
+/** The problem with a `--pod-security-action` that is not an action; undefined for one that is. */
+export function podSecurityActionProblem(text: string): string | undefined {
+  return podSecurityActions.includes(text as PodSecurityAction)
+    ? undefined
+    : `--pod-security-action: expected ${podSecurityActions.join(', ')} (got ${JSON.stringify(text).slice(0, 80)})`;
+}
+
 export interface PodSecurityFit {
   /** The injection to answer with (the one given when nothing was left out). */
   readonly injection: Injection;
