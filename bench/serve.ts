@@ -4,6 +4,7 @@
  * never blocks on a full pipe.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import https from 'node:https';
 import { cpus } from 'node:os';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -79,4 +80,28 @@ export async function startInjector(
   args.push('--namespace-labels', join(files.dir, 'namespaces.yaml'), '--shutdown-delay-ms', '0', ...serveArgs);
   const { child, port } = await startChild(args, (r) => (r.msg === 'listening' ? (r.port as number) : undefined));
   return { child, port, ca: files.ca, files };
+}
+
+/** One review over `agent`: resolves with the answer's status and text (never rejects; a failure is status 0). */
+export function sendReview(agent: https.Agent, port: number, body: string): Promise<{ status: number; text: string }> {
+  return new Promise((resolve) => {
+    const req = https.request(
+      {
+        host: '127.0.0.1',
+        port,
+        path: '/mutate?timeout=10s',
+        method: 'POST',
+        agent,
+        servername: 'localhost',
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
+      },
+    );
+    req.on('error', () => resolve({ status: 0, text: '' }));
+    req.end(body);
+  });
 }

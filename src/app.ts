@@ -6,18 +6,19 @@
 import Koa from 'koa';
 import Router from '@koa/router';
 import type { Logger } from 'pino';
-import { answerReview, type MutateDeps } from './admission/mutate.js';
-import { reviewKeyPaths } from './admission/answer-cache.js';
+import type { Reviewer, Webhook } from './admission/mutate.js';
 import { RequestError } from './errors.js';
 import { BodyBudget, defaultMaxBodyBytesInFlight, readJsonBody } from './http/body.js';
-import { createObserver, type Webhook } from './http/observe.js';
+import { createObserver } from './http/observe.js';
 import { Liveness } from './liveness.js';
 import { cut } from './quote.js';
 import type { AdmissionEvent } from './pipeline/admission-events.js';
 import type { Metrics } from './metrics.js';
 
 /** What the app needs; everything comes in as an argument. */
-export interface AppDeps extends MutateDeps {
+export interface AppDeps {
+  /** What answers review bodies (admission/mutate.ts createReviewer, or a layer around it). */
+  readonly reviewer: Reviewer;
   readonly log: Logger;
   readonly metrics: Metrics;
   /** Largest accepted body in bytes (413 above). */
@@ -54,17 +55,18 @@ export function createApp(deps: AppDeps): Koa {
   // One path per webhook: /mutate injects every template (one webhook for all); the required and
   // the optional webhook (failurePolicy Fail and Ignore) each inject only their own templates.
   const webhooks = [
-    ['/mutate', 'all', deps],
-    ['/mutate/required', 'required', { ...deps, failurePolicy: 'Fail' }],
-    ['/mutate/optional', 'optional', { ...deps, failurePolicy: 'Ignore' }],
-  ] as const satisfies readonly (readonly [string, Webhook, MutateDeps])[];
-  for (const [path, webhook, webhookDeps] of webhooks) {
+    ['/mutate', 'all'],
+    ['/mutate/required', 'required'],
+    ['/mutate/optional', 'optional'],
+  ] as const satisfies readonly (readonly [string, Webhook])[];
+  const { reviewer } = deps;
+  for (const [path, webhook] of webhooks) {
     router.post(path, async (ctx) => {
       let held = 0;
       try {
-        const body = await readJsonBody(ctx.req, deps.maxBodyBytes, budget, (budgeted) => (held = budgeted), deps.answers && reviewKeyPaths);
+        const body = await readJsonBody(ctx.req, deps.maxBodyBytes, budget, (budgeted) => (held = budgeted), reviewer.keyPaths);
         const started = process.hrtime.bigint();
-        const { outcome, answer } = await answerReview(body, webhookDeps);
+        const { outcome, answer } = await reviewer.answer(body, webhook);
         // The header itself: the `type` setter looks the media type up every time.
         ctx.set('Content-Type', 'application/json');
         ctx.body = answer;

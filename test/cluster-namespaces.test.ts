@@ -390,3 +390,37 @@ test('a look-up of a name no namespace can have is refused without a request', a
   }
   t.deepEqual(api.getRequests, []);
 });
+
+test('each namespace has a generation that changes when its labels or overrides do, and only then', async (t) => {
+  const { api, source } = await setup(t, { before: (a) => (a.create('shop', { team: 'a' }), a.create('kept', { team: 'k' })) });
+  let watching = once(api.events, 'watch');
+  source.start();
+  await watching;
+  const first = source.generationOf('shop');
+  t.is(typeof first, 'number');
+  t.not(first, source.generationOf('kept'));
+  t.is(source.generationOf('nosuch'), undefined);
+  // The same labels again (another resourceVersion): the same generation.
+  const applied = once(source, 'change');
+  api.update('shop', { team: 'a' }, { note: 'not an override' });
+  await applied;
+  t.is(source.generationOf('shop'), first);
+  api.update('shop', { team: 'b' });
+  await until(source, async () => (await labelsIn(source, 'shop')) === 'b');
+  const second = source.generationOf('shop')!;
+  t.true(second > first!);
+  api.update('shop', { team: 'b' }, { 'log-shipper.sidecar-injector.io/memoryLimit': '64Mi' });
+  await until(source, () => source.overridesOf('shop')['log-shipper.sidecar-injector.io/memoryLimit'] === '64Mi');
+  const third = source.generationOf('shop')!;
+  t.true(third > second);
+  // A relist that finds a namespace as it was keeps its generation; one gone has none.
+  const kept = source.generationOf('kept');
+  api.endWatches();
+  api.delete('shop');
+  api.compact();
+  watching = once(api.events, 'watch');
+  await watching;
+  t.is(api.listCount, 2);
+  t.is(source.generationOf('kept'), kept);
+  t.is(source.generationOf('shop'), undefined);
+});

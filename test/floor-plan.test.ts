@@ -54,3 +54,18 @@ test('the lint rule refuses an upward import, and accepts a downward one', async
     [],
   );
 });
+
+test('the answer cache is a layer only the composition knows: nothing outside its folder imports it but src/reviewer.ts, on one line', async (t) => {
+  const importers: string[] = [];
+  const cacheFolder = resolve('src/admission/answer-cache');
+  for (const file of await sourceFiles('src')) {
+    if (resolve(file).startsWith(`${cacheFolder}/`)) continue;
+    const text = await readFile(file, 'utf8');
+    for (const match of text.matchAll(/(?:from\s+|import\(\s*)['"](\.{1,2}\/[^'"]+)['"]/g))
+      if (resolve(dirname(file), match[1]!).startsWith(cacheFolder)) importers.push(relative('.', file));
+  }
+  t.deepEqual(importers, ['src/reviewer.ts']);
+  // Beside the import, one line uses it: deleting both leaves every body decided afresh.
+  const uses = (await readFile('src/reviewer.ts', 'utf8')).split('\n').filter((line) => line.includes('withAnswerCache') && !line.startsWith('import'));
+  t.is(uses.length, 1);
+});

@@ -4,6 +4,7 @@
  * flowing throughout, on kept-alive and on new connections.
  */
 import test from 'ava';
+import { createReviewer } from '../src/admission/mutate.js';
 import { once } from 'node:events';
 import { mkdir, mkdtemp, rename, symlink, writeFile } from 'node:fs/promises';
 import https from 'node:https';
@@ -53,8 +54,7 @@ test('a replaced certificate is served on the next handshake, and no request fai
     log: pino({ level: 'silent' }),
     metrics: createMetrics(),
     maxBodyBytes: 1 << 20,
-    templates: () => set,
-    namespaces: testNamespaces,
+    reviewer: createReviewer({ templates: () => set, namespaces: testNamespaces }),
     isReady: () => true,
   });
   const running = await startServer(app.callback(), { host: '127.0.0.1', port: 0, key: initial.key, cert: initial.cert, timeouts: defaultTimeouts });

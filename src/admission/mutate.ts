@@ -6,8 +6,7 @@
 import { diff } from '../inject/diff.js';
 import { admissionEvents, type AdmissionEvent } from '../pipeline/admission-events.js';
 import { admitPod, type AdmitDeps, type PodOutcome } from '../pipeline/admit.js';
-import { AnswerCache, matchedUid, reviewKeyText, uidOf, type AnswerKey, type ReviewKeyText } from './answer-cache.js';
-import type { JsonTextScan } from '../k8s/json.js';
+import type { JsonTextScan, KeyPaths } from '../k8s/json.js';
 import { say, type Decision, type Reason } from '../pipeline/reasons.js';
 import { cut } from '../quote.js';
 import {
@@ -24,21 +23,12 @@ import {
 } from './review.js';
 
 /** What a review needs from the rest of the process. */
-export interface MutateDeps extends AdmitDeps {
-  /** Answers of pods of one ReplicaSet, remembered (answer-cache.ts); none: every pod decided afresh. */
-  readonly answers?: AnswerCache<CachedOutcome>;
-}
-
-/** A review's outcome as remembered: without the uid, with its events computed, and its answer's text. */
-interface CachedOutcome {
-  readonly outcome: Omit<ReviewOutcome, 'uid'>;
-  readonly text: AnswerText;
-}
+export type MutateDeps = AdmitDeps;
 
 /**
- * A review body as read: its bytes, what one scan of them found (with the spans of
- * answer-cache.ts reviewKeyPaths), and its parse, which throws RequestError (400) when the
- * bytes are not JSON.
+ * A review body as read: its bytes, what one scan of them found (with the spans of the
+ * reviewer's keyPaths), and its parse, which throws RequestError (400) when the bytes are not
+ * JSON.
  */
 export interface ReviewBody {
   readonly bytes: Uint8Array;
@@ -50,6 +40,28 @@ export interface ReviewBody {
 export interface Answered {
   readonly outcome: ReviewOutcome;
   readonly answer: Buffer;
+  /**
+   * For a pod CREATE decided afresh: the request's uid and namespace as parsed, and the
+   * answer's text around the uid. What a layer that remembers answers needs to know that this
+   * answer is one decision about this body.
+   */
+  readonly decidedPod?: { readonly uid: string; readonly namespace: string; readonly text: AnswerText };
+}
+
+/**
+ * Which webhook a review came through (its path says it, app.ts): `all` injects every
+ * template, `required` and `optional` only the templates of that failurePolicy.
+ */
+export type Webhook = 'all' | 'required' | 'optional';
+
+/**
+ * What answers review bodies. The HTTP layer calls it once per review; a layer around it
+ * (an answer cache) can answer some bodies itself and pass the others on.
+ */
+export interface Reviewer {
+  /** The spans of the body the reviewer reads before parsing, recorded by the body's one scan. */
+  readonly keyPaths?: KeyPaths;
+  answer(body: ReviewBody, webhook: Webhook): Promise<Answered>;
 }
 
 export type { Decision, Reason };
@@ -122,56 +134,26 @@ async function review(version: ReviewVersion, request: AdmissionRequest, deps: M
   return decide(version, request, deps, base);
 }
 
-/**
- * Answers one review body: from the answers remembered for its key text when one is (no parse
- * at all), else parsed and decided by mutate, and remembered when it was a pod CREATE whose
- * parsed request names the uid and namespace the key was read from.
- */
+/** Answers one review body, parsed and decided by mutate's rules. */
 export async function answerReview(body: ReviewBody, deps: MutateDeps): Promise<Answered> {
-  const cache = deps.answers;
-  const keyText = cache && body.bytes.length <= cache.maxBodyBytes ? reviewKeyText(body.bytes, body.scan) : undefined;
-  const key = keyText && (await answerKey(keyText, cache!, deps));
-  const cached =
-    key &&
-    cache!.use(key, (hit): Answered | undefined => {
-      const uid = matchedUid(keyText!);
-      if (uid === undefined) return undefined;
-      const { response } = hit.outcome;
-      const outcome: ReviewOutcome = { ...hit.outcome, uid, response: { ...response, response: { ...response.response, uid } }, remembered: hit };
-      return { outcome, answer: answerBytes(hit.text, uid) };
-    });
-  if (cached) return cached;
   const { version, request } = parseReview(body.json());
   const { podOutcome, ...outcome } = await review(version, request, deps);
   const text = answerText(outcome.response);
-  // Only a pod CREATE, only when the parser read the uid and namespace where the scan did, and
-  // only the second time its key comes (answer-cache.ts admits).
-  if (key !== undefined && podOutcome && request.uid === uidOf(keyText!) && request.namespace === keyText!.namespace && cache!.admits(key)) {
-    // Remembered without the pod objects (podOutcome) and the uid; events computed now.
-    const { uid: _uid, events: _events, ...kept } = outcome;
-    const events = admissionEvents(podOutcome, request.object);
-    const remembered = { ...kept, ...(request.dryRun ? {} : { events: () => events }) };
-    cache!.set(key, { outcome: remembered, text }, text.head.length + text.tail.length + 1024);
-  }
-  return { outcome, answer: answerBytes(text, request.uid) };
+  return {
+    outcome,
+    answer: answerBytes(text, request.uid),
+    ...(podOutcome ? { decidedPod: { uid: request.uid, namespace: request.namespace, text } } : {}),
+  };
 }
 
-/**
- * The cache key of a review: its key text and the state it is decided in — the template set,
- * its namespace's labels and overrides, the Kubernetes version — by identity, and the
- * webhook's class and Pod Security action. Undefined when the state cannot be read (labels
- * unknown: decided afresh, and refused or allowed as the policy says).
- */
-async function answerKey(keyText: ReviewKeyText, cache: AnswerCache<CachedOutcome>, deps: MutateDeps): Promise<AnswerKey | undefined> {
-  const { namespace } = keyText;
-  let labels: object;
-  try {
-    labels = await deps.namespaces.labelsOf(namespace);
-  } catch {
-    return undefined;
-  }
-  const state = [deps.templates(), labels, deps.namespaces.overridesOf?.(namespace), deps.kubernetesVersion?.()];
-  return cache.keyOf(keyText, state, `${deps.failurePolicy ?? ''}/${deps.podSecurity ?? ''}`);
+/** The reviewer deciding every body afresh, each webhook with its own class of templates. */
+export function createReviewer(deps: MutateDeps): Reviewer {
+  const byWebhook: Readonly<Record<Webhook, MutateDeps>> = {
+    all: deps,
+    required: { ...deps, failurePolicy: 'Fail' },
+    optional: { ...deps, failurePolicy: 'Ignore' },
+  };
+  return { answer: (body, webhook) => answerReview(body, byWebhook[webhook]) };
 }
 
 /** Decides one pod CREATE afresh (admit, then the answer). */

@@ -11,7 +11,7 @@ import { pino, type Logger } from 'pino';
 import { createApp } from '../app.js';
 import { systemClock, type Clock, type Timer } from '../clock.js';
 import { Runtime } from '../runtime/runtime.js';
-import { AnswerCache } from '../admission/answer-cache.js';
+import { servingReviewer } from '../reviewer.js';
 import { admitPod } from '../pipeline/admit.js';
 import { LabelKeys, LabelValues } from '../k8s/keys.js';
 import { Liveness } from '../liveness.js';
@@ -32,6 +32,9 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { TemplateSet } from '../templates/set.js';
 import type { ClusterNamespaceSource } from '../namespaces/cluster.js';
 import type { PodAuditorOptions } from '../audit/pod-auditor.js';
+
+/** A name for a version decision, the same for decisions alike in all a pod's decision reads of it. */
+const versionName = (decision: VersionDecision): string => `${decision.source}:${decision.version ? formatVersion(decision.version) : ''}:${decision.reason}`;
 
 /** What the cluster says about itself: namespace labels, and the version to serve for. */
 interface ClusterView {
@@ -269,6 +272,7 @@ async function startPreflights(namespace: string, haltAfter: number, kubeConfig:
   }, 60_000).unref();
   return {
     gate: (set: TemplateSet) => preflights.gate(set),
+    generation: () => preflights.generation(),
     status: () => ({
       ...preflights.status(),
       candidates: [...(preflights.gate(templates.current()).rollouts?.values() ?? [])]
@@ -383,16 +387,16 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
     );
     if (outcome.decision === 'denied') throw new Error(outcome.message);
   });
+  // The Pod Security action is fixed for the process: the generation names the templates in force and the version.
+  const reviewer = servingReviewer({ templates: inForce, namespaces, kubernetesVersion: cluster.version, podSecurity: config.podSecurityAction }, () => {
+    return `${templates.generation}.${rollout?.generation() ?? 0}/${versionName(cluster.version())}`;
+  });
   const app = createApp({
     liveness,
     log,
     metrics,
     maxBodyBytes: config.maxBodyBytes,
-    templates: inForce,
-    namespaces,
-    kubernetesVersion: cluster.version,
-    answers: new AnswerCache(),
-    podSecurity: config.podSecurityAction,
+    reviewer,
     ...(cluster.events ? { events: cluster.events } : {}),
     isReady: () => !draining && namespaces.isReady() && cluster.versionSettled(),
     isDraining: () => draining,

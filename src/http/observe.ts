@@ -5,12 +5,9 @@
  * every review is one event a log query can name.
  */
 import type { Logger } from 'pino';
-import type { ReviewOutcome } from '../admission/mutate.js';
+import type { ReviewOutcome, Webhook } from '../admission/mutate.js';
 import type { Liveness } from '../liveness.js';
 import type { Metrics } from '../metrics.js';
-
-/** Which webhook a review came through: its path says it (app.ts). */
-export type Webhook = 'all' | 'required' | 'optional';
 
 /** What the routes report; each call logs and measures. */
 export interface Observer {

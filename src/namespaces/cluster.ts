@@ -60,6 +60,9 @@ export class ClusterNamespaceSource extends EventEmitter implements NamespaceLab
   private readonly labels = new Map<string, Labels>();
   /** Override annotations of the namespaces that have any (most have none: nothing is kept for them). */
   private readonly overrides = new Map<string, Readonly<Record<string, string>>>();
+  /** Each namespace's generation: a new number whenever its labels or overrides change (generationOf). */
+  private readonly generations = new Map<string, number>();
+  private lastGeneration = 0;
   private readonly inFlight = new Map<string, Promise<Labels>>();
   private readonly failures = new Map<string, { until: number; error: NamespaceLabelsUnavailableError }>();
   private readonly reflector: Reflector<NamespaceObject>;
@@ -84,14 +87,19 @@ export class ClusterNamespaceSource extends EventEmitter implements NamespaceLab
       path: '/api/v1/namespaces',
       what: 'namespace',
       replace: (items) => {
+        // A namespace listed as it was keeps its generation; one gone loses it.
+        const before = { labels: new Map(this.labels), overrides: new Map(this.overrides) };
         this.labels.clear();
         this.overrides.clear();
-        for (const item of items) this.store(item);
+        for (const item of items) this.store(item, before);
+        for (const name of this.generations.keys()) if (!this.labels.has(name)) this.generations.delete(name);
       },
       apply: (type, object) => {
         if (type === 'DELETED') {
-          this.labels.delete(object.metadata?.name ?? '');
-          this.overrides.delete(object.metadata?.name ?? '');
+          const name = object.metadata?.name ?? '';
+          this.labels.delete(name);
+          this.overrides.delete(name);
+          this.generations.delete(name);
         } else this.store(object);
       },
     });
@@ -208,16 +216,30 @@ export class ClusterNamespaceSource extends EventEmitter implements NamespaceLab
     return this.overrides.get(namespace) ?? noOverrides;
   }
 
-  private store(object: NamespaceObject): Labels {
+  /** The generation of the namespace's labels and overrides as held now; undefined when it is not held. */
+  generationOf(namespace: string): number | undefined {
+    return this.generations.get(namespace);
+  }
+
+  private store(
+    object: NamespaceObject,
+    held: { labels: ReadonlyMap<string, Labels>; overrides: ReadonlyMap<string, Readonly<Record<string, string>>> } = {
+      labels: this.labels,
+      overrides: this.overrides,
+    },
+  ): Labels {
     const name = object.metadata?.name ?? '';
     const labels = Object.freeze({ ...(object.metadata?.labels ?? {}), [metadataNameLabel]: name });
-    const before = this.labels.get(name);
+    const before = held.labels.get(name);
     this.labels.set(name, labels);
     // Most namespace events change nothing a selector reads: say so only when the labels did.
     if (before && !sameLabels(before, labels)) this.emit('labels-changed', name);
     const overrides = overrideAnnotations(object.metadata?.annotations);
+    const overridesBefore = held.overrides.get(name) ?? noOverrides;
     if (Object.keys(overrides).length > 0) this.overrides.set(name, overrides);
     else this.overrides.delete(name);
+    if (!before || !sameLabels(before, labels) || !sameLabels(overridesBefore, overrides) || !this.generations.has(name))
+      this.generations.set(name, ++this.lastGeneration);
     this.failures.delete(name);
     return labels;
   }

@@ -31,6 +31,12 @@ export interface NamespaceLabelSource {
    * the cluster a write (events).
    */
   exists?(namespace: string): boolean;
+  /**
+   * A number that changes whenever the namespace's labels or overrides do, for as long as the
+   * source holds them (undefined when it does not: not yet looked up, or gone). What remembers
+   * answers keys on it; a source without it has no answers remembered.
+   */
+  generationOf?(namespace: string): number | undefined;
 }
 
 /** True for an annotation key that overrides a template parameter (`<template>.sidecar-injector.io/<name>`). */
@@ -78,6 +84,8 @@ export function createLocalNamespaceSource(
     kind: 'local',
     labelsOf: async (namespace) => resolved.get(namespace) ?? Object.freeze({ [metadataNameLabel]: namespace }),
     overridesOf: (namespace) => overrides.get(namespace) ?? none,
+    // Fixed for the source's life.
+    generationOf: () => 0,
     isReady: () => true,
     status: () => ({ source: 'local', ready: true, namespaces: resolved.size }),
   };

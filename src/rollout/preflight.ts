@@ -208,6 +208,11 @@ export class Preflights {
     private readonly listener: PreflightListener = () => undefined,
   ) {}
 
+  /** A number that changes whenever what gate makes of a set does (a result, a halt). */
+  generation(): number {
+    return this.version;
+  }
+
   /** `set` with each candidate whose revision has not passed its preflight stopped, and the probe namespace set. */
   gate(set: TemplateSet): TemplateSet {
     if (!set.rollouts) return set;

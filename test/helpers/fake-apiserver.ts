@@ -196,7 +196,7 @@ export class FakeApiServer {
     return kc;
   }
 
-  private object(name: string, labels: Record<string, string>): NamespaceObject {
+  private object(name: string, labels: Record<string, string>, annotations?: Record<string, string>): NamespaceObject {
     return {
       kind: 'Namespace',
       apiVersion: 'v1',
@@ -205,6 +205,7 @@ export class FakeApiServer {
         uid: `uid-${name}`,
         resourceVersion: String(++this.rv),
         labels: { ...labels, 'kubernetes.io/metadata.name': name },
+        ...(annotations ? { annotations } : {}),
         creationTimestamp: '2026-11-22T00:00:00Z',
       },
       spec: { finalizers: ['kubernetes'] },
@@ -329,8 +330,9 @@ export class FakeApiServer {
     for (const object of this.held.splice(0)) this.emit('ADDED', object);
   }
 
-  update(name: string, labels: Record<string, string>): void {
-    const object = this.object(name, labels);
+  /** Replaces a namespace's labels (and annotations, when given), with a MODIFIED event. */
+  update(name: string, labels: Record<string, string>, annotations?: Record<string, string>): void {
+    const object = this.object(name, labels, annotations);
     this.store.set(name, object);
     this.emit('MODIFIED', object);
   }

@@ -2,7 +2,8 @@
 import { decideVersion, type KubernetesVersion } from '../../src/k8s/version.js';
 import type { PodSecurityAction } from '../../src/pipeline/pod-security-fit.js';
 import type { AdmissionEvent } from '../../src/pipeline/admission-events.js';
-import { AnswerCache } from '../../src/admission/answer-cache.js';
+import { createReviewer, type MutateDeps } from '../../src/admission/mutate.js';
+import { servingReviewer } from '../../src/reviewer.js';
 import https from 'node:https';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
@@ -72,15 +73,9 @@ export async function startTestServer(options: {
   });
   const state = { ready: true };
   const metrics = createMetrics();
-  const app = createApp({
-    log: pino({ level: 'info' }, sink),
-    metrics,
-    maxBodyBytes: options.maxBodyBytes ?? 7 * 1024 * 1024,
-    ...(options.maxBodyBytesInFlight ? { maxBodyBytesInFlight: options.maxBodyBytesInFlight } : {}),
-    ...(options.liveness ? { liveness: options.liveness } : {}),
+  const decide: MutateDeps = {
     templates: typeof options.templates === 'function' ? options.templates : () => options.templates as TemplateSet,
     namespaces: options.namespaces ?? testNamespaces,
-    // One decision, as a running server holds one until the cluster changes (the answer cache keys on it).
     ...(options.kubernetesVersion
       ? {
           kubernetesVersion: (
@@ -90,8 +85,24 @@ export async function startTestServer(options: {
         }
       : {}),
     ...(options.podSecurity ? { podSecurity: options.podSecurity } : {}),
+  };
+  // The template set's generation: a new number for each set object the test hands in.
+  const setGenerations = new WeakMap<TemplateSet, number>();
+  let sets = 0;
+  const generationOfSet = (set: TemplateSet): number => {
+    let generation = setGenerations.get(set);
+    if (generation === undefined) setGenerations.set(set, (generation = ++sets));
+    return generation;
+  };
+  const reviewer = options.answerCache === false ? createReviewer(decide) : servingReviewer(decide, () => String(generationOfSet(decide.templates())));
+  const app = createApp({
+    log: pino({ level: 'info' }, sink),
+    metrics,
+    maxBodyBytes: options.maxBodyBytes ?? 7 * 1024 * 1024,
+    ...(options.maxBodyBytesInFlight ? { maxBodyBytesInFlight: options.maxBodyBytesInFlight } : {}),
+    ...(options.liveness ? { liveness: options.liveness } : {}),
+    reviewer,
     ...(options.events ? { events: options.events } : {}),
-    ...(options.answerCache === false ? {} : { answers: new AnswerCache() }),
     isReady: () => state.ready,
   });
   const running = await startServer(app.callback(), {

@@ -1,24 +1,24 @@
 /**
- * Answers for pods of one ReplicaSet, remembered. A Deployment's pods reach the webhook as the
- * same review text but for a few values no decision reads: the request's uid, and the pod's
- * `managedFields` (their timestamps), `creationTimestamp`, `uid` and `resourceVersion`. The key
- * is the review's own bytes with those values cut out, and the state it is decided in (the
- * template set, the namespace's labels and override annotations, the Kubernetes version — by
- * identity, as each is replaced, never changed — and the webhook it came through). So an answer
- * is found before the body is parsed, and a cached answer is the answer a fresh decision would
- * give: the rest of the text is the same, byte for byte (a property test holds it so).
+ * The key of a review and the store of answers under it. A Deployment's pods reach the webhook
+ * as the same review text but for a few values no decision reads: the request's uid, and the
+ * pod's `managedFields` (their timestamps), `creationTimestamp`, `uid` and `resourceVersion`.
+ * The key is the review's own bytes with those values cut out, and the generation of the state
+ * it is decided in (index.ts). So an answer is found before the body is parsed, and a cached
+ * answer is the answer a fresh decision would give: the rest of the text is the same, byte for
+ * byte (a property test holds it so).
  *
- * What keeps that exact: a body with an escaped object key (its text is not its value) or with a
- * followed key twice is never a key; a body is only answered from the cache when each value cut
- * out parses as one JSON value (so the body is JSON, as the one it matched was), with a uid
- * as the parser would require it; and an answer is only remembered when the parsed request
- * names the uid and namespace the scan found. Bounded in entries and bytes; an answer is kept
- * only the second time its key comes (admits), so pods that never come again cost a digest.
+ * What keeps that exact: a body with an escaped object key in what is kept (its text is not its
+ * value) or with a followed key twice is never a key; a body is only answered from the cache
+ * when each value cut out parses as one JSON value (so the body is JSON, as the one it matched
+ * was), with a uid as the parser would require it; and an answer is only remembered when the
+ * parsed request names the uid and namespace the scan found. Bounded in entries and bytes; an
+ * answer is kept only the second time its key comes (admits), so pods that never come again
+ * cost a digest.
  */
 import { hash } from 'node:crypto';
-import { compileKeyPaths, type JsonTextScan } from '../k8s/json.js';
-import { isDns1123Label } from '../k8s/label-syntax.js';
-import { uidProblem } from './review.js';
+import { compileKeyPaths, type JsonTextScan } from '../../k8s/json.js';
+import { isDns1123Label } from '../../k8s/label-syntax.js';
+import { uidProblem } from '../review.js';
 
 /** Paths of a review the key follows: read (uid, namespace) or cut out (all but the namespace). */
 export const reviewKeyPaths = compileKeyPaths([
@@ -192,8 +192,6 @@ export interface AnswerKey {
 export class AnswerCache<T> {
   private readonly entries = new Map<string, CachedAnswer<T>>();
   private bytes = 0;
-  private readonly ids = new WeakMap<object, number>();
-  private nextId = 1;
   /** Where keyOf puts a key text together, reused (no allocation per review); grows once to maxBodyBytes. */
   private scratch = Buffer.allocUnsafe(16 * 1024);
   /** Keys seen once and not remembered (admits), oldest first; bounded by maxSeen. */
@@ -224,27 +222,18 @@ export class AnswerCache<T> {
     return false;
   }
 
-  /** A small number naming an object (a state in force) for as long as it lives. */
-  private id(object: object | undefined): number {
-    if (!object) return 0;
-    let id = this.ids.get(object);
-    if (id === undefined) this.ids.set(object, (id = this.nextId++));
-    return id;
-  }
-
   /**
-   * The key of a review's key text decided in `state` (objects in force, by identity) through
-   * `extra` (the webhook). The map is keyed by a SHA-256 digest of the text, not by the text:
+   * The key of a review's key text decided in the state named by `generation` (index.ts). The map is keyed by a SHA-256 digest of the text, not by the text:
    * V8 hashes a string at about a nanosecond per character (5 µs for a typical review) and a
    * string over 16,383 characters by its length alone. The whole text is digested (a digest of
    * a part would let a body that shares it take another's place), and compared on every hit,
    * so a digest shared by another text can only miss.
    */
-  keyOf(key: ReviewKeyText, state: readonly (object | undefined)[], extra: string): AnswerKey {
+  keyOf(key: ReviewKeyText, generation: string): AnswerKey {
     const length = textLength(key);
     if (this.scratch.length < length) this.scratch = Buffer.allocUnsafe(Math.max(length, this.maxBodyBytes));
     const text = writeText(key, this.scratch);
-    return { digest: `${hash('sha256', text, 'base64')}/${state.map((s) => this.id(s)).join(',')}/${extra}`, text: key };
+    return { digest: `${hash('sha256', text, 'base64')}/${generation}`, text: key };
   }
 
   /**

@@ -10,18 +10,30 @@
 import test from 'ava';
 import { isDeepStrictEqual } from 'node:util';
 import fc from 'fast-check';
-import { AnswerCache, reviewKeyPaths } from '../src/admission/answer-cache.js';
-import { answerReview, mutate, type MutateDeps } from '../src/admission/mutate.js';
-import { RequestError } from '../src/errors.js';
-import { jsonBody } from '../src/http/body.js';
-import { decideVersion } from '../src/k8s/version.js';
-import { createLocalNamespaceSource } from '../src/namespaces/source.js';
-import { loadTemplateDir } from '../src/templates/load.js';
-import { controllerManagedFields, createReview, prepareCreate } from './helpers/apiserver.js';
-import { templateSet } from './helpers/templates.js';
+import { AnswerCache, reviewKeyPaths, withAnswerCache, type CachingReviewer, type RememberedAnswer } from './index.js';
+import { createReviewer, mutate, type Answered, type MutateDeps } from '../mutate.js';
+import { RequestError } from '../../errors.js';
+import { jsonBody } from '../../http/body.js';
+import { decideVersion } from '../../k8s/version.js';
+import { createLocalNamespaceSource, type NamespaceLabelSource } from '../../namespaces/source.js';
+import { loadTemplateDir } from '../../templates/load.js';
+import { controllerManagedFields, createReview, prepareCreate } from '../../../test/helpers/apiserver.js';
+import { templateSet } from '../../../test/helpers/templates.js';
 
 /** A review's text as the body reader hands it on. */
 const bodyOf = (text: string) => jsonBody(Buffer.from(text), reviewKeyPaths);
+
+/**
+ * Deps whose state is held still (the set, the namespace source and version never change), and
+ * a reviewer over them with an answer cache: the generation is fixed.
+ */
+function cached(deps: MutateDeps, cache = new AnswerCache<RememberedAnswer>()): CachingReviewer & { readonly answers: AnswerCache<RememberedAnswer> } {
+  const reviewer = withAnswerCache(createReviewer(deps), { namespaces: deps.namespaces, generation: () => 'fixed' }, cache);
+  return Object.assign(reviewer, { answers: reviewer.cache });
+}
+
+/** One body answered through the `all` webhook. */
+const answerReview = (body: ReturnType<typeof bodyOf>, reviewer: CachingReviewer): Promise<Answered> => reviewer.answer(body, 'all');
 
 const enabled = { 'sidecar-injector.io/injection': 'enabled' };
 
@@ -66,14 +78,14 @@ function again(pod: Record<string, any>, n: number): Record<string, any> {
 test('property: a cached answer is the fresh answer, with the uid of its own request, byte for byte', async (t) => {
   const set = await loadTemplateDir('templates');
   const namespaces = createLocalNamespaceSource({ shop: enabled });
-  const cached: MutateDeps = { templates: () => set, namespaces, answers: new AnswerCache() };
   const fresh: MutateDeps = { templates: () => set, namespaces };
+  const reviewer = cached(fresh);
   await fc.assert(
     fc.asyncProperty(podArbitrary, fc.boolean(), async (body, dryRun) => {
       const pod = prepareCreate(body, 'shop');
       for (let n = 0; n < 4; n++) {
         const text = JSON.stringify(createReview(again(pod, n), { namespace: 'shop', uid: `uid-${n}-${Math.random()}`, dryRun }));
-        const a = await answerReview(bodyOf(text), cached);
+        const a = await answerReview(bodyOf(text), reviewer);
         const b = await mutate(JSON.parse(text), fresh);
         const { events: ea, remembered: _remembered, ...ra } = a.outcome;
         const { events: eb, ...rb } = b;
@@ -85,19 +97,31 @@ test('property: a cached answer is the fresh answer, with the uid of its own req
     { numRuns: 150, seed: 2026 },
   );
   // The third and fourth sending of each pod were answered from the cache (the second is remembered).
-  t.true(cached.answers!.hits >= 250, `hits ${cached.answers!.hits}`);
+  t.true(reviewer.answers.hits >= 250, `hits ${reviewer.answers.hits}`);
 });
 
 test('a change of state is never answered from the old one: templates, namespace labels, version', async (t) => {
-  const answers = new AnswerCache<never>() as unknown as MutateDeps['answers'];
   let set = templateSet({ name: 'agent', containers: [{ name: 'agent', image: 'agent:1' }] });
-  let namespaces = createLocalNamespaceSource({ shop: enabled });
   let version = decideVersion({ flag: { major: 1, minor: 33 } });
-  const deps = (): MutateDeps => ({ templates: () => set, namespaces, answers, kubernetesVersion: () => version });
+  // Each source says when what it holds changes, as serve's do: a generation of its own.
+  let generations = { set: 1, labels: 1, version: 1 };
+  let labels = createLocalNamespaceSource({ shop: enabled });
+  const namespaces: NamespaceLabelSource = {
+    kind: 'changing',
+    isReady: () => true,
+    status: () => ({}),
+    labelsOf: (namespace) => labels.labelsOf(namespace),
+    overridesOf: (namespace) => labels.overridesOf!(namespace),
+    generationOf: () => generations.labels,
+  };
+  const reviewer = withAnswerCache(createReviewer({ templates: () => set, namespaces, kubernetesVersion: () => version }), {
+    namespaces,
+    generation: () => `${generations.set}/${generations.version}`,
+  });
   const review = () =>
     createReview(prepareCreate({ metadata: { generateName: 'p-' }, spec: { containers: [{ name: 'app', image: 'a' }] } }, 'shop'), { namespace: 'shop' });
   const image = async () => {
-    const { outcome } = await answerReview(bodyOf(JSON.stringify(review())), deps());
+    const { outcome } = await answerReview(bodyOf(JSON.stringify(review())), reviewer);
     return outcome.decision === 'patched'
       ? Buffer.from(outcome.response.response.patch!, 'base64')
           .toString()
@@ -106,21 +130,45 @@ test('a change of state is never answered from the old one: templates, namespace
   };
   // Three times: remembered at the second, answered from the cache at the third.
   for (let n = 0; n < 3; n++) t.is(await image(), 'agent:1');
-  t.is(answers!.hits, 1);
+  t.is(reviewer.cache.hits, 1);
   set = templateSet({ name: 'agent', containers: [{ name: 'agent', image: 'agent:2' }] });
+  generations = { ...generations, set: 2 };
   for (let n = 0; n < 3; n++) t.is(await image(), 'agent:2');
-  t.is(answers!.hits, 2);
-  namespaces = createLocalNamespaceSource({ shop: {} });
+  t.is(reviewer.cache.hits, 2);
+  labels = createLocalNamespaceSource({ shop: {} });
+  generations = { ...generations, labels: 2 };
   t.is(await image(), 'namespace-not-enabled');
-  namespaces = createLocalNamespaceSource({ shop: enabled });
+  labels = createLocalNamespaceSource({ shop: enabled });
+  generations = { ...generations, labels: 3 };
   version = decideVersion({ flag: { major: 1, minor: 28 } });
+  generations = { ...generations, version: 2 };
   t.is(await image(), 'agent:2');
-  t.is(answers!.hits, 2, 'no answer of an older state was used');
+  t.is(reviewer.cache.hits, 2, 'no answer of an older state was used');
+});
+
+test('a source that names no generation, or a state that changes while a pod is decided, has nothing remembered', async (t) => {
+  const set = templateSet({ name: 'agent', containers: [{ name: 'agent', image: 'agent:1' }] });
+  const local = createLocalNamespaceSource({ shop: enabled });
+  const { generationOf: _generationOf, ...withoutGenerations } = local;
+  const text = JSON.stringify(
+    createReview(prepareCreate({ metadata: { generateName: 'p-' }, spec: { containers: [{ name: 'app', image: 'a' }] } }, 'shop'), { namespace: 'shop' }),
+  );
+  const silent = withAnswerCache(createReviewer({ templates: () => set, namespaces: withoutGenerations }), {
+    namespaces: withoutGenerations,
+    generation: () => 'g',
+  });
+  for (let n = 0; n < 4; n++) t.is((await answerReview(bodyOf(text), silent)).outcome.decision, 'patched');
+  t.deepEqual([silent.cache.hits, silent.cache.size().entries], [0, 0]);
+  // The generation moves on during every decision (a reload lands mid-review): never remembered.
+  let generation = 0;
+  const moving = withAnswerCache(createReviewer({ templates: () => set, namespaces: local }), { namespaces: local, generation: () => String(generation++) });
+  for (let n = 0; n < 4; n++) t.is((await answerReview(bodyOf(text), moving)).outcome.decision, 'patched');
+  t.deepEqual([moving.cache.hits, moving.cache.size().entries], [0, 0]);
 });
 
 test('a review as the API server sends it, managedFields with escaped keys and all, is answered from the cache', async (t) => {
   const set = templateSet({ name: 'agent', containers: [{ name: 'agent', image: 'agent:1' }] });
-  const deps: MutateDeps = { templates: () => set, namespaces: createLocalNamespaceSource({ shop: enabled }), answers: new AnswerCache() };
+  const deps = cached({ templates: () => set, namespaces: createLocalNamespaceSource({ shop: enabled }) });
   const body = {
     metadata: { generateName: 'web-5d8f-', labels: { app: 'web', 'pod-template-hash': '5d8f' } },
     spec: { containers: [{ name: 'app', image: 'a:1', env: [{ name: 'LOG_LEVEL', value: 'info' }], ports: [{ containerPort: 8080 }] }] },
@@ -131,12 +179,12 @@ test('a review as the API server sends it, managedFields with escaped keys and a
   t.true(texts[0]!.includes('"k:{\\"name\\":\\"app\\"}"'), 'the controller wrote k: keys with escaped quotes');
   t.not(texts[0], texts[1], 'each pod has its own managedFields time');
   for (const text of texts) t.is((await answerReview(bodyOf(text), deps)).outcome.decision, 'patched');
-  t.is(deps.answers!.hits, 1, 'the third pod of the ReplicaSet was answered from the cache');
+  t.is(deps.answers.hits, 1, 'the third pod of the ReplicaSet was answered from the cache');
   // The same escape beside managedFields, in what the decision reads: never a key.
   const escaped = texts[2]!.replace('"uid":"uid-2"', '"uid":"uid-3"').replace('"labels":{"app"', '"labels":{"\\u0061pp"');
-  const before = deps.answers!.hits;
+  const before = deps.answers.hits;
   for (let n = 0; n < 3; n++) await answerReview(bodyOf(escaped), deps);
-  t.is(deps.answers!.hits, before);
+  t.is(deps.answers.hits, before);
 });
 
 test('bounded: entries and bytes; a body over the size limit is never remembered', async (t) => {
@@ -159,24 +207,20 @@ test('bounded: entries and bytes; a body over the size limit is never remembered
   big.set({ digest: 'd', text: text('x'.repeat(200)) }, 'v', 10);
   t.is(big.size().entries, 0, 'an entry over an eighth of the bytes is not kept');
   const set = templateSet({ name: 'agent', containers: [{ name: 'agent', image: 'agent:1' }] });
-  const deps: MutateDeps = {
-    templates: () => set,
-    namespaces: createLocalNamespaceSource({ shop: enabled }),
-    answers: new AnswerCache(256, 16 * 1024 * 1024, 2000),
-  };
+  const deps = cached({ templates: () => set, namespaces: createLocalNamespaceSource({ shop: enabled }) }, new AnswerCache(256, 16 * 1024 * 1024, 2000));
   const pod = prepareCreate(
     { metadata: { generateName: 'p-', annotations: { note: 'x'.repeat(2000) } }, spec: { containers: [{ name: 'app', image: 'a' }] } },
     'shop',
   );
   const { outcome } = await answerReview(bodyOf(JSON.stringify(createReview(pod, { namespace: 'shop' }))), deps);
   t.is(outcome.decision, 'patched');
-  t.is(deps.answers!.size().entries, 0);
+  t.is(deps.answers.size().entries, 0);
 });
 
 /** A deps with a cache, a pod's review text, and the answer the first sending left in the cache. */
-async function remembered(): Promise<{ deps: MutateDeps; text: string }> {
+async function remembered(): Promise<{ deps: ReturnType<typeof cached>; text: string }> {
   const set = templateSet({ name: 'agent', containers: [{ name: 'agent', image: 'agent:1' }] });
-  const deps: MutateDeps = { templates: () => set, namespaces: createLocalNamespaceSource({ shop: enabled }), answers: new AnswerCache() };
+  const deps = cached({ templates: () => set, namespaces: createLocalNamespaceSource({ shop: enabled }) });
   const pod = prepareCreate({ metadata: { generateName: 'p-', creationTimestamp: null }, spec: { containers: [{ name: 'app', image: 'a' }] } }, 'shop');
   const text = JSON.stringify(createReview(pod, { namespace: 'shop', uid: 'first' }));
   // Remembered the second time its key comes.
@@ -186,8 +230,8 @@ async function remembered(): Promise<{ deps: MutateDeps; text: string }> {
   expectEntries(deps, 1);
   return { deps, text };
 }
-function expectEntries(deps: MutateDeps, n: number): void {
-  if (deps.answers!.size().entries !== n) throw new Error(`expected ${n} entries, found ${deps.answers!.size().entries}`);
+function expectEntries(deps: ReturnType<typeof cached>, n: number): void {
+  if (deps.answers.size().entries !== n) throw new Error(`expected ${n} entries, found ${deps.answers.size().entries}`);
 }
 
 test('a body that matches a remembered one only where values were cut out is answered only when it is a review', async (t) => {
@@ -201,13 +245,13 @@ test('a body that matches a remembered one only where values were cut out is ans
     }
   };
   // Another uid and other volatile values: answered from the cache.
-  const hits = deps.answers!.hits;
+  const hits = deps.answers.hits;
   t.deepEqual(await answer(text.replace('"uid":"first"', '"uid":"second"').replace('"creationTimestamp":null', '"creationTimestamp":"2026-11-22T10:00:00Z"')), {
     uid: 'second',
     decision: 'patched',
     sent: 'second',
   });
-  t.is(deps.answers!.hits, hits + 1);
+  t.is(deps.answers.hits, hits + 1);
   // A uid the parser refuses, or values that are not JSON: refused as without a cache, never answered.
   t.is(await answer(text.replace('"uid":"first"', '"uid":42')), '400 ERR_MALFORMED_REVIEW');
   t.is(await answer(text.replace('"uid":"first"', '"uid":""')), '400 ERR_MALFORMED_REVIEW');
@@ -233,12 +277,12 @@ test('a body that matches a remembered one only where values were cut out is ans
   // Bytes that are not UTF-8 where a value was cut out.
   const [before, after] = text.split('"creationTimestamp":null');
   t.is(await answer(Buffer.concat([Buffer.from(`${before}"creationTimestamp":"`), Buffer.of(0xff), Buffer.from(`"${after}`)])), '400 ERR_MALFORMED_JSON');
-  t.is(deps.answers!.hits, hits + 1, 'none of them was answered from the cache');
+  t.is(deps.answers.hits, hits + 1, 'none of them was answered from the cache');
 });
 
 test('a repeated or escaped key never makes a key: the answer names the uid the parser reads', async (t) => {
   const { deps, text } = await remembered();
-  const hits = deps.answers!.hits;
+  const hits = deps.answers.hits;
   const sent = async (body: string) => JSON.parse((await answerReview(bodyOf(body), deps)).answer.toString()).response.uid as string;
   // JSON.parse keeps the last of a repeated key.
   t.is(await sent(text.replace('"uid":"first"', '"uid":"one","uid":"two"')), 'two');
@@ -248,16 +292,16 @@ test('a repeated or escaped key never makes a key: the answer names the uid the 
   t.is(await sent(escaped.replace('"uid":"first"', '"uid":"four"')), 'three');
   // A namespace written with an escape is not read for a key.
   t.is(await sent(text.replace('"namespace":"shop"', '"namespace":"sh\\u006fp"').replace('"uid":"first"', '"uid":"five"')), 'five');
-  t.is(deps.answers!.hits, hits);
-  t.is(deps.answers!.size().entries, 1, 'none of them was remembered');
+  t.is(deps.answers.hits, hits);
+  t.is(deps.answers.size().entries, 1, 'none of them was remembered');
 });
 
 test('a namespace no namespace can have is never a key', async (t) => {
-  const answers = new AnswerCache();
   // Every namespace opted in: the decision goes on, and only the key is in question.
   const namespaces = { ...createLocalNamespaceSource({ shop: enabled }), labelsOf: async () => ({ 'sidecar-injector.io/injection': 'enabled' }) };
   const set = templateSet({ name: 'agent', containers: [{ name: 'agent', image: 'agent:1' }] });
-  const deps: MutateDeps = { templates: () => set, namespaces, answers: answers as MutateDeps['answers'] };
+  const deps = cached({ templates: () => set, namespaces });
+  const { answers } = deps;
   for (const namespace of ['.', '', '..', 'a/b', 'Shop']) {
     const review = createReview(prepareCreate({ metadata: { generateName: 'p-' }, spec: { containers: [{ name: 'app', image: 'a' }] } }, 'shop'), {
       namespace: 'shop',
@@ -271,9 +315,9 @@ test('a namespace no namespace can have is never a key', async (t) => {
 });
 
 test('only pod CREATEs are remembered', async (t) => {
-  const answers = new AnswerCache();
   const set = templateSet({ name: 'agent', containers: [{ name: 'agent', image: 'agent:1' }] });
-  const deps: MutateDeps = { templates: () => set, namespaces: createLocalNamespaceSource({ shop: enabled }), answers: answers as MutateDeps['answers'] };
+  const deps = cached({ templates: () => set, namespaces: createLocalNamespaceSource({ shop: enabled }) });
+  const { answers } = deps;
   const review = createReview(prepareCreate({ metadata: { generateName: 'p-' }, spec: { containers: [{ name: 'app', image: 'a' }] } }, 'shop'), {
     namespace: 'shop',
   });
@@ -285,7 +329,7 @@ test('only pod CREATEs are remembered', async (t) => {
 
 test('pods that differ only far into their text keep answers of their own', async (t) => {
   const set = templateSet({ name: 'agent', containers: [{ name: 'agent', image: 'agent:1' }] });
-  const deps: MutateDeps = { templates: () => set, namespaces: createLocalNamespaceSource({ shop: enabled }), answers: new AnswerCache() };
+  const deps = cached({ templates: () => set, namespaces: createLocalNamespaceSource({ shop: enabled }) });
   // Same length, same first several KiB; only a late value differs.
   const text = (last: string) =>
     JSON.stringify(
@@ -298,8 +342,8 @@ test('pods that differ only far into their text keep answers of their own', asyn
       ),
     );
   for (let round = 0; round < 3; round++) for (const last of ['1', '2']) await answerReview(bodyOf(text(last)), deps);
-  t.is(deps.answers!.size().entries, 2);
-  t.deepEqual([deps.answers!.hits, deps.answers!.misses], [2, 4]);
+  t.is(deps.answers.size().entries, 2);
+  t.deepEqual([deps.answers.hits, deps.answers.misses], [2, 4]);
 });
 
 test('an answer is remembered the second time its key comes; keys seen once are bounded', (t) => {

@@ -1,0 +1,118 @@
+/**
+ * `npm run bench:profile`: where a busy server's time goes. Starts `serve` under `--cpu-prof`
+ * (pinned to one core when the benchmark pins), drives it over HTTPS with API-server-shaped
+ * typical reviews at concurrency 32 — the same pod again and again, then every pod different
+ * — stops it with SIGTERM, and prints the profile's self time by function and by kind (our
+ * code, each npm package, Node's own modules, garbage collection, the rest).
+ *
+ * Options: --duration-ms N (per run, default 4000), --pods same|different (default: both).
+ */
+import https from 'node:https';
+import { once } from 'node:events';
+import { mkdtemp, readdir, readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { pinCores, sendReview, startInjector } from './serve.js';
+import { reviewText } from './reviews.js';
+
+interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+}
+interface Profile {
+  nodes: ProfileNode[];
+  samples: number[];
+  timeDeltas: number[];
+}
+
+/** Keeps `concurrency` reviews in flight for `durationMs`, cycling through `bodies`; resolves with the count answered. */
+async function drive(port: number, ca: string, bodies: readonly string[], concurrency: number, durationMs: number): Promise<number> {
+  const agent = new https.Agent({ keepAlive: true, maxSockets: concurrency, ca });
+  const end = Date.now() + durationMs;
+  let next = 0;
+  let answered = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (Date.now() < end) {
+        const { status } = await sendReview(agent, port, bodies[next++ % bodies.length]!);
+        if (status !== 200) throw new Error(`HTTP ${status}`);
+        answered++;
+      }
+    }),
+  );
+  agent.destroy();
+  return answered;
+}
+
+/** What a frame is: our code, an npm package, Node itself, or a V8 pseudo-frame (GC, program, idle). */
+function kindOf(frame: ProfileNode['callFrame']): string {
+  const { url, functionName } = frame;
+  if (!url) return functionName.startsWith('(') ? functionName : '(native)';
+  if (url.startsWith('node:')) return 'node';
+  const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url);
+  if (pkg) return pkg[1]!;
+  if (url.includes('/dist/src/')) return 'sidecar-injector';
+  return 'other';
+}
+
+/** The profile's self time by function (top `top`) and by kind, as text. */
+function summarise(profile: Profile, top: number): string {
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const self = new Map<number, number>();
+  let total = 0;
+  for (let i = 0; i < profile.samples.length; i++) {
+    const dt = profile.timeDeltas[i] ?? 0;
+    self.set(profile.samples[i]!, (self.get(profile.samples[i]!) ?? 0) + dt);
+    total += dt;
+  }
+  const byFunction = new Map<string, number>();
+  const byKind = new Map<string, number>();
+  for (const [id, us] of self) {
+    const frame = byId.get(id)!.callFrame;
+    const where = frame.url ? `${basename(frame.url)}:${frame.lineNumber + 1}` : '';
+    const name = `${frame.functionName || '(anonymous)'} ${where}`.trim();
+    byFunction.set(name, (byFunction.get(name) ?? 0) + us);
+    const kind = kindOf(frame);
+    byKind.set(kind, (byKind.get(kind) ?? 0) + us);
+  }
+  const busy = total - (byKind.get('(idle)') ?? 0);
+  const pct = (us: number) => `${((us / busy) * 100).toFixed(1).padStart(5)} %`;
+  const lines = [`busy ${(busy / 1e6).toFixed(2)} s of ${(total / 1e6).toFixed(2)} s sampled; shares are of busy time`, '', 'by kind:'];
+  for (const [kind, us] of [...byKind].filter(([k]) => k !== '(idle)').sort((a, b) => b[1] - a[1])) lines.push(`  ${pct(us)}  ${kind}`);
+  lines.push('', `top ${top} functions by self time:`);
+  for (const [name, us] of [...byFunction]
+    .filter(([n]) => !n.startsWith('(idle)'))
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, top))
+    lines.push(`  ${pct(us)}  ${name}`);
+  return lines.join('\n');
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({ options: { 'duration-ms': { type: 'string' }, pods: { type: 'string' }, top: { type: 'string' } } });
+  const durationMs = Number(values['duration-ms'] ?? 4000);
+  const top = Number(values.top ?? 25);
+  const runs = values.pods ? [values.pods] : ['same', 'different'];
+  const pinned = pinCores();
+  console.log(`profile of serve under load, node ${process.version}, ${pinned ? 'server pinned to core 0' : 'not pinned'}, ${durationMs} ms per run`);
+  for (const pods of runs) {
+    const bodies =
+      pods === 'same'
+        ? [reviewText('typical')]
+        : Array.from({ length: 2000 }, (_, i) => reviewText('typical', { annotations: { 'bench.example.com/pod': String(i) } }));
+    const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-profile-'));
+    const injector = await startInjector('profile', ['--cpu-prof', `--cpu-prof-dir=${dir}`]);
+    // The profile covers the whole process, start-up included: short beside the run.
+    const answered = await drive(injector.port, injector.ca, bodies, 32, durationMs);
+    injector.child.kill('SIGTERM');
+    await once(injector.child, 'exit');
+    const [file] = (await readdir(dir)).filter((f) => f.endsWith('.cpuprofile'));
+    if (!file) throw new Error('serve wrote no profile');
+    const profile = JSON.parse(await readFile(join(dir, file), 'utf8')) as Profile;
+    console.log(`\n## ${pods === 'same' ? 'the same typical pod again and again' : 'every review a different typical pod'}, c=32: ${answered} reviews\n`);
+    console.log(summarise(profile, top));
+  }
+}
+
+await main();

@@ -1,0 +1,100 @@
+/**
+ * Answers for pods of one ReplicaSet, remembered: a layer around a reviewer. A body whose key
+ * (key.ts: its text without the values no decision reads) was answered before, in the same
+ * state, gets that answer with its own uid, before it is parsed; every other body goes to the
+ * reviewer inside, and its answer is remembered the second time its key comes.
+ *
+ * The state is named by generations the sources give, not by the objects they happen to hold:
+ * the namespace's labels and overrides (NamespaceLabelSource.generationOf), everything else a
+ * decision reads (AnswerState.generation: the template set in force, the Kubernetes version),
+ * and the webhook. An answer decided while any of them changed is not remembered.
+ *
+ * Nothing else in the process knows this layer: without it every body is decided afresh.
+ */
+import type { AdmitDeps } from '../../pipeline/admit.js';
+import type { AdmissionEvent } from '../../pipeline/admission-events.js';
+import { answerBytes, type AnswerText } from '../review.js';
+import type { Answered, ReviewOutcome, Reviewer, Webhook } from '../mutate.js';
+import { AnswerCache, matchedUid, reviewKeyPaths, reviewKeyText, uidOf, type AnswerKey, type ReviewKeyText } from './key.js';
+
+export { AnswerCache, reviewKeyPaths } from './key.js';
+
+/** What a decision reads besides the review body, by generation. */
+export interface AnswerState {
+  /** Where the namespace's labels come from: known (labelsOf resolves) and their generation. */
+  readonly namespaces: Pick<AdmitDeps['namespaces'], 'labelsOf' | 'generationOf'>;
+  /**
+   * A name for everything else a decision reads (the template set in force, the Kubernetes
+   * version, the Pod Security action) that changes whenever any of it does.
+   */
+  generation(): string;
+}
+
+/** A review's outcome as remembered: without the uid, with its events computed, and its answer's text. */
+export interface RememberedAnswer {
+  readonly outcome: Omit<ReviewOutcome, 'uid'>;
+  readonly text: AnswerText;
+}
+
+/** A reviewer that answers from remembered answers where it can, and the cache it keeps. */
+export interface CachingReviewer extends Reviewer {
+  readonly cache: AnswerCache<RememberedAnswer>;
+}
+
+/** `inner` with answers remembered in `cache`, keyed by the body's key text and `state`'s generations. */
+export function withAnswerCache(inner: Reviewer, state: AnswerState, cache = new AnswerCache<RememberedAnswer>()): CachingReviewer {
+  /** The generation of the state a body of `namespace` is decided in; undefined when it cannot be named. */
+  const generationOf = async (namespace: string, webhook: Webhook): Promise<string | undefined> => {
+    try {
+      // Labels unknown: decided afresh, and refused or allowed as the source's policy says.
+      await state.namespaces.labelsOf(namespace);
+    } catch {
+      return undefined;
+    }
+    const labels = state.namespaces.generationOf?.(namespace);
+    return labels === undefined ? undefined : `${state.generation()}/${labels}/${webhook}`;
+  };
+
+  const fromCache = (key: AnswerKey, keyText: ReviewKeyText): Answered | undefined =>
+    cache.use(key, (hit): Answered | undefined => {
+      const uid = matchedUid(keyText);
+      if (uid === undefined) return undefined;
+      const { response } = hit.outcome;
+      const outcome: ReviewOutcome = { ...hit.outcome, uid, response: { ...response, response: { ...response.response, uid } }, remembered: hit };
+      return { outcome, answer: answerBytes(hit.text, uid) };
+    });
+
+  const remember = (key: AnswerKey, answered: Answered, text: AnswerText) => {
+    // Without the pod objects (the events are computed now) and without the uid.
+    const { uid: _uid, events, ...kept } = answered.outcome;
+    const computed: readonly AdmissionEvent[] | undefined = events?.();
+    const outcome = { ...kept, ...(computed ? { events: () => computed } : {}) };
+    cache.set(key, { outcome, text }, text.head.length + text.tail.length + 1024);
+  };
+
+  return {
+    keyPaths: reviewKeyPaths,
+    cache,
+    async answer(body, webhook) {
+      const keyText = body.bytes.length <= cache.maxBodyBytes ? reviewKeyText(body.bytes, body.scan) : undefined;
+      const generation = keyText && (await generationOf(keyText.namespace, webhook));
+      const key = generation === undefined ? undefined : cache.keyOf(keyText!, generation);
+      const cached = key && fromCache(key, keyText!);
+      if (cached) return cached;
+      const answered = await inner.answer(body, webhook);
+      const decided = answered.decidedPod;
+      // Only a pod CREATE, only when the parser read the uid and namespace where the scan did,
+      // only when nothing changed while it was decided, and only the second time its key comes.
+      if (
+        key &&
+        decided &&
+        decided.uid === uidOf(keyText!) &&
+        decided.namespace === keyText!.namespace &&
+        (await generationOf(keyText!.namespace, webhook)) === generation &&
+        cache.admits(key)
+      )
+        remember(key, answered, decided.text);
+      return answered;
+    },
+  };
+}
