@@ -3,6 +3,7 @@
  * cycle), and the lint rule that keeps it so does fire on an upward import.
  */
 import test from 'ava';
+import { existsSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import { dirname, join, relative, resolve } from 'node:path';
 import { ESLint } from 'eslint';
@@ -64,8 +65,10 @@ test('the answer cache is a layer only the composition knows: nothing outside it
     for (const match of text.matchAll(/(?:from\s+|import\(\s*)['"](\.{1,2}\/[^'"]+)['"]/g))
       if (resolve(dirname(file), match[1]!).startsWith(cacheFolder)) importers.push(relative('.', file));
   }
-  t.deepEqual(importers, ['src/reviewer.ts']);
+  // Deleted (the folder, the import and the line that wraps): nothing else names it.
+  const present = existsSync(cacheFolder);
+  t.deepEqual(importers, present ? ['src/reviewer.ts'] : []);
   // Beside the import, one line uses it: deleting both leaves every body decided afresh.
   const uses = (await readFile('src/reviewer.ts', 'utf8')).split('\n').filter((line) => line.includes('withAnswerCache') && !line.startsWith('import'));
-  t.is(uses.length, 1);
+  t.is(uses.length, present ? 1 : 0);
 });
