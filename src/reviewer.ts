@@ -7,13 +7,20 @@
 import { withAnswerCache } from './admission/answer-cache/index.js';
 import { createReviewer, type MutateDeps, type Reviewer } from './admission/mutate.js';
 
-/**
- * The serving reviewer over `deps`. `generation` names the state a decision reads besides the
- * body and its namespace (the template set in force, the Kubernetes version, the Pod Security
- * action) and changes whenever any of it does.
- */
-export function servingReviewer(deps: MutateDeps, generation: () => string): Reviewer {
-  let reviewer = createReviewer(deps);
-  reviewer = withAnswerCache(reviewer, { namespaces: deps.namespaces, generation });
-  return reviewer;
+/** What serve's reviewer reads: the deps of a decision, and the generation the answer cache keys on. */
+export interface ServingDeps extends MutateDeps {
+  /**
+   * Names the state a decision reads besides the body and its namespace (the template set in
+   * force, the Kubernetes version, the Pod Security action); changes whenever any of it does.
+   */
+  readonly generation: () => string;
+}
+
+/** The serving reviewer: every body decided afresh, inside each layer below, the innermost first. */
+export function servingReviewer(deps: ServingDeps): Reviewer {
+  const layers: readonly ((inner: Reviewer) => Reviewer)[] = [
+    // Answers for pods of one ReplicaSet remembered (admission/answer-cache/).
+    (inner) => withAnswerCache(inner, deps),
+  ];
+  return layers.reduce((inner, layer) => layer(inner), createReviewer(deps));
 }

@@ -388,8 +388,12 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
     if (outcome.decision === 'denied') throw new Error(outcome.message);
   });
   // The Pod Security action is fixed for the process: the generation names the templates in force and the version.
-  const reviewer = servingReviewer({ templates: inForce, namespaces, kubernetesVersion: cluster.version, podSecurity: config.podSecurityAction }, () => {
-    return `${templates.generation}.${rollout?.generation() ?? 0}/${versionName(cluster.version())}`;
+  const reviewer = servingReviewer({
+    templates: inForce,
+    namespaces,
+    kubernetesVersion: cluster.version,
+    podSecurity: config.podSecurityAction,
+    generation: () => `${templates.generation}.${rollout?.generation() ?? 0}/${versionName(cluster.version())}`,
   });
   const app = createApp({
     liveness,

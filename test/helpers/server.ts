@@ -94,7 +94,8 @@ export async function startTestServer(options: {
     if (generation === undefined) setGenerations.set(set, (generation = ++sets));
     return generation;
   };
-  const reviewer = options.answerCache === false ? createReviewer(decide) : servingReviewer(decide, () => String(generationOfSet(decide.templates())));
+  const reviewer =
+    options.answerCache === false ? createReviewer(decide) : servingReviewer({ ...decide, generation: () => String(generationOfSet(decide.templates())) });
   const app = createApp({
     log: pino({ level: 'info' }, sink),
     metrics,
