@@ -19,6 +19,7 @@ import { reviewText } from './reviews.js';
 interface ProfileNode {
   id: number;
   callFrame: { functionName: string; url: string; lineNumber: number };
+  children?: number[];
 }
 interface Profile {
   nodes: ProfileNode[];
@@ -56,9 +57,19 @@ function kindOf(frame: ProfileNode['callFrame']): string {
   return 'other';
 }
 
-/** The profile's self time by function (top `top`) and by kind, as text. */
-function summarise(profile: Profile, top: number): string {
+/**
+ * Functions whose time with everything they call (inclusive) is given per review: the fresh
+ * decision end to end (answerReview: parse, decide, answer text), the decision alone (decide:
+ * admit, diff, patch), the body's parse and scan, and the log line and metrics (reviewed).
+ * A function the JIT inlined everywhere has no frame of its own and shows no time.
+ */
+const inclusiveOf = ['answerReview', 'decide', 'admitPod', 'diff', 'parseJsonBytes', 'scanJsonText', 'readJsonBody', 'reviewed'];
+
+/** The profile's self time by function (top `top`) and by kind, and the inclusive time per review of inclusiveOf, as text. */
+function summarise(profile: Profile, top: number, reviews: number): string {
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const parent = new Map<number, number>();
+  for (const node of profile.nodes) for (const child of node.children ?? []) parent.set(child, node.id);
   const self = new Map<number, number>();
   let total = 0;
   for (let i = 0; i < profile.samples.length; i++) {
@@ -80,6 +91,20 @@ function summarise(profile: Profile, top: number): string {
   const pct = (us: number) => `${((us / busy) * 100).toFixed(1).padStart(5)} %`;
   const lines = [`busy ${(busy / 1e6).toFixed(2)} s of ${(total / 1e6).toFixed(2)} s sampled; shares are of busy time`, '', 'by kind:'];
   for (const [kind, us] of [...byKind].filter(([k]) => k !== '(idle)').sort((a, b) => b[1] - a[1])) lines.push(`  ${pct(us)}  ${kind}`);
+  // Inclusive: a sample counts once for each named function on its stack (recursion once).
+  const inclusive = new Map<string, number>(inclusiveOf.map((name) => [name, 0]));
+  for (const [id, us] of self) {
+    const seen = new Set<string>();
+    for (let at: number | undefined = id; at !== undefined; at = parent.get(at)) {
+      const name = byId.get(at)!.callFrame.functionName;
+      if (inclusive.has(name) && !seen.has(name)) {
+        seen.add(name);
+        inclusive.set(name, inclusive.get(name)! + us);
+      }
+    }
+  }
+  lines.push('', `with what they call, per review (${reviews} reviews):`);
+  for (const [name, us] of inclusive) lines.push(`  ${(us / reviews).toFixed(1).padStart(7)} µs  ${pct(us)}  ${name}`);
   lines.push('', `top ${top} functions by self time:`);
   for (const [name, us] of [...byFunction]
     .filter(([n]) => !n.startsWith('(idle)'))
@@ -111,7 +136,7 @@ async function main(): Promise<void> {
     if (!file) throw new Error('serve wrote no profile');
     const profile = JSON.parse(await readFile(join(dir, file), 'utf8')) as Profile;
     console.log(`\n## ${pods === 'same' ? 'the same typical pod again and again' : 'every review a different typical pod'}, c=32: ${answered} reviews\n`);
-    console.log(summarise(profile, top));
+    console.log(summarise(profile, top, answered));
   }
 }
 
