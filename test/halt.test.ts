@@ -64,7 +64,7 @@ test('unhealthy pods of the candidate halt it past the threshold; others do not 
   const set = await candidateSet();
   const stable = set.byName.get('log-shipper')!.hash;
   const candidate = set.rollouts!.get('log-shipper')!.candidate!.hash;
-  const count = new HealthCount(set, { unhealthyPods: 3, restarts: 3 });
+  const count = new HealthCount(set, { unhealthyPods: 3, restarts: 3, notReadyGraceMs: 300_000 });
   count.add(running('a', candidate, crashLooping));
   count.add(running('b', candidate, pullFailing));
   count.add(running('c', candidate, {}));
@@ -87,6 +87,78 @@ test('unhealthy pods of the candidate halt it past the threshold; others do not 
     halts.get('log-shipper')!.why,
     /^halted: 3 of 4 pods with the candidate are unhealthy \(pod shop\/a: container log-shipper is waiting: CrashLoopBackOff; pod shop\/b: container log-shipper is waiting: ImagePullBackOff; pod shop\/e: container log-shipper restarted 3 times\)$/,
   );
+});
+
+const now = Date.parse('2026-11-20T10:00:00Z');
+const ago = (s: number) => new Date(now - s * 1000).toISOString();
+/** The sidecar running since `startedSeconds` ago and not ready; the pod's ContainersReady False since `falseSeconds` ago. */
+function notReady(name: string, revision: string, startedSeconds: number, falseSeconds = startedSeconds, spec = candidateSpec) {
+  const p = running(name, revision, { ready: false, state: { running: { startedAt: ago(startedSeconds) } } }, spec) as any;
+  p.status.startTime = ago(Math.max(startedSeconds, falseSeconds) + 5);
+  p.status.conditions = [{ type: 'ContainersReady', status: 'False', lastTransitionTime: ago(falseSeconds) }];
+  return p;
+}
+
+test('a sidecar not ready past the grace makes its pod unhealthy, once; the grace, ended pods and other revisions do not', async (t) => {
+  const set = await candidateSet();
+  const stable = set.byName.get('log-shipper')!.hash;
+  const candidate = set.rollouts!.get('log-shipper')!.candidate!.hash;
+  const count = new HealthCount(set, { unhealthyPods: 3, restarts: 3, notReadyGraceMs: 300_000 }, now);
+  count.add(notReady('slow', candidate, 600));
+  // Ready once, not ready for 6 minutes now: the condition's transition says since when.
+  count.add(notReady('flapped', candidate, 3600, 360));
+  // Within the grace: a sidecar that is still starting.
+  count.add(notReady('starting', candidate, 120));
+  count.add(notReady('recent', candidate, 3600, 60));
+  // Not ready and crash-looping: one pod, counted once (as restarting).
+  const both = notReady('both', candidate, 600) as any;
+  both.status.initContainerStatuses[0].restartCount = 5;
+  count.add(both);
+  // A pod that ran to completion, a pod being deleted, the stable revision: none counts.
+  const done = notReady('done', candidate, 600) as any;
+  done.status.phase = 'Succeeded';
+  count.add(done);
+  const leaving = notReady('leaving', candidate, 600) as any;
+  leaving.metadata.deletionTimestamp = ago(10);
+  count.add(leaving);
+  count.add(notReady('old', stable, 600, 600, stableSpec));
+  t.like(count.health.get('log-shipper'), { pods: 7, unhealthy: 3, restarting: 1, notReady: 2, refused: 0 });
+  t.regex(
+    count.halts().get('log-shipper')!.why,
+    /^halted: 3 of 7 pods with the candidate are unhealthy \(1 restarting, 2 not ready\) \(pod shop\/slow: container log-shipper not ready for 600 s; pod shop\/flapped: container log-shipper not ready for 360 s; pod shop\/both: container log-shipper restarted 5 times\)$/,
+  );
+});
+
+test("refused creations count for the workloads the candidate's share takes, once per workload", async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'halt-'));
+  await writeFile(join(dir, 'log-shipper.yaml'), shipper);
+  await writeFile(
+    join(dir, 'next.yaml'),
+    `rollout:\n  role: candidate\n  share: 100\n  namespaces: [shop]\n${shipper.replace('fluent-bit:3.2.2', 'fluent-bit:3.2.3')}`,
+  );
+  const set = await loadTemplateDir(dir);
+  await rm(dir, { recursive: true });
+  const count = new HealthCount(set, { unhealthyPods: 2, restarts: 3, notReadyGraceMs: 300_000 }, now);
+  const refused = (kind: string, namespace: string, name: string, labels: Record<string, string> = {}) =>
+    count.addRefused({ kind, namespace, name, labels, message: 'admission webhook "images.example.com" denied the request: unsigned image' });
+  refused('ReplicaSet', 'shop', 'web-1a', { 'pod-template-hash': '1a' });
+  // The same Deployment's next ReplicaSet: the same workload, counted once.
+  refused('ReplicaSet', 'shop', 'web-2b', { 'pod-template-hash': '2b' });
+  // Outside the candidate's namespaces: its pods get the stable revision, not the candidate's doing.
+  refused('StatefulSet', 'other', 'db');
+  t.like(count.health.get('log-shipper'), { refused: 1, unhealthy: 0 });
+  t.is(count.halts().size, 0);
+  refused('Job', 'shop', 'migrate');
+  t.like(count.health.get('log-shipper'), { refused: 2 });
+  t.regex(
+    count.halts().get('log-shipper')!.why,
+    /^halted: 0 of 0 pods with the candidate are unhealthy and 2 of its workloads cannot create pods \(ReplicaSet shop\/web-1a cannot create pods: admission webhook "images\.example\.com" denied the request: unsigned image; Job shop\/migrate cannot create pods: .*\)$/,
+  );
+  // A stopped candidate (preflight pending, failed, halted) takes no workload: no refusal is its.
+  const stopped = new Preflights('probes', async () => ({ admitted: false, status: 0, message: 'unused' })).gate(set);
+  const none = new HealthCount(stopped, { unhealthyPods: 2, restarts: 3, notReadyGraceMs: 300_000 }, now);
+  none.addRefused({ kind: 'Job', namespace: 'shop', name: 'migrate', labels: {}, message: 'refused' });
+  t.like(none.health.get('log-shipper'), { refused: 0 });
 });
 
 test('a halted candidate takes no pod until the directory names another candidate revision', async (t) => {

@@ -1,0 +1,112 @@
+/**
+ * Workloads whose controller cannot create pods, for the automatic halt (halt.ts): what the
+ * controllers record. Each of the ReplicaSet, StatefulSet, DaemonSet and Job controllers writes
+ * a Warning Event with reason `FailedCreate` on its object when a pod create is refused (the
+ * message quotes the API server); the ReplicaSet controller also sets the status condition
+ * `ReplicaFailure` with reason `FailedCreate` until a create succeeds again. So: the
+ * `FailedCreate` Events of the cluster (one field-selected list, read page by page), recent
+ * ones only, then one GET per workload they name (bounded) for its pod template's labels; a
+ * ReplicaSet counts only while its condition still says so.
+ */
+import type { KubeConfig } from '@kubernetes/client-node';
+import { KubernetesApiError } from '../errors.js';
+import { isJsonObject, type JsonObject } from '../k8s/json.js';
+import { getJson, listPages } from '../kube-api/request.js';
+import type { RefusedWorkload } from './halt.js';
+
+/** Where each workload kind that writes `FailedCreate` lives. */
+const workloadPaths: Readonly<Record<string, string>> = {
+  ReplicaSet: '/apis/apps/v1/namespaces/%s/replicasets/%s',
+  StatefulSet: '/apis/apps/v1/namespaces/%s/statefulsets/%s',
+  DaemonSet: '/apis/apps/v1/namespaces/%s/daemonsets/%s',
+  Job: '/apis/batch/v1/namespaces/%s/jobs/%s',
+};
+
+export interface RefusalOptions {
+  /** Events last seen longer ago than this do not count. @default 600000 */
+  readonly windowMs?: number;
+  /** Workloads read at most per look. @default 200 */
+  readonly maxWorkloads?: number;
+  /** Now, in milliseconds since the epoch. */
+  readonly now: number;
+  readonly timeoutMs?: number;
+}
+
+/** When an Event was last seen: its series, its lastTimestamp, or its eventTime. */
+function lastSeen(event: JsonObject): number | undefined {
+  const series = isJsonObject(event.series) ? event.series.lastObservedTime : undefined;
+  for (const value of [series, event.lastTimestamp, event.eventTime, event.firstTimestamp]) {
+    if (typeof value !== 'string') continue;
+    const ms = Date.parse(value);
+    if (!Number.isNaN(ms)) return ms;
+  }
+  return undefined;
+}
+
+/** The ReplicaSet's `ReplicaFailure` condition with reason FailedCreate, if it holds. */
+function replicaFailure(workload: JsonObject): string | undefined {
+  const status = isJsonObject(workload.status) ? workload.status : {};
+  for (const c of Array.isArray(status.conditions) ? status.conditions : [])
+    if (isJsonObject(c) && c.type === 'ReplicaFailure' && c.status === 'True' && c.reason === 'FailedCreate')
+      return typeof c.message === 'string' ? c.message : 'ReplicaFailure: FailedCreate';
+  return undefined;
+}
+
+/** The labels of the workload's pod template. */
+function templateLabels(workload: JsonObject): Record<string, string> {
+  const spec = isJsonObject(workload.spec) ? workload.spec : {};
+  const template = isJsonObject(spec.template) ? spec.template : {};
+  const metadata = isJsonObject(template.metadata) ? template.metadata : {};
+  const labels: Record<string, string> = {};
+  if (isJsonObject(metadata.labels)) for (const [k, v] of Object.entries(metadata.labels)) if (typeof v === 'string') labels[k] = v;
+  return labels;
+}
+
+/** The workloads that cannot create pods now, as their controllers record it. */
+export async function refusedWorkloads(kubeConfig: KubeConfig, options: RefusalOptions): Promise<RefusedWorkload[]> {
+  const windowMs = options.windowMs ?? 10 * 60_000;
+  const max = options.maxWorkloads ?? 200;
+  const timeoutMs = options.timeoutMs ?? 30_000;
+  const named = new Map<string, { kind: string; namespace: string; name: string; message: string }>();
+  let full = false;
+  await listPages<unknown>(
+    kubeConfig,
+    `/api/v1/events?${new URLSearchParams({ fieldSelector: 'reason=FailedCreate' })}`,
+    { pageSize: 500, timeoutMs, stopped: () => full, onRestart: () => named.clear() },
+    (page) => {
+      for (const event of page) {
+        if (!isJsonObject(event) || event.reason !== 'FailedCreate' || event.type !== 'Warning') continue;
+        const about = isJsonObject(event.involvedObject) ? event.involvedObject : {};
+        const { kind, namespace, name } = about;
+        if (typeof kind !== 'string' || !Object.hasOwn(workloadPaths, kind) || typeof namespace !== 'string' || typeof name !== 'string') continue;
+        const seen = lastSeen(event);
+        if (seen === undefined || options.now - seen > windowMs) continue;
+        const key = `${kind}/${namespace}/${name}`;
+        if (named.has(key)) continue;
+        if (named.size >= max) {
+          full = true;
+          break;
+        }
+        named.set(key, { kind, namespace, name, message: typeof event.message === 'string' ? event.message.slice(0, 1000) : '' });
+      }
+    },
+  );
+  const out: RefusedWorkload[] = [];
+  for (const { kind, namespace, name, message } of named.values()) {
+    const path = workloadPaths[kind]!.replace('%s', encodeURIComponent(namespace)).replace('%s', encodeURIComponent(name));
+    let workload: unknown;
+    try {
+      workload = await getJson(kubeConfig, path, timeoutMs, undefined, 'get');
+    } catch (err) {
+      // Deleted since: nothing to count.
+      if (err instanceof KubernetesApiError && err.statusCode === 404) continue;
+      throw err;
+    }
+    if (!isJsonObject(workload)) continue;
+    // A ReplicaSet's condition is its current state: gone once a create succeeded again.
+    const condition = kind === 'ReplicaSet' ? replicaFailure(workload) : message;
+    if (condition === undefined) continue;
+    out.push({ kind, namespace, name, labels: templateLabels(workload), message: condition });
+  }
+  return out;
+}
