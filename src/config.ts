@@ -69,6 +69,8 @@ export interface Config {
   readonly rolloutProbeNamespace?: string;
   /** Unhealthy pods of a candidate that halt it (with the preflight). @default 3 */
   readonly rolloutHaltUnhealthyPods: number;
+  /** The templates ConfigMap: a failed preflight and a halt are written as Events on it (with the preflight); unset: none. */
+  readonly templatesConfigMap?: { readonly namespace: string; readonly name: string };
   readonly timeouts: ServerTimeouts;
 }
 
@@ -160,7 +162,13 @@ export const serveOptions = {
     value: 'N',
     env: 'SIDECAR_INJECTOR_ROLLOUT_HALT_UNHEALTHY_PODS',
     default: '3',
-    help: 'with --rollout-probe-namespace: a candidate stops taking pods once this many of its pods have its sidecar crash-looping, restarting or unable to start',
+    help: 'with --rollout-probe-namespace: a candidate stops taking pods once this many of its pods have its sidecar crash-looping, restarting, unable to start or not ready, and of its workloads cannot create pods',
+  },
+  'templates-configmap': {
+    kind: 'string',
+    value: '[NS/]NAME',
+    env: 'SIDECAR_INJECTOR_TEMPLATES_CONFIGMAP',
+    help: "with --rollout-probe-namespace: the ConfigMap the templates come from (namespace: the injector's); a candidate's failed preflight and its halt are Events on it",
   },
   events: {
     kind: 'string',
@@ -282,6 +290,9 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
   const rolloutHaltUnhealthyPods = Number(haltText);
   if (!/^[0-9]+$/.test(haltText) || rolloutHaltUnhealthyPods < 1 || rolloutHaltUnhealthyPods > 100_000)
     problems.push(`--rollout-halt-unhealthy-pods: expected a whole number from 1 to 100000 (got ${JSON.stringify(haltText).slice(0, 40)})`);
+  const configMapText = option('templates-configmap');
+  const templatesConfigMap = configMapText === undefined ? undefined : parseConfigMapReference(configMapText, namespace);
+  if (typeof templatesConfigMap === 'string') problems.push(templatesConfigMap);
   if (problems.length > 0) throw new ConfigError(problems);
   const namespaceLabelsFile = option('namespace-labels');
   return Object.freeze({
@@ -309,8 +320,18 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
     audit,
     ...(rolloutProbeNamespace !== undefined ? { rolloutProbeNamespace } : {}),
     rolloutHaltUnhealthyPods,
+    ...(templatesConfigMap && typeof templatesConfigMap === 'object' ? { templatesConfigMap: Object.freeze(templatesConfigMap) } : {}),
     timeouts: Object.freeze(timeouts),
   });
+}
+
+/** `NAME` or `NAMESPACE/NAME` of a ConfigMap (the namespace defaults to `namespace`), or the problem with it. */
+function parseConfigMapReference(text: string, namespace: string): { namespace: string; name: string } | string {
+  const [first, second, ...rest] = text.split('/');
+  const reference = second === undefined ? { namespace, name: first! } : { namespace: first!, name: second };
+  if (rest.length > 0 || !isDns1123Label(reference.namespace) || !isDns1123Subdomain(reference.name))
+    return `--templates-configmap: expected a ConfigMap name, or namespace/name (got ${JSON.stringify(text).slice(0, 80)})`;
+  return reference;
 }
 
 /** The problem with a `--kubernetes-version` that is not a version. */

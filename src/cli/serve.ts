@@ -216,18 +216,87 @@ async function startAudit(
 
 /** How often a candidate in rollout is preflighted again (and at once on every reload). */
 const preflightIntervalMs = 5 * 60_000;
+/** How often the pods and workloads of the candidates are looked at for the automatic halt. */
+const healthIntervalMs = 60_000;
+
+/** What the rollout's preflights and halt need from serve. */
+export interface RolloutOptions {
+  /** Where probe pods are created with dryRun=All. */
+  readonly namespace: string;
+  /** Unhealthy pods and refused workloads that halt a candidate. */
+  readonly haltAfter: number;
+  readonly kubeConfig: KubeConfig;
+  readonly templates: TemplateStore;
+  readonly log: Logger;
+  readonly metrics: Metrics;
+  /** Runs the periodic preflight and health look, and stamps results and Events. */
+  readonly clock: Clock;
+  /** The templates ConfigMap: failed preflights and halts are written as Events on it; unset: none. */
+  readonly configMap?: { readonly namespace: string; readonly name: string };
+  /** `reportingInstance` of those Events (the replica's pod name). */
+  readonly instance: string;
+}
+
+/** The candidate's health at the last look, as /status shows it. */
+interface HealthStatus {
+  readonly template: string;
+  readonly revision: string;
+  readonly pods: number;
+  readonly restarting: number;
+  readonly notReady: number;
+  readonly refusedWorkloads: number;
+  readonly checkedAt: string;
+}
 
 /**
- * Runs each candidate's preflight at start, on every reload and every few minutes, and halts a
- * candidate whose pods fail (a full list of pods every minute while a candidate exists); measures and logs each result.
+ * Runs each candidate's preflight at start, on every reload and every five minutes, and halts a
+ * candidate whose pods fail or whose workloads cannot create pods (a look every minute while a
+ * candidate exists); measures and logs each result, and writes an Event on the templates
+ * ConfigMap when a candidate's preflight starts failing and when it is halted.
  */
-async function startPreflights(namespace: string, haltAfter: number, kubeConfig: KubeConfig, templates: TemplateStore, log: Logger, metrics: Metrics) {
+export async function startPreflights(options: RolloutOptions) {
+  const { namespace, haltAfter, kubeConfig, templates, log, metrics, clock } = options;
   const { Preflights, apiServerDryRun } = await import('../rollout/preflight.js');
-  const preflights = new Preflights(namespace, apiServerDryRun(kubeConfig), undefined, (result) => {
-    metrics.rolloutPreflights.inc({ template: result.template, result: result.passed ? 'passed' : result.failure! });
-    if (result.passed) log.info(result, 'candidate preflight passed');
-    else log.warn(result, 'candidate preflight failed: the candidate takes no pod');
-  });
+  const { EventRecorder } = await import('../kube-api/events.js');
+  const events = options.configMap
+    ? new EventRecorder({
+        kubeConfig,
+        log: log.child({ component: 'rollout-events' }),
+        instance: options.instance,
+        clock,
+        onFailure: () => metrics.eventWriteFailures.inc(),
+      })
+    : undefined;
+  const configMap = options.configMap;
+  const tell = (type: 'Normal' | 'Warning', reason: string, action: string, note: string) =>
+    configMap &&
+    events?.record({ regarding: { apiVersion: 'v1', kind: 'ConfigMap', namespace: configMap.namespace, name: configMap.name }, type, reason, action, note });
+  // The candidate revisions whose last preflight failed: an Event when one starts failing, not on every run.
+  const failing = new Set<string>();
+  const preflights = new Preflights(
+    namespace,
+    apiServerDryRun(kubeConfig),
+    () => new Date(clock.now()),
+    (result) => {
+      metrics.rolloutPreflights.inc({ template: result.template, result: result.passed ? 'passed' : result.failure! });
+      const key = `${result.template}@${result.revision}`;
+      if (result.passed) {
+        failing.delete(key);
+        log.info(result, 'candidate preflight passed');
+        return;
+      }
+      log.warn(result, 'candidate preflight failed: the candidate takes no pod');
+      if (failing.has(key)) return;
+      failing.add(key);
+      tell(
+        'Warning',
+        'RolloutPreflightFailed',
+        'Preflight',
+        `Candidate revision ${result.revision} of template ${result.template} failed its preflight (${result.failure}): ${result.message}. ` +
+          `It takes no pod; new pods get the stable revision. Fix the candidate file, or delete it to abort; the preflight runs again on every change of the templates and every five minutes.`,
+      );
+    },
+  );
   const measure = () => {
     const set = preflights.gate(templates.current());
     metrics.rolloutCandidateActive.reset();
@@ -236,45 +305,74 @@ async function startPreflights(namespace: string, haltAfter: number, kubeConfig:
   const run = () =>
     void preflights
       .run(templates.current())
+      .then(() => {
+        // Revisions no longer candidates are forgotten with their results.
+        const current = new Set(preflights.status().results.map((r) => `${r.template}@${r.revision}`));
+        for (const key of failing) if (!current.has(key)) failing.delete(key);
+      })
       .catch((err: unknown) => log.error({ err: (err as Error).message }, 'candidate preflight'))
       .finally(measure);
   templates.on('reload', run);
-  const timer = setInterval(run, preflightIntervalMs).unref();
+  const timer = clock.every(preflightIntervalMs, run);
   run();
-  // The automatic halt: every minute, what the pods with a candidate do (rollout/halt.ts).
+  // The automatic halt: every minute, what the pods with a candidate do and whether its workloads can create pods (rollout/halt.ts).
   const { HealthCount } = await import('../rollout/halt.js');
+  const { refusedWorkloads } = await import('../rollout/refusals.js');
   const { listPages } = await import('../kube-api/request.js');
+  let health: HealthStatus[] = [];
   const watchHealth = async () => {
-    const set = templates.current();
-    if (![...(set.rollouts?.values() ?? [])].some((r) => r.candidate)) return;
-    let count = new HealthCount(set, { unhealthyPods: haltAfter, restarts: 3 });
-    await listPages(
-      kubeConfig,
-      '/api/v1/pods',
-      { pageSize: 500, onRestart: () => (count = new HealthCount(set, { unhealthyPods: haltAfter, restarts: 3 })) },
-      (page) => page.forEach((pod) => count.add(pod)),
+    // The set in force: a candidate stopped (preflight pending or failed) takes no workload, so no refusal is its.
+    const set = preflights.gate(templates.current());
+    if (![...(set.rollouts?.values() ?? [])].some((r) => r.candidate)) {
+      health = [];
+      return;
+    }
+    const thresholds = { unhealthyPods: haltAfter, restarts: 3, notReadyGraceMs: 5 * 60_000 };
+    const now = clock.now();
+    let count = new HealthCount(set, thresholds, now);
+    await listPages(kubeConfig, '/api/v1/pods', { pageSize: 500, onRestart: () => (count = new HealthCount(set, thresholds, now)) }, (page) =>
+      page.forEach((pod) => count.add(pod)),
     );
+    for (const workload of await refusedWorkloads(kubeConfig, { now })) count.addRefused(workload);
+    const checkedAt = new Date(now).toISOString();
+    health = [...count.health.values()].map((h) => ({
+      template: h.template,
+      revision: h.revision,
+      pods: h.pods,
+      restarting: h.restarting,
+      notReady: h.notReady,
+      refusedWorkloads: h.refused,
+      checkedAt,
+    }));
     for (const [template, { revision, why }] of count.halts())
       if (preflights.halt(template, revision, why)) {
         metrics.rolloutHalts.inc({ template });
         log.warn({ template, revision, why }, 'candidate halted: it takes no pod');
+        tell(
+          'Warning',
+          'RolloutHalted',
+          'Halt',
+          `Candidate revision ${revision} of template ${template} is ${why}. It takes no new pod; new pods get the stable revision. ` +
+            `Abort (delete the candidate file, or set share: 0) or write a fixed candidate, then move the pods that got it with sidecar-injector audit --restart stale.`,
+        );
       }
     measure();
   };
-  // One look at a time: a list that takes longer than the period is not started again over it.
+  // One look at a time: a look that takes longer than the period is not started again over it.
   let watching = false;
-  const healthTimer = setInterval(() => {
+  const healthTimer = clock.every(healthIntervalMs, () => {
     if (watching) return;
     watching = true;
     void watchHealth()
       .catch((err: unknown) => log.error({ err: (err as Error).message }, 'candidate health'))
       .finally(() => (watching = false));
-  }, 60_000).unref();
+  });
   return {
     gate: (set: TemplateSet) => preflights.gate(set),
     generation: () => preflights.generation(),
     status: () => ({
       ...preflights.status(),
+      ...(configMap ? { configMap: `${configMap.namespace}/${configMap.name}` } : {}),
       candidates: [...(preflights.gate(templates.current()).rollouts?.values() ?? [])]
         .filter((r) => r.candidate)
         .map((r) => ({
@@ -284,11 +382,15 @@ async function startPreflights(namespace: string, haltAfter: number, kubeConfig:
           takesPods: r.stopped === undefined,
           ...(r.stopped ? { stopped: r.stopped } : {}),
         })),
+      health,
     }),
+    /** Resolves when the Events started so far are written (tests). */
+    settled: () => events?.settled() ?? Promise.resolve(),
     stop: () => {
-      clearInterval(timer);
-      clearInterval(healthTimer);
+      timer.cancel();
+      healthTimer.cancel();
       templates.off('reload', run);
+      events?.stop();
     },
   };
 }
@@ -363,7 +465,17 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
   // Safe rollout: candidates take pods only after their preflight through the cluster's admission chain.
   const rollout =
     config.rolloutProbeNamespace && cluster.kubeConfig
-      ? await startPreflights(config.rolloutProbeNamespace, config.rolloutHaltUnhealthyPods, cluster.kubeConfig, templates, log, metrics)
+      ? await startPreflights({
+          namespace: config.rolloutProbeNamespace,
+          haltAfter: config.rolloutHaltUnhealthyPods,
+          kubeConfig: cluster.kubeConfig,
+          templates,
+          log,
+          metrics,
+          clock,
+          ...(config.templatesConfigMap ? { configMap: config.templatesConfigMap } : {}),
+          instance: env.POD_NAME || env.HOSTNAME || 'sidecar-injector',
+        })
       : undefined;
   if (rollout) {
     rolloutGate.apply = rollout.gate;

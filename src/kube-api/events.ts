@@ -22,6 +22,8 @@ export interface EventInput {
   readonly reason: string;
   /** A sentence; cut at 1 KiB (the API server's limit on `note`). */
   readonly note: string;
+  /** What the injector did or was doing. @default 'Inject' */
+  readonly action?: string;
 }
 
 export interface EventRecorderOptions {
@@ -147,7 +149,7 @@ export class EventRecorder {
   }
 
   private async create(series: Series): Promise<void> {
-    const { regarding, type, reason, note } = series.input;
+    const { regarding, type, reason, note, action = 'Inject' } = series.input;
     const body = {
       apiVersion: 'events.k8s.io/v1',
       kind: 'Event',
@@ -155,7 +157,7 @@ export class EventRecorder {
       eventTime: microTime(series.last),
       reportingController,
       reportingInstance: this.options.instance.slice(0, 128),
-      action: 'Inject',
+      action,
       reason,
       type,
       note: noteWithin(note),
