@@ -167,6 +167,12 @@ export class FakeApiServer {
   /** `limit` values of the list requests seen. */
   readonly listLimits: (string | null)[] = [];
   port = 0;
+  /** Core Events (v1), as controllers record them (`FailedCreate` on a ReplicaSet, say): listed with `fieldSelector` and pages. */
+  readonly coreEvents: Record<string, any>[] = [];
+  /** `fieldSelector` of each core Event list seen. */
+  readonly coreEventSelectors: (string | null)[] = [];
+  /** Service proxies (`/api/v1/namespaces/NS/services/https:NAME:PORT/proxy/…`): `NS/https:NAME:PORT` → a local HTTPS port (the test CA). */
+  readonly serviceProxies = new Map<string, number>();
   /** Pod creates (`POST …/pods`) go through this admission chain (helpers/admission-chain.ts); unset: not served. */
   admission: { create(namespace: string, dryRun: boolean, pod: unknown): Promise<{ code: number; body: unknown }> } | undefined;
 
@@ -408,6 +414,58 @@ export class FakeApiServer {
     if (resource === 'pods') this.emit('ADDED', object);
   }
 
+  /** Sets the status of a pod or workload added with addObject (container statuses, a ReplicaSet's conditions). */
+  setObjectStatus(resource: Resource, namespace: string, name: string, status: Record<string, any>): void {
+    const object = this.workloads[resource].get(`${namespace}/${name}`);
+    if (!object) throw new Error(`no ${resource} ${namespace}/${name}`);
+    object.status = status;
+    object.metadata = { ...object.metadata, resourceVersion: String(++this.rv) };
+  }
+
+  /** Core Events, all namespaces or one: `fieldSelector` on `reason`, `type`, `involvedObject.kind` (as the API server's field labels), paginated. */
+  private handleCoreEvents(url: URL, req: IncomingMessage, res: ServerResponse, namespace: string | undefined): void {
+    const selector = url.searchParams.get('fieldSelector');
+    this.coreEventSelectors.push(selector);
+    const fields: [string, string][] = [];
+    for (const term of selector ? selector.split(',') : []) {
+      const [key, value] = term.split('=');
+      if (!['reason', 'type', 'involvedObject.kind'].includes(key!) || value === undefined)
+        return this.send(res, 400, status(400, 'BadRequest', `"${key}" is not a known field selector: only "involvedObject.kind", "reason", "type"`));
+      fields.push([key!, value]);
+    }
+    const field = (event: Record<string, any>, key: string) => (key === 'involvedObject.kind' ? event.involvedObject?.kind : event[key]);
+    const all = this.coreEvents.filter((e) => (!namespace || e.metadata.namespace === namespace) && fields.every(([k, v]) => field(e, k) === v));
+    const limit = Number(url.searchParams.get('limit') ?? '0');
+    const start = url.searchParams.get('continue') ? Number(Buffer.from(url.searchParams.get('continue')!, 'base64').toString('utf8')) : 0;
+    const page = limit > 0 ? all.slice(start, start + limit) : all.slice(start);
+    const more = limit > 0 && start + limit < all.length;
+    const metadata = { resourceVersion: String(this.rv), ...(more ? { continue: Buffer.from(String(start + limit)).toString('base64') } : {}) };
+    this.sendList(req, res, 'EventList', 'v1', metadata, page);
+  }
+
+  /** Forwards a service proxy request to the local HTTPS port registered for the service, as the API server's proxy does. */
+  private async proxy(req: IncomingMessage, res: ServerResponse, key: string, rest: string, search: string): Promise<void> {
+    const port = this.serviceProxies.get(key);
+    if (port === undefined) return this.send(res, 503, status(503, 'ServiceUnavailable', `no endpoints available for service "${key}"`));
+    const { caCert } = await testCertificates();
+    const answer = await new Promise<{ code: number; type: string; body: string }>((resolve, reject) => {
+      const forwarded = https.request({ host: '127.0.0.1', port, path: `/${rest}${search}`, method: req.method, ca: caCert, servername: 'localhost' }, (r) => {
+        const chunks: Buffer[] = [];
+        r.on('data', (c: Buffer) => chunks.push(c));
+        r.on('end', () => resolve({ code: r.statusCode ?? 502, type: String(r.headers['content-type'] ?? ''), body: Buffer.concat(chunks).toString('utf8') }));
+        r.on('error', reject);
+      });
+      forwarded.on('error', reject);
+      forwarded.end();
+    }).catch((err: Error) => ({
+      code: 503,
+      type: 'application/json',
+      body: JSON.stringify(status(503, 'ServiceUnavailable', `error trying to reach service: ${err.message}`)),
+    }));
+    res.writeHead(answer.code, { 'content-type': answer.type });
+    res.end(answer.body);
+  }
+
   /** Lists of pods, ReplicaSets and Jobs, all namespaces or one, paginated; metadata only when asked by `Accept`. */
   private handleWorkloads(url: URL, req: IncomingMessage, res: ServerResponse): boolean {
     const match = /^\/(?:api\/v1|apis\/apps\/v1|apis\/batch\/v1)(?:\/namespaces\/([^/]+))?\/(pods|replicasets|jobs|deployments|statefulsets|daemonsets)$/.exec(
@@ -589,6 +647,11 @@ export class FakeApiServer {
       return this.send(res, answer.code, answer.body);
     }
     if (this.handleWorkloads(url, req, res)) return;
+    const coreEvents = /^\/api\/v1(?:\/namespaces\/([^/]+))?\/events$/.exec(url.pathname);
+    if (coreEvents && req.method === 'GET') return this.handleCoreEvents(url, req, res, coreEvents[1] && decodeURIComponent(coreEvents[1]));
+    const proxied = /^\/api\/v1\/namespaces\/([^/]+)\/services\/([^/]+)\/proxy\/(.*)$/.exec(url.pathname);
+    if (proxied && req.method === 'GET')
+      return this.proxy(req, res, `${decodeURIComponent(proxied[1]!)}/${decodeURIComponent(proxied[2]!)}`, proxied[3]!, url.search);
     const single =
       /^\/(?:api\/v1|apis\/apps\/v1|apis\/batch\/v1)\/namespaces\/([^/]+)\/(pods|jobs|replicasets|deployments|statefulsets|daemonsets)\/([^/]+)$/.exec(
         url.pathname,

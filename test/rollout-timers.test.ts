@@ -1,0 +1,203 @@
+/**
+ * serve's rollout timers end to end, on a fake clock: the periodic preflight through the test
+ * API server's admission chain (which calls the injector over HTTPS) and the periodic health
+ * look over its pods, Events and workloads. A candidate that passes takes pods; when the chain
+ * starts refusing it, the next periodic preflight stops it (one Event, not one per run); fixed,
+ * it takes pods again; a halt once restarting pods, not-ready pods and refused workloads reach
+ * the threshold (one Event). No sleep: time moves only when the test moves it, and the test
+ * waits on conditions.
+ */
+import test from 'ava';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { startPreflights } from '../src/cli/serve.js';
+import { createMetrics } from '../src/metrics.js';
+import { admitPod } from '../src/pipeline/admit.js';
+import { TemplateStore } from '../src/templates/store.js';
+import type { TemplateSet } from '../src/templates/set.js';
+import { AdmissionChain } from './helpers/admission-chain.js';
+import { FakeApiServer } from './helpers/fake-apiserver.js';
+import { FakeClock } from './helpers/fake-clock.js';
+import { optedIn, pod } from './helpers/pods.js';
+import { startTestServer } from './helpers/server.js';
+import { until } from './helpers/until.js';
+
+const shipper = await readFile('templates/log-shipper.yaml', 'utf8');
+const minute = 60_000;
+
+test('periodic preflight and health look on an injected clock: passes, stopped by the chain, back, then halted; one Event per transition', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'rollout-timers-'));
+  await writeFile(join(dir, 'log-shipper.yaml'), shipper);
+  await writeFile(join(dir, 'log-shipper-next.yaml'), `rollout:\n  role: candidate\n  share: 100\n${shipper.replace('fluent-bit:3.2.2', 'fluent-bit:3.2.3')}`);
+  const templates = await TemplateStore.load(dir);
+  const api = new FakeApiServer();
+  await api.start();
+  t.teardown(() => api.stop());
+  for (const ns of ['sidecar-injector', 'shop', 'probes']) api.create(ns);
+  const chain = new AdmissionChain();
+  api.admission = chain;
+  let refuseCandidate = false;
+  chain.validators.push((p) => {
+    const images = [...(p.spec.containers ?? []), ...(p.spec.initContainers ?? [])].map((c: { image: string }) => c.image);
+    return refuseCandidate && images.some((image: string) => image.endsWith(':3.2.3')) ? 'image-signature policy: fluent-bit:3.2.3 is not signed' : undefined;
+  });
+  const gate: { apply?: (set: TemplateSet) => TemplateSet } = {};
+  const inForce = () => gate.apply?.(templates.current()) ?? templates.current();
+  const namespaces = optedIn('shop', 'probes');
+  const injector = await startTestServer({ templates: inForce, namespaces });
+  t.teardown(() => injector.stop());
+  chain.webhooks.push({ name: 'all.sidecar-injector.io', port: injector.port, path: '/mutate?timeout=10s' });
+
+  const clock = new FakeClock();
+  const metrics = createMetrics();
+  const rollout = await startPreflights({
+    namespace: 'probes',
+    haltAfter: 3,
+    kubeConfig: await api.kubeConfig(),
+    templates,
+    log: pino({ level: 'silent' }),
+    metrics,
+    clock,
+    configMap: { namespace: 'sidecar-injector', name: 'sidecar-injector-templates' },
+    instance: 'replica-1',
+  });
+  t.teardown(() => rollout.stop());
+  gate.apply = rollout.gate;
+  const set = templates.current();
+  const stable = set.byName.get('log-shipper')!.hash;
+  const candidate = set.rollouts!.get('log-shipper')!.candidate!.hash;
+  type Status = ReturnType<typeof rollout.status>;
+  const status = (): Status => rollout.status();
+  const takesPods = () => status().candidates[0]!.takesPods;
+  const results = () => status().results.map((r) => `${r.passed ? 'passed' : r.failure}@${r.checkedAt}`);
+  /** The revision a new pod of a StatefulSet gets from the set in force. */
+  const revisionOfNewPod = async (name = 'db') => {
+    const p = pod({ generateName: `${name}-` });
+    p.metadata.ownerReferences = [{ apiVersion: 'apps/v1', kind: 'StatefulSet', name, uid: `u-${name}`, controller: true }];
+    const outcome = await admitPod({ pod: p, namespace: 'shop', name: '' }, { templates: inForce, namespaces });
+    if (outcome.decision !== 'patched') throw new Error(outcome.message);
+    return { revision: outcome.templates.find((x) => x.name === 'log-shipper')!.hash, pod: outcome.injection.pod as Record<string, any> };
+  };
+  const rolloutEvents = (reason: string) => [...api.kubeEvents.values()].filter((e) => e.reason === reason);
+  const start = clock.now();
+  const at = (ms: number) => new Date(start + ms).toISOString();
+
+  // At start: the preflight runs at once, through the chain and our webhook, and passes.
+  await until(() => results().length === 1, 'the first preflight');
+  t.deepEqual(results(), [`passed@${at(0)}`]);
+  t.true(takesPods());
+  t.is((await revisionOfNewPod()).revision, candidate, 'passed: the candidate takes its share');
+
+  // The chain starts refusing the candidate's image: nothing changes until the next periodic preflight.
+  refuseCandidate = true;
+  await clock.advance(5 * minute - 1);
+  t.true(takesPods(), 'no preflight before five minutes');
+  await clock.advance(1);
+  await until(() => results()[0] === `refused@${at(5 * minute)}`, 'the periodic preflight at five minutes');
+  await until(() => !takesPods(), 'the candidate stopped');
+  t.regex(status().candidates[0]!.stopped!, /^preflight failed \(refused\): .*image-signature policy: fluent-bit:3\.2\.3 is not signed/);
+  t.is((await revisionOfNewPod()).revision, stable, 'stopped: new pods get the stable revision');
+  await rollout.settled();
+  await until(() => rolloutEvents('RolloutPreflightFailed').length === 1, 'the Event on the templates ConfigMap');
+  const failed = rolloutEvents('RolloutPreflightFailed')[0]!;
+  t.like(failed, {
+    type: 'Warning',
+    action: 'Preflight',
+    reportingInstance: 'replica-1',
+    regarding: { apiVersion: 'v1', kind: 'ConfigMap', namespace: 'sidecar-injector', name: 'sidecar-injector-templates' },
+    metadata: { namespace: 'sidecar-injector' },
+  });
+  t.regex(
+    failed.note,
+    new RegExp(
+      `^Candidate revision ${candidate} of template log-shipper failed its preflight \\(refused\\): .*It takes no pod; new pods get the stable revision\\. Fix the candidate file, or delete it to abort`,
+    ),
+  );
+  // Still refused five minutes later: no second Event for the same failure.
+  await clock.advance(5 * minute);
+  await until(() => results()[0] === `refused@${at(10 * minute)}`, 'the preflight at ten minutes');
+  await rollout.settled();
+  t.is(rolloutEvents('RolloutPreflightFailed').length, 1, 'one Event per transition, not per run');
+
+  // The policy lets the image through: the next periodic preflight passes and the candidate takes pods again.
+  refuseCandidate = false;
+  await clock.advance(5 * minute);
+  await until(() => results()[0] === `passed@${at(15 * minute)}`, 'the preflight at fifteen minutes');
+  await until(() => takesPods(), 'the candidate back');
+  const { pod: withCandidate } = await revisionOfNewPod();
+
+  // Its pods: one crash-looping, one whose sidecar has not been ready for six minutes, one healthy.
+  const now = () => new Date(clock.now()).toISOString();
+  const six = () => new Date(clock.now() - 6 * minute).toISOString();
+  const addPod = (name: string, sidecar: Record<string, unknown>, from = withCandidate) => {
+    api.addObject('pods', { ...from.metadata, namespace: 'shop', name }, from.spec);
+    api.setObjectStatus('pods', 'shop', name, {
+      phase: 'Running',
+      startTime: six(),
+      initContainerStatuses: [{ name: 'log-shipper', restartCount: 0, ready: true, state: { running: { startedAt: six() } }, ...sidecar }],
+      containerStatuses: [{ name: 'web', restartCount: 0, ready: true, state: { running: { startedAt: six() } } }],
+    });
+  };
+  addPod('db-0', { restartCount: 4, ready: false, state: { waiting: { reason: 'CrashLoopBackOff' } } });
+  addPod('db-1', { ready: false });
+  addPod('db-2', {});
+  // The next minute's look: two unhealthy pods, below the threshold of three.
+  await clock.advance(minute);
+  await until(() => status().health[0]?.checkedAt === now(), 'the health look');
+  t.like(status().health[0], { template: 'log-shipper', revision: candidate, pods: 3, restarting: 1, notReady: 1, refusedWorkloads: 0 });
+  t.true(takesPods());
+  // A ReplicaSet of a Deployment the candidate takes cannot create pods (the chain's refusal, as its controller records it).
+  api.addObject('replicasets', { namespace: 'shop', name: 'web-7c9d' }, { template: { metadata: { labels: { app: 'web', 'pod-template-hash': '7c9d' } } } });
+  api.setObjectStatus('replicasets', 'shop', 'web-7c9d', {
+    replicas: 0,
+    conditions: [
+      {
+        type: 'ReplicaFailure',
+        status: 'True',
+        reason: 'FailedCreate',
+        message: 'admission webhook "images.example.com" denied the request: unsigned',
+        lastTransitionTime: now(),
+      },
+    ],
+  });
+  api.coreEvents.push({
+    kind: 'Event',
+    apiVersion: 'v1',
+    metadata: { namespace: 'shop', name: 'web-7c9d.1' },
+    involvedObject: { kind: 'ReplicaSet', namespace: 'shop', name: 'web-7c9d', apiVersion: 'apps/v1' },
+    reason: 'FailedCreate',
+    type: 'Warning',
+    message: 'Error creating: admission webhook "images.example.com" denied the request: unsigned',
+    lastTimestamp: now(),
+    count: 4,
+  });
+  await clock.advance(minute);
+  await until(() => !takesPods(), 'the halt');
+  t.like(status().health[0], { pods: 3, restarting: 1, notReady: 1, refusedWorkloads: 1 });
+  t.regex(
+    status().candidates[0]!.stopped!,
+    /^halted: 2 of 3 pods with the candidate are unhealthy \(1 restarting, 1 not ready\) and 1 of its workloads cannot create pods \(pod shop\/db-0: container log-shipper is waiting: CrashLoopBackOff; pod shop\/db-1: container log-shipper not ready for 480 s; ReplicaSet shop\/web-7c9d cannot create pods: admission webhook "images\.example\.com" denied the request: unsigned\)$/,
+  );
+  t.deepEqual(status().halted, [{ candidate: `log-shipper@${candidate}`, why: status().candidates[0]!.stopped }]);
+  t.is((await revisionOfNewPod('other')).revision, stable, 'halted: new pods get the stable revision');
+  // The list of FailedCreate Events was field-selected and paged; the ReplicaSet read as an object.
+  t.true(api.coreEventSelectors.every((s) => s === 'reason=FailedCreate'));
+  t.true(api.objectGets.includes('/apis/apps/v1/namespaces/shop/replicasets/web-7c9d'));
+  await rollout.settled();
+  await until(() => rolloutEvents('RolloutHalted').length === 1, 'the halt Event');
+  const halted = rolloutEvents('RolloutHalted')[0]!;
+  t.like(halted, { type: 'Warning', action: 'Halt', regarding: { kind: 'ConfigMap', name: 'sidecar-injector-templates' } });
+  t.regex(halted.note, new RegExp(`^Candidate revision ${candidate} of template log-shipper is halted: 2 of 3 pods .*Abort .*audit --restart stale\\.$`));
+  // Later looks and preflights: still halted, no further Event.
+  await clock.advance(3 * minute);
+  await until(() => results()[0] === `passed@${at(20 * minute)}`, 'the preflight at twenty minutes');
+  await rollout.settled();
+  t.false(takesPods(), 'a passed preflight does not lift a halt');
+  t.is(rolloutEvents('RolloutHalted').length, 1);
+  t.is(rolloutEvents('RolloutPreflightFailed').length, 1);
+  const metricsText = await metrics.registry.metrics();
+  t.regex(metricsText, /sidecar_injector_rollout_halts_total\{template="log-shipper"\} 1/);
+  t.regex(metricsText, /sidecar_injector_rollout_preflights_total\{template="log-shipper",result="refused"\} 2/);
+});
