@@ -201,3 +201,40 @@ test('periodic preflight and health look on an injected clock: passes, stopped b
   t.regex(metricsText, /sidecar_injector_rollout_halts_total\{template="log-shipper"\} 1/);
   t.regex(metricsText, /sidecar_injector_rollout_preflights_total\{template="log-shipper",result="refused"\} 2/);
 });
+
+test('two candidates failing in the same run are two Events on the templates ConfigMap, each naming its template', async (t) => {
+  const proxy = await readFile('templates/proxy.yaml', 'utf8');
+  const dir = await mkdtemp(join(tmpdir(), 'rollout-timers-'));
+  await writeFile(join(dir, 'log-shipper.yaml'), shipper);
+  await writeFile(join(dir, 'log-shipper-next.yaml'), `rollout:\n  role: candidate\n  share: 10\n${shipper.replace('fluent-bit:3.2.2', 'fluent-bit:3.2.3')}`);
+  await writeFile(join(dir, 'proxy.yaml'), proxy);
+  await writeFile(join(dir, 'proxy-next.yaml'), `rollout:\n  role: candidate\n  share: 10\n${proxy.replace('envoy:v1.32.3', 'envoy:v1.32.4')}`);
+  const templates = await TemplateStore.load(dir);
+  const api = new FakeApiServer();
+  await api.start();
+  t.teardown(() => api.stop());
+  api.create('sidecar-injector');
+  // No admission chain: the probe namespace's pods cannot be created at all.
+  const clock = new FakeClock();
+  const rollout = await startPreflights({
+    namespace: 'probes',
+    haltAfter: 3,
+    kubeConfig: await api.kubeConfig(),
+    templates,
+    log: pino({ level: 'silent' }),
+    metrics: createMetrics(),
+    clock,
+    configMap: { namespace: 'sidecar-injector', name: 'sidecar-injector-templates' },
+    instance: 'replica-1',
+  });
+  t.teardown(() => rollout.stop());
+  await until(() => rollout.status().results.length === 2, 'both preflights');
+  await rollout.settled();
+  await until(() => api.kubeEvents.size === 2, 'two Events');
+  const notes = [...api.kubeEvents.values()].map((e) => `${e.reason}: ${e.note}`).sort();
+  t.regex(notes[0]!, /^RolloutPreflightFailed: Candidate revision \w+ of template log-shipper failed its preflight \(refused\)/);
+  t.regex(notes[1]!, /^RolloutPreflightFailed: Candidate revision \w+ of template proxy failed its preflight \(refused\)/);
+  await clock.advance(2 * minute);
+  await rollout.settled();
+  t.is(api.eventPatches.length, 0, 'no series update: each failure occurred once');
+});

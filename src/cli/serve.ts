@@ -268,9 +268,17 @@ export async function startPreflights(options: RolloutOptions) {
       })
     : undefined;
   const configMap = options.configMap;
-  const tell = (type: 'Normal' | 'Warning', reason: string, action: string, note: string) =>
+  // Each candidate revision a series of its own: two templates failing in one minute are two Events.
+  const tell = (candidate: string, reason: string, action: string, note: string) =>
     configMap &&
-    events?.record({ regarding: { apiVersion: 'v1', kind: 'ConfigMap', namespace: configMap.namespace, name: configMap.name }, type, reason, action, note });
+    events?.record({
+      regarding: { apiVersion: 'v1', kind: 'ConfigMap', namespace: configMap.namespace, name: configMap.name },
+      type: 'Warning',
+      reason,
+      action,
+      note,
+      series: candidate,
+    });
   // The candidate revisions whose last preflight failed: an Event when one starts failing, not on every run.
   const failing = new Set<string>();
   const preflights = new Preflights(
@@ -289,7 +297,7 @@ export async function startPreflights(options: RolloutOptions) {
       if (failing.has(key)) return;
       failing.add(key);
       tell(
-        'Warning',
+        key,
         'RolloutPreflightFailed',
         'Preflight',
         `Candidate revision ${result.revision} of template ${result.template} failed its preflight (${result.failure}): ${result.message}. ` +
@@ -349,7 +357,7 @@ export async function startPreflights(options: RolloutOptions) {
         metrics.rolloutHalts.inc({ template });
         log.warn({ template, revision, why }, 'candidate halted: it takes no pod');
         tell(
-          'Warning',
+          `${template}@${revision}`,
           'RolloutHalted',
           'Halt',
           `Candidate revision ${revision} of template ${template} is ${why}. It takes no new pod; new pods get the stable revision. ` +

@@ -24,6 +24,11 @@ export interface EventInput {
   readonly note: string;
   /** What the injector did or was doing. @default 'Inject' */
   readonly action?: string;
+  /**
+   * What tells this occurrence from others of the same reason on the same object (a template
+   * revision on the templates ConfigMap): a series of its own, never counted into theirs. @default none
+   */
+  readonly series?: string;
 }
 
 export interface EventRecorderOptions {
@@ -104,7 +109,7 @@ export class EventRecorder {
       this.options.onDrop?.();
       return;
     }
-    const key = `${regarding.namespace}\0${regarding.kind}\0${regarding.name}\0${input.reason}`;
+    const key = `${regarding.namespace}\0${regarding.kind}\0${regarding.name}\0${input.reason}\0${input.series ?? ''}`;
     const existing = this.series.get(key);
     if (existing) {
       existing.count++;
