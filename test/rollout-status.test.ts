@@ -10,6 +10,8 @@ import { rollout, type RolloutReport } from '../src/cli/rollout.js';
 import { loadTemplateDir } from '../src/templates/load.js';
 import { ConfigError, UsageError } from '../src/errors.js';
 import { FakeApiServer } from './helpers/fake-apiserver.js';
+import { candidateFile, rolloutWorld, serveStatus } from './helpers/rollout-world.js';
+import { until } from './helpers/until.js';
 
 const shipper = await readFile('templates/log-shipper.yaml', 'utf8');
 const next = `rollout:\n  role: candidate\n  share: 25\n  namespaces: [shop]\n  podSelector: {matchLabels: {tier: web}}\n${shipper.replace('fluent-bit:3.2.2', 'fluent-bit:3.2.3')}`;
@@ -27,6 +29,13 @@ async function run(args: string[]): Promise<{ code: number; stdout: string }> {
   let stdout = '';
   const code = await rollout(args, { stdout: { write: (s: string) => (stdout += s) } });
   return { code, stdout };
+}
+
+/** A kubeconfig file for `api`. */
+async function kubeconfigFile(api: FakeApiServer): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'rollout-status-kc-'));
+  await writeFile(join(dir, 'kubeconfig'), (await api.kubeConfig()).exportConfig());
+  return join(dir, 'kubeconfig');
 }
 
 const ledger = (hash: string) => JSON.stringify({ v: 1, templates: { 'log-shipper': { hash, initContainers: ['log-shipper'] } } });
@@ -91,4 +100,97 @@ test('--offline reads no cluster; a wrong subcommand or output is a clear refusa
   await t.throwsAsync(run(['statuz', '--offline']), { instanceOf: UsageError, message: /expected the subcommand status \(got "statuz"\)/ });
   await t.throwsAsync(run(['status', '--offline', '-o', 'yaml']), { instanceOf: ConfigError, message: /-o: expected text or json/ });
   await t.throwsAsync(run(['status', '--templates', dir, '--kubeconfig', join(dir, 'missing')]), { instanceOf: ConfigError, message: /--offline shows/ });
+});
+
+test("the injector's preflight, halt and health per candidate, read from its /status through the API server's service proxy", async (t) => {
+  const world = await rolloutWorld(
+    t,
+    {
+      'log-shipper.yaml': shipper,
+      'log-shipper-next.yaml': candidateFile(shipper.replace('fluent-bit:3.2.2', 'fluent-bit:3.2.3'), 100),
+    },
+    { haltAfter: 1 },
+  );
+  const { api, chain, clock, rollout } = world;
+  const kubeconfig = await kubeconfigFile(api);
+  const set = world.templates.current();
+  const candidate = set.rollouts!.get('log-shipper')!.candidate!.hash;
+  const args = ['status', '--templates', world.dir, '--kubeconfig', kubeconfig];
+
+  // Before the Service answers: the rest is shown, and why the injector's part is not.
+  const before = await run([...args, '-o', 'json']);
+  t.is(before.code, 0);
+  t.regex(
+    (JSON.parse(before.stdout) as RolloutReport).injector!.error!,
+    /^cannot read the injector's \/status through the API server's service proxy: no endpoints available/,
+  );
+
+  api.serviceProxies.set('sidecar-injector/https:sidecar-injector:443', await serveStatus(t, () => rollout.status()));
+  await until(() => rollout.status().results.length === 1, 'the first preflight');
+  const passed = JSON.parse((await run([...args, '-o', 'json'])).stdout) as RolloutReport;
+  t.deepEqual(passed.injector, {
+    from: 'sidecar-injector/sidecar-injector:443',
+    replica: 'replica-1',
+    preflight: true,
+    candidates: [
+      {
+        template: 'log-shipper',
+        revision: candidate,
+        takesPods: true,
+        preflight: { state: 'passed', message: rollout.status().results[0]!.message, checkedAt: '2026-11-20T10:00:00.000Z' },
+      },
+    ],
+  });
+
+  // The chain refuses it at the next preflight; a refused ReplicaSet of a workload it takes halts it at the next look.
+  chain.validators.push(() => 'image-signature policy: not signed');
+  api.addObject('replicasets', { namespace: 'shop', name: 'web-7c9d' }, { template: { metadata: { labels: { app: 'web', 'pod-template-hash': '7c9d' } } } });
+  api.setObjectStatus('replicasets', 'shop', 'web-7c9d', {
+    conditions: [{ type: 'ReplicaFailure', status: 'True', reason: 'FailedCreate', message: 'forbidden' }],
+  });
+  api.coreEvents.push({
+    metadata: { namespace: 'shop', name: 'web-7c9d.1' },
+    involvedObject: { kind: 'ReplicaSet', namespace: 'shop', name: 'web-7c9d' },
+    reason: 'FailedCreate',
+    type: 'Warning',
+    message: 'Error creating: forbidden',
+    lastTimestamp: new Date(clock.now()).toISOString(),
+  });
+  // The look at one minute counts the refusal while the candidate takes pods, and halts it.
+  await clock.advance(60_000);
+  await until(() => rollout.status().halted.length === 1, 'the halt');
+  const halted = (JSON.parse((await run([...args, '-o', 'json'])).stdout) as RolloutReport).injector!.candidates![0]!;
+  t.like(halted, {
+    takesPods: false,
+    preflight: { state: 'passed', checkedAt: '2026-11-20T10:00:00.000Z' },
+    health: { pods: 0, restarting: 0, notReady: 0, refusedWorkloads: 1, checkedAt: '2026-11-20T10:01:00.000Z' },
+  });
+  t.regex(
+    halted.halted!,
+    /^halted: 0 of 0 pods with the candidate are unhealthy and 1 of its workloads cannot create pods \(ReplicaSet shop\/web-7c9d cannot create pods: forbidden\)$/,
+  );
+  t.is(halted.stopped, halted.halted, 'the halt is why it takes no pod');
+  // The next periodic preflight is refused by the chain: shown with its time, the halt kept.
+  await clock.advance(4 * 60_000);
+  await until(() => rollout.status().results[0]!.passed === false, 'the failed preflight');
+  const failed = (JSON.parse((await run([...args, '-o', 'json'])).stdout) as RolloutReport).injector!.candidates![0]!;
+  t.like(failed.preflight, { state: 'failed', failure: 'refused', checkedAt: '2026-11-20T10:05:00.000Z' });
+  t.regex(failed.preflight.message!, /image-signature policy: not signed/);
+  t.truthy(failed.halted);
+
+  const text = (await run(args)).stdout;
+  t.regex(text, /^injector sidecar-injector\/sidecar-injector:443 \(replica replica-1\):$/m);
+  t.regex(text, new RegExp(`^log-shipper +${candidate} +no +failed \\(refused\\) +2026-11-20T10:05:00\\.000Z +yes +0 +0 +0 +\\d+ +\\S+$`, 'm'));
+  t.regex(text, /^log-shipper: halted: 0 of 0 pods with the candidate are unhealthy and 1 of its workloads cannot create pods/m);
+  await t.throwsAsync(run([...args, '--injector', 'sidecar-injector']), { instanceOf: ConfigError, message: /--injector: expected NAMESPACE\/SERVICE/ });
+});
+
+test('an injector that runs no preflight says so', async (t) => {
+  const api = new FakeApiServer();
+  await api.start();
+  t.teardown(() => api.stop());
+  api.serviceProxies.set('ops/https:injector:8443', await serveStatus(t, () => undefined));
+  const dir = await templatesDir();
+  const { stdout } = await run(['status', '--templates', dir, '--kubeconfig', await kubeconfigFile(api), '--injector', 'ops/injector:8443']);
+  t.regex(stdout, /^injector ops\/injector:8443: runs no preflight \(no --rollout-probe-namespace\): each candidate takes its share as soon as it is loaded$/m);
 });

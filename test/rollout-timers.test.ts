@@ -8,63 +8,26 @@
  * waits on conditions.
  */
 import test from 'ava';
-import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { pino } from 'pino';
-import { startPreflights } from '../src/cli/serve.js';
-import { createMetrics } from '../src/metrics.js';
+import { readFile } from 'node:fs/promises';
 import { admitPod } from '../src/pipeline/admit.js';
-import { TemplateStore } from '../src/templates/store.js';
-import type { TemplateSet } from '../src/templates/set.js';
-import { AdmissionChain } from './helpers/admission-chain.js';
-import { FakeApiServer } from './helpers/fake-apiserver.js';
-import { FakeClock } from './helpers/fake-clock.js';
-import { optedIn, pod } from './helpers/pods.js';
-import { startTestServer } from './helpers/server.js';
+import { pod } from './helpers/pods.js';
+import { candidateFile, rolloutWorld } from './helpers/rollout-world.js';
 import { until } from './helpers/until.js';
 
 const shipper = await readFile('templates/log-shipper.yaml', 'utf8');
 const minute = 60_000;
 
 test('periodic preflight and health look on an injected clock: passes, stopped by the chain, back, then halted; one Event per transition', async (t) => {
-  const dir = await mkdtemp(join(tmpdir(), 'rollout-timers-'));
-  await writeFile(join(dir, 'log-shipper.yaml'), shipper);
-  await writeFile(join(dir, 'log-shipper-next.yaml'), `rollout:\n  role: candidate\n  share: 100\n${shipper.replace('fluent-bit:3.2.2', 'fluent-bit:3.2.3')}`);
-  const templates = await TemplateStore.load(dir);
-  const api = new FakeApiServer();
-  await api.start();
-  t.teardown(() => api.stop());
-  for (const ns of ['sidecar-injector', 'shop', 'probes']) api.create(ns);
-  const chain = new AdmissionChain();
-  api.admission = chain;
+  const world = await rolloutWorld(t, {
+    'log-shipper.yaml': shipper,
+    'log-shipper-next.yaml': candidateFile(shipper.replace('fluent-bit:3.2.2', 'fluent-bit:3.2.3'), 100),
+  });
+  const { templates, api, chain, inForce, namespaces, clock, metrics, rollout } = world;
   let refuseCandidate = false;
   chain.validators.push((p) => {
     const images = [...(p.spec.containers ?? []), ...(p.spec.initContainers ?? [])].map((c: { image: string }) => c.image);
     return refuseCandidate && images.some((image: string) => image.endsWith(':3.2.3')) ? 'image-signature policy: fluent-bit:3.2.3 is not signed' : undefined;
   });
-  const gate: { apply?: (set: TemplateSet) => TemplateSet } = {};
-  const inForce = () => gate.apply?.(templates.current()) ?? templates.current();
-  const namespaces = optedIn('shop', 'probes');
-  const injector = await startTestServer({ templates: inForce, namespaces });
-  t.teardown(() => injector.stop());
-  chain.webhooks.push({ name: 'all.sidecar-injector.io', port: injector.port, path: '/mutate?timeout=10s' });
-
-  const clock = new FakeClock();
-  const metrics = createMetrics();
-  const rollout = await startPreflights({
-    namespace: 'probes',
-    haltAfter: 3,
-    kubeConfig: await api.kubeConfig(),
-    templates,
-    log: pino({ level: 'silent' }),
-    metrics,
-    clock,
-    configMap: { namespace: 'sidecar-injector', name: 'sidecar-injector-templates' },
-    instance: 'replica-1',
-  });
-  t.teardown(() => rollout.stop());
-  gate.apply = rollout.gate;
   const set = templates.current();
   const stable = set.byName.get('log-shipper')!.hash;
   const candidate = set.rollouts!.get('log-shipper')!.candidate!.hash;
@@ -204,36 +167,23 @@ test('periodic preflight and health look on an injected clock: passes, stopped b
 
 test('two candidates failing in the same run are two Events on the templates ConfigMap, each naming its template', async (t) => {
   const proxy = await readFile('templates/proxy.yaml', 'utf8');
-  const dir = await mkdtemp(join(tmpdir(), 'rollout-timers-'));
-  await writeFile(join(dir, 'log-shipper.yaml'), shipper);
-  await writeFile(join(dir, 'log-shipper-next.yaml'), `rollout:\n  role: candidate\n  share: 10\n${shipper.replace('fluent-bit:3.2.2', 'fluent-bit:3.2.3')}`);
-  await writeFile(join(dir, 'proxy.yaml'), proxy);
-  await writeFile(join(dir, 'proxy-next.yaml'), `rollout:\n  role: candidate\n  share: 10\n${proxy.replace('envoy:v1.32.3', 'envoy:v1.32.4')}`);
-  const templates = await TemplateStore.load(dir);
-  const api = new FakeApiServer();
-  await api.start();
-  t.teardown(() => api.stop());
-  api.create('sidecar-injector');
-  // No admission chain: the probe namespace's pods cannot be created at all.
-  const clock = new FakeClock();
-  const rollout = await startPreflights({
-    namespace: 'probes',
-    haltAfter: 3,
-    kubeConfig: await api.kubeConfig(),
-    templates,
-    log: pino({ level: 'silent' }),
-    metrics: createMetrics(),
-    clock,
-    configMap: { namespace: 'sidecar-injector', name: 'sidecar-injector-templates' },
-    instance: 'replica-1',
-  });
-  t.teardown(() => rollout.stop());
+  // No webhook in the chain: the probes come back without the candidates' sidecars.
+  const { api, clock, rollout } = await rolloutWorld(
+    t,
+    {
+      'log-shipper.yaml': shipper,
+      'log-shipper-next.yaml': candidateFile(shipper.replace('fluent-bit:3.2.2', 'fluent-bit:3.2.3'), 10),
+      'proxy.yaml': proxy,
+      'proxy-next.yaml': candidateFile(proxy.replace('envoy:v1.32.3', 'envoy:v1.32.4'), 10),
+    },
+    { injectorInChain: false },
+  );
   await until(() => rollout.status().results.length === 2, 'both preflights');
   await rollout.settled();
   await until(() => api.kubeEvents.size === 2, 'two Events');
   const notes = [...api.kubeEvents.values()].map((e) => `${e.reason}: ${e.note}`).sort();
-  t.regex(notes[0]!, /^RolloutPreflightFailed: Candidate revision \w+ of template log-shipper failed its preflight \(refused\)/);
-  t.regex(notes[1]!, /^RolloutPreflightFailed: Candidate revision \w+ of template proxy failed its preflight \(refused\)/);
+  t.regex(notes[0]!, /^RolloutPreflightFailed: Candidate revision \w+ of template log-shipper failed its preflight \(not-injected\)/);
+  t.regex(notes[1]!, /^RolloutPreflightFailed: Candidate revision \w+ of template proxy failed its preflight \(not-injected\)/);
   await clock.advance(2 * minute);
   await rollout.settled();
   t.is(api.eventPatches.length, 0, 'no series update: each failure occurred once');

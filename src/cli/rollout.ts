@@ -1,15 +1,18 @@
 /**
  * `sidecar-injector rollout status`: per template, the stable revision, the candidate with its
- * share and scope, and the previous revision, from the templates directory; and, from the
- * cluster (a metadata-only list of pods, read page by page), how many workloads and pods run
- * each revision.
+ * share and scope, and the previous revision, from the templates directory; from the cluster (a
+ * metadata-only list of pods, read page by page), how many workloads and pods run each revision;
+ * and, from the injector's `/status` read through the API server's service proxy, each
+ * candidate's preflight, halt and health as the replica that answered sees them.
  */
-import { ConfigError, UsageError } from '../errors.js';
+import { ConfigError, KubernetesApiError, UsageError } from '../errors.js';
 import { parseOptions } from '../options.js';
 import { parseLedger } from '../inject/ledger.js';
 import { AnnotationKeys } from '../k8s/keys.js';
 import type { Selector } from '../k8s/selector.js';
-import { listPages, metadataOnly } from '../kube-api/request.js';
+import { getJson, listPages, metadataOnly } from '../kube-api/request.js';
+import { isJsonObject, type JsonObject } from '../k8s/json.js';
+import { isDns1123Label } from '../k8s/label-syntax.js';
 import type { ListedMetadata } from '../pipeline/audit.js';
 import { loadTemplateDir } from '../templates/load.js';
 import { rolloutSubject, workloadKey, type Rollout } from '../templates/rollout.js';
@@ -41,10 +44,45 @@ export interface RevisionCount {
   readonly pods: number;
 }
 
+/** One candidate as the injector sees it: whether it takes pods, its preflight, its halt and its health. */
+export interface CandidateState {
+  readonly template: string;
+  readonly revision: string;
+  readonly takesPods: boolean;
+  /** Why it takes no pod (a preflight pending or failed, a halt). */
+  readonly stopped?: string;
+  readonly preflight: { readonly state: 'passed' | 'failed' | 'pending'; readonly failure?: string; readonly message?: string; readonly checkedAt?: string };
+  /** Why it was halted. */
+  readonly halted?: string;
+  /** The last health look: pods with the candidate, restarting, not ready, refused workloads. */
+  readonly health?: {
+    readonly pods: number;
+    readonly restarting: number;
+    readonly notReady: number;
+    readonly refusedWorkloads: number;
+    readonly checkedAt: string;
+  };
+}
+
+/** What the injector's /status says of the rollout, or why it could not be read. */
+export interface InjectorRollout {
+  /** The Service it was read from (`namespace/name:port`). */
+  readonly from: string;
+  /** The replica that answered. */
+  readonly replica?: string;
+  /** False when the injector runs no preflight (no --rollout-probe-namespace): candidates take their share when loaded. */
+  readonly preflight?: boolean;
+  readonly candidates?: readonly CandidateState[];
+  /** Why the status could not be read. */
+  readonly error?: string;
+}
+
 export interface RolloutReport {
   readonly templates: readonly TemplateRollout[];
   /** Undefined with --offline. */
   readonly pods?: readonly RevisionCount[];
+  /** Undefined with --offline. */
+  readonly injector?: InjectorRollout;
 }
 
 /** A selector as `kubectl get -l` writes one; `*` for everything. */
@@ -155,11 +193,116 @@ export function formatRollout(report: RolloutReport): string {
     ]),
   );
   if (!report.pods) return templates;
+  const injector = report.injector ? `\n${formatInjector(report.injector)}` : '';
   const pods = columns(
     ['TEMPLATE', 'REVISION', 'ROLE', 'WORKLOADS', 'PODS'],
     report.pods.map((c) => [c.template, c.revision, c.role, String(c.workloads), String(c.pods)]),
   );
-  return `${templates}\n${report.pods.length > 0 ? pods : 'no pod carries a template of this directory\n'}`;
+  return `${templates}\n${report.pods.length > 0 ? pods : 'no pod carries a template of this directory\n'}${injector}`;
+}
+
+/** `NS/SERVICE[:PORT]`, checked. */
+export function parseInjectorService(text: string): { namespace: string; name: string; port: number } {
+  const match = /^([^/]+)\/([^/:]+)(?::(\d{1,5}))?$/.exec(text);
+  const port = Number(match?.[3] ?? '443');
+  if (!match || !isDns1123Label(match[1]!) || !isDns1123Label(match[2]!) || port < 1 || port > 65535)
+    throw new ConfigError([`--injector: expected NAMESPACE/SERVICE or NAMESPACE/SERVICE:PORT (got ${JSON.stringify(text).slice(0, 80)})`]);
+  return { namespace: match[1]!, name: match[2]!, port };
+}
+
+const text = (value: unknown): string | undefined => (typeof value === 'string' ? value.slice(0, 2000) : undefined);
+const count = (value: unknown): number => (typeof value === 'number' && Number.isFinite(value) ? value : 0);
+
+/** The candidates of serve's `/status` → `rollout`, joined by candidate revision: state, preflight result, halt and health. */
+export function candidateStates(rollout: JsonObject): CandidateState[] {
+  const list = (value: unknown) => (Array.isArray(value) ? value.filter(isJsonObject) : []);
+  const results = list(rollout.results);
+  const halted = list(rollout.halted);
+  const health = list(rollout.health);
+  return list(rollout.candidates).map((c) => {
+    const template = text(c.template) ?? '';
+    const revision = text(c.revision) ?? '';
+    const result = results.find((r) => r.template === template && r.revision === revision);
+    const halt = halted.find((h) => h.candidate === `${template}@${revision}`);
+    const look = health.find((h) => h.template === template && h.revision === revision);
+    const stopped = text(c.stopped);
+    const failure = text(result?.failure);
+    const message = text(result?.message);
+    const checkedAt = text(result?.checkedAt);
+    const haltedWhy = text(halt?.why);
+    return {
+      template,
+      revision,
+      takesPods: c.takesPods === true,
+      ...(stopped ? { stopped } : {}),
+      preflight: {
+        state: !result ? 'pending' : result.passed === true ? 'passed' : 'failed',
+        ...(failure ? { failure } : {}),
+        ...(message ? { message } : {}),
+        ...(checkedAt ? { checkedAt } : {}),
+      },
+      ...(haltedWhy ? { halted: haltedWhy } : {}),
+      ...(look
+        ? {
+            health: {
+              pods: count(look.pods),
+              restarting: count(look.restarting),
+              notReady: count(look.notReady),
+              refusedWorkloads: count(look.refusedWorkloads),
+              checkedAt: text(look.checkedAt) ?? '',
+            },
+          }
+        : {}),
+    };
+  });
+}
+
+/** Reads the injector's /status through the API server's service proxy (`get` on `services/proxy` of that Service). */
+async function injectorRollout(
+  kubeConfig: Parameters<typeof getJson>[0],
+  service: { namespace: string; name: string; port: number },
+): Promise<InjectorRollout> {
+  const from = `${service.namespace}/${service.name}:${service.port}`;
+  const path = `/api/v1/namespaces/${encodeURIComponent(service.namespace)}/services/${encodeURIComponent(`https:${service.name}:${service.port}`)}/proxy/status`;
+  let status: unknown;
+  try {
+    status = await getJson(kubeConfig, path, 15_000);
+  } catch (err) {
+    const why = err instanceof KubernetesApiError ? (err.detail ?? err.message) : (err as Error).message;
+    return { from, error: `cannot read the injector's /status through the API server's service proxy: ${why.slice(0, 500)}` };
+  }
+  if (!isJsonObject(status)) return { from, error: "the injector's /status is not a JSON object" };
+  const rollout = isJsonObject(status.rollout) ? status.rollout : undefined;
+  const replica = rollout ? text(rollout.replica) : undefined;
+  if (!rollout) return { from, preflight: false };
+  return { from, ...(replica ? { replica } : {}), preflight: true, candidates: candidateStates(rollout) };
+}
+
+/** The injector's view as text: a line per candidate, and why each that takes no pod does not. */
+function formatInjector(injector: InjectorRollout): string {
+  const source = `injector ${injector.from}${injector.replica ? ` (replica ${injector.replica})` : ''}`;
+  if (injector.error) return `${source}: ${injector.error}\n`;
+  if (!injector.preflight) return `${source}: runs no preflight (no --rollout-probe-namespace): each candidate takes its share as soon as it is loaded\n`;
+  const candidates = injector.candidates ?? [];
+  if (candidates.length === 0) return `${source}: no candidate\n`;
+  const table = columns(
+    ['TEMPLATE', 'CANDIDATE', 'TAKES PODS', 'PREFLIGHT', 'CHECKED', 'HALTED', 'PODS', 'RESTARTING', 'NOT READY', 'REFUSED', 'LOOKED'],
+    candidates.map((c) => [
+      c.template,
+      c.revision,
+      c.takesPods ? 'yes' : 'no',
+      c.preflight.state === 'failed' ? `failed (${c.preflight.failure ?? '?'})` : c.preflight.state,
+      c.preflight.checkedAt ?? '-',
+      c.halted ? 'yes' : 'no',
+      c.health ? String(c.health.pods) : '-',
+      c.health ? String(c.health.restarting) : '-',
+      c.health ? String(c.health.notReady) : '-',
+      c.health ? String(c.health.refusedWorkloads) : '-',
+      c.health?.checkedAt || '-',
+    ]),
+  );
+  const why = candidates.filter((c) => c.stopped).map((c) => `${c.template}: ${c.stopped}\n`);
+  return `${source}:\n${table}${why.join('')}`;
 }
 
 /** Runs `rollout status`; returns the exit code. */
@@ -172,8 +315,9 @@ export async function rollout(argv: readonly string[], io: RolloutIo, env: Reado
   const output = (values.output as string | undefined) ?? 'text';
   if (output !== 'text' && output !== 'json') throw new ConfigError([`-o: expected text or json (got ${JSON.stringify(output).slice(0, 40)})`]);
   const set = await loadTemplateDir((values.templates as string | undefined) ?? 'templates');
-  const report: { templates: TemplateRollout[]; pods?: RevisionCount[] } = { templates: templateRollouts(set) };
+  const report: { templates: TemplateRollout[]; pods?: RevisionCount[]; injector?: InjectorRollout } = { templates: templateRollouts(set) };
   if (!values.offline) {
+    const service = parseInjectorService((values.injector as string | undefined) ?? 'sidecar-injector/sidecar-injector:443');
     const kubeConfig = clientConfig(values.kubeconfig as string | undefined, ' (--offline shows the templates directory only)');
     const namespace = values.namespace as string | undefined;
     let counter = new RevisionCounter(set);
@@ -184,6 +328,7 @@ export async function rollout(argv: readonly string[], io: RolloutIo, env: Reado
       (page) => page.forEach((pod) => pod.metadata && counter.add(pod.metadata)),
     );
     report.pods = counter.result();
+    report.injector = await injectorRollout(kubeConfig, service);
   }
   io.stdout.write(output === 'json' ? `${JSON.stringify(report, null, 2)}\n` : formatRollout(report));
   return 0;

@@ -379,6 +379,7 @@ export async function startPreflights(options: RolloutOptions) {
     gate: (set: TemplateSet) => preflights.gate(set),
     generation: () => preflights.generation(),
     status: () => ({
+      replica: options.instance,
       ...preflights.status(),
       ...(configMap ? { configMap: `${configMap.namespace}/${configMap.name}` } : {}),
       candidates: [...(preflights.gate(templates.current()).rollouts?.values() ?? [])]

@@ -1,0 +1,79 @@
+/**
+ * A cluster for the rollout's timers: a templates directory with candidates, the test API server
+ * with its admission chain calling an injector over HTTPS (the set in force gated by the
+ * preflights), and serve's `startPreflights` on a fake clock, writing Events on the templates
+ * ConfigMap. The caller drives the clock.
+ */
+import type { ExecutionContext } from 'ava';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { startPreflights } from '../../src/cli/serve.js';
+import { createMetrics } from '../../src/metrics.js';
+import { TemplateStore } from '../../src/templates/store.js';
+import type { TemplateSet } from '../../src/templates/set.js';
+import { AdmissionChain } from './admission-chain.js';
+import { FakeApiServer } from './fake-apiserver.js';
+import { FakeClock } from './fake-clock.js';
+import { optedIn } from './pods.js';
+import { startTestServer, testCertificates } from './server.js';
+
+/** `template` with a `rollout:` stanza making it a candidate of `share` percent. */
+export const candidateFile = (template: string, share: number) => `rollout:\n  role: candidate\n  share: ${share}\n${template}`;
+
+export async function rolloutWorld(
+  t: ExecutionContext,
+  files: Readonly<Record<string, string>>,
+  options: { haltAfter?: number; injectorInChain?: boolean } = {},
+) {
+  const dir = await mkdtemp(join(tmpdir(), 'rollout-world-'));
+  for (const [name, text] of Object.entries(files)) await writeFile(join(dir, name), text);
+  const templates = await TemplateStore.load(dir);
+  const api = new FakeApiServer();
+  await api.start();
+  t.teardown(() => api.stop());
+  for (const ns of ['sidecar-injector', 'shop', 'probes']) api.create(ns);
+  const chain = new AdmissionChain();
+  api.admission = chain;
+  const gate: { apply?: (set: TemplateSet) => TemplateSet } = {};
+  const inForce = () => gate.apply?.(templates.current()) ?? templates.current();
+  const namespaces = optedIn('shop', 'probes');
+  const injector = await startTestServer({ templates: inForce, namespaces });
+  t.teardown(() => injector.stop());
+  if (options.injectorInChain !== false) chain.webhooks.push({ name: 'all.sidecar-injector.io', port: injector.port, path: '/mutate?timeout=10s' });
+  const clock = new FakeClock();
+  const metrics = createMetrics();
+  const kubeConfig = await api.kubeConfig();
+  const rollout = await startPreflights({
+    namespace: 'probes',
+    haltAfter: options.haltAfter ?? 3,
+    kubeConfig,
+    templates,
+    log: pino({ level: 'silent' }),
+    metrics,
+    clock,
+    configMap: { namespace: 'sidecar-injector', name: 'sidecar-injector-templates' },
+    instance: 'replica-1',
+  });
+  t.teardown(() => rollout.stop());
+  gate.apply = rollout.gate;
+  return { dir, templates, api, chain, injector, inForce, namespaces, clock, metrics, kubeConfig, rollout };
+}
+
+/** Serves `{ rollout: status() }` on GET /status over HTTPS, as serve's /status does; returns the port. */
+export async function serveStatus(t: ExecutionContext, status: () => unknown): Promise<number> {
+  const { key, cert } = await testCertificates();
+  const server = https.createServer({ key, cert }, (req, res) => {
+    if (req.url !== '/status') return void res.writeHead(404).end();
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ draining: false, rollout: status() }));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  return (server.address() as AddressInfo).port;
+}
