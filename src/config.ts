@@ -162,7 +162,7 @@ export const serveOptions = {
     value: 'N',
     env: 'SIDECAR_INJECTOR_ROLLOUT_HALT_UNHEALTHY_PODS',
     default: '3',
-    help: 'with --rollout-probe-namespace: a candidate stops taking pods once this many of its pods have its sidecar crash-looping, restarting, unable to start or not ready, and of its workloads cannot create pods',
+    help: 'with --rollout-probe-namespace: a candidate stops taking pods once its unhealthy pods (sidecar crash-looping, restarting, unable to start, or not ready for 5 minutes) and its workloads that cannot create pods reach this many',
   },
   'templates-configmap': {
     kind: 'string',
