@@ -263,7 +263,8 @@ async function injectorRollout(
   service: { namespace: string; name: string; port: number },
 ): Promise<InjectorRollout> {
   const from = `${service.namespace}/${service.name}:${service.port}`;
-  const path = `/api/v1/namespaces/${encodeURIComponent(service.namespace)}/services/${encodeURIComponent(`https:${service.name}:${service.port}`)}/proxy/status`;
+  // As kubectl writes it: `https:NAME:PORT` (both names are DNS labels, nothing to escape).
+  const path = `/api/v1/namespaces/${service.namespace}/services/https:${service.name}:${service.port}/proxy/status`;
   let status: unknown;
   try {
     status = await getJson(kubeConfig, path, 15_000);
