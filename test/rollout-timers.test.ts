@@ -188,3 +188,25 @@ test('two candidates failing in the same run are two Events on the templates Con
   await rollout.settled();
   t.is(api.eventPatches.length, 0, 'no series update: each failure occurred once');
 });
+
+test('without list on Events the halt still counts the pods', async (t) => {
+  const { api, inForce, namespaces, clock, rollout } = await rolloutWorld(
+    t,
+    { 'log-shipper.yaml': shipper, 'log-shipper-next.yaml': candidateFile(shipper.replace('fluent-bit:3.2.2', 'fluent-bit:3.2.3'), 100) },
+    { haltAfter: 1 },
+  );
+  api.coreEventsForbidden = true;
+  await until(() => rollout.status().candidates[0]!.takesPods, 'the preflight passed');
+  const outcome = await admitPod({ pod: pod(), namespace: 'shop', name: '' }, { templates: inForce, namespaces });
+  if (outcome.decision !== 'patched') throw new Error(outcome.message);
+  const injected = outcome.injection.pod as Record<string, any>;
+  api.addObject('pods', { ...injected.metadata, namespace: 'shop', name: 'web-0' }, injected.spec);
+  api.setObjectStatus('pods', 'shop', 'web-0', { phase: 'Running', initContainerStatuses: [{ name: 'log-shipper', restartCount: 7, ready: false }] });
+  await clock.advance(minute);
+  await until(() => rollout.status().halted.length === 1, 'the halt');
+  t.regex(
+    rollout.status().halted[0]!.why,
+    /^halted: 1 of 1 pods with the candidate are unhealthy \(pod shop\/web-0: container log-shipper restarted 7 times\)$/,
+  );
+  t.true(api.coreEventSelectors.length > 0, 'the Events were asked for, and refused');
+});

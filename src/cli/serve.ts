@@ -341,7 +341,12 @@ export async function startPreflights(options: RolloutOptions) {
     await listPages(kubeConfig, '/api/v1/pods', { pageSize: 500, onRestart: () => (count = new HealthCount(set, thresholds, now)) }, (page) =>
       page.forEach((pod) => count.add(pod)),
     );
-    for (const workload of await refusedWorkloads(kubeConfig, { now })) count.addRefused(workload);
+    // Refused creations need `list` on Events: without it (or with the API server failing it), the pods still count.
+    try {
+      for (const workload of await refusedWorkloads(kubeConfig, { now })) count.addRefused(workload);
+    } catch (err) {
+      log.warn({ err: (err as Error).message }, 'candidate health: workloads that cannot create pods not counted');
+    }
     const checkedAt = new Date(now).toISOString();
     health = [...count.health.values()].map((h) => ({
       template: h.template,

@@ -169,6 +169,8 @@ export class FakeApiServer {
   port = 0;
   /** Core Events (v1), as controllers record them (`FailedCreate` on a ReplicaSet, say): listed with `fieldSelector` and pages. */
   readonly coreEvents: Record<string, any>[] = [];
+  /** Answer core Event lists with 403 (RBAC without the rule). */
+  coreEventsForbidden = false;
   /** `fieldSelector` of each core Event list seen. */
   readonly coreEventSelectors: (string | null)[] = [];
   /** Service proxies (`/api/v1/namespaces/NS/services/https:NAME:PORT/proxy/…`): `NS/https:NAME:PORT` → a local HTTPS port (the test CA). */
@@ -426,6 +428,12 @@ export class FakeApiServer {
   private handleCoreEvents(url: URL, req: IncomingMessage, res: ServerResponse, namespace: string | undefined): void {
     const selector = url.searchParams.get('fieldSelector');
     this.coreEventSelectors.push(selector);
+    if (this.coreEventsForbidden)
+      return this.send(
+        res,
+        403,
+        status(403, 'Forbidden', 'events is forbidden: User "system:serviceaccount:sidecar-injector:sidecar-injector" cannot list resource "events"'),
+      );
     const fields: [string, string][] = [];
     for (const term of selector ? selector.split(',') : []) {
       const [key, value] = term.split('=');
