@@ -4,28 +4,19 @@
  * properties the README promises — one test per property.
  */
 import test from 'ava';
-import { execFileSync } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import { mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
-import { parseAllDocuments } from 'yaml';
 import { certs } from '../src/cli/certs.js';
 import { failClosedAnnotation } from '../src/certs/plan.js';
 import { isTemplateFileName, parseTemplateText } from '../src/templates/load.js';
 import { schemaProblems } from './helpers/kube-schema.js';
+import { kustomizeObjects } from './helpers/kustomize.js';
 
 type Obj = Record<string, any>;
 
-function kustomize(dir: string): Obj[] {
-  let text: string;
-  try {
-    text = execFileSync('kubectl', ['kustomize', dir], { encoding: 'utf8' });
-  } catch (err) {
-    throw new Error(`kubectl kustomize ${dir} failed (the kubectl client is needed; it renders offline): ${(err as Error).message}`, { cause: err });
-  }
-  return parseAllDocuments(text).map((d) => d.toJS() as Obj);
-}
+const kustomize = kustomizeObjects;
 
 const base = kustomize('manifests');
 const certManager = kustomize(join('manifests', 'overlays', 'cert-manager'));

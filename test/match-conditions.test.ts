@@ -5,14 +5,13 @@
  */
 import test from 'ava';
 import { run } from '@bufbuild/cel';
-import { execFileSync } from 'node:child_process';
-import { parseAllDocuments } from 'yaml';
 import { mutate, type MutateDeps } from '../src/admission/mutate.js';
 import { matchConditions, type MatchCondition } from '../src/pipeline/match-conditions.js';
 import { loadTemplateDir } from '../src/templates/load.js';
 import { createReview, prepareCreate } from './helpers/apiserver.js';
 import { loadCorpus } from './helpers/corpus.js';
 import { optedIn } from './helpers/pods.js';
+import { kustomizeObjects } from './helpers/kustomize.js';
 
 const corpus = loadCorpus();
 let deps: MutateDeps;
@@ -43,8 +42,8 @@ async function wrongfullyExcluded(conditions: readonly MatchCondition[]): Promis
 }
 
 test('both webhooks of the manifest hold exactly the conditions the code declares', (t) => {
-  const rendered = parseAllDocuments(execFileSync('kubectl', ['kustomize', 'manifests'], { encoding: 'utf8' })).map((d) => d.toJS());
-  const hooks = rendered.find((o) => o.kind === 'MutatingWebhookConfiguration').webhooks;
+  const rendered = kustomizeObjects('manifests');
+  const hooks = rendered.find((o) => o.kind === 'MutatingWebhookConfiguration')!.webhooks;
   t.is(hooks.length, 2);
   for (const webhook of hooks) t.deepEqual(webhook.matchConditions, matchConditions, webhook.name);
 });

@@ -8,7 +8,6 @@
  */
 import test from 'ava';
 import { celEnv, isCelError, parse, plan } from '@bufbuild/cel';
-import { execFileSync } from 'node:child_process';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import fc from 'fast-check';
@@ -28,6 +27,7 @@ import { createTemplateSet, type TemplateSet } from '../src/templates/set.js';
 import { prepareCreate } from './helpers/apiserver.js';
 import { loadCorpus } from './helpers/corpus.js';
 import { schemaProblems } from './helpers/kube-schema.js';
+import { kustomizeObjects } from './helpers/kustomize.js';
 
 type Obj = Record<string, any>;
 
@@ -465,7 +465,7 @@ test('the check can fail: a wrong policy is caught', async (t) => {
 });
 
 test("the binding's scope is the webhooks' scope, and the mirror-pod condition the webhooks' condition", (t) => {
-  const rendered = parseAllDocuments(execFileSync('kubectl', ['kustomize', 'manifests'], { encoding: 'utf8' })).map((d) => d.toJS() as Obj);
+  const rendered = kustomizeObjects('manifests');
   const hooks = rendered.find((o) => o.kind === 'MutatingWebhookConfiguration')!.webhooks as Obj[];
   for (const hook of hooks) {
     t.deepEqual(hook.namespaceSelector, webhookScope.namespaceSelector, hook.name);
@@ -491,7 +491,7 @@ test('the component ships exactly what the generator prints for the bundled temp
   await mkdir(dir, { recursive: true });
   try {
     await writeFile(join(dir, 'kustomization.yaml'), 'resources:\n  - ../../manifests\ncomponents:\n  - ../../manifests/components/required-policies\n');
-    const objects = parseAllDocuments(execFileSync('kubectl', ['kustomize', dir], { encoding: 'utf8' })).map((d) => d.toJS() as Obj);
+    const objects = kustomizeObjects(dir);
     const shipped = objects.filter((o) => o.kind.startsWith('ValidatingAdmissionPolicy'));
     const generated = requiredPolicies(bundled).flatMap((p) => [p.policy, p.binding]);
     t.deepEqual(shipped, generated);

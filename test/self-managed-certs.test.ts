@@ -5,7 +5,7 @@
  * reach every replica, and `serve` runs with the Deployment's own flags outside a cluster.
  */
 import test from 'ava';
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import { EventEmitter, once } from 'node:events';
 import { mkdtemp, writeFile } from 'node:fs/promises';
@@ -14,19 +14,19 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { pino } from 'pino';
-import { parseAllDocuments } from 'yaml';
 import { SelfManagedCertificates } from '../src/certs/self-managed.js';
 import { failClosedAnnotation, serviceDnsNames, splitCertificates } from '../src/certs/plan.js';
 import { createServingCertificate } from '../src/tls/certificates.js';
 import { loadConfig } from '../src/config.js';
 import { CertificateControllerError, ConfigError } from '../src/errors.js';
 import { FakeApiServer } from './helpers/fake-apiserver.js';
+import { kustomizeObjects } from './helpers/kustomize.js';
 
 type Obj = Record<string, any>;
 const day = 24 * 60 * 60 * 1000;
 const namespace = 'sidecar-injector';
 const serviceHost = 'sidecar-injector.sidecar-injector.svc';
-const rendered = parseAllDocuments(execFileSync('kubectl', ['kustomize', 'manifests'], { encoding: 'utf8' })).map((d) => d.toJS() as Obj);
+const rendered = kustomizeObjects('manifests');
 const shipped = (kind: string) => rendered.find((o) => o.kind === kind)!;
 
 async function cluster(t: { teardown(fn: () => unknown): void }): Promise<FakeApiServer> {
