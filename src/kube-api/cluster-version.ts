@@ -7,6 +7,7 @@
 import { EventEmitter } from 'node:events';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { systemClock, type Clock, type Timer } from '../clock.js';
 import { decideVersion, type KubernetesVersion, type NodeVersion, type VersionDecision } from '../k8s/version.js';
 import { Reflector, type ReflectorTuning } from './reflector.js';
 import { getJson } from './request.js';
@@ -38,14 +39,25 @@ export interface ClusterVersionStatus {
   readonly settled: boolean;
 }
 
-/** Emits `change` (decision) whenever the decided version or its source changes. */
+/** Whether two decisions differ in anything a reader of a decision reads: its source, version or reason. */
+function differs(a: VersionDecision, b: VersionDecision): boolean {
+  return a.source !== b.source || a.version?.major !== b.version?.major || a.version?.minor !== b.version?.minor || a.reason !== b.reason;
+}
+
+/**
+ * Emits `change` (decision) whenever the decided version or its source changes. `generation()`
+ * counts every change of the decision, its reason included, so that what is derived from a
+ * decision can be keyed on it.
+ */
 export class ClusterVersionSource extends EventEmitter {
   private readonly kubelets = new Map<string, string>();
   private readonly reflector: Reflector<NodeObject>;
   private apiServer: string | undefined;
   private nodesProblem: string | undefined;
   private decision: VersionDecision;
-  private timer: NodeJS.Timeout | undefined;
+  private decisions = 0;
+  private timer: Timer | undefined;
+  private readonly clock: Clock;
   private stopped = true;
   /** Whether `/version` was asked once (answered or failed), and nodes listed or refused once. */
   private versionAsked = false;
@@ -53,6 +65,7 @@ export class ClusterVersionSource extends EventEmitter {
 
   constructor(private readonly options: ClusterVersionOptions) {
     super();
+    this.clock = options.clock ?? systemClock;
     this.reflector = new Reflector<NodeObject>({
       ...options,
       path: '/api/v1/nodes',
@@ -99,6 +112,15 @@ export class ClusterVersionSource extends EventEmitter {
     return this.decision;
   }
 
+  /**
+   * A number that changes whenever the decision does (its source, version or reason) and only
+   * then: node events that leave every kubelet version as it was, or a `/version` read that
+   * answers the same, leave it as it is.
+   */
+  generation(): number {
+    return this.decisions;
+  }
+
   status(): ClusterVersionStatus {
     const { version, source, reason } = this.decision;
     return {
@@ -120,7 +142,7 @@ export class ClusterVersionSource extends EventEmitter {
 
   stop(): void {
     this.stopped = true;
-    clearTimeout(this.timer);
+    this.timer?.cancel();
     this.reflector.stop();
   }
 
@@ -145,8 +167,7 @@ export class ClusterVersionSource extends EventEmitter {
       this.versionAsked = true;
     }
     if (this.stopped) return;
-    this.timer = setTimeout(() => void this.readApiServerVersion(), retryMs);
-    this.timer.unref();
+    this.timer = this.clock.after(retryMs, () => void this.readApiServerVersion());
   }
 
   private facts(): VersionDecision {
@@ -164,7 +185,10 @@ export class ClusterVersionSource extends EventEmitter {
   private decide(): void {
     const next = this.facts();
     const before = this.decision;
+    // The decision in force stays the same object while nothing a reader reads changes.
+    if (!differs(before, next)) return;
     this.decision = next;
+    this.decisions++;
     if (before.source !== next.source || before.version?.major !== next.version?.major || before.version?.minor !== next.version?.minor) {
       this.options.log.info({ kubernetesVersion: this.status().kubernetesVersion, source: next.source, reason: next.reason }, 'kubernetes version decided');
       this.emit('change', next);

@@ -102,6 +102,8 @@ export class FakeApiServer {
   nodesForbidden = false;
   /** Requests of `/version` seen. */
   versionRequests = 0;
+  /** Answer `/version` with 500 (an API server whose version cannot be read for now). */
+  versionFails = false;
   /** Pods, ReplicaSets and Jobs by `namespace/name` (lists only, for the auditor). */
   private readonly workloads: Record<Resource, Map<string, Record<string, any>>> = {
     pods: new Map(),
@@ -647,6 +649,7 @@ export class FakeApiServer {
     const url = new URL(req.url ?? '/', 'https://x');
     if (url.pathname === '/version' && req.method === 'GET') {
       this.versionRequests++;
+      if (this.versionFails) return this.send(res, 500, status(500, 'InternalError', 'version unavailable'));
       const [major, minor] = this.gitVersion.replace(/^v/, '').split('.');
       return this.send(res, 200, { major, minor, gitVersion: this.gitVersion, platform: 'linux/amd64' });
     }
