@@ -2,8 +2,8 @@
  * `sidecar-injector serve`: composes config → logger → metrics → templates → namespace source
  * → TLS → app → server → auditor; reloads templates and certificates as they change; on
  * SIGTERM/SIGINT stops every part through one runtime, in the reverse order they started, each
- * stop awaited (the auditor first: its Lease is released at once, so another replica leads at
- * its next try; then the server drains; the sources it read from go last).
+ * stop awaited (the auditor first: its Lease is released at once, so another replica, reading it
+ * every second, leads within about a second; then the server drains; the sources it read from go last).
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';

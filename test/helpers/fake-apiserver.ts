@@ -136,6 +136,8 @@ export class FakeApiServer {
   readonly leases = new Map<string, Record<string, any>>();
   /** Never answer lease requests (an API server that stopped answering). */
   hangLeases = false;
+  /** Lease requests received, as their methods, in order. */
+  readonly leaseRequests: string[] = [];
   /** Secrets by `namespace/name`: create refuses a name taken (409), update needs the current resourceVersion. */
   readonly secrets = new Map<string, Record<string, any>>();
   /** MutatingWebhookConfigurations by name: get, and strategic merge patches (webhooks merged by name). */
@@ -680,6 +682,7 @@ export class FakeApiServer {
     }
     const lease = /^\/apis\/coordination\.k8s\.io\/v1\/namespaces\/([^/]+)\/leases(?:\/([^/]+))?$/.exec(url.pathname);
     if (lease) {
+      this.leaseRequests.push(req.method ?? '');
       if (this.hangLeases) return;
       const namespace = decodeURIComponent(lease[1]!);
       const key = (name: string) => `${namespace}/${name}`;
