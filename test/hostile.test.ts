@@ -286,13 +286,20 @@ function connections(s: TestServer): Promise<number> {
   return new Promise((resolve, reject) => s.server.getConnections((err, n) => (err ? reject(err) : resolve(n))));
 }
 
-async function eventually(check: () => Promise<boolean>, ms = 10_000): Promise<boolean> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await check().catch(() => false)) return true;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  return false;
+/**
+ * The server's side of each connection to `s` from now on, found by a client socket: what the
+ * server has received from that client (`bytesRead`) and whether it has closed it (`destroyed`),
+ * seen at once, before the client hears of it. Ask once while the client is connected: a closed
+ * socket no longer knows its port.
+ */
+function serverSides(s: TestServer): (client: tls.TLSSocket) => tls.TLSSocket | undefined {
+  const accepted: { port: number | undefined; socket: tls.TLSSocket }[] = [];
+  s.server.on('secureConnection', (socket: tls.TLSSocket) => accepted.push({ port: socket.remotePort, socket }));
+  const ports = new WeakMap<tls.TLSSocket, number>();
+  return (client) => {
+    if (!ports.has(client) && client.localPort !== undefined) ports.set(client, client.localPort);
+    return accepted.find((a) => a.port === ports.get(client))?.socket;
+  };
 }
 
 test('a client that never reads its answer loses the connection after the write timeout', async (t) => {
@@ -307,7 +314,7 @@ test('a client that never reads its answer loses the connection after the write 
   await until(() => answers.length === 5 && answers.every((a) => a.writableEnded), 'the five answers written');
   // The write timeout (300 ms) and two sweeps (150 ms each) on the server's clock.
   await clock.advance(600);
-  t.true(await eventually(async () => (await connections(own)) === 0), 'every non-reading connection was closed');
+  await until(async () => (await connections(own)) === 0, 'every non-reading connection closed');
   // The clock stands still now: a reader that takes its time over the 4 MB answer is not cut.
   t.is((await own.post(review(basePod()))).status, 200, 'the server serves others after');
 });
@@ -318,20 +325,25 @@ test('a client that never reads cannot keep its connection by sending more reque
   t.teardown(() => own.stop());
   const answers: ServerResponse[] = [];
   own.server.on('request', (_req: unknown, res: ServerResponse) => answers.push(res));
+  const serverSide = serverSides(own);
   const socket = await sendWithoutReading(own.port, JSON.stringify(review(basePod())));
   t.teardown(() => socket.destroy());
   socket.on('error', () => undefined);
   let closed = false;
   socket.once('close', () => (closed = true));
+  await until(() => serverSide(socket) !== undefined, 'the connection accepted');
   // The big answer is written in full and waits, unread, in the connection.
   await until(() => answers[0]?.writableEnded === true, 'the answer written');
   // A small request every 100 ms of the clock: each would restart a clock that watched only the latest answer.
+  // The server closes its side in the sweep, on the clock: seen as soon as the step that does it returns.
   let elapsed = 0;
-  while (!closed && elapsed < 10_000) {
+  while (!serverSide(socket)!.destroyed && elapsed < 10_000) {
     if (!socket.destroyed) socket.write('HEAD /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n');
     await clock.advance(100);
     elapsed += 100;
   }
+  // The client hears of it once it reads.
+  socket.resume();
   await until(() => closed, 'the connection closed');
   // The write timeout (300 ms), then at most two sweeps (150 ms each) and the step of this loop.
   t.true(elapsed <= 700, `closed ${elapsed} ms after the answer was written`);
@@ -374,10 +386,10 @@ test('connections beyond the limit push out the oldest idle ones: a hoarder cann
     }),
   );
   t.teardown(() => sockets.forEach((s) => s.destroy()));
-  t.true(await eventually(async () => (await connections(own)) <= 3), 'at most three connections kept');
+  await until(async () => (await connections(own)) <= 3, 'at most three connections kept');
   // A new client is served at once, although eight connections are hoarded.
   t.is((await own.post(review(basePod()))).status, 200);
-  t.true(await eventually(async () => sockets.filter((s) => !s.destroyed).length <= 3), 'the oldest idle ones were closed');
+  await until(() => sockets.filter((s) => !s.destroyed).length <= 3, 'the oldest idle ones closed');
 });
 
 test('bodies held at once are bounded: a review that does not fit is refused with 503, others go on', async (t) => {
@@ -405,7 +417,8 @@ test('bodies held at once are bounded: a review that does not fit is refused wit
   t.regex(answer, /^HTTP\/1\.1 503/);
   t.regex(answer, /"code":"ERR_OVERLOADED"/);
   first.destroy();
-  t.true(await eventually(async () => (await own.post(review(basePod()))).status === 200), 'bytes are given back when a client goes away');
+  // Bytes are given back when a client goes away: a review is answered once the server has seen it go.
+  await until(async () => (await own.post(review(basePod()))).status === 200, 'a review answered after the client went away');
 });
 
 test('serve refuses, at start, a template that check refuses (a containerPort rendered as a string)', async (t) => {
@@ -510,16 +523,19 @@ test('stalled large uploads cannot starve real reviews: the first 64 KiB of ever
   const own = await startTestServer({ templates: await loadTemplateDir('templates') });
   t.teardown(() => own.stop());
   const { caCert } = await testCertificates();
+  const serverSide = serverSides(own);
   const stalled: tls.TLSSocket[] = [];
   for (let i = 0; i < 3; i++) {
     const socket = tls.connect({ host: '127.0.0.1', port: own.port, ca: caCert, servername: 'localhost' });
     socket.on('error', () => undefined);
     await new Promise((resolve) => socket.once('secureConnect', resolve));
+    serverSide(socket);
     socket.write(`POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 7000000\r\n\r\n${' '.repeat(5_592_000)}`);
     stalled.push(socket);
   }
   t.teardown(() => stalled.forEach((s) => s.destroy()));
-  await new Promise((resolve) => setTimeout(resolve, 300));
+  // Every byte sent has reached the server (and its body budget) before the real review comes.
+  await until(() => stalled.every((s) => (serverSide(s)?.bytesRead ?? 0) >= 5_592_000), 'the uploads received');
   const answer = await own.post(review(basePod()));
   t.is(answer.status, 200, 'a real review is answered while 16 MiB of uploads stall');
 });
@@ -531,11 +547,14 @@ test("making room evicts a hoarder's never-used connections before a pooled conn
   const https = await import('node:https');
   const agent = new https.Agent({ keepAlive: true, maxSockets: 1, ca: caCert });
   t.teardown(() => agent.destroy());
+  const serverSide = serverSides(own);
+  let pooled: tls.TLSSocket | undefined;
   const call = () =>
     new Promise<{ status: number; reused: boolean }>((resolve, reject) => {
       const req = https.request(
         { host: '127.0.0.1', port: own.port, path: '/mutate', method: 'POST', servername: 'localhost', agent, headers: { 'content-type': 'application/json' } },
         (res) => {
+          if (!pooled) serverSide((pooled = req.socket as tls.TLSSocket));
           res.resume();
           res.on('end', () => resolve({ status: res.statusCode ?? 0, reused: req.reusedSocket }));
         },
@@ -549,10 +568,15 @@ test("making room evicts a hoarder's never-used connections before a pooled conn
     const socket = tls.connect({ host: '127.0.0.1', port: own.port, ca: caCert, servername: 'localhost' });
     socket.on('error', () => undefined);
     await new Promise((resolve) => socket.once('secureConnect', resolve).once('close', resolve));
+    serverSide(socket);
     hoarded.push(socket);
   }
   t.teardown(() => hoarded.forEach((s) => s.destroy()));
-  await new Promise((resolve) => setTimeout(resolve, 100));
+  // The server has taken every connection (and made room as it did), and each client has heard
+  // of its connection's close: the next call sees which connection survived.
+  const clients = [pooled!, ...hoarded];
+  await until(() => clients.every((c) => serverSide(c) !== undefined), 'every connection accepted');
+  await until(() => clients.every((c) => !serverSide(c)!.destroyed || c.destroyed), 'every close heard by its client');
   const again = await call();
   t.is(again.status, 200);
   t.true(again.reused, 'the pooled connection survived the hoarding');
@@ -562,16 +586,25 @@ test('the connection limit is hard: stalled uploads are closed to make room, and
   const own = await startTestServer({ templates: await loadTemplateDir('templates'), maxConnections: 3 });
   t.teardown(() => own.stop());
   const { caCert } = await testCertificates();
+  const serverSide = serverSides(own);
   const uploads: tls.TLSSocket[] = [];
   for (let i = 0; i < 6; i++) {
     const socket = tls.connect({ host: '127.0.0.1', port: own.port, ca: caCert, servername: 'localhost' });
     socket.on('error', () => undefined);
     await new Promise((resolve) => socket.once('secureConnect', resolve).once('close', resolve));
+    serverSide(socket);
     socket.write(`POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 1048576\r\n\r\n${' '.repeat(60_000)}`);
     uploads.push(socket);
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    // The server has this upload's request (a stalled upload, not an idle connection), or has closed it to make room.
+    await until(
+      () => {
+        const side = serverSide(socket);
+        return side !== undefined && (side.bytesRead >= 60_000 || side.destroyed);
+      },
+      `upload ${i + 1} received`,
+    );
   }
   t.teardown(() => uploads.forEach((s) => s.destroy()));
-  t.true(await eventually(async () => (await connections(own)) <= 3), 'never more than the limit');
+  await until(async () => (await connections(own)) <= 3, 'never more than the limit');
   t.is((await own.post(review(basePod()))).status, 200, 'a real review evicts a stalled upload and is answered');
 });
