@@ -287,9 +287,7 @@ function problemWith(request: BadRequest, res: { status: number; text: string })
 }
 
 test('10,000 generated malformed requests: every answer is a 4xx with a message or a valid AdmissionReview', async (t) => {
-  const started = Date.now();
   const requests = categories.flatMap(([, count, arbitrary], i) => fc.sample(arbitrary, { numRuns: count, seed: 1000 + i }));
-  t.log(`generated in ${Date.now() - started} ms`);
   t.is(requests.length, 10_000);
   const problems: string[] = [];
   const statuses = new Map<number, number>();
@@ -307,9 +305,7 @@ test('10,000 generated malformed requests: every answer is a 4xx with a message 
       }
     }
   };
-  const sending = Date.now();
   await Promise.all(Array.from({ length: 16 }, worker));
-  t.log(`sent and checked in ${Date.now() - sending} ms`);
   t.deepEqual(problems.slice(0, 20), []);
   t.log(`statuses: ${JSON.stringify(Object.fromEntries([...statuses].sort((a, b) => a[0] - b[0])))}`);
   // Both kinds of answer occur: the generator reaches the admission code, not only the HTTP checks.

@@ -175,11 +175,10 @@ test('serve with --kubeconfig uses the cluster source, says so, and injects by l
   t.regex(metrics, /^sidecar_injector_reviews_total\{operation="CREATE",decision="patched",reason="injected"\} 1$/m);
   // The version it serves for, learned from the cluster, and why: /version read, nodes listed (none here).
   let status: any;
-  for (;;) {
+  await until(async () => {
     status = JSON.parse(await get(port, ca, '/status'));
-    if (status.kubernetes.apiServer !== null && status.kubernetes.nodes !== null) break;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
+    return status.kubernetes.apiServer !== null && status.kubernetes.nodes !== null;
+  }, 'the version and the nodes read');
   t.deepEqual(status.kubernetes, {
     kubernetesVersion: '1.31',
     source: 'api-server',

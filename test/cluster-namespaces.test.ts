@@ -7,7 +7,7 @@ import { NamespaceLabelsUnavailableError, type NamespaceFailurePolicy } from '..
 import { createReview, prepareCreate } from './helpers/apiserver.js';
 import { FakeApiServer } from './helpers/fake-apiserver.js';
 import { FakeClock } from './helpers/fake-clock.js';
-import { until as waitFor } from './helpers/until.js';
+import { until } from './helpers/until.js';
 import { startTestServer } from './helpers/server.js';
 import { logShipperDoc, templateSet } from './helpers/templates.js';
 
@@ -36,22 +36,6 @@ async function setup(
     await api.stop();
   });
   return { api, source };
-}
-
-/** Resolves when `predicate` holds, re-checking after every cache event (no sleeping). */
-function until(source: ClusterNamespaceSource, predicate: () => boolean | Promise<boolean>): Promise<void> {
-  return new Promise((resolve) => {
-    const check = async () => {
-      if (await predicate()) {
-        source.off('change', check);
-        source.off('reload', check);
-        resolve();
-      }
-    };
-    source.on('change', check);
-    source.on('reload', check);
-    void check();
-  });
 }
 
 const labelsIn = async (source: ClusterNamespaceSource, name: string) => (await source.labelsOf(name).catch(() => undefined))?.team;
@@ -88,11 +72,11 @@ test('applies add, modify and delete events', async (t) => {
   source.start();
   await watching;
   api.create('a', { team: 'one' });
-  await until(source, async () => (await labelsIn(source, 'a')) === 'one');
+  await until(async () => (await labelsIn(source, 'a')) === 'one');
   api.update('a', { team: 'two' });
-  await until(source, async () => (await labelsIn(source, 'a')) === 'two');
+  await until(async () => (await labelsIn(source, 'a')) === 'two');
   api.delete('a');
-  await until(source, () => source.size() === 0);
+  await until(() => source.size() === 0);
   t.is(source.size(), 0);
 });
 
@@ -125,7 +109,7 @@ test('reconnects after the connection drops mid-watch and misses no change', asy
   source.start();
   await watching;
   api.update('shop', { team: 'b' });
-  await until(source, async () => (await labelsIn(source, 'shop')) === 'b');
+  await until(async () => (await labelsIn(source, 'shop')) === 'b');
   const resumeFrom = api.watchRequests.length;
   watching = once(api.events, 'watch');
   api.dropWatches();
@@ -133,7 +117,7 @@ test('reconnects after the connection drops mid-watch and misses no change', asy
   api.update('shop', { team: 'c' });
   api.create('late', { team: 'l' });
   await watching;
-  await until(source, async () => (await labelsIn(source, 'late')) === 'l');
+  await until(async () => (await labelsIn(source, 'late')) === 'l');
   t.is(await labelsIn(source, 'shop'), 'c');
   t.is(api.listCount, 1, 'resumed the watch without listing again');
   t.is(api.watchRequests[resumeFrom]?.resourceVersion, '102', 'resumed from the last event seen');
@@ -147,7 +131,7 @@ test('a bookmark advances the resourceVersion a resumed watch starts from', asyn
   const rv = api.bookmark();
   // The bookmark reaches the client before the end of the stream: a change after it proves order.
   api.create('marker');
-  await until(source, () => source.size() === 2);
+  await until(() => source.size() === 2);
   watching = once(api.events, 'watch');
   api.endWatches();
   await watching;
@@ -227,7 +211,7 @@ test('selects by live labels: a namespace opted in by a label change is injected
   const before = await server.post(createReview(prepareCreate(pod, 'shop'), { namespace: 'shop' }));
   t.is(before.json.response.patch, undefined);
   api.update('shop', enabled);
-  await until(source, async () => (await source.labelsOf('shop'))['sidecar-injector.io/injection'] === 'enabled');
+  await until(async () => (await source.labelsOf('shop'))['sidecar-injector.io/injection'] === 'enabled');
   const after = await server.post(createReview(prepareCreate(pod, 'shop'), { namespace: 'shop' }));
   t.is(after.json.response.patchType, 'JSONPatch');
 });
@@ -242,14 +226,14 @@ for (const failure of ['end-at-once', 'error-event'] as const) {
     source.on('rejected', () => rejected++);
     api.watchFailure = failure;
     source.start();
-    await waitFor(() => rejected === 1, 'the first watch failed');
+    await until(() => rejected === 1, 'the first watch failed');
     // The clock moves 5 ms at a time until the retry fires; then the retry runs (real I/O) and fails.
     const delays: number[] = [];
     for (let n = 1; n <= 6; n++) {
       let waited = 0;
       for (const fired = clock.fired; clock.fired === fired; waited += 5) await clock.advance(5);
       delays.push(waited);
-      await waitFor(() => rejected === n + 1 && api.watchRequests.length === n + 1, `retry ${n}`);
+      await until(() => rejected === n + 1 && api.watchRequests.length === n + 1, `retry ${n}`);
     }
     // Backoff 50, 100, 200, 400, 400, 400 ms, each ±20 % (and the 5 ms steps of the test).
     const expected = [50, 100, 200, 400, 400, 400];
@@ -306,7 +290,7 @@ test('a watch that silently stops delivering is noticed and restarted, and then 
   t.is(api.watchRequests.length, 2, 'the stalled watch was replaced');
   t.is(source.size(), 1);
   api.create('late', { team: 'late' });
-  await until(source, () => source.size() === 2);
+  await until(() => source.size() === 2);
   t.deepEqual(api.getRequests, [], 'the change came through the new watch, not a look-up');
 });
 
@@ -318,12 +302,12 @@ test('a watch with bookmarks is not taken for a stalled one', async (t) => {
   const watching = once(api.events, 'watch');
   source.start();
   await watching;
-  await waitFor(() => source.status().resourceVersion !== '', 'the watch is open');
+  await until(() => source.status().resourceVersion !== '', 'the watch is open');
   // A bookmark every 100 ms of the clock, each seen before time goes on: 800 ms, nearly three stall limits.
   for (let i = 0; i < 8; i++) {
     await clock.advance(100);
     const rv = api.bookmark();
-    await waitFor(() => source.status().resourceVersion === rv, `bookmark ${rv}`);
+    await until(() => source.status().resourceVersion === rv, `bookmark ${rv}`);
   }
   t.is(stalls, 0);
   t.is(api.watchRequests.length, 1);
@@ -373,9 +357,9 @@ test('reloadNow lists again at once: a change the watch never delivered is seen,
   t.deepEqual(api.getRequests, []);
   // The watch it replaced does not come back beside the new one: once a change has come
   // through the new watch, there is that one watch and no other was asked for.
-  await waitFor(() => api.activeWatches === 1 && api.watchRequests.length === 2, 'the new watch');
+  await until(() => api.activeWatches === 1 && api.watchRequests.length === 2, 'the new watch');
   api.create('later', { team: 'later' });
-  await until(source, () => source.current().get('later')?.team === 'later');
+  await until(() => source.current().get('later')?.team === 'later');
   t.is(api.activeWatches, 1);
   t.is(api.watchRequests.length, 2);
 });
@@ -383,7 +367,7 @@ test('reloadNow lists again at once: a change the watch never delivered is seen,
 test('a look-up of a name no namespace can have is refused without a request', async (t) => {
   const { api, source } = await setup(t, { before: (a) => a.create('shop', enabled) });
   source.start();
-  await until(source, () => source.isReady());
+  await until(() => source.isReady());
   for (const name of ['.', '..', 'a/b', '']) {
     const err = await t.throwsAsync(source.labelsOf(name), { instanceOf: NamespaceLabelsUnavailableError });
     t.regex(err!.message, /it is not a namespace name/);
@@ -406,11 +390,11 @@ test('each namespace has a generation that changes when its labels or overrides 
   await applied;
   t.is(source.generationOf('shop'), first);
   api.update('shop', { team: 'b' });
-  await until(source, async () => (await labelsIn(source, 'shop')) === 'b');
+  await until(async () => (await labelsIn(source, 'shop')) === 'b');
   const second = source.generationOf('shop')!;
   t.true(second > first!);
   api.update('shop', { team: 'b' }, { 'log-shipper.sidecar-injector.io/memoryLimit': '64Mi' });
-  await until(source, () => source.overridesOf('shop')['log-shipper.sidecar-injector.io/memoryLimit'] === '64Mi');
+  await until(() => source.overridesOf('shop')['log-shipper.sidecar-injector.io/memoryLimit'] === '64Mi');
   const third = source.generationOf('shop')!;
   t.true(third > second);
   // A relist that finds a namespace as it was keeps its generation; one gone has none.

@@ -1,3 +1,5 @@
+import { until } from './until.js';
+
 /** Keeps `workers` requests in flight until stopped, collecting answers and failures. */
 export interface Load<T> {
   readonly results: T[];
@@ -28,7 +30,7 @@ export function startLoad<T>(workers: number, send: () => Promise<T>): Load<T> {
     failures,
     async waitFor(count) {
       const target = results.length + count;
-      while (results.length < target) await new Promise((resolve) => setImmediate(resolve));
+      await until(() => results.length >= target, `${count} more answers`);
     },
     async stop() {
       running = false;
