@@ -33,13 +33,12 @@ import type { TemplateSet } from '../templates/set.js';
 import type { ClusterNamespaceSource } from '../namespaces/cluster.js';
 import type { PodAuditorOptions } from '../audit/pod-auditor.js';
 
-/** A name for a version decision, the same for decisions alike in all a pod's decision reads of it. */
-const versionName = (decision: VersionDecision): string => `${decision.source}:${decision.version ? formatVersion(decision.version) : ''}:${decision.reason}`;
-
 /** What the cluster says about itself: namespace labels, and the version to serve for. */
 interface ClusterView {
   readonly namespaces: NamespaceLabelSource;
   readonly version: () => VersionDecision;
+  /** Moves whenever the version decision does (in anything a pod's decision reads of it). */
+  readonly versionGeneration: () => number;
   readonly versionStatus: () => unknown;
   /** True once the version to serve for is decided on what the cluster said (or the flag). */
   readonly versionSettled: () => boolean;
@@ -70,6 +69,7 @@ async function createClusterView(
     return {
       namespaces,
       version: () => decision,
+      versionGeneration: () => 0,
       versionStatus: () => ({
         kubernetesVersion: decision.version ? formatVersion(decision.version) : null,
         source: decision.source,
@@ -98,6 +98,7 @@ async function createClusterView(
     log: log.child({ component: 'namespaces' }),
     failurePolicy: config.namespaceFailurePolicy,
     lookupTimeoutMs: config.namespaceLookupTimeoutMs,
+    clock,
   });
   runtime.add('namespace source', () => source.stop());
   const measure = () => {
@@ -112,6 +113,7 @@ async function createClusterView(
   const versions = new ClusterVersionSource({
     kubeConfig,
     log: log.child({ component: 'versions' }),
+    clock,
     ...(config.kubernetesVersion ? { flag: config.kubernetesVersion } : {}),
   });
   versions.start();
@@ -138,6 +140,7 @@ async function createClusterView(
     ...(config.audit ? { startAudit: () => startAudit(kubeConfig, log, metrics, env, templates, source, events, decide, clock) } : {}),
     namespaces: source,
     version: () => versions.current(),
+    versionGeneration: () => versions.generation(),
     versionStatus: () => versions.status(),
     versionSettled: () => versions.isSettled(),
   };
@@ -519,7 +522,7 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
     namespaces,
     kubernetesVersion: cluster.version,
     podSecurity: config.podSecurityAction,
-    generation: () => `${templates.generation}.${rollout?.generation() ?? 0}/${versionName(cluster.version())}`,
+    generation: () => `${templates.generation}.${rollout?.generation() ?? 0}/${cluster.versionGeneration()}`,
   });
   const app = createApp({
     liveness,
