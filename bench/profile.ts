@@ -53,7 +53,9 @@ function kindOf(frame: ProfileNode['callFrame']): string {
   if (url.startsWith('node:')) return 'node';
   const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url);
   if (pkg) return pkg[1]!;
-  if (url.includes('/dist/src/')) return 'sidecar-injector';
+  // Our code by folder (the decision's stages live in pipeline, inject, templates, selection, k8s).
+  const ours = /\/dist\/src\/([^/]+)\//.exec(url) ?? /\/dist\/src\/([^/]+)\.js/.exec(url);
+  if (ours) return `sidecar-injector ${ours[1]}`;
   return 'other';
 }
 

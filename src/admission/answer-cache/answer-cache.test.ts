@@ -154,7 +154,7 @@ test('a source that names no generation, or a state that changes while a pod is 
     createReview(prepareCreate({ metadata: { generateName: 'p-' }, spec: { containers: [{ name: 'app', image: 'a' }] } }, 'shop'), { namespace: 'shop' }),
   );
   const silent = withAnswerCache(createReviewer({ templates: () => set, namespaces: withoutGenerations }), {
-    namespaces: withoutGenerations,
+    namespaces: { generationOf: () => undefined },
     generation: () => 'g',
   });
   for (let n = 0; n < 4; n++) t.is((await answerReview(bodyOf(text), silent)).outcome.decision, 'patched');
@@ -356,4 +356,38 @@ test('an answer is remembered the second time its key comes; keys seen once are 
   // Only the three latest are remembered as seen: 1 went first.
   t.false(cache.admits(key(1)));
   t.true(cache.admits(key(5)));
+});
+
+test('the cache never looks a namespace up: a body the fresh path refuses costs no look-up, and one it decides costs the fresh path’s one', async (t) => {
+  const set = templateSet({ name: 'agent', containers: [{ name: 'agent', image: 'agent:1' }] });
+  // A source like the cluster's: a namespace is held only once looked up.
+  const held = new Map<string, number>();
+  let lookups = 0;
+  const namespaces: NamespaceLabelSource = {
+    kind: 'lookups',
+    isReady: () => true,
+    status: () => ({}),
+    labelsOf: async (namespace) => {
+      lookups++;
+      held.set(namespace, 1);
+      return { ...enabled, 'kubernetes.io/metadata.name': namespace };
+    },
+    generationOf: (namespace) => held.get(namespace),
+  };
+  const reviewer = cached({ templates: () => set, namespaces });
+  const review = createReview(prepareCreate({ metadata: { generateName: 'p-' }, spec: { containers: [{ name: 'app', image: 'a' }] } }, 'fresh'), {
+    namespace: 'fresh',
+  });
+  const text = JSON.stringify(review);
+  // Not JSON, not a CREATE, not a pod: refused or allowed with no look-up at all.
+  const junk = text.slice(0, -1);
+  await t.throwsAsync(answerReview(bodyOf(junk), reviewer), { instanceOf: RequestError });
+  const deletion = JSON.stringify({ ...review, request: { ...review.request, operation: 'DELETE' } });
+  t.is((await answerReview(bodyOf(deletion), reviewer)).outcome.reason, 'operation-not-create');
+  const configMap = JSON.stringify({ ...review, request: { ...review.request, kind: { group: '', version: 'v1', kind: 'ConfigMap' } } });
+  t.is((await answerReview(bodyOf(configMap), reviewer)).outcome.reason, 'not-a-pod');
+  t.is(lookups, 0);
+  // A pod: the fresh path looks its namespace up once; held from then on, the pod is remembered.
+  for (let n = 0; n < 4; n++) t.is((await answerReview(bodyOf(text), reviewer)).outcome.decision, 'patched');
+  t.is(reviewer.answers.hits, 1, 'looked up at the first, seen at the second, remembered at the third, answered at the fourth');
 });

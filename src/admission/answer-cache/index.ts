@@ -21,8 +21,12 @@ export { AnswerCache, reviewKeyPaths } from './key.js';
 
 /** What a decision reads besides the review body, by generation. */
 export interface AnswerState {
-  /** Where the namespace's labels come from: known (labelsOf resolves) and their generation. */
-  readonly namespaces: Pick<AdmitDeps['namespaces'], 'labelsOf' | 'generationOf'>;
+  /**
+   * Where the namespace's labels come from: the generation of a namespace's labels and
+   * overrides while the source holds them. Never a look-up: a namespace the source does not
+   * hold is decided afresh, and only the fresh path (a pod CREATE, parsed) looks it up.
+   */
+  readonly namespaces: Pick<AdmitDeps['namespaces'], 'generationOf'>;
   /**
    * A name for everything else a decision reads (the template set in force, the Kubernetes
    * version, the Pod Security action) that changes whenever any of it does.
@@ -43,14 +47,8 @@ export interface CachingReviewer extends Reviewer {
 
 /** `inner` with answers remembered in `cache`, keyed by the body's key text and `state`'s generations. */
 export function withAnswerCache(inner: Reviewer, state: AnswerState, cache = new AnswerCache<RememberedAnswer>()): CachingReviewer {
-  /** The generation of the state a body of `namespace` is decided in; undefined when it cannot be named. */
-  const generationOf = async (namespace: string, webhook: Webhook): Promise<string | undefined> => {
-    try {
-      // Labels unknown: decided afresh, and refused or allowed as the source's policy says.
-      await state.namespaces.labelsOf(namespace);
-    } catch {
-      return undefined;
-    }
+  /** The generation of the state a body of `namespace` is decided in; undefined when it cannot be named (not held: decided afresh). */
+  const generationOf = (namespace: string, webhook: Webhook): string | undefined => {
     const labels = state.namespaces.generationOf?.(namespace);
     return labels === undefined ? undefined : `${state.generation()}/${labels}/${webhook}`;
   };
@@ -69,7 +67,9 @@ export function withAnswerCache(inner: Reviewer, state: AnswerState, cache = new
     const { uid: _uid, events, ...kept } = answered.outcome;
     const computed: readonly AdmissionEvent[] | undefined = events?.();
     const outcome = { ...kept, ...(computed ? { events: () => computed } : {}) };
-    cache.set(key, { outcome, text }, text.head.length + text.tail.length + 1024);
+    // The answer's text, and the response object beside it that holds the same patch and
+    // warnings again; the rest of the outcome (names, reasons, events) within a kilobyte.
+    cache.set(key, { outcome, text }, 2 * (text.head.length + text.tail.length) + 1024);
   };
 
   return {
@@ -77,7 +77,7 @@ export function withAnswerCache(inner: Reviewer, state: AnswerState, cache = new
     cache,
     async answer(body, webhook) {
       const keyText = body.bytes.length <= cache.maxBodyBytes ? reviewKeyText(body.bytes, body.scan) : undefined;
-      const generation = keyText && (await generationOf(keyText.namespace, webhook));
+      const generation = keyText && generationOf(keyText.namespace, webhook);
       const key = generation === undefined ? undefined : cache.keyOf(keyText!, generation);
       const cached = key && fromCache(key, keyText!);
       if (cached) return cached;
@@ -90,7 +90,7 @@ export function withAnswerCache(inner: Reviewer, state: AnswerState, cache = new
         decided &&
         decided.uid === uidOf(keyText!) &&
         decided.namespace === keyText!.namespace &&
-        (await generationOf(keyText!.namespace, webhook)) === generation &&
+        generationOf(keyText!.namespace, webhook) === generation &&
         cache.admits(key)
       )
         remember(key, answered, decided.text);
