@@ -1,7 +1,7 @@
 /**
  * `npm run bench:profile`: where a busy server's time goes. Starts `serve` under `--cpu-prof`
  * (pinned to one core when the benchmark pins), drives it over HTTPS with API-server-shaped
- * typical reviews at concurrency 32 — the same pod again and again, then every pod different
+ * typical reviews at concurrency 32 — pods of one ReplicaSet, then every pod different
  * — stops it with SIGTERM, and prints the profile's self time by function and by kind (our
  * code, each npm package, Node's own modules, garbage collection, the rest).
  *
@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { pinCores, sendReview, startInjector } from './serve.js';
-import { reviewText } from './reviews.js';
+import { replicaSetReviews, reviewText } from './reviews.js';
 
 interface ProfileNode {
   id: number;
@@ -126,7 +126,7 @@ async function main(): Promise<void> {
   for (const pods of runs) {
     const bodies =
       pods === 'same'
-        ? [reviewText('typical')]
+        ? replicaSetReviews('typical', '11111111-2222-3333-4444-555555555555')
         : Array.from({ length: 2000 }, (_, i) => reviewText('typical', { annotations: { 'bench.example.com/pod': String(i) } }));
     const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-profile-'));
     const injector = await startInjector('profile', ['--cpu-prof', `--cpu-prof-dir=${dir}`]);
@@ -137,7 +137,9 @@ async function main(): Promise<void> {
     const [file] = (await readdir(dir)).filter((f) => f.endsWith('.cpuprofile'));
     if (!file) throw new Error('serve wrote no profile');
     const profile = JSON.parse(await readFile(join(dir, file), 'utf8')) as Profile;
-    console.log(`\n## ${pods === 'same' ? 'the same typical pod again and again' : 'every review a different typical pod'}, c=32: ${answered} reviews\n`);
+    console.log(
+      `\n## ${pods === 'same' ? 'pods of one ReplicaSet (a typical pod, managedFields a second apart)' : 'every review a different typical pod'}, c=32: ${answered} reviews\n`,
+    );
     console.log(summarise(profile, top, answered));
   }
 }

@@ -90,13 +90,23 @@ export function podBody(size: PodSize, envCount?: number): Record<string, any> {
   };
 }
 
-/** The AdmissionReview JSON text for one pod size. */
+/**
+ * The AdmissionReview JSON text for one pod size; `managedAt` is when the controller wrote the
+ * pod (its managedFields time), what pods of one ReplicaSet differ in.
+ */
 export function reviewText(
   size: PodSize,
-  options: { envCount?: number; requestProxy?: boolean; uid?: string; annotations?: Readonly<Record<string, string>> } = {},
+  options: { envCount?: number; requestProxy?: boolean; uid?: string; annotations?: Readonly<Record<string, string>>; managedAt?: string } = {},
 ): string {
-  const pod = prepareCreate(podBody(size, options.envCount), 'shop');
+  const pod = prepareCreate(podBody(size, options.envCount), 'shop', options.managedAt ? { managedAt: options.managedAt } : {});
   if (options.requestProxy ?? true) pod.metadata.annotations = { ...(pod.metadata.annotations ?? {}), 'sidecar-injector.io/templates': 'proxy' };
   if (options.annotations) pod.metadata.annotations = { ...(pod.metadata.annotations ?? {}), ...options.annotations };
   return JSON.stringify(createReview(pod, { namespace: 'shop', uid: options.uid ?? '11111111-2222-3333-4444-555555555555' }));
+}
+
+/** Pods of one ReplicaSet as they arrive: `count` reviews of the same pod written by its controller a second apart. */
+export function replicaSetReviews(size: PodSize, uid: string, count = 60): string[] {
+  return Array.from({ length: count }, (_, s) =>
+    reviewText(size, { uid, managedAt: `2026-11-24T10:${String(Math.floor(s / 60)).padStart(2, '0')}:${String(s % 60).padStart(2, '0')}Z` }),
+  );
 }

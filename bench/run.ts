@@ -17,7 +17,7 @@ import { pinCores, sendReview, startChild, startInjector } from './serve.js';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { runMicro, formatMicro } from './micro.js';
-import { reviewText, type PodSize } from './reviews.js';
+import { replicaSetReviews, reviewText, type PodSize } from './reviews.js';
 import { mutate } from '../src/admission/mutate.js';
 import { createLocalNamespaceSource } from '../src/namespaces/source.js';
 import { loadTemplateDir } from '../src/templates/load.js';
@@ -177,7 +177,7 @@ async function main(): Promise<void> {
   const deps = { templates: () => set, namespaces: createLocalNamespaceSource({ shop: { 'sidecar-injector.io/injection': 'enabled' } }) };
   const patches: Record<string, string> = {};
   for (const size of ['small', 'typical', 'large'] as PodSize[]) {
-    const body = reviewText(size, { uid });
+    const body = replicaSetReviews(size, uid)[0]!;
     patches[String(Buffer.byteLength(body))] = (await mutate(JSON.parse(body), deps)).response.response.patch ?? '';
   }
   await writeFile(join(dir, 'patches.json'), JSON.stringify(patches));
@@ -195,12 +195,14 @@ async function main(): Promise<void> {
       'pod      body    conc  run  server       req/s    p50 ms   p99 ms   max ms  peak RSS MB  errors  CPU µs/review   ratio to limit (req/s, p99, CPU)',
     );
     for (const size of ['small', 'typical', 'large'] as PodSize[]) {
-      const body = reviewText(size, { uid });
+      // Pods of one ReplicaSet: the same pod, its managedFields written a second apart.
+      const bodies = replicaSetReviews(size, uid);
+      const body = bodies[0]!;
       for (const concurrency of [1, 32]) {
         for (let run = 1; run <= runs; run++) {
-          const lim = await drive(limit.port, ca, body, uid, concurrency, durationMs, limit.child.pid!);
-          const limP = await drive(limitPatch.port, ca, body, uid, concurrency, durationMs, limitPatch.child.pid!);
-          const inj = await drive(injector.port, ca, body, uid, concurrency, durationMs, injector.child.pid!);
+          const lim = await drive(limit.port, ca, bodies, uid, concurrency, durationMs, limit.child.pid!);
+          const limP = await drive(limitPatch.port, ca, bodies, uid, concurrency, durationMs, limitPatch.child.pid!);
+          const inj = await drive(injector.port, ca, bodies, uid, concurrency, durationMs, injector.child.pid!);
           results.push({ size, concurrency, lim, limP, inj });
           const row = (name: string, r: RunResult, ratio: string) =>
             `${size.padEnd(8)} ${String(Math.round(Buffer.byteLength(body) / 100) / 10).padStart(5)}K ${String(concurrency).padStart(5)} ${String(run).padStart(4)}  ${name.padEnd(11)} ${fmt(r.rps, 0).padStart(8)} ${fmt(r.p50Ms, 3).padStart(9)} ${fmt(r.p99Ms, 3).padStart(8)} ${fmt(r.maxMs, 1).padStart(8)} ${fmt(r.peakRssMb, 1).padStart(12)} ${String(r.errors).padStart(7)} ${fmt(r.cpuUs, 0).padStart(14)}   ${ratio}`;

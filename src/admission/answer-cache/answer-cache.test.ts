@@ -11,6 +11,7 @@ import test from 'ava';
 import { isDeepStrictEqual } from 'node:util';
 import fc from 'fast-check';
 import { AnswerCache, reviewKeyPaths, withAnswerCache, type CachingReviewer, type RememberedAnswer } from './index.js';
+import { sameJsonShape } from './key.js';
 import { createReviewer, mutate, type Answered, type MutateDeps } from '../mutate.js';
 import { RequestError } from '../../errors.js';
 import { jsonBody } from '../../http/body.js';
@@ -390,4 +391,47 @@ test('the cache never looks a namespace up: a body the fresh path refuses costs 
   // A pod: the fresh path looks its namespace up once; held from then on, the pod is remembered.
   for (let n = 0; n < 4; n++) t.is((await answerReview(bodyOf(text), reviewer)).outcome.decision, 'patched');
   t.is(reviewer.answers.hits, 1, 'looked up at the first, seen at the second, remembered at the third, answered at the fourth');
+});
+
+test('property: a value the byte walk takes for one JSON value (sameJsonShape) is one, and strings changed for plain ones are taken', async (t) => {
+  const utf8 = new TextDecoder('utf-8', { fatal: true });
+  const parses = (bytes: Buffer) => {
+    try {
+      JSON.parse(utf8.decode(bytes));
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  // Any edit of a JSON value's bytes: never taken for JSON when it is not.
+  fc.assert(
+    fc.property(
+      fc.jsonValue({ maxDepth: 3 }),
+      fc.array(fc.tuple(fc.nat(), fc.integer({ min: 0, max: 255 })), { minLength: 1, maxLength: 3 }),
+      (value, edits) => {
+        const known = Buffer.from(JSON.stringify(value));
+        const text = Buffer.from(known);
+        for (const [at, byte] of edits) if (text.length > 0) text[at % text.length] = byte;
+        return !sameJsonShape(known, text) || parses(text);
+      },
+    ),
+    { numRuns: 20_000, seed: 21 },
+  );
+  // Insertions and deletions too (lengths differ).
+  fc.assert(
+    fc.property(fc.jsonValue({ maxDepth: 3 }), fc.nat(), fc.uint8Array({ maxLength: 4 }), fc.nat({ max: 3 }), (value, at, inserted, removed) => {
+      const known = Buffer.from(JSON.stringify(value));
+      const cut = at % (known.length + 1);
+      const text = Buffer.concat([known.subarray(0, cut), Buffer.from(inserted), known.subarray(Math.min(known.length, cut + removed))]);
+      return !sameJsonShape(known, text) || parses(text);
+    }),
+    { numRuns: 20_000, seed: 22 },
+  );
+  // managedFields of two pods of one ReplicaSet: only the times differ, and the walk takes them.
+  const fields = (time: string) => Buffer.from(JSON.stringify(controllerManagedFields({ spec: { containers: [{ name: 'app', image: 'a' }] } }, time)));
+  t.true(sameJsonShape(fields('2026-11-22T00:00:01Z'), fields('2026-11-23T10:11:12Z')));
+  t.true(sameJsonShape(Buffer.from('"a\\"b\\u00e9"'), Buffer.from('"plain"')));
+  t.false(sameJsonShape(Buffer.from('"é"'), Buffer.from([0x22, 0xc3, 0x78, 0x22])), 'half a character');
+  t.false(sameJsonShape(Buffer.from('["a"]'), Buffer.from('["a" ]')), 'whitespace is a parse away');
+  t.false(sameJsonShape(Buffer.from('"ab"'), Buffer.from('"a"b"')));
 });

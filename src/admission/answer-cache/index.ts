@@ -15,7 +15,7 @@ import type { AdmitDeps } from '../../pipeline/admit.js';
 import type { AdmissionEvent } from '../../pipeline/admission-events.js';
 import { answerBytes, type AnswerText } from '../review.js';
 import type { Answered, ReviewOutcome, Reviewer, Webhook } from '../mutate.js';
-import { AnswerCache, matchedUid, reviewKeyPaths, reviewKeyText, uidOf, type AnswerKey, type ReviewKeyText } from './key.js';
+import { AnswerCache, cutValues, matchedUid, reviewKeyPaths, reviewKeyText, uidOf, type AnswerKey, type ReviewKeyText } from './key.js';
 
 export { AnswerCache, reviewKeyPaths } from './key.js';
 
@@ -34,10 +34,14 @@ export interface AnswerState {
   generation(): string;
 }
 
-/** A review's outcome as remembered: without the uid, with its events computed, and its answer's text. */
+/**
+ * A review's outcome as remembered: without the uid, with its events computed, its answer's
+ * text, and the values cut out of the body it was decided for (key.ts matchedUid).
+ */
 export interface RememberedAnswer {
   readonly outcome: Omit<ReviewOutcome, 'uid'>;
   readonly text: AnswerText;
+  readonly cut: readonly Buffer[];
 }
 
 /** A reviewer that answers from remembered answers where it can, and the cache it keeps. */
@@ -55,21 +59,24 @@ export function withAnswerCache(inner: Reviewer, state: AnswerState, cache = new
 
   const fromCache = (key: AnswerKey, keyText: ReviewKeyText): Answered | undefined =>
     cache.use(key, (hit): Answered | undefined => {
-      const uid = matchedUid(keyText);
+      const uid = matchedUid(keyText, hit.cut);
       if (uid === undefined) return undefined;
       const { response } = hit.outcome;
       const outcome: ReviewOutcome = { ...hit.outcome, uid, response: { ...response, response: { ...response.response, uid } }, remembered: hit };
       return { outcome, answer: answerBytes(hit.text, uid) };
     });
 
-  const remember = (key: AnswerKey, answered: Answered, text: AnswerText) => {
+  const remember = (key: AnswerKey, keyText: ReviewKeyText, answered: Answered, text: AnswerText) => {
     // Without the pod objects (the events are computed now) and without the uid.
     const { uid: _uid, events, ...kept } = answered.outcome;
     const computed: readonly AdmissionEvent[] | undefined = events?.();
     const outcome = { ...kept, ...(computed ? { events: () => computed } : {}) };
+    const cut = cutValues(keyText);
     // The answer's text, and the response object beside it that holds the same patch and
-    // warnings again; the rest of the outcome (names, reasons, events) within a kilobyte.
-    cache.set(key, { outcome, text }, 2 * (text.head.length + text.tail.length) + 1024);
+    // warnings again; the values cut out; the rest of the outcome (names, reasons, events)
+    // within a kilobyte.
+    const cutBytes = cut.reduce((sum, value) => sum + value.length, 0);
+    cache.set(key, { outcome, text, cut }, 2 * (text.head.length + text.tail.length) + cutBytes + 1024);
   };
 
   return {
@@ -93,7 +100,7 @@ export function withAnswerCache(inner: Reviewer, state: AnswerState, cache = new
         generationOf(keyText!.namespace, webhook) === generation &&
         cache.admits(key)
       )
-        remember(key, answered, decided.text);
+        remember(key, keyText!, answered, decided.text);
       return answered;
     },
   };
