@@ -434,4 +434,30 @@ test('property: a value the byte walk takes for one JSON value (sameJsonShape) i
   t.false(sameJsonShape(Buffer.from('"é"'), Buffer.from([0x22, 0xc3, 0x78, 0x22])), 'half a character');
   t.false(sameJsonShape(Buffer.from('["a"]'), Buffer.from('["a" ]')), 'whitespace is a parse away');
   t.false(sameJsonShape(Buffer.from('"ab"'), Buffer.from('"a"b"')));
+  // A difference inside a \u escape's hex digits: never taken, whatever follows.
+  for (const [known, text] of [
+    ['"\\u0041"', '"\\uZ041"'],
+    ['"\\u0041"', '"\\u"'],
+    ['"\\u0041"', '"\\u00"'],
+    ['"aa\\u0041"', '"aa\\uu0041"'],
+    [' {"a":"\\u00e9x"} ', ' {"a":"\\u00zzzzzzz"} '],
+  ])
+    t.false(sameJsonShape(Buffer.from(known!), Buffer.from(text!)), `${known} → ${text}`);
+  // Any edit of a value holding \u escapes: never taken for JSON when it is not.
+  const escaped = fc.stringMatching(/^([a-z]|\\u[0-9a-f]{4}|\\["\\/nt])*$/).map((inner) => `"${inner}"`);
+  fc.assert(
+    fc.property(
+      fc.array(escaped, { minLength: 1, maxLength: 4 }),
+      fc.nat(),
+      fc.uint8Array({ maxLength: 3 }),
+      fc.nat({ max: 2 }),
+      (strings, at, inserted, removed) => {
+        const known = Buffer.from(`[${strings.join(',')}]`);
+        const cut = at % (known.length + 1);
+        const text = Buffer.concat([known.subarray(0, cut), Buffer.from(inserted), known.subarray(Math.min(known.length, cut + removed))]);
+        return !sameJsonShape(known, text) || parses(text);
+      },
+    ),
+    { numRuns: 30_000, seed: 23 },
+  );
 });

@@ -182,10 +182,12 @@ export function sameJsonShape(known: Buffer, text: Buffer): boolean {
     const k = known[i]!;
     if (k === text[j]) {
       if (inString && k === 0x5c) {
-        // An escape in both: the escaped byte is part of the same escape in both.
-        if (known[i + 1] !== text[j + 1]) return false;
-        i += 2;
-        j += 2;
+        // An escape in both, the same whole: `\uXXXX` is six bytes, every other escape two (a
+        // difference inside the hex digits would leave an escape JSON refuses).
+        const n = known[i + 1] === 0x75 ? 6 : 2;
+        if (i + n > known.length || j + n > text.length || known.compare(text, j, j + n, i, i + n) !== 0) return false;
+        i += n;
+        j += n;
         continue;
       }
       if (k === 0x22) inString = !inString;
