@@ -33,6 +33,9 @@ import type { TemplateSet } from '../templates/set.js';
 import type { ClusterNamespaceSource } from '../namespaces/cluster.js';
 import type { PodAuditorOptions } from '../audit/pod-auditor.js';
 
+/** This replica's name: its pod's (the Deployment passes POD_NAME), its host's, or `fallback`. */
+const replicaName = (env: Readonly<Record<string, string | undefined>>, fallback: string): string => env.POD_NAME || env.HOSTNAME || fallback;
+
 /** What the cluster says about itself: namespace labels, and the version to serve for. */
 interface ClusterView {
   readonly namespaces: NamespaceLabelSource;
@@ -123,7 +126,7 @@ async function createClusterView(
     ? new EventRecorder({
         kubeConfig,
         log: log.child({ component: 'events' }),
-        instance: env.POD_NAME || env.HOSTNAME || 'sidecar-injector',
+        instance: replicaName(env, 'sidecar-injector'),
         onFailure: () => metrics.eventWriteFailures.inc(),
         onDrop: () => metrics.eventsDropped.inc(),
         namespaceExists: (namespace) => source.exists(namespace),
@@ -167,7 +170,7 @@ async function startAudit(
 ): Promise<Audit> {
   const { LeaderElector } = await import('../kube-api/lease.js');
   const { PodAuditor } = await import('../audit/pod-auditor.js');
-  const identity = env.POD_NAME || env.HOSTNAME || `sidecar-injector-${process.pid}`;
+  const identity = replicaName(env, `sidecar-injector-${process.pid}`);
   const elector = new LeaderElector({
     kubeConfig,
     log: log.child({ component: 'leader' }),
@@ -491,7 +494,7 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
           metrics,
           clock,
           ...(config.templatesConfigMap ? { configMap: config.templatesConfigMap } : {}),
-          instance: env.POD_NAME || env.HOSTNAME || 'sidecar-injector',
+          instance: replicaName(env, 'sidecar-injector'),
         })
       : undefined;
   if (rollout) {

@@ -39,9 +39,9 @@ export interface ClusterVersionStatus {
   readonly settled: boolean;
 }
 
-/** Whether two decisions differ in anything a reader of a decision reads: its source, version or reason. */
-function differs(a: VersionDecision, b: VersionDecision): boolean {
-  return a.source !== b.source || a.version?.major !== b.version?.major || a.version?.minor !== b.version?.minor || a.reason !== b.reason;
+/** Whether two decisions name the same version from the same source. */
+function sameVersion(a: VersionDecision, b: VersionDecision): boolean {
+  return a.source === b.source && a.version?.major === b.version?.major && a.version?.minor === b.version?.minor;
 }
 
 /**
@@ -186,10 +186,10 @@ export class ClusterVersionSource extends EventEmitter {
     const next = this.facts();
     const before = this.decision;
     // The decision in force stays the same object while nothing a reader reads changes.
-    if (!differs(before, next)) return;
+    if (sameVersion(before, next) && before.reason === next.reason) return;
     this.decision = next;
     this.decisions++;
-    if (before.source !== next.source || before.version?.major !== next.version?.major || before.version?.minor !== next.version?.minor) {
+    if (!sameVersion(before, next)) {
       this.options.log.info({ kubernetesVersion: this.status().kubernetesVersion, source: next.source, reason: next.reason }, 'kubernetes version decided');
       this.emit('change', next);
     }

@@ -52,12 +52,12 @@ function replicaFailure(workload: JsonObject): string | undefined {
   return undefined;
 }
 
-/** The labels of the workload's pod template. */
+/** The labels of the workload's pod template (a null-prototype map: the keys are the cluster's data). */
 function templateLabels(workload: JsonObject): Record<string, string> {
   const spec = isJsonObject(workload.spec) ? workload.spec : {};
   const template = isJsonObject(spec.template) ? spec.template : {};
   const metadata = isJsonObject(template.metadata) ? template.metadata : {};
-  const labels: Record<string, string> = {};
+  const labels: Record<string, string> = Object.create(null);
   if (isJsonObject(metadata.labels)) for (const [k, v] of Object.entries(metadata.labels)) if (typeof v === 'string') labels[k] = v;
   return labels;
 }

@@ -58,12 +58,15 @@ const invalid = Symbol('invalid');
 
 const isJsonSpace = (b: number | undefined) => b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09;
 
+/** True when byte `b` may stand in a JSON string as itself: printable ASCII but the quote and the backslash. */
+const isPlainStringByte = (b: number) => b >= 0x20 && b <= 0x7e && b !== 0x22 && b !== 0x5c;
+
 /** The text of bytes[start, end) when they are a JSON string with nothing to unescape (its text is its value); else undefined. */
 function plainString(view: Buffer, start: number, end: number): string | undefined {
   while (start < end && isJsonSpace(view[start])) start++;
   while (end > start && isJsonSpace(view[end - 1])) end--;
   if (end - start < 2 || view[start] !== 0x22 || view[end - 1] !== 0x22) return undefined;
-  for (let i = start + 1; i < end - 1; i++) if (view[i] === 0x5c || view[i] === 0x22 || view[i]! < 0x20 || view[i]! > 0x7e) return undefined;
+  for (let i = start + 1; i < end - 1; i++) if (!isPlainStringByte(view[i]!)) return undefined;
   return view.toString('latin1', start + 1, end - 1);
 }
 
@@ -163,9 +166,6 @@ export function uidOf(key: ReviewKeyText): string | undefined {
   const uid = valueAt(key.view, key.uid[0], key.uid[1]);
   return uidProblem(uid) === undefined ? (uid as string) : undefined;
 }
-
-/** True when byte `b` may stand in a JSON string as itself: printable ASCII but the quote and the backslash. */
-const isPlainStringByte = (b: number) => b >= 0x20 && b <= 0x7e && b !== 0x22 && b !== 0x5c;
 
 /**
  * True when `text` is JSON text `known` (valid JSON, one value) with only the contents of some
