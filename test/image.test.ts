@@ -15,9 +15,10 @@ import { createInterface } from 'node:readline';
 import { createReview, decodePatch } from './helpers/apiserver.js';
 import { httpsCall } from './helpers/https.js';
 import { pod } from './helpers/pods.js';
+import { imageArchive, unpackImage, type UnpackedImage } from './helpers/image.js';
 
 const version = JSON.parse(readFileSync('package.json', 'utf8')).version as string;
-const archive = process.env.IMAGE_ARCHIVE ?? join('build', `sidecar-injector-${version}.oci.tar`);
+const archive = imageArchive();
 const built = existsSync(archive);
 const imageTest = built ? test.serial : test.skip;
 if (!built) console.log(`image tests skipped: no image archive at ${archive} (build it with \`make image\`; CI does)`);
@@ -29,36 +30,9 @@ test.before(() => {
 });
 
 type Json = Record<string, any>;
-interface Unpacked {
-  readonly rootfs: string;
-  readonly config: Json;
-  readonly manifestDigest: string;
-  /** The image's environment, and nothing of this machine's. */
-  readonly env: Record<string, string>;
-}
 
-let unpacked: Promise<Unpacked> | undefined;
-/** The archive's OCI layout → its image config and its layers applied in order to one root filesystem. */
-function unpack(): Promise<Unpacked> {
-  return (unpacked ??= (async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-image-'));
-    const layout = join(dir, 'layout');
-    const rootfs = join(dir, 'rootfs');
-    await mkdir(layout);
-    await mkdir(rootfs);
-    execFileSync('tar', ['-xf', archive, '-C', layout]);
-    const blob = (digest: string) => join(layout, 'blobs', ...digest.split(':'));
-    const index = JSON.parse(await readFile(join(layout, 'index.json'), 'utf8'));
-    const manifestDigest = index.manifests[0].digest as string;
-    const manifest = JSON.parse(await readFile(blob(manifestDigest), 'utf8'));
-    const config = JSON.parse(await readFile(blob(manifest.config.digest), 'utf8'));
-    for (const layer of manifest.layers as Json[]) {
-      execFileSync('tar', ['-x', ...(layer.mediaType.endsWith('+gzip') ? ['-z'] : []), '-f', blob(layer.digest), '-C', rootfs, '--numeric-owner']);
-    }
-    const env = Object.fromEntries(((config.config.Env ?? []) as string[]).map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]));
-    return { rootfs, config, manifestDigest, env };
-  })());
-}
+let unpacked: Promise<UnpackedImage> | undefined;
+const unpack = (): Promise<UnpackedImage> => (unpacked ??= mkdtemp(join(tmpdir(), 'sidecar-injector-image-')).then((dir) => unpackImage(archive, dir)));
 
 imageTest('the image runs as a numeric non-root user, node is its entrypoint, and it holds no shell and no package manager', async (t) => {
   const { rootfs, config, env } = await unpack();

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Builds the real-cluster suite's control plane from Go modules pinned in test/cluster/tools:
+# kube-apiserver, kube-controller-manager and kubectl from k8s.io/kubernetes, and etcd from
+# go.etcd.io/etcd/server/v3. The binaries go to a cache folder outside the clone, keyed by what
+# decides their bytes (the pinned versions, both go.sum files, the Go version), so a second
+# clone on the same machine reuses them. Prints that folder on stdout; progress on stderr.
+#
+#   SIDECAR_INJECTOR_CLUSTER_CACHE  the cache's parent folder (default: the user's cache folder)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+tools=$here/tools
+export GOTOOLCHAIN=local GOFLAGS=-mod=readonly CGO_ENABLED=0
+
+k8s_version=$(cd "$tools/k8s" && go list -m -f '{{.Version}}' k8s.io/kubernetes)
+etcd_version=$(cd "$tools/etcd" && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)
+[ -n "$k8s_version" ] && [ -n "$etcd_version" ] || { echo "build.sh: cannot read the pinned versions" >&2; exit 2; }
+go_version=$(go env GOVERSION)
+key=$(cat "$tools/k8s/go.mod" "$tools/k8s/go.sum" "$tools/etcd/go.mod" "$tools/etcd/go.sum" \
+  <(echo "$go_version") "$0" | sha256sum | cut -c1-12)
+parent=${SIDECAR_INJECTOR_CLUSTER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sidecar-injector/cluster}
+out=$parent/kubernetes-$k8s_version-etcd-$etcd_version-$key
+
+if [ -f "$out/.complete" ]; then
+  echo "$out"
+  exit 0
+fi
+
+start=$(date +%s)
+mkdir -p "$parent"
+work=$(mktemp -d "$parent/.build.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+# The version stamp: without it /version says v0.0.0-master, and the injector gates features on
+# gitVersion. The names are those of kube::version::ldflags in Kubernetes' hack/lib/version.sh.
+minor=$(echo "$k8s_version" | cut -d. -f2)
+ld="-s -w"
+for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  ld+=" -X $p.gitVersion=$k8s_version -X $p.gitMajor=1 -X $p.gitMinor=$minor"
+  ld+=" -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
+done
+
+echo "build.sh: building Kubernetes $k8s_version (kube-apiserver, kube-controller-manager, kubectl) with $go_version" >&2
+(cd "$tools/k8s" && go build -trimpath -pgo=off -tags=selinux,notest -ldflags="all=$ld" -o "$work/" \
+  k8s.io/kubernetes/cmd/kube-apiserver \
+  k8s.io/kubernetes/cmd/kube-controller-manager \
+  k8s.io/kubernetes/cmd/kubectl)
+echo "build.sh: building etcd $etcd_version" >&2
+(cd "$tools/etcd" && go build -trimpath -ldflags="-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$etcd_version" \
+  -o "$work/etcd" go.etcd.io/etcd/server/v3)
+
+"$work/kube-apiserver" --version | grep -qx "Kubernetes $k8s_version" \
+  || { echo "build.sh: kube-apiserver does not report $k8s_version" >&2; exit 1; }
+touch "$work/.complete"
+rm -rf "$out"
+mv "$work" "$out"
+trap - EXIT
+echo "build.sh: built in $(($(date +%s) - start)) s into $out" >&2
+echo "$out"

@@ -1,0 +1,136 @@
+/**
+ * What a real-cluster test uses: the world it runs in (scripts/cluster.sh started it and named its
+ * state folder in SIDECAR_INJECTOR_TEST_CLUSTER), the admin's client and kubectl, a namespace
+ * of its own per test, the API server's audit log, and the injector's CLI as a process.
+ */
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import type { ExecutionContext } from 'ava';
+import { Kube, type Json } from './world/kube.js';
+import { kubectl as worldKubectl, waitForHealthyInstall, type WorldFile } from './world/world.js';
+
+const run = promisify(execFile);
+
+export type { Json };
+
+export interface TestWorld {
+  readonly file: WorldFile;
+  /** The API server as the admin (system:masters). */
+  readonly kube: Kube;
+  kubectl(args: readonly string[], input?: string): Promise<{ stdout: string; stderr: string }>;
+}
+
+let joined: TestWorld | undefined;
+
+/** The world this test process runs in; fails with how to start one when there is none. */
+export function joinWorld(): TestWorld {
+  if (joined) return joined;
+  const state = process.env.SIDECAR_INJECTOR_TEST_CLUSTER;
+  if (!state || !existsSync(join(state, 'world.json')))
+    throw new Error('no test cluster: run the real-cluster suite with `npm run test:cluster` (scripts/cluster.sh starts the cluster)');
+  const file = JSON.parse(readFileSync(join(state, 'world.json'), 'utf8')) as WorldFile;
+  const kube = new Kube({ server: file.server, ca: readFileSync(file.caFile, 'utf8'), token: file.admin.token });
+  joined = { file, kube, kubectl: (args, input) => worldKubectl(file, args, input) };
+  return joined;
+}
+
+/**
+ * Waits until `predicate` holds, checking every 50 ms (each check asks the API server, so no
+ * faster): at most 2,400 checks, two minutes on an idle machine, longer on a busy one.
+ */
+export async function eventually<T>(what: string, predicate: () => Promise<T | undefined | false> | T | undefined | false, checks = 2400): Promise<T> {
+  let last: unknown;
+  for (let i = 0; i < checks; i++) {
+    try {
+      const value = await predicate();
+      if (value !== undefined && value !== false) return value as T;
+    } catch (err) {
+      last = err;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`${what} did not come in ${checks} checks${last ? ` (last error: ${(last as Error).message})` : ''}`);
+}
+
+/** A fresh namespace for one test, with `labels`, its default ServiceAccount made; deleted after the test. */
+export async function testNamespace(t: ExecutionContext, prefix: string, labels: Record<string, string> = {}): Promise<string> {
+  const { kube } = joinWorld();
+  const name = `${prefix}-${randomBytes(3).toString('hex')}`;
+  await kube.create('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels } });
+  t.teardown(() => kube.delete(`/api/v1/namespaces/${name}`));
+  await eventually(`the default ServiceAccount of ${name}`, () => kube.find(`/api/v1/namespaces/${name}/serviceaccounts/default`));
+  return name;
+}
+
+/** A namespace opted in for injection. */
+export const optedInNamespace = (t: ExecutionContext, prefix: string, labels: Record<string, string> = {}) =>
+  testNamespace(t, prefix, { 'sidecar-injector.io/injection': 'enabled', ...labels });
+
+/** The API server's audit events so far (Metadata level: the injector's requests and every pod create). */
+export function auditEvents(): Json[] {
+  const { file } = joinWorld();
+  return readFileSync(join(file.state, 'audit.log'), 'utf8')
+    .split('\n')
+    .filter((line) => line.startsWith('{'))
+    .map((line) => JSON.parse(line) as Json);
+}
+
+/** The injector's CLI as a process (`dist/src/cli/main.js`), its exit code and output. */
+export async function cli(
+  args: readonly string[],
+  options: { input?: string; env?: Record<string, string> } = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const child = run(process.execPath, [join('dist', 'src', 'cli', 'main.js'), ...args], {
+    env: { ...process.env, ...options.env },
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  if (options.input !== undefined) child.child.stdin?.end(options.input);
+  try {
+    const { stdout, stderr } = await child;
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code?: number; stdout?: string; stderr?: string };
+    return { code: typeof e.code === 'number' ? e.code : 1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
+  }
+}
+
+/** The injector's pods as the API server has them. */
+export async function injectorPods(): Promise<Json[]> {
+  const { kube } = joinWorld();
+  return (await kube.get('/api/v1/namespaces/sidecar-injector/pods?labelSelector=app.kubernetes.io%2Fcomponent%3Dwebhook')).items;
+}
+
+/** Waits until the install is healthy again (every replica ready, caBundles, the required webhook armed). */
+export async function healthyInstall(): Promise<void> {
+  await waitForHealthyInstall(joinWorld().kube);
+}
+
+/** Scales the injector's Deployment and waits until that many replicas run and are ready (0: all gone). */
+export async function scaleInjector(replicas: number): Promise<void> {
+  const { kube } = joinWorld();
+  await kube.mergePatch('/apis/apps/v1/namespaces/sidecar-injector/deployments/sidecar-injector/scale', { spec: { replicas } });
+  await eventually(`${replicas} injector replicas`, async () => {
+    const pods = await injectorPods();
+    const ready = pods.filter((p) => !p.metadata.deletionTimestamp && p.status?.conditions?.some((c: Json) => c.type === 'Ready' && c.status === 'True'));
+    return pods.length === replicas && ready.length === replicas;
+  });
+}
+
+/** A pod manifest with one container, the way a user writes it. */
+export function plainPod(name: string, extra: Json = {}): Json {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name, labels: { app: name } },
+    spec: { containers: [{ name: 'app', image: 'registry.example/app:1.0' }], ...extra },
+  };
+}
+
+/** Names of a pod's init and app containers. */
+export const containerNames = (pod: Json) => ({
+  init: ((pod.spec.initContainers ?? []) as Json[]).map((c) => c.name as string),
+  app: ((pod.spec.containers ?? []) as Json[]).map((c) => c.name as string),
+});

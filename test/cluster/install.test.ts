@@ -1,0 +1,84 @@
+/**
+ * The install as a user does it, on the real API server: `kubectl apply -k manifests/` (the world
+ * ran it before any test), the injector's pods run with the identity of its ServiceAccount, the
+ * self-managed certificates made, both caBundles written, the required webhook armed, and every
+ * request the injector made authorized by the RBAC in manifests/.
+ */
+import test from 'ava';
+import { X509Certificate } from 'node:crypto';
+import { auditEvents, injectorPods, joinWorld, type Json } from './helpers.js';
+
+const injectorUser = 'system:serviceaccount:sidecar-injector:sidecar-injector';
+
+test('kubectl apply -k manifests/ gives a healthy install: both replicas ready behind the Service, kubectl says so', async (t) => {
+  const { kube, kubectl } = joinWorld();
+  const deployment = await kube.get('/apis/apps/v1/namespaces/sidecar-injector/deployments/sidecar-injector');
+  t.is(deployment.spec.replicas, 2);
+  t.is(deployment.status.readyReplicas, 2);
+  t.true((deployment.status.conditions as Json[]).some((c) => c.type === 'Available' && c.status === 'True'));
+  const rollout = await kubectl(['-n', 'sidecar-injector', 'rollout', 'status', 'deployment/sidecar-injector', '--timeout=60s']);
+  t.regex(rollout.stdout, /successfully rolled out/);
+  // The Service's endpoints are the two ready pods on the container port the manifests name.
+  const slices = await kube.get(
+    '/apis/discovery.k8s.io/v1/namespaces/sidecar-injector/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3Dsidecar-injector',
+  );
+  const ready = (slices.items as Json[]).flatMap((s) => (s.endpoints as Json[]).filter((e) => e.conditions.ready)).length;
+  t.is(ready, 2);
+  t.deepEqual(
+    (slices.items as Json[]).flatMap((s) => (s.ports as Json[]).map((p) => p.port)),
+    [10250],
+  );
+  const pods = await injectorPods();
+  t.is(pods.length, 2);
+  for (const pod of pods) {
+    t.is(pod.spec.serviceAccountName, 'sidecar-injector');
+    t.is(pod.status.phase, 'Running');
+  }
+});
+
+test('the self-managed certificates: the Secret holds a CA and a serving certificate for the Service, and both caBundles trust it', async (t) => {
+  const { kube } = joinWorld();
+  const secret = await kube.get('/api/v1/namespaces/sidecar-injector/secrets/sidecar-injector-tls');
+  const decode = (key: string) => Buffer.from(secret.data[key], 'base64').toString('utf8');
+  const ca = new X509Certificate(decode('ca.crt'));
+  const serving = new X509Certificate(decode('tls.crt'));
+  t.true(serving.verify(ca.publicKey), 'the serving certificate is signed by the CA in the Secret');
+  t.regex(serving.subjectAltName ?? '', /DNS:sidecar-injector\.sidecar-injector\.svc\b/);
+  const configuration = await kube.get('/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/sidecar-injector');
+  for (const webhook of configuration.webhooks as Json[]) {
+    const bundle = Buffer.from(webhook.clientConfig.caBundle, 'base64').toString('utf8');
+    t.true(bundle.includes(decode('ca.crt').trim()), `${webhook.name}'s caBundle holds the Secret's CA`);
+  }
+  const policies = Object.fromEntries((configuration.webhooks as Json[]).map((w) => [w.name, w.failurePolicy]));
+  t.deepEqual(
+    policies,
+    { 'required.sidecar-injector.io': 'Fail', 'optional.sidecar-injector.io': 'Ignore' },
+    'the required webhook is armed, the optional one is not',
+  );
+});
+
+test('the injector talks to the API server as its ServiceAccount, with a token bound to its pod, and RBAC refuses none of its requests', async (t) => {
+  const events = auditEvents().filter((e) => e.user?.username === injectorUser);
+  t.true(events.length > 0, 'the injector made requests');
+  const pods = new Set((await injectorPods()).map((p) => p.metadata.name as string));
+  for (const event of events) {
+    const podName = event.user.extra?.['authentication.kubernetes.io/pod-name']?.[0];
+    t.truthy(podName, 'a token the API server issued for a pod (TokenRequest), not a static one');
+  }
+  t.true(
+    events.some((e) => pods.has(e.user.extra['authentication.kubernetes.io/pod-name'][0])),
+    'requests from the running replicas',
+  );
+  const forbidden = events.filter((e) => e.responseStatus?.code === 403);
+  t.deepEqual(
+    forbidden.map((e) => `${e.verb} ${e.requestURI}: ${e.responseStatus.message ?? ''}`),
+    [],
+    'no request refused by RBAC',
+  );
+  const verbs = new Set(events.map((e) => `${e.verb} ${e.objectRef?.resource ?? e.requestURI}`));
+  for (const expected of ['list namespaces', 'watch namespaces', 'list nodes', 'update leases', 'patch mutatingwebhookconfigurations'])
+    t.true(
+      [...verbs].some((v) => v === expected),
+      `the injector did ${expected}`,
+    );
+});

@@ -1,0 +1,166 @@
+/**
+ * The test cluster's network, inside a network namespace the world was started in (nothing
+ * here reaches the machine's own network):
+ *
+ * - the node: the API server's advertise address and the whole Service range are local
+ *   addresses on `lo`, so that a connection to any ClusterIP is made at all;
+ * - kube-proxy's part: one nftables table that sends each ClusterIP:port to the ready
+ *   endpoints of its EndpointSlices (DNAT, round robin), for connections from the node
+ *   (the API server calling a webhook) and from pods (the injector calling the API server);
+ * - pods: each pod the world runs has a network namespace of its own with its pod IP on
+ *   `eth0`, a veth pair to the node, and a default route through it, as a CNI plugin sets up.
+ */
+import { execFileSync } from 'node:child_process';
+import type { Json, Kube } from './kube.js';
+import { Loop } from './processes.js';
+
+export const addresses = {
+  /** The API server's advertise address, and the node's InternalIP. */
+  advertise: '10.250.0.1',
+  serviceCidr: '10.96.0.0/16',
+  /** The first address of the Service range: the `kubernetes` Service. */
+  kubernetesService: '10.96.0.1',
+  podCidr: '10.244.0.0/16',
+  /** The gateway every pod routes through (the node's side of its veth pair). */
+  podGateway: '169.254.1.1',
+} as const;
+
+const ip = (...args: string[]) => execFileSync('ip', args, { stdio: ['ignore', 'ignore', 'pipe'] });
+
+/** Sets up the node's side; run once, first thing in the fresh network namespace. */
+export function setUpNode(): void {
+  ip('link', 'set', 'lo', 'up');
+  ip('addr', 'add', `${addresses.advertise}/32`, 'dev', 'lo');
+  ip('addr', 'add', `${addresses.kubernetesService}/16`, 'dev', 'lo');
+  nft(`table ip kube-proxy {}\n`);
+}
+
+/** Gives the process `pid` (already in a network namespace of its own) the pod IP `podIp`. */
+export function connectPod(pid: number, podIp: string, index: number): void {
+  const host = `vpod${index}`;
+  ip('link', 'add', host, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', String(pid));
+  ip('link', 'set', host, 'up');
+  ip('route', 'add', `${podIp}/32`, 'dev', host);
+  // Read with ip(8): /sys/class/net shows the interfaces of the namespace that mounted /sys.
+  const mac = (JSON.parse(execFileSync('ip', ['-j', 'link', 'show', 'dev', host], { encoding: 'utf8' })) as { address: string }[])[0]!.address;
+  const inPod = (...args: string[]) => execFileSync('nsenter', [`--net=/proc/${pid}/ns/net`, 'ip', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+  inPod('link', 'set', 'lo', 'up');
+  inPod('addr', 'add', `${podIp}/32`, 'dev', 'eth0');
+  inPod('link', 'set', 'eth0', 'up');
+  // The gateway is the node's veth, known by its MAC: no ARP proxy needed on the node.
+  inPod('neigh', 'add', addresses.podGateway, 'lladdr', mac, 'dev', 'eth0', 'nud', 'permanent');
+  inPod('route', 'add', addresses.podGateway, 'dev', 'eth0', 'scope', 'link');
+  inPod('route', 'add', 'default', 'via', addresses.podGateway, 'dev', 'eth0');
+}
+
+/** Removes the node's end of a pod's veth pair (the pod's end goes with its namespace). */
+export function disconnectPod(index: number): void {
+  try {
+    ip('link', 'del', `vpod${index}`);
+  } catch {
+    // Gone with the pod's namespace already.
+  }
+}
+
+function nft(ruleset: string): void {
+  execFileSync('nft', ['-f', '-'], { input: ruleset, stdio: ['pipe', 'ignore', 'pipe'] });
+}
+
+interface ServiceRule {
+  readonly clusterIp: string;
+  readonly port: number;
+  readonly protocol: string;
+  readonly endpoints: readonly string[];
+}
+
+/** The ClusterIP rules that Services and EndpointSlices say, as kube-proxy reads them. */
+export function serviceRules(services: readonly Json[], slices: readonly Json[]): ServiceRule[] {
+  const rules: ServiceRule[] = [];
+  for (const service of services) {
+    const clusterIp = service.spec?.clusterIP;
+    if (!clusterIp || clusterIp === 'None' || service.spec?.type === 'ExternalName') continue;
+    const ns = service.metadata.namespace;
+    const name = service.metadata.name;
+    const own = slices.filter((s) => s.metadata.namespace === ns && s.metadata.labels?.['kubernetes.io/service-name'] === name && s.addressType === 'IPv4');
+    for (const port of service.spec.ports ?? []) {
+      const protocol = (port.protocol ?? 'TCP').toLowerCase();
+      const endpoints = new Set<string>();
+      for (const slice of own) {
+        const slicePort = (slice.ports ?? []).find((p: Json) => (p.name ?? '') === (port.name ?? '') && (p.protocol ?? 'TCP').toLowerCase() === protocol);
+        if (!slicePort?.port) continue;
+        // Ready endpoints only: a replica that is not ready gets no new connection.
+        for (const endpoint of slice.endpoints ?? [])
+          if (endpoint.conditions?.ready !== false) for (const address of endpoint.addresses ?? []) endpoints.add(`${address} . ${slicePort.port}`);
+      }
+      rules.push({ clusterIp, port: port.port, protocol, endpoints: [...endpoints].sort() });
+    }
+  }
+  return rules.sort((a, b) => `${a.clusterIp}:${a.port}`.localeCompare(`${b.clusterIp}:${b.port}`));
+}
+
+function ruleset(rules: readonly ServiceRule[]): string {
+  const match = (r: ServiceRule) => `ip daddr ${r.clusterIp} ${r.protocol} dport ${r.port}`;
+  const dnat = rules
+    .filter((r) => r.endpoints.length > 0)
+    .map((r) => `    ${match(r)} dnat ip to numgen inc mod ${r.endpoints.length} map { ${r.endpoints.map((e, i) => `${i} : ${e}`).join(', ')} }`);
+  // A Service without a ready endpoint refuses at once, as kube-proxy makes it.
+  const reject = rules.filter((r) => r.endpoints.length === 0).map((r) => `    ${match(r)} reject with icmp type port-unreachable`);
+  const hook = (name: string, type: string, hookName: string, priority: string, target: string) => [
+    `  chain ${name} {`,
+    `    type ${type} hook ${hookName} priority ${priority}; policy accept;`,
+    `    jump ${target}`,
+    '  }',
+  ];
+  return [
+    'table ip kube-proxy {}',
+    'delete table ip kube-proxy',
+    'table ip kube-proxy {',
+    '  chain services {',
+    ...dnat,
+    '  }',
+    '  chain no-endpoints {',
+    ...reject,
+    '  }',
+    ...hook('nat-prerouting', 'nat', 'prerouting', 'dstnat', 'services'),
+    ...hook('nat-output', 'nat', 'output', '-100', 'services'),
+    ...hook('filter-input', 'filter', 'input', 'filter', 'no-endpoints'),
+    ...hook('filter-output', 'filter', 'output', 'filter', 'no-endpoints'),
+    '}',
+    '',
+  ].join('\n');
+}
+
+/**
+ * kube-proxy's part: keeps the table equal to what the Services and their EndpointSlices say,
+ * looking every quarter second (kube-proxy reacts in about a second).
+ */
+export class ServiceProxy {
+  private last = '';
+  // The API server restarting or busy: the rules in place stay, as kube-proxy's do.
+  private readonly loop = new Loop('kube-proxy stand-in', 250, () => this.sync());
+
+  constructor(private readonly kube: Kube) {}
+
+  /** Programs the rules once; resolves when they are in place. */
+  async sync(): Promise<void> {
+    const [services, slices] = await Promise.all([this.kube.get('/api/v1/services'), this.kube.get('/apis/discovery.k8s.io/v1/endpointslices')]);
+    const text = ruleset(serviceRules(services.items, slices.items));
+    if (text !== this.last) {
+      nft(text);
+      this.last = text;
+    }
+  }
+
+  start(): void {
+    this.loop.start();
+  }
+
+  stop(): Promise<void> {
+    return this.loop.stop();
+  }
+
+  /** The rules in force (for the world's log on failure). */
+  current(): string {
+    return this.last;
+  }
+}

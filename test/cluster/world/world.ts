@@ -1,0 +1,179 @@
+/**
+ * The real-cluster test world: a control plane built from Kubernetes' own modules, a network
+ * where ClusterIP Services work as kube-proxy makes them, one node that runs the injector's
+ * pods, and the injector installed from `manifests/` with `kubectl apply -k`, exactly as a user
+ * does. It runs inside a network namespace of its own (scripts/cluster.sh makes it), so nothing
+ * it does reaches the machine's network.
+ *
+ * `world.json` in the state folder says how to reach it; tests read it with `joinWorld()`
+ * (test/cluster/helpers.ts).
+ */
+import { execFile } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { imageArchive, unpackImage } from '../../helpers/image.js';
+import { apiServerUrl, startControlPlane, type ControlPlane } from './control-plane.js';
+import { Kube } from './kube.js';
+import { ServiceProxy, setUpNode } from './network.js';
+import { WorldNode, type RootFilesystem } from './node.js';
+import { createPki, type Pki } from './pki.js';
+import { waitUntil } from './processes.js';
+
+const run = promisify(execFile);
+
+/** What a test needs to reach the world (world.json). */
+export interface WorldFile {
+  readonly state: string;
+  readonly bin: string;
+  readonly server: string;
+  readonly caFile: string;
+  readonly admin: { readonly user: string; readonly token: string; readonly kubeconfig: string };
+  readonly nobody: { readonly user: string; readonly token: string; readonly kubeconfig: string };
+  readonly kubernetesVersion: string;
+  /** How the injector's containers run: `image` (the built image's root filesystem) or `clone` (this clone's build). */
+  readonly containers: 'image' | 'clone';
+  readonly startTimes: ControlPlane['startTimes'] & { readonly installedMs: number };
+}
+
+export interface World {
+  readonly file: WorldFile;
+  readonly kube: Kube;
+  readonly node: WorldNode;
+  stop(): Promise<void>;
+}
+
+export interface WorldOptions {
+  readonly bin: string;
+  readonly state: string;
+  /** The clone whose manifests are installed and whose build runs (without an image). */
+  readonly clone: string;
+  /** Namespaces opted in for injection once the injector is installed. */
+  readonly optIn: readonly string[];
+}
+
+/** The last lines of every container log of the world's pods (for a failure's report). */
+export function containerLogs(state: string, lines = 15): { file: string; tail: string }[] {
+  const pods = join(state, 'pods');
+  if (!existsSync(pods)) return [];
+  return readdirSync(pods).flatMap((pod) =>
+    readdirSync(join(pods, pod))
+      .filter((f) => f.endsWith('.log'))
+      .map((f) => {
+        const file = join(pods, pod, f);
+        return { file, tail: readFileSync(file, 'utf8').split('\n').slice(-lines).join('\n') };
+      }),
+  );
+}
+
+/** `kubectl` of the world's version, as the admin. */
+export function kubectl(file: Pick<WorldFile, 'bin' | 'admin'>, args: readonly string[], input?: string): Promise<{ stdout: string; stderr: string }> {
+  const child = run(join(file.bin, 'kubectl'), [...args], { env: { ...process.env, KUBECONFIG: file.admin.kubeconfig }, maxBuffer: 64 * 1024 * 1024 });
+  if (input !== undefined) child.child.stdin?.end(input);
+  return child;
+}
+
+async function rootFilesystem(state: string, clone: string): Promise<RootFilesystem> {
+  const archive = join(clone, imageArchive());
+  if (existsSync(archive)) {
+    const image = await unpackImage(archive, join(state, 'image'));
+    return { mode: 'image', rootfs: image.rootfs, entrypoint: image.config.config.Entrypoint, env: image.env, user: image.config.config.User };
+  }
+  return { mode: 'clone', clone, node: realpathSync(process.execPath) };
+}
+
+export async function startWorld(options: WorldOptions): Promise<World> {
+  const { bin, state, clone } = options;
+  mkdirSync(state, { recursive: true });
+  setUpNode();
+  const pki: Pki = createPki(join(state, 'pki'), apiServerUrl);
+  const controlPlane = await startControlPlane(bin, state, pki);
+  const kube = new Kube({ server: apiServerUrl, ca: pki.ca, token: pki.admin.token });
+  const proxy = new ServiceProxy(kube);
+  let node: WorldNode | undefined;
+  const stop = async () => {
+    await node?.stop();
+    await proxy.stop();
+    kube.close();
+    await controlPlane.stop();
+  };
+  try {
+    await proxy.sync();
+    proxy.start();
+    const kubernetesVersion = (await kube.get('/version')).gitVersion as string;
+    const root = await rootFilesystem(state, clone);
+    node = new WorldNode({ kube, kubeletVersion: kubernetesVersion, state, namespaces: ['sidecar-injector'], root });
+    await node.register();
+    node.start();
+    const file: Omit<WorldFile, 'startTimes'> = {
+      state,
+      bin,
+      server: apiServerUrl,
+      caFile: pki.caFile,
+      admin: pki.admin,
+      nobody: pki.nobody,
+      kubernetesVersion,
+      containers: root.mode,
+    };
+    const t0 = performance.now();
+    await install(file, kube, clone, options.optIn);
+    const world: WorldFile = {
+      ...file,
+      startTimes: { ...controlPlane.startTimes, installedMs: controlPlane.startTimes.controllersMs + performance.now() - t0 },
+    };
+    writeFileSync(join(state, 'world.json'), JSON.stringify(world, null, 2));
+    return { file: world, kube, node, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
+/**
+ * `kubectl apply -k manifests/` as the README says, then waits until the install is healthy:
+ * every replica ready, both caBundles written, the required webhook armed; then opts in the
+ * namespaces asked for.
+ */
+export async function install(file: Pick<WorldFile, 'bin' | 'admin'>, kube: Kube, clone: string, optIn: readonly string[]): Promise<void> {
+  await kubectl(file, ['apply', '-k', join(clone, 'manifests')]);
+  await waitForHealthyInstall(kube);
+  for (const namespace of optIn) {
+    await kube.create('/api/v1/namespaces', {
+      apiVersion: 'v1',
+      kind: 'Namespace',
+      metadata: { name: namespace, labels: { 'sidecar-injector.io/injection': 'enabled' } },
+    });
+    await waitUntil(
+      `the default ServiceAccount of ${namespace}`,
+      async () => (await kube.find(`/api/v1/namespaces/${namespace}/serviceaccounts/default`)) !== undefined,
+    );
+  }
+}
+
+/** Every replica of the Deployment ready, the caBundles written, the required webhook armed. */
+export async function waitForHealthyInstall(kube: Kube): Promise<void> {
+  await waitUntil(
+    'the injector Deployment available with every replica ready',
+    async () => {
+      const d = await kube.get('/apis/apps/v1/namespaces/sidecar-injector/deployments/sidecar-injector');
+      return (
+        d.status?.observedGeneration === d.metadata.generation &&
+        d.status?.readyReplicas === d.spec.replicas &&
+        d.status?.updatedReplicas === d.spec.replicas &&
+        (d.status?.replicas ?? 0) === d.spec.replicas
+      );
+    },
+    { checks: 1800 },
+  );
+  await waitUntil(
+    'both webhooks with a caBundle, the required one armed Fail',
+    async () => {
+      const c = await kube.get('/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/sidecar-injector');
+      return (
+        c.webhooks.every((w: Record<string, any>) => (w.clientConfig.caBundle ?? '') !== '') &&
+        c.webhooks.find((w: Record<string, any>) => w.name === 'required.sidecar-injector.io')?.failurePolicy === 'Fail'
+      );
+    },
+    { checks: 1800 },
+  );
+}
