@@ -126,10 +126,31 @@ export async function injectManifest(object: unknown, options: ManifestOptions, 
   const outcome = await admitPod({ pod, namespace, name: '' }, deps);
   const explanation = [...explain(outcome, options.assumedOptIn), ...misplaced];
   if (outcome.decision !== 'patched') return { object, changed: false, refused: outcome.decision === 'denied', label, explanation };
+  explanation.push(...previewedPodName(kind, name, outcome.injection.injected, deps));
   const injected = outcome.injection.pod;
   const { generateName: _generateName, namespace: _namespace, ...newMetadata } = injected.metadata as JsonObject;
   const newTemplate = { ...template, metadata: newMetadata, spec: injected.spec };
   return { object: setPath(object, path, newTemplate), changed: true, refused: false, label, explanation };
+}
+
+/** How the controllers of these kinds name their pods, where the name is not the workload's own plus a random suffix. */
+const controllerPodNames: Readonly<Record<string, (name: string) => string>> = {
+  Deployment: (name) => `${name}-<pod-template-hash>-<random> after their ReplicaSet`,
+  StatefulSet: (name) => `${name}-<ordinal>`,
+  CronJob: (name) => `${name}-<scheduled time>-<random> after their Job`,
+};
+
+/**
+ * A warning when an injected template reads the pod's name and the workload's controller names
+ * its pods in a way no offline preview can know (a ReplicaSet's hash, an ordinal, a Job's time):
+ * the cluster renders the pod's own name where this preview shows the workload's.
+ */
+function previewedPodName(kind: string, name: string, injected: readonly string[], deps: AdmitDeps): string[] {
+  const named = Object.hasOwn(controllerPodNames, kind) ? controllerPodNames[kind]!(name) : undefined;
+  if (!named) return [];
+  const set = deps.templates();
+  const reading = injected.filter((t) => set.byName.get(t)?.references.some((r) => r.source === 'pod.name' || r.source === 'pod.generateName'));
+  return reading.length ? [`warning: ${clusterWarning('pod-name-previewed', reading.join(', '), kind, named, name)}`] : [];
 }
 
 /**

@@ -16,6 +16,8 @@ export const clusterWarnings = {
     `${templates} injected though they violate PodSecurity "${level}": ${violations}`,
   'pod-security-warn': (templates: string, level: string, violations: string) => `${templates} make the pod violate PodSecurity "${level}": ${violations}`,
   'pod-resources-grown': (templates: string, grown: string) => `${templates}: pod-level resources grown by the sidecars' share: ${grown}`,
+  'pod-name-previewed': (templates: string, kind: string, named: string, shown: string) =>
+    `${templates} read pod.name, and a ${kind}'s pods are named ${named}: this preview shows ${shown} in its place`,
   'misplaced-opt-in': (kind: string, what: string, templatePath: string) =>
     `${kind} carries ${what} in its own metadata, which its pods do not inherit; put it under ${templatePath}.metadata for it to apply`,
 } as const;
