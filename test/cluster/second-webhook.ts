@@ -28,7 +28,11 @@ export async function inForce(namespace: string, holds: (pod: Json) => boolean, 
   await eventually(`${what} in force`, async () => holds(await kube.create(`/api/v1/namespaces/${namespace}/pods?dryRun=All`, probe)));
 }
 
-export async function annotatingWebhook(t: ExecutionContext, namespace: string, annotation: string): Promise<SecondWebhook> {
+/**
+ * A webhook for the pods of `namespace` that records each pod it is sent and, given
+ * `annotation`, adds it; without one it changes nothing (a recorder of what the API server sends).
+ */
+export async function annotatingWebhook(t: ExecutionContext, namespace: string, annotation?: string): Promise<SecondWebhook> {
   const { kube } = joinWorld();
   const certs = await testCertificates();
   const seen: Json[] = [];
@@ -39,11 +43,11 @@ export async function annotatingWebhook(t: ExecutionContext, namespace: string, 
       const review = JSON.parse(Buffer.concat(chunks).toString('utf8'));
       const pod = review.request.object;
       seen.push(pod);
-      const escaped = annotation.replace(/~/g, '~0').replace(/\//g, '~1');
+      const escaped = annotation?.replace(/~/g, '~0').replace(/\//g, '~1');
       const patch = pod.metadata.annotations
         ? [{ op: 'add', path: `/metadata/annotations/${escaped}`, value: 'seen' }]
-        : [{ op: 'add', path: '/metadata/annotations', value: { [annotation]: 'seen' } }];
-      const already = pod.metadata.annotations?.[annotation] === 'seen';
+        : [{ op: 'add', path: '/metadata/annotations', value: { [annotation ?? '']: 'seen' } }];
+      const already = annotation === undefined || pod.metadata.annotations?.[annotation] === 'seen';
       res.setHeader('content-type', 'application/json');
       res.end(
         JSON.stringify({
@@ -84,7 +88,8 @@ export async function annotatingWebhook(t: ExecutionContext, namespace: string, 
     server.close();
   });
   // The API server reads webhook configurations through an informer: in force a moment later.
-  await inForce(namespace, (pod) => pod.metadata.annotations?.[annotation] === 'seen', 'the second webhook');
+  if (annotation) await inForce(namespace, (pod) => pod.metadata.annotations?.[annotation] === 'seen', 'the second webhook');
+  else await inForce(namespace, () => seen.length > 0, 'the recording webhook');
   seen.length = 0;
   return { seen };
 }

@@ -6,10 +6,18 @@
  * copies.
  */
 import { randomUUID } from 'node:crypto';
+import { formatQuantity, parseQuantity } from '../../src/k8s/quantity.js';
 
 type Json = Record<string, any>;
 
 export const tokenMountPath = '/var/run/secrets/kubernetes.io/serviceaccount';
+
+/** SetDefaults_HTTPGetAction: probes and lifecycle hooks alike. */
+function defaultHttpGet(handler: Json | undefined): void {
+  if (!handler?.httpGet) return;
+  handler.httpGet.path ||= '/';
+  handler.httpGet.scheme ??= 'HTTP';
+}
 
 function defaultProbe(probe: Json | undefined): void {
   if (!probe) return;
@@ -17,6 +25,17 @@ function defaultProbe(probe: Json | undefined): void {
   probe.periodSeconds ??= 10;
   probe.successThreshold ??= 1;
   probe.failureThreshold ??= 3;
+  // An int32 with omitempty: a 0 is not written back.
+  if (probe.initialDelaySeconds === 0) delete probe.initialDelaySeconds;
+  defaultHttpGet(probe);
+}
+
+/** Quantities come back in their canonical form (`0.15` → `150m`, `3000m` → `3`). */
+function canonicalQuantities(list: Json | undefined): void {
+  for (const [k, v] of Object.entries(list ?? {})) {
+    const q = parseQuantity(v);
+    if (q) list![k] = formatQuantity(q);
+  }
 }
 
 function imageTag(image: string): string {
@@ -35,6 +54,8 @@ function defaultContainer(c: Json, hostNetwork: boolean): void {
     c.imagePullPolicy = tag === '' || tag === 'latest' ? 'Always' : 'IfNotPresent';
   }
   c.resources ??= {};
+  canonicalQuantities(c.resources.limits);
+  canonicalQuantities(c.resources.requests);
   if (c.resources.limits) {
     c.resources.requests ??= {};
     for (const [k, v] of Object.entries(c.resources.limits)) c.resources.requests[k] ??= v;
@@ -49,9 +70,15 @@ function defaultContainer(c: Json, hostNetwork: boolean): void {
   defaultProbe(c.livenessProbe);
   defaultProbe(c.readinessProbe);
   defaultProbe(c.startupProbe);
-  for (const probe of [c.livenessProbe, c.readinessProbe, c.startupProbe]) {
-    if (probe?.httpGet) probe.httpGet.scheme ??= 'HTTP';
-  }
+  defaultHttpGet(c.lifecycle?.postStart);
+  defaultHttpGet(c.lifecycle?.preStop);
+  // A bool with omitempty: false is not written back.
+  for (const mount of c.volumeMounts ?? []) if (mount.readOnly === false) delete mount.readOnly;
+}
+
+/** A downward API item's fieldRef names its API version (SetDefaults_ObjectFieldSelector). */
+function defaultDownwardApi(items: Json[] | undefined): void {
+  for (const item of items ?? []) if (item.fieldRef) item.fieldRef.apiVersion ??= 'v1';
 }
 
 /** API defaulting of a Pod (a subset of SetDefaults_Pod and friends that touches what we add). */
@@ -67,8 +94,12 @@ export function applyDefaults(pod: Json): Json {
   for (const c of spec.initContainers ?? []) defaultContainer(c, hostNetwork);
   for (const c of spec.containers ?? []) defaultContainer(c, hostNetwork);
   for (const v of spec.volumes ?? []) {
+    // SetDefaults_Volume: a volume that names no source is an emptyDir.
+    if (Object.keys(v).every((k) => k === 'name')) v.emptyDir = {};
     for (const kind of ['secret', 'configMap', 'projected', 'downwardAPI']) if (v[kind]) v[kind].defaultMode ??= 420;
     if (v.hostPath) v.hostPath.type ??= '';
+    defaultDownwardApi(v.downwardAPI?.items);
+    for (const source of v.projected?.sources ?? []) defaultDownwardApi(source.downwardAPI?.items);
   }
   pod.status ??= {};
   return pod;
@@ -106,7 +137,7 @@ export function applyServiceAccountPlugin(pod: Json, suffix = 'x7k2q'): Json {
   return pod;
 }
 
-/** DefaultTolerationSeconds and Priority plugins. */
+/** DefaultTolerationSeconds and Priority plugins (no priority class: priority 0, PreemptLowerPriority). */
 export function applyOtherPlugins(pod: Json): Json {
   const spec = pod.spec;
   spec.tolerations ??= [];
@@ -116,6 +147,7 @@ export function applyOtherPlugins(pod: Json): Json {
     }
   }
   spec.priority ??= 0;
+  spec.preemptionPolicy ??= 'PreemptLowerPriority';
   return pod;
 }
 
@@ -182,11 +214,13 @@ export function controllerManagedFields(body: Json, time = '2026-11-20T10:00:00Z
  * request, defaults applied, in-tree plugins run, the creating controller's `managedFields`;
  * no name when generateName is used.
  */
-export function prepareCreate(body: Json, namespace: string, options: { managedAt?: string } = {}): Json {
+export function prepareCreate(body: Json, namespace: string, options: { managedAt?: string; before134?: boolean } = {}): Json {
   const pod = structuredClone(body);
   pod.metadata ??= {};
   pod.metadata.namespace ||= namespace;
-  pod.metadata.creationTimestamp = null;
+  // Omitted from Kubernetes 1.34 on, null before (R-23; `before134` sends the older form).
+  if (options.before134) pod.metadata.creationTimestamp = null;
+  else delete pod.metadata.creationTimestamp;
   pod.metadata.managedFields ??= controllerManagedFields(body, options.managedAt);
   applyDefaults(pod);
   applyServiceAccountPlugin(pod);

@@ -222,7 +222,8 @@ test('bounded: entries and bytes; a body over the size limit is never remembered
 async function remembered(): Promise<{ deps: ReturnType<typeof cached>; text: string }> {
   const set = templateSet({ name: 'agent', containers: [{ name: 'agent', image: 'agent:1' }] });
   const deps = cached({ templates: () => set, namespaces: createLocalNamespaceSource({ shop: enabled }) });
-  const pod = prepareCreate({ metadata: { generateName: 'p-', creationTimestamp: null }, spec: { containers: [{ name: 'app', image: 'a' }] } }, 'shop');
+  // As Kubernetes 1.33 and older send it: a creationTimestamp of null, a value the cache cuts out.
+  const pod = prepareCreate({ metadata: { generateName: 'p-' }, spec: { containers: [{ name: 'app', image: 'a' }] } }, 'shop', { before134: true });
   const text = JSON.stringify(createReview(pod, { namespace: 'shop', uid: 'first' }));
   // Remembered the second time its key comes.
   await answerReview(bodyOf(text), deps);
