@@ -10,7 +10,7 @@ import test from 'ava';
 import { prepareCreate } from '../helpers/apiserver.js';
 import { loadCorpus } from '../helpers/corpus.js';
 import { eventually, joinWorld, optedInNamespace, testNamespace, type Json } from './helpers.js';
-import { annotatingWebhook } from './second-webhook.js';
+import { recordingWebhook } from './second-webhook.js';
 
 const corpus = loadCorpus();
 
@@ -74,7 +74,7 @@ test('the helpers that build the fast suites’ reviews send what the real API s
   // Not opted in: the recorder sees each pod as the API server prepares it, untouched by the injector.
   const namespace = await testNamespace(t, 'as-sent');
   await createServiceAccounts(namespace);
-  const recorder = await annotatingWebhook(t, namespace);
+  const recorder = await recordingWebhook(t, namespace);
   const differences: string[] = [];
   for (const { name, body } of corpus) {
     recorder.seen.length = 0;

@@ -134,3 +134,45 @@ export const containerNames = (pod: Json) => ({
   init: ((pod.spec.initContainers ?? []) as Json[]).map((c) => c.name as string),
   app: ((pod.spec.containers ?? []) as Json[]).map((c) => c.name as string),
 });
+
+/**
+ * Waits until `holds` is true of a dry-run pod (`body`) created in `namespace` several times in a
+ * row: each create may reach another replica (the Service spreads them), so one answer says
+ * little about what every replica serves.
+ */
+export async function everyReplicaAnswers(
+  namespace: string,
+  body: Json,
+  holds: (answer: { status: number; body: Json }) => boolean,
+  what: string,
+): Promise<void> {
+  const { kube } = joinWorld();
+  let inARow = 0;
+  await eventually(what, async () => {
+    const answer = await kube.request('POST', `/api/v1/namespaces/${namespace}/pods?dryRun=All`, body);
+    inARow = holds(answer) ? inARow + 1 : 0;
+    return inARow >= 6;
+  });
+}
+
+/**
+ * Adds the template `name` (YAML text) to the installed templates ConfigMap for one test, and
+ * waits until every replica injects it on request (probed in an opted-in namespace of its own);
+ * after the test, removes it and waits until no replica knows it.
+ */
+export async function withTemplate(t: ExecutionContext, name: string, text: string): Promise<void> {
+  const { kube } = joinWorld();
+  const path = '/api/v1/namespaces/sidecar-injector/configmaps/sidecar-injector-templates';
+  const probeNamespace = await optedInNamespace(t, 'template-probe');
+  const probe = { ...plainPod('template-probe'), metadata: { name: 'template-probe', annotations: { 'sidecar-injector.io/templates': name } } };
+  const known = (answer: { status: number; body: Json }) =>
+    answer.status === 201 && String(answer.body.metadata?.annotations?.['sidecar-injector.io/status'] ?? '').includes(`"${name}"`);
+  const unknown = (answer: { status: number; body: Json }) =>
+    answer.status !== 201 && String(answer.body.message).includes(`names "${name}", which is not a sidecar template here`);
+  await kube.mergePatch(path, { data: { [`${name}.yaml`]: text } });
+  t.teardown(async () => {
+    await kube.mergePatch(path, { data: { [`${name}.yaml`]: null } });
+    await everyReplicaAnswers(probeNamespace, probe, unknown, `every replica without template ${name}`);
+  });
+  await everyReplicaAnswers(probeNamespace, probe, known, `every replica serving template ${name}`);
+}

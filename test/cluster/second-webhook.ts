@@ -1,9 +1,9 @@
 /**
  * Another mutating webhook beside the injector, as clusters have them (a policy engine, another
- * injector): served by the test process on the world's loopback, registered with a URL
- * clientConfig, it adds one annotation to every pod of one namespace. Its configuration's
- * name sorts after `sidecar-injector`, so it runs after the injector and its change makes the
- * API server call the injector again (reinvocationPolicy: IfNeeded).
+ * injector): served by the test process on the world's loopback and registered with a URL
+ * clientConfig for the pods of one namespace. Its configuration's name sorts after
+ * `sidecar-injector`, so it runs after the injector, and a change it makes has the API server
+ * call the injector again (reinvocationPolicy: IfNeeded).
  */
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -29,10 +29,10 @@ export async function inForce(namespace: string, holds: (pod: Json) => boolean, 
 }
 
 /**
- * A webhook for the pods of `namespace` that records each pod it is sent and, given
- * `annotation`, adds it; without one it changes nothing (a recorder of what the API server sends).
+ * A webhook for the pods of `namespace` that records each pod it is sent and answers with the
+ * JSON patch `patchFor` returns (none when empty). Resolves once the API server calls it.
  */
-export async function annotatingWebhook(t: ExecutionContext, namespace: string, annotation?: string): Promise<SecondWebhook> {
+export async function testWebhook(t: ExecutionContext, namespace: string, patchFor: (pod: Json) => Json[]): Promise<SecondWebhook> {
   const { kube } = joinWorld();
   const certs = await testCertificates();
   const seen: Json[] = [];
@@ -43,11 +43,7 @@ export async function annotatingWebhook(t: ExecutionContext, namespace: string, 
       const review = JSON.parse(Buffer.concat(chunks).toString('utf8'));
       const pod = review.request.object;
       seen.push(pod);
-      const escaped = annotation?.replace(/~/g, '~0').replace(/\//g, '~1');
-      const patch = pod.metadata.annotations
-        ? [{ op: 'add', path: `/metadata/annotations/${escaped}`, value: 'seen' }]
-        : [{ op: 'add', path: '/metadata/annotations', value: { [annotation ?? '']: 'seen' } }];
-      const already = annotation === undefined || pod.metadata.annotations?.[annotation] === 'seen';
+      const patch = patchFor(pod);
       res.setHeader('content-type', 'application/json');
       res.end(
         JSON.stringify({
@@ -56,7 +52,7 @@ export async function annotatingWebhook(t: ExecutionContext, namespace: string, 
           response: {
             uid: review.request.uid,
             allowed: true,
-            ...(already ? {} : { patchType: 'JSONPatch', patch: Buffer.from(JSON.stringify(patch)).toString('base64') }),
+            ...(patch.length ? { patchType: 'JSONPatch', patch: Buffer.from(JSON.stringify(patch)).toString('base64') } : {}),
           },
         }),
       );
@@ -64,14 +60,14 @@ export async function annotatingWebhook(t: ExecutionContext, namespace: string, 
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as AddressInfo).port;
-  const name = `zz-annotate-${namespace}`;
+  const name = `zz-test-webhook-${namespace}`;
   await kube.create('/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations', {
     apiVersion: 'admissionregistration.k8s.io/v1',
     kind: 'MutatingWebhookConfiguration',
     metadata: { name },
     webhooks: [
       {
-        name: 'annotate.test.example',
+        name: 'mutate.test-webhook.example',
         admissionReviewVersions: ['v1'],
         clientConfig: { url: `https://127.0.0.1:${port}/`, caBundle: Buffer.from(certs.caCert).toString('base64') },
         rules: [{ operations: ['CREATE'], apiGroups: [''], apiVersions: ['v1'], resources: ['pods'], scope: 'Namespaced' }],
@@ -88,8 +84,24 @@ export async function annotatingWebhook(t: ExecutionContext, namespace: string, 
     server.close();
   });
   // The API server reads webhook configurations through an informer: in force a moment later.
-  if (annotation) await inForce(namespace, (pod) => pod.metadata.annotations?.[annotation] === 'seen', 'the second webhook');
-  else await inForce(namespace, () => seen.length > 0, 'the recording webhook');
+  await inForce(namespace, () => seen.length > 0, 'the test webhook');
   seen.length = 0;
   return { seen };
+}
+
+/** A webhook that adds `annotation: seen` to every pod of `namespace` (once). */
+export function annotatingWebhook(t: ExecutionContext, namespace: string, annotation: string): Promise<SecondWebhook> {
+  const escaped = annotation.replace(/~/g, '~0').replace(/\//g, '~1');
+  return testWebhook(t, namespace, (pod) =>
+    pod.metadata.annotations?.[annotation] === 'seen'
+      ? []
+      : pod.metadata.annotations
+        ? [{ op: 'add', path: `/metadata/annotations/${escaped}`, value: 'seen' }]
+        : [{ op: 'add', path: '/metadata/annotations', value: { [annotation]: 'seen' } }],
+  );
+}
+
+/** A webhook that changes nothing and records what the API server sends it for the pods of `namespace`. */
+export function recordingWebhook(t: ExecutionContext, namespace: string): Promise<SecondWebhook> {
+  return testWebhook(t, namespace, () => []);
 }

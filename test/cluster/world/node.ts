@@ -9,7 +9,9 @@
  * keeps configMap and secret volumes current, starts each container's command (container.sh),
  * probes readiness and liveness as the pod spec says, restarts containers that exit, reports
  * all of it in the pod's status, and on deletion sends SIGTERM, waits the grace period, and
- * removes the pod. Every other pod stays Pending: admission is what the suite tests.
+ * removes the pod. Pods of namespaces labelled `sidecar-injector.test/pods: simulated` are run
+ * as kwok runs them (reported Running and ready, no process); every other pod stays Pending:
+ * admission is what the suite tests.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readlinkSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -205,24 +207,88 @@ export class WorldNode {
     this.loop.start();
   }
 
+  /** Binds a pending pod to the node: the scheduler's part. */
+  private async bind(pod: Json): Promise<void> {
+    const { namespace, name } = pod.metadata;
+    await this.options.kube
+      .create(`/api/v1/namespaces/${namespace}/pods/${name}/binding`, {
+        apiVersion: 'v1',
+        kind: 'Binding',
+        metadata: { name, namespace },
+        target: { apiVersion: 'v1', kind: 'Node', name: nodeName },
+      })
+      .catch(() => undefined);
+  }
+
+  /**
+   * Pods of namespaces labelled `sidecar-injector.test/pods: simulated`, as kwok runs them: bound,
+   * reported Running with every container started and ready (no process runs), deleted at once.
+   * What a test writes into their status afterwards (restarts, readiness) stays.
+   */
+  private async simulate(): Promise<void> {
+    const { kube } = this.options;
+    const namespaces = await kube.get('/api/v1/namespaces?labelSelector=sidecar-injector.test%2Fpods%3Dsimulated');
+    for (const ns of namespaces.items as Json[]) {
+      const list = await kube.get(`/api/v1/namespaces/${ns.metadata.name}/pods`);
+      for (const pod of list.items as Json[]) {
+        const path = `/api/v1/namespaces/${pod.metadata.namespace}/pods/${pod.metadata.name}`;
+        if (pod.metadata.deletionTimestamp) await kube.delete(path, { gracePeriodSeconds: 0 }).catch(() => undefined);
+        else if (!pod.spec.nodeName) await this.bind(pod);
+        else if (pod.status?.phase === 'Pending') {
+          const now = new Date().toISOString();
+          const running = (c: Json) => ({
+            name: c.name,
+            image: c.image,
+            imageID: '',
+            containerID: `simulated://${pod.metadata.uid}/${c.name}`,
+            ready: true,
+            started: true,
+            restartCount: 0,
+            state: { running: { startedAt: now } },
+          });
+          await kube.mergePatch(`${path}/status`, {
+            status: {
+              phase: 'Running',
+              hostIP: addresses.advertise,
+              podIP: '10.245.0.1',
+              podIPs: [{ ip: '10.245.0.1' }],
+              startTime: now,
+              conditions: ['PodReadyToStartContainers', 'Initialized', 'Ready', 'ContainersReady', 'PodScheduled'].map((type) => ({
+                type,
+                status: 'True',
+                lastTransitionTime: now,
+                lastProbeTime: null,
+              })),
+              initContainerStatuses: ((pod.spec.initContainers ?? []) as Json[]).map((c) =>
+                c.restartPolicy === 'Always'
+                  ? running(c)
+                  : {
+                      ...running(c),
+                      ready: true,
+                      started: false,
+                      state: { terminated: { exitCode: 0, reason: 'Completed', startedAt: now, finishedAt: now } },
+                    },
+              ),
+              containerStatuses: (pod.spec.containers as Json[]).map(running),
+            },
+          });
+        }
+      }
+    }
+  }
+
   /** One pass of the kubelet's loop. */
   private async sync(): Promise<void> {
     const { kube } = this.options;
+    await this.simulate();
     const seen = new Set<string>();
     for (const namespace of this.options.namespaces) {
       const list = await kube.get(`/api/v1/namespaces/${namespace}/pods`);
       for (const pod of list.items as Json[]) {
         seen.add(pod.metadata.uid);
         if (!pod.spec.nodeName) {
-          // The scheduler's part: every pod of these namespaces goes to the one node.
-          await kube
-            .create(`/api/v1/namespaces/${namespace}/pods/${pod.metadata.name}/binding`, {
-              apiVersion: 'v1',
-              kind: 'Binding',
-              metadata: { name: pod.metadata.name, namespace },
-              target: { apiVersion: 'v1', kind: 'Node', name: nodeName },
-            })
-            .catch(() => undefined);
+          // Every pod of these namespaces goes to the one node.
+          await this.bind(pod);
           continue;
         }
         if (pod.spec.nodeName !== nodeName) continue;

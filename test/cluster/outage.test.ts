@@ -1,0 +1,132 @@
+/**
+ * What the API server does while the injector is down, and the required-sidecar policies it
+ * enforces itself: the generated ValidatingAdmissionPolicies applied as shipped, their CEL
+ * compiled and run by kube-apiserver, in both outage modes of docs/required-policies.md.
+ */
+import test from 'ava';
+import { readFileSync } from 'node:fs';
+import { parseAllDocuments } from 'yaml';
+import { eventually, healthyInstall, joinWorld, optedInNamespace, plainPod, scaleInjector, testNamespace, type Json } from './helpers.js';
+import { testWebhook } from './second-webhook.js';
+
+const configurationPath = '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/sidecar-injector';
+
+/** Sets the failurePolicy of the webhook `name` (what an operator does during an incident). */
+async function setFailurePolicy(name: string, policy: 'Fail' | 'Ignore'): Promise<void> {
+  const { kube } = joinWorld();
+  const configuration = await kube.get(configurationPath);
+  const index = (configuration.webhooks as Json[]).findIndex((w) => w.name === name);
+  await kube.call('PATCH', configurationPath, [{ op: 'replace', path: `/webhooks/${index}/failurePolicy`, value: policy }], 'application/json-patch+json');
+}
+
+/** Brings the install back as a test found it: both replicas, the caBundles, the required webhook armed. */
+async function restore(): Promise<void> {
+  await scaleInjector(2);
+  await healthyInstall();
+}
+
+const withProxy = (name: string) => {
+  const pod = plainPod(name);
+  pod.metadata.annotations = { 'sidecar-injector.io/templates': 'proxy' };
+  return pod;
+};
+
+test.serial(
+  'the injector down: the required webhook refuses pods with the API server’s message; set to Ignore, pods are created without sidecars',
+  async (t) => {
+    const { kube } = joinWorld();
+    const namespace = await optedInNamespace(t, 'outage');
+    const elsewhere = await testNamespace(t, 'outage-plain');
+    t.teardown(restore);
+    await scaleInjector(0);
+    const refused = await kube.request('POST', `/api/v1/namespaces/${namespace}/pods`, plainPod('refused'));
+    t.is(refused.status, 500);
+    t.is(refused.body.reason, 'InternalError');
+    t.regex(
+      String(refused.body.message),
+      /^Internal error occurred: failed calling webhook "required\.sidecar-injector\.io": failed to call webhook: Post "https:\/\/sidecar-injector\.sidecar-injector\.svc:443\/mutate\/required\?timeout=3s"/,
+    );
+    // Namespaces that did not opt in never meet the webhooks.
+    t.is((await kube.request('POST', `/api/v1/namespaces/${elsewhere}/pods`, plainPod('unaffected'))).status, 201);
+    // The operator's incident choice: the required webhook fails open too. Nobody arms it again while every replica is down.
+    await setFailurePolicy('required.sidecar-injector.io', 'Ignore');
+    const created = await eventually('a pod created with both webhooks failing open', async () => {
+      const answer = await kube.request('POST', `/api/v1/namespaces/${namespace}/pods`, plainPod(`open-${Date.now().toString(36)}`));
+      return answer.status === 201 ? answer.body : undefined;
+    });
+    t.is(created.metadata.annotations?.['sidecar-injector.io/status'], undefined, 'no ledger');
+    t.deepEqual(
+      (created.spec.containers as Json[]).map((c) => c.name),
+      ['app'],
+    );
+    t.is(created.spec.initContainers, undefined, 'no sidecar');
+  },
+);
+
+test.serial(
+  'the required-sidecar policies, enforced by kube-apiserver: an altered sidecar warned of, then refused; with the injector down, only the pods that need a required sidecar are refused',
+  async (t) => {
+    const { kube, kubectl } = joinWorld();
+    const namespace = await optedInNamespace(t, 'required');
+    const policies = readFileSync('manifests/components/required-policies/required-policies.yaml', 'utf8');
+    const objects = parseAllDocuments(policies)
+      .map((d) => d.toJS() as Json)
+      .filter(Boolean);
+    const binding = objects.find((o) => o.kind === 'ValidatingAdmissionPolicyBinding')!;
+    const bindingPath = `/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/${binding.metadata.name}`;
+    t.teardown(async () => {
+      for (const o of objects)
+        await kube.delete(
+          `/apis/admissionregistration.k8s.io/v1/${o.kind === 'ValidatingAdmissionPolicy' ? 'validatingadmissionpolicies' : 'validatingadmissionpolicybindings'}/${o.metadata.name}`,
+        );
+      await restore();
+    });
+    // As shipped ([Warn, Audit]): the API server compiles every expression and accepts the cost.
+    await kubectl(['apply', '-f', '-'], policies);
+    const policy = await eventually('the policy compiled without type errors', async () => {
+      const p = await kube.get(`/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/${objects[0]!.metadata.name}`);
+      return p.status?.observedGeneration === p.metadata.generation ? p : undefined;
+    });
+    t.deepEqual(policy.status.typeChecking?.expressionWarnings ?? [], [], 'no type-checking warnings');
+    // The injector up: an injected pod passes the policy, without a warning.
+    const injected = await kube.request('POST', `/api/v1/namespaces/${namespace}/pods`, withProxy('injected'));
+    t.is(injected.status, 201);
+    t.notRegex(String(injected.headers.warning ?? ''), /required sidecar/);
+    // A later webhook changes the sidecar's image to another registry's: warned of ([Warn]), then refused ([Deny]).
+    await testWebhook(t, namespace, (pod) => {
+      const index = ((pod.spec.initContainers ?? []) as Json[]).findIndex((c) => c.name === 'proxy');
+      return index < 0 || String(pod.spec.initContainers[index].image).startsWith('mirror.example/')
+        ? []
+        : [{ op: 'replace', path: `/spec/initContainers/${index}/image`, value: 'mirror.example/envoy:1' }];
+    });
+    const warned = await eventually('the altered sidecar warned of', async () => {
+      const answer = await kube.request('POST', `/api/v1/namespaces/${namespace}/pods?dryRun=All`, withProxy('altered'));
+      return /required sidecar altered: template proxy/.test(String(answer.headers.warning ?? '')) ? answer : undefined;
+    });
+    t.is(warned.status, 201);
+    await kube.mergePatch(bindingPath, { spec: { validationActions: ['Deny'] } });
+    const denied = await eventually('the altered sidecar refused', async () => {
+      const answer = await kube.request('POST', `/api/v1/namespaces/${namespace}/pods?dryRun=All`, withProxy('altered'));
+      return answer.status >= 400 ? answer : undefined;
+    });
+    t.is(denied.status, 422);
+    t.regex(
+      String(denied.body.message),
+      /ValidatingAdmissionPolicy 'sidecar-injector-required-proxy' with binding 'sidecar-injector-required-proxy' denied request: required sidecar altered: template proxy is required for this pod/,
+    );
+    // The second outage mode: [Deny] with the required webhook set to Ignore, the injector down.
+    await kube.delete(`/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/zz-test-webhook-${namespace}`);
+    await scaleInjector(0);
+    await setFailurePolicy('required.sidecar-injector.io', 'Ignore');
+    const missing = await eventually('a pod that needs the proxy refused by the policy', async () => {
+      const answer = await kube.request('POST', `/api/v1/namespaces/${namespace}/pods`, withProxy('needs-proxy'));
+      return answer.status === 422 ? answer : undefined;
+    });
+    t.regex(
+      String(missing.body.message),
+      /denied request: required sidecar missing: template proxy is required for this pod and needs a container named proxy running docker\.io\/envoyproxy\/envoy/,
+    );
+    const plain = await kube.request('POST', `/api/v1/namespaces/${namespace}/pods`, plainPod('needs-nothing'));
+    t.is(plain.status, 201, 'a pod no required template applies to is created');
+  },
+);
