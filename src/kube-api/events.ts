@@ -12,6 +12,22 @@ import type { Logger } from 'pino';
 import { systemClock, type Clock, type Timer } from '../clock.js';
 import { microTime, requestJson } from './request.js';
 import type { ObjectReference } from '../k8s/object-reference.js';
+import { isDns1123Subdomain } from '../k8s/label-syntax.js';
+import { KubernetesApiError } from '../errors.js';
+import { randomInt } from 'node:crypto';
+
+/**
+ * An Event's name as client-go's recorder makes it: the object's name, a dot, and the time in
+ * nanoseconds as hex (here milliseconds and a random rest, so that two replicas' Events of one
+ * millisecond do not collide). A name the API server would refuse (an owner a pod made up) is
+ * replaced by `sidecar-injector`. Never generateName: the API server validates a generateName
+ * as a name prefix, where a trailing dot is invalid.
+ */
+export function eventName(objectName: string, at: Date): string {
+  const prefix = objectName.length <= 200 && isDns1123Subdomain(objectName) ? objectName : 'sidecar-injector';
+  const nanos = BigInt(at.getTime()) * 1_000_000n + BigInt(randomInt(1_000_000));
+  return `${prefix}.${nanos.toString(16)}`;
+}
 
 /** The object an event is about. */
 export type EventSubject = ObjectReference;
@@ -158,7 +174,7 @@ export class EventRecorder {
     const body = {
       apiVersion: 'events.k8s.io/v1',
       kind: 'Event',
-      metadata: { generateName: `${regarding.name.slice(0, 200)}.`, namespace: regarding.namespace },
+      metadata: { name: eventName(regarding.name, series.last), namespace: regarding.namespace },
       eventTime: microTime(series.last),
       reportingController,
       reportingInstance: this.options.instance.slice(0, 128),
@@ -206,7 +222,15 @@ export class EventRecorder {
   private failed(err: unknown, reason: string, regarding: EventSubject): void {
     this.options.onFailure?.();
     this.options.log.warn(
-      { err: (err as Error).message, reason, kind: regarding.kind, name: regarding.name, namespace: regarding.namespace },
+      {
+        err: (err as Error).message,
+        // The API server's own words (cut), so that a refused write says why.
+        ...(err instanceof KubernetesApiError && err.detail ? { detail: err.detail } : {}),
+        reason,
+        kind: regarding.kind,
+        name: regarding.name,
+        namespace: regarding.namespace,
+      },
       'event not written',
     );
   }

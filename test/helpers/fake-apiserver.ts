@@ -56,6 +56,22 @@ export interface WatchRequest {
 
 const token = 'test-token-0123';
 
+const dnsSubdomain = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+/** What kube-apiserver's validation refuses in an events.k8s.io/v1 Event create (the checks the recorder can trip). */
+function eventProblem(body: any): string | undefined {
+  const { name, generateName } = body.metadata ?? {};
+  if (name !== undefined && (name.length > 253 || !dnsSubdomain.test(name))) return `metadata.name: Invalid value: "${name}": a lowercase RFC 1123 subdomain`;
+  // A prefix: only a trailing dash is masked before the check, as the API server's maskTrailingDash.
+  if (name === undefined && (typeof generateName !== 'string' || !dnsSubdomain.test(generateName.replace(/-$/, 'a'))))
+    return `metadata.generateName: Invalid value: "${generateName}": a lowercase RFC 1123 subdomain`;
+  for (const field of ['eventTime', 'reportingController', 'reportingInstance', 'action', 'reason'])
+    if (typeof body[field] !== 'string' || body[field] === '') return `${field}: Required value`;
+  if (body.type !== 'Normal' && body.type !== 'Warning') return `type: Unsupported value: "${body.type}"`;
+  if (typeof body.note === 'string' && Buffer.byteLength(body.note) > 1024) return 'note: Too long: may not be more than 1024 bytes';
+  return undefined;
+}
+
 function status(code: number, reason: string, message: string) {
   return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, code };
 }
@@ -724,7 +740,15 @@ export class FakeApiServer {
       }
       const body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
       if (req.method === 'POST') {
-        const name = `${body.metadata.generateName}${(this.kubeEvents.size + 1).toString(36).padStart(5, '0')}`;
+        // As the API server validates an Event: a name (or a generateName, as a prefix with a
+        // trailing "-" allowed) that is a DNS subdomain, and the fields events.k8s.io/v1 requires.
+        const problem = eventProblem(body);
+        if (problem) {
+          this.eventsRefused++;
+          return this.send(res, 422, status(422, 'Invalid', `Event "${body.metadata?.name ?? body.metadata?.generateName}" is invalid: ${problem}`));
+        }
+        const name = body.metadata.name ?? `${body.metadata.generateName}${(this.kubeEvents.size + 1).toString(36).padStart(5, '0')}`;
+        if (this.kubeEvents.has(name)) return this.send(res, 409, status(409, 'AlreadyExists', `events.events.k8s.io "${name}" already exists`));
         const stored = { ...body, metadata: { ...body.metadata, name, namespace: decodeURIComponent(event[1]!) } };
         this.kubeEvents.set(name, stored);
         return this.send(res, 201, stored);

@@ -1,0 +1,131 @@
+/**
+ * Two replicas on a real cluster: one leader on real Leases, handed over when its pod is deleted
+ * (the node sends SIGTERM as a kubelet does) while pods keep being admitted; certificates made
+ * again when their Secret is deleted; and the Events the injector writes, read with kubectl.
+ */
+import test from 'ava';
+import { X509Certificate } from 'node:crypto';
+import { auditEvents, eventually, healthyInstall, injectorPods, joinWorld, optedInNamespace, plainPod, type Json } from './helpers.js';
+
+const leasePath = (name: string) => `/apis/coordination.k8s.io/v1/namespaces/sidecar-injector/leases/${name}`;
+
+/** Creates pods one after another until `done` resolves; how many were created and how many refused (with why). */
+async function createWhile(namespace: string, done: Promise<unknown>): Promise<{ created: number; refused: string[] }> {
+  const { kube } = joinWorld();
+  let finished = false;
+  void done.then(
+    () => (finished = true),
+    () => (finished = true),
+  );
+  let created = 0;
+  const refused: string[] = [];
+  for (let i = 0; !finished || i < 5; i++) {
+    const answer = await kube.request('POST', `/api/v1/namespaces/${namespace}/pods?dryRun=All`, plainPod(`p-${i}`));
+    if (answer.status === 201 && answer.body.metadata.annotations?.['sidecar-injector.io/status']) created++;
+    else refused.push(`${answer.status} ${answer.body.message ?? 'created without its sidecars'}`);
+  }
+  return { created, refused };
+}
+
+test.serial(
+  'leader election on real Leases: deleting the leader’s pod releases both leases to another replica, and no pod create is refused meanwhile',
+  async (t) => {
+    const { kube } = joinWorld();
+    t.teardown(healthyInstall);
+    const namespace = await optedInNamespace(t, 'handover');
+    const leader = (await kube.get(leasePath('sidecar-injector-audit'))).spec.holderIdentity as string;
+    const pods = (await injectorPods()).map((p) => p.metadata.name as string);
+    t.true(pods.includes(leader), `the audit's leader ${leader} is one of the replicas`);
+    const other = pods.find((p) => p !== leader)!;
+    const since = new Date().toISOString();
+    const handedOver = (async () => {
+      await kube.delete(`/api/v1/namespaces/sidecar-injector/pods/${leader}`);
+      // The audit's lease goes first (its part stops first, so the other replica audits at once);
+      // the certificates' lease when the leaving process ends, to whichever replica asks first.
+      return eventually('both leases held by a running replica other than the deleted one', async () => {
+        const live = new Set((await injectorPods()).filter((p) => !p.metadata.deletionTimestamp).map((p) => p.metadata.name as string));
+        const holders = await Promise.all(
+          ['sidecar-injector-audit', 'sidecar-injector-certs'].map(async (l) => (await kube.get(leasePath(l))).spec.holderIdentity as string),
+        );
+        return holders.every((h) => h !== leader && live.has(h)) ? holders : undefined;
+      });
+    })();
+    const load = await createWhile(namespace, handedOver);
+    const [auditLeader] = await handedOver;
+    t.is(auditLeader, other, 'the audit goes to the replica that was running already');
+    t.deepEqual(load.refused, [], `${load.created} pods created during the hand-over, none refused`);
+    // The leaving replica released each Lease on its way out (an update of its own after the delete), rather than letting it expire.
+    for (const lease of ['sidecar-injector-audit', 'sidecar-injector-certs']) {
+      const released = auditEvents().filter(
+        (e) =>
+          e.verb === 'update' &&
+          e.objectRef?.name === lease &&
+          e.user?.extra?.['authentication.kubernetes.io/pod-name']?.[0] === leader &&
+          e.requestReceivedTimestamp > since,
+      );
+      t.true(released.length > 0, `the leaving leader wrote ${lease} after its pod was deleted`);
+    }
+  },
+);
+
+test.serial('the certificate Secret deleted: the leader makes a new CA and certificate, both caBundles trust it, and pods are admitted again', async (t) => {
+  const { kube } = joinWorld();
+  const namespace = await optedInNamespace(t, 'renewal');
+  const secretPath = '/api/v1/namespaces/sidecar-injector/secrets/sidecar-injector-tls';
+  const oldCa = Buffer.from((await kube.get(secretPath)).data['ca.crt'], 'base64').toString('utf8');
+  const renewed = (async () => {
+    await kube.delete(secretPath);
+    const secret = await eventually('a new Secret', async () => {
+      const s = await kube.find(secretPath);
+      return s && Buffer.from(s.data['ca.crt'], 'base64').toString('utf8') !== oldCa ? s : undefined;
+    });
+    const newCa = Buffer.from(secret.data['ca.crt'], 'base64').toString('utf8');
+    await eventually('both caBundles hold the new CA', async () => {
+      const c = await kube.get('/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/sidecar-injector');
+      return (c.webhooks as Json[]).every((w) => Buffer.from(w.clientConfig.caBundle, 'base64').toString('utf8').includes(newCa.trim()));
+    });
+    return newCa;
+  })();
+  const load = await createWhile(namespace, renewed);
+  const newCa = await renewed;
+  t.notThrows(() => new X509Certificate(newCa));
+  // Every replica serves a certificate the new caBundle trusts: a run of creates all answered.
+  let inARow = 0;
+  await eventually('ten pods in a row admitted with their sidecars', async () => {
+    const answer = await joinWorld().kube.request('POST', `/api/v1/namespaces/${namespace}/pods?dryRun=All`, plainPod('after'));
+    inARow = answer.status === 201 && answer.body.metadata.annotations?.['sidecar-injector.io/status'] ? inARow + 1 : 0;
+    return inARow >= 10;
+  });
+  t.log(`during the renewal: ${load.created} created, ${load.refused.length} refused${load.refused.length ? ` (first: ${load.refused[0]})` : ''}`);
+});
+
+test.serial('Events the injector writes are read with kubectl get events: injected on the ReplicaSet, denied on the namespace', async (t) => {
+  const { kube, kubectl } = joinWorld();
+  const namespace = await optedInNamespace(t, 'events');
+  await kubectl(['create', 'deployment', 'web', '-n', namespace, '--image=registry.example/web:1', '--replicas=2']);
+  const denied = await kube.request('POST', `/api/v1/namespaces/${namespace}/pods`, {
+    ...plainPod('asks-for-tracer'),
+    metadata: { name: 'asks-for-tracer', annotations: { 'sidecar-injector.io/templates': 'tracer' } },
+  });
+  // The API server answers a webhook's denial with the code the webhook gave (400 here: the pod's annotation is wrong).
+  t.is(denied.status, 400);
+  t.regex(
+    String(denied.body.message),
+    /^admission webhook "(required|optional)\.sidecar-injector\.io" denied the request: annotation sidecar-injector\.io\/templates names "tracer"/,
+  );
+  const events = await eventually('both Events', async () => {
+    const { stdout } = await kubectl(['get', 'events', '-n', namespace, '-o', 'json']);
+    const items = JSON.parse(stdout).items as Json[];
+    const injected = items.find((e) => e.reason === 'SidecarsInjected');
+    const deniedEvent = items.find((e) => e.reason === 'SidecarInjectionDenied');
+    return injected && deniedEvent ? { injected, denied: deniedEvent } : undefined;
+  });
+  t.is(events.injected.involvedObject.kind, 'ReplicaSet');
+  t.regex(events.injected.message, /^injected log-shipper@[0-9a-f]{12} \(pod web-[a-z0-9]+-\)/);
+  t.is(events.injected.reportingComponent, 'sidecar-injector.io/injector');
+  t.is(events.denied.involvedObject.kind, 'Namespace');
+  t.regex(events.denied.message, /names "tracer", which is not a sidecar template here/);
+  const { stdout: table } = await kubectl(['get', 'events', '-n', namespace]);
+  t.regex(table, /SidecarsInjected/);
+  t.regex(table, /SidecarInjectionDenied/);
+});
