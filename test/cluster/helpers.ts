@@ -176,3 +176,13 @@ export async function withTemplate(t: ExecutionContext, name: string, text: stri
   });
   await everyReplicaAnswers(probeNamespace, probe, known, `every replica serving template ${name}`);
 }
+
+/**
+ * The warnings of an API answer, as kubectl prints them: each `Warning: 299 - "…"` header value
+ * unquoted (Node reads header bytes as Latin-1; the API server sends UTF-8).
+ */
+export function warnings(answer: { headers: Record<string, string | string[] | undefined> }): string[] {
+  const raw = answer.headers.warning;
+  const text = Buffer.from(Array.isArray(raw) ? raw.join(', ') : (raw ?? ''), 'latin1').toString('utf8');
+  return [...text.matchAll(/299 - "((?:[^"\\]|\\.)*)"/g)].map((m) => m[1]!.replace(/\\(.)/g, '$1'));
+}

@@ -6,7 +6,7 @@
 import test from 'ava';
 import { readFileSync } from 'node:fs';
 import { parseAllDocuments } from 'yaml';
-import { eventually, healthyInstall, joinWorld, optedInNamespace, plainPod, scaleInjector, testNamespace, type Json } from './helpers.js';
+import { eventually, healthyInstall, joinWorld, optedInNamespace, plainPod, scaleInjector, testNamespace, warnings, type Json } from './helpers.js';
 import { testWebhook } from './second-webhook.js';
 
 const configurationPath = '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/sidecar-injector';
@@ -91,7 +91,7 @@ test.serial(
     // The injector up: an injected pod passes the policy, without a warning.
     const injected = await kube.request('POST', `/api/v1/namespaces/${namespace}/pods`, withProxy('injected'));
     t.is(injected.status, 201);
-    t.notRegex(String(injected.headers.warning ?? ''), /required sidecar/);
+    t.notRegex(warnings(injected).join('\n'), /required sidecar/);
     // A later webhook changes the sidecar's image to another registry's: warned of ([Warn]), then refused ([Deny]).
     await testWebhook(t, namespace, (pod) => {
       const index = ((pod.spec.initContainers ?? []) as Json[]).findIndex((c) => c.name === 'proxy');
@@ -101,7 +101,7 @@ test.serial(
     });
     const warned = await eventually('the altered sidecar warned of', async () => {
       const answer = await kube.request('POST', `/api/v1/namespaces/${namespace}/pods?dryRun=All`, withProxy('altered'));
-      return /required sidecar altered: template proxy/.test(String(answer.headers.warning ?? '')) ? answer : undefined;
+      return warnings(answer).some((w) => /required sidecar altered: template proxy/.test(w)) ? answer : undefined;
     });
     t.is(warned.status, 201);
     await kube.mergePatch(bindingPath, { spec: { validationActions: ['Deny'] } });

@@ -14,7 +14,7 @@
  * admission is what the suite tests.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readlinkSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readdirSync, readlinkSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import https from 'node:https';
 import { fileURLToPath } from 'node:url';
@@ -94,10 +94,11 @@ export function writeAtomically(dir: string, files: Readonly<Record<string, stri
   rmSync(tmpLink, { force: true });
   symlinkSync(stamp, tmpLink);
   renameSync(tmpLink, join(dir, '..data'));
-  for (const key of Object.keys(files)) {
-    const top = key.split('/')[0]!;
-    if (!existsSync(join(dir, top))) symlinkSync(join('..data', top), join(dir, top));
-  }
+  // The visible names are links into ..data; those of keys no longer there go, then the old folder (the kubelet's order).
+  const tops = new Set(Object.keys(files).map((key) => key.split('/')[0]!));
+  const present = new Set(readdirSync(dir));
+  for (const top of tops) if (!present.has(top)) symlinkSync(join('..data', top), join(dir, top));
+  for (const entry of present) if (!entry.startsWith('..') && !tops.has(entry)) rmSync(join(dir, entry), { force: true });
   for (const entry of readdirSync(dir))
     if (entry.startsWith('..') && entry !== '..data' && entry !== stamp) rmSync(join(dir, entry), { recursive: true, force: true });
 }

@@ -66,11 +66,17 @@ export function containerLogs(state: string, lines = 15): { file: string; tail: 
   );
 }
 
-/** `kubectl` of the world's version, as the admin. */
-export function kubectl(file: Pick<WorldFile, 'bin' | 'admin'>, args: readonly string[], input?: string): Promise<{ stdout: string; stderr: string }> {
+/** `kubectl` of the world's version, as the admin; a failure is an Error that quotes kubectl's stderr. */
+export async function kubectl(file: Pick<WorldFile, 'bin' | 'admin'>, args: readonly string[], input?: string): Promise<{ stdout: string; stderr: string }> {
   const child = run(join(file.bin, 'kubectl'), [...args], { env: { ...process.env, KUBECONFIG: file.admin.kubeconfig }, maxBuffer: 64 * 1024 * 1024 });
   if (input !== undefined) child.child.stdin?.end(input);
-  return child;
+  // A failure becomes a plain Error: ava's reporter cannot copy what execFile rejects with, and then reports nothing.
+  const outcome = await child.then(
+    (result) => ({ result }),
+    (err: { stderr?: string; message?: string }) => ({ failed: String(err.stderr || err.message).trim() }),
+  );
+  if ('failed' in outcome) throw new Error(`kubectl ${args.join(' ')}: ${outcome.failed}`);
+  return outcome.result;
 }
 
 async function rootFilesystem(state: string, clone: string): Promise<RootFilesystem> {
@@ -160,7 +166,9 @@ export async function waitForHealthyInstall(kube: Kube): Promise<void> {
         d.status?.observedGeneration === d.metadata.generation &&
         d.status?.readyReplicas === d.spec.replicas &&
         d.status?.updatedReplicas === d.spec.replicas &&
-        (d.status?.replicas ?? 0) === d.spec.replicas
+        (d.status?.replicas ?? 0) === d.spec.replicas &&
+        // No replica of an older revision still terminating: every pod that may answer is of this one.
+        (await kube.get('/api/v1/namespaces/sidecar-injector/pods?labelSelector=app.kubernetes.io%2Fcomponent%3Dwebhook')).items.length === d.spec.replicas
       );
     },
     { checks: 1800 },

@@ -1,0 +1,167 @@
+/**
+ * Safe rollout on a real cluster, with the rollout-preflight component applied as an overlay:
+ * the preflight's dry-run probe goes through kube-apiserver's own admission chain, so a
+ * ValidatingAdmissionPolicy that refuses the candidate's image stops the candidate before any
+ * real pod gets it; a candidate that passes takes its share per workload over real Deployments
+ * and their ReplicaSets, one revision per workload, across a `kubectl rollout restart`.
+ */
+import test from 'ava';
+import { readFileSync } from 'node:fs';
+import { bucketOf } from '../../src/templates/rollout.js';
+import { eventually, everyReplicaAnswers, healthyInstall, joinWorld, optedInNamespace, plainPod, type Json } from './helpers.js';
+
+const configMapPath = '/api/v1/namespaces/sidecar-injector/configmaps/sidecar-injector-templates';
+const stable = readFileSync('templates/log-shipper.yaml', 'utf8');
+const stableImage = 'fluent/fluent-bit:3.2.2';
+
+/** The log shipper with another image, as a candidate with `share`. */
+function candidate(image: string, share: number): string {
+  return `rollout:\n  role: candidate\n  share: ${share}\n${stable.replace(stableImage, image)}`;
+}
+
+const shipperImage = (pod: Json) => ((pod.spec.initContainers ?? []) as Json[]).find((c) => c.name === 'log-shipper')?.image as string | undefined;
+
+test.before(async () => {
+  const { kubectl } = joinWorld();
+  await kubectl(['apply', '-k', 'test/cluster/overlays/rollout']);
+  await eventually('the Deployment rolled out with --rollout-probe-namespace', async () => {
+    const d = await joinWorld().kube.get('/apis/apps/v1/namespaces/sidecar-injector/deployments/sidecar-injector');
+    return JSON.stringify(d.spec.template.spec.containers[0].args).includes('--rollout-probe-namespace=sidecar-injector-probes');
+  });
+  await healthyInstall();
+});
+
+test.after.always(async () => {
+  const { kube, kubectl } = joinWorld();
+  await kube.mergePatch(configMapPath, { data: { 'log-shipper-next.yaml': null } });
+  await kubectl(['apply', '-k', 'manifests']);
+  await eventually('the Deployment back as shipped', async () => {
+    const d = await kube.get('/apis/apps/v1/namespaces/sidecar-injector/deployments/sidecar-injector');
+    return !JSON.stringify(d.spec.template.spec.containers[0].args).includes('--rollout-probe-namespace');
+  });
+  await healthyInstall();
+});
+
+test.serial(
+  'a policy that refuses the candidate’s image fails its preflight through the real chain: the candidate is stopped, and no real pod gets it',
+  async (t) => {
+    const { kube, kubectl } = joinWorld();
+    const namespace = await optedInNamespace(t, 'canary');
+    const policy = 'deny-unsigned-fluent-bit';
+    await kube.create('/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies', {
+      apiVersion: 'admissionregistration.k8s.io/v1',
+      kind: 'ValidatingAdmissionPolicy',
+      metadata: { name: policy },
+      spec: {
+        failurePolicy: 'Fail',
+        matchConstraints: { resourceRules: [{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['pods'] }] },
+        validations: [
+          {
+            expression: "!has(object.spec.initContainers) || !object.spec.initContainers.exists(c, c.image.startsWith('fluent/fluent-bit:9.'))",
+            message: 'fluent-bit 9 is not signed',
+          },
+        ],
+      },
+    });
+    await kube.create('/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings', {
+      apiVersion: 'admissionregistration.k8s.io/v1',
+      kind: 'ValidatingAdmissionPolicyBinding',
+      metadata: { name: policy },
+      spec: { policyName: policy, validationActions: ['Deny'] },
+    });
+    t.teardown(async () => {
+      await kube.delete(`/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/${policy}`);
+      await kube.delete(`/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/${policy}`);
+    });
+    // Policies are read through an informer: in force a moment after they are created.
+    const signed = (image: string) => ({
+      ...plainPod('policy-probe'),
+      metadata: { name: 'policy-probe', labels: { 'sidecar-injector.io/inject': 'disabled' } },
+      spec: { initContainers: [{ name: 'shipper', image, restartPolicy: 'Always' }], containers: [{ name: 'app', image: 'registry.example/app:1' }] },
+    });
+    await eventually(
+      'the image policy in force',
+      async () => (await kube.request('POST', `/api/v1/namespaces/${namespace}/pods?dryRun=All`, signed('fluent/fluent-bit:9.9.9'))).status === 422,
+    );
+    const started = new Date().toISOString();
+    await kube.mergePatch(configMapPath, { data: { 'log-shipper-next.yaml': candidate('fluent/fluent-bit:9.9.9', 100) } });
+    // From the moment the candidate is in the ConfigMap, every pod created is admitted with the stable image.
+    const replicas = (await kube.get('/api/v1/namespaces/sidecar-injector/pods?labelSelector=app.kubernetes.io%2Fcomponent%3Dwebhook')).items.length;
+    const images = new Set<string>();
+    let created = 0;
+    const events = await eventually(`a RolloutPreflightFailed Event from each of the ${replicas} replicas`, async () => {
+      const answer = await kube.request('POST', `/api/v1/namespaces/${namespace}/pods`, plainPod(`during-${created++}`));
+      t.is(answer.status, 201, `created while the candidate is tried (${answer.body.message ?? ''})`);
+      images.add(String(shipperImage(answer.body)));
+      const { stdout } = await kubectl([
+        'get',
+        'events',
+        '-n',
+        'sidecar-injector',
+        '--field-selector',
+        'involvedObject.name=sidecar-injector-templates,reason=RolloutPreflightFailed',
+        '-o',
+        'json',
+      ]);
+      const items = (JSON.parse(stdout).items as Json[]).filter((e) => (e.eventTime ?? e.firstTimestamp) >= started);
+      return new Set(items.map((e) => e.reportingInstance)).size >= replicas ? items : undefined;
+    });
+    t.deepEqual([...images], [stableImage], `${created} pods, every one with the stable revision`);
+    t.regex(events[0]!.message, /failed its preflight \(refused\): .*fluent-bit 9 is not signed/);
+    const status = await kube.get('/api/v1/namespaces/sidecar-injector/services/https:sidecar-injector:443/proxy/status');
+    const shown = (status.rollout.candidates as Json[]).find((c) => c.template === 'log-shipper');
+    t.is(shown?.takesPods, false);
+    t.is((status.rollout.results as Json[]).find((r) => r.template === 'log-shipper')?.failure, 'refused');
+  },
+);
+
+test.serial(
+  'a candidate that passes takes its share per workload: every pod of a Deployment has one revision, the workloads bucketed as the share says, across a rollout restart',
+  async (t) => {
+    const { kube, kubectl } = joinWorld();
+    const namespace = await optedInNamespace(t, 'share', { 'sidecar-injector.test/pods': 'simulated' });
+    const nextImage = 'fluent/fluent-bit:3.3.0';
+    const share = 50;
+    await kube.mergePatch(configMapPath, { data: { 'log-shipper-next.yaml': candidate(nextImage, share) } });
+    const inShare = (name: string) => bucketOf('log-shipper', `${namespace}/Deployment/${name}`) < share * 100;
+    // Every replica has passed the candidate's preflight: a bare pod whose bucket is in the share gets it from each.
+    const probeName = Array.from({ length: 100 }, (_, i) => `probe-${i}`).find((n) => bucketOf('log-shipper', `${namespace}/Pod/${n}`) < share * 100)!;
+    await everyReplicaAnswers(
+      namespace,
+      plainPod(probeName),
+      (a) => a.status === 201 && shipperImage(a.body) === nextImage,
+      'every replica giving the candidate its share',
+    );
+    const deployments = Array.from({ length: 12 }, (_, i) => `app-${i}`);
+    for (const name of deployments) await kubectl(['create', 'deployment', name, '-n', namespace, '--image=registry.example/app:1', '--replicas=2']);
+    const revisions = async () => {
+      const pods = (await kube.get(`/api/v1/namespaces/${namespace}/pods`)).items as Json[];
+      const byDeployment = new Map<string, Set<string>>();
+      for (const pod of pods) {
+        const deployment = String(pod.metadata.labels.app);
+        if (!byDeployment.has(deployment)) byDeployment.set(deployment, new Set());
+        byDeployment.get(deployment)!.add(String(shipperImage(pod)));
+      }
+      return { pods, byDeployment };
+    };
+    const first = await eventually('every Deployment available with its 2 pods', async () => {
+      const { pods, byDeployment } = await revisions();
+      const ready = await Promise.all(
+        deployments.map(async (d) => (await kube.get(`/apis/apps/v1/namespaces/${namespace}/deployments/${d}`)).status.availableReplicas === 2),
+      );
+      return pods.length === 24 && ready.every(Boolean) ? byDeployment : undefined;
+    });
+    for (const name of deployments) t.deepEqual([...first.get(name)!], [inShare(name) ? nextImage : stableImage], `${name}: one revision, as bucketed`);
+    const taking = deployments.filter(inShare);
+    t.true(taking.length > 0 && taking.length < deployments.length, `${taking.length} of ${deployments.length} take the candidate`);
+    // A restart makes a new ReplicaSet: the workload is the Deployment, so its pods keep their revision.
+    const restarted = [taking[0]!, deployments.find((d) => !inShare(d))!];
+    for (const name of restarted) await kubectl(['rollout', 'restart', `deployment/${name}`, '-n', namespace]);
+    for (const name of restarted) await kubectl(['rollout', 'status', `deployment/${name}`, '-n', namespace, '--timeout=120s']);
+    const after = await eventually('the restarted Deployments with 2 pods each, the old ones gone', async () => {
+      const { pods, byDeployment } = await revisions();
+      return restarted.every((d) => pods.filter((p) => p.metadata.labels.app === d && !p.metadata.deletionTimestamp).length === 2) ? byDeployment : undefined;
+    });
+    for (const name of restarted) t.deepEqual([...after.get(name)!], [inShare(name) ? nextImage : stableImage], `${name} after a restart`);
+  },
+);
