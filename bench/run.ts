@@ -6,7 +6,11 @@
  * server's peak RSS, and each figure's ratio to the limit server. Loopback only; every run is
  * bounded in time.
  *
- * Options: --duration-ms N (per run, default 2500), --runs N (default 2), --skip-micro.
+ * Last, through the real API server (bench/cluster.ts, inside scripts/cluster.sh), when this
+ * machine can run the test cluster (root, Go): pod creates with and without the webhooks.
+ *
+ * Options: --duration-ms N (per run, default 2500), --runs N (default 2), --skip-micro,
+ * --skip-cluster.
  */
 import { readFile, writeFile } from 'node:fs/promises';
 import https from 'node:https';
@@ -156,7 +160,9 @@ async function namespacesChild(count: number): Promise<void> {
 const fmt = (n: number, digits = 2) => n.toFixed(digits);
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { 'duration-ms': { type: 'string' }, runs: { type: 'string' }, 'skip-micro': { type: 'boolean' } } });
+  const { values } = parseArgs({
+    options: { 'duration-ms': { type: 'string' }, runs: { type: 'string' }, 'skip-micro': { type: 'boolean' }, 'skip-cluster': { type: 'boolean' } },
+  });
   const durationMs = Number(values['duration-ms'] ?? 2500);
   const runs = Number(values.runs ?? 2);
   const pinned = pinCores();
@@ -275,6 +281,18 @@ async function main(): Promise<void> {
     limit.child.kill('SIGTERM');
     limitPatch.child.kill('SIGTERM');
   }
+  if (values['skip-cluster']) return;
+  if (process.getuid?.() !== 0) {
+    console.log('\n## through the real API server: skipped (the test cluster needs root)');
+    return;
+  }
+  console.log('\n## through the real API server\n');
+  // Alone on the machine: the servers above have stopped.
+  await new Promise<void>((resolve, reject) =>
+    spawn('scripts/cluster.sh', ['run', '--', process.execPath, 'dist/bench/cluster.js', '--runs', String(runs)], { stdio: 'inherit' }).on('close', (code) =>
+      code === 0 ? resolve() : reject(new Error(`the cluster benchmark exited with ${code}`)),
+    ),
+  );
 }
 
 if (process.argv[2] === '--namespaces-child') await namespacesChild(Number(process.argv[3]));

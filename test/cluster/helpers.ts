@@ -55,10 +55,13 @@ export async function eventually<T>(what: string, predicate: () => Promise<T | u
   throw new Error(`${what} did not come in ${checks} checks${last ? ` (last error: ${(last as Error).message})` : ''}`);
 }
 
+/** A namespace name no other test uses. */
+export const testNamespaceName = (prefix: string) => `${prefix}-${randomBytes(3).toString('hex')}`;
+
 /** A fresh namespace for one test, with `labels`, its default ServiceAccount made; deleted after the test. */
 export async function testNamespace(t: ExecutionContext, prefix: string, labels: Record<string, string> = {}): Promise<string> {
   const { kube } = joinWorld();
-  const name = `${prefix}-${randomBytes(3).toString('hex')}`;
+  const name = testNamespaceName(prefix);
   await kube.create('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels } });
   t.teardown(() => kube.delete(`/api/v1/namespaces/${name}`));
   await eventually(`the default ServiceAccount of ${name}`, () => kube.find(`/api/v1/namespaces/${name}/serviceaccounts/default`));

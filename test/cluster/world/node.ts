@@ -14,7 +14,7 @@
  * admission is what the suite tests.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, readdirSync, readlinkSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, mkdirSync, openSync, readdirSync, readlinkSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import https from 'node:https';
 import { fileURLToPath } from 'node:url';
@@ -411,7 +411,9 @@ export class WorldNode {
         writeAtomically(dir, files);
         running.projected.set(volume.name, 'projected');
       } else if (volume.emptyDir && !running.projected.has(volume.name)) {
-        mkdirSync(dir, { recursive: true, mode: 0o777 });
+        // World-writable, as the kubelet makes an emptyDir (the process umask would take the write bits off).
+        mkdirSync(dir, { recursive: true });
+        chmodSync(dir, 0o777);
         running.projected.set(volume.name, 'emptyDir');
       }
     }
