@@ -198,3 +198,17 @@ test('reviews naming namespaces that do not exist write no Event, and cannot cro
     [['shop', 'SidecarInjectionDenied']],
   );
 });
+
+test('an Event gone before its series update (its namespace deleted) is no failure; its name is the object’s, a dot and hex, never generateName', async (t) => {
+  const clock = new FakeClock();
+  const { api, recorder, server, failures } = await setup(t, 60_000, clock);
+  for (let i = 0; i < 2; i++) await server.post(createReview(prepareCreate(owned(pod()), 'shop'), { namespace: 'shop' }));
+  await recorder.settled();
+  const [name] = [...api.kubeEvents.keys()];
+  t.regex(name!, /^web-5d8f\.[0-9a-f]+$/);
+  t.is(api.kubeEvents.get(name!)!.metadata.generateName, undefined);
+  api.kubeEvents.delete(name!);
+  await clock.advance(60_000);
+  await recorder.settled();
+  t.is(failures(), 0);
+});

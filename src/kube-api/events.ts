@@ -215,6 +215,12 @@ export class EventRecorder {
         contentType: 'application/merge-patch+json',
       });
     } catch (err) {
+      // The Event is gone before its series was counted (its namespace deleted, or the API
+      // server's Event TTL): there is nothing left to count, and nothing failed.
+      if (err instanceof KubernetesApiError && err.statusCode === 404) {
+        this.options.log.debug({ reason, kind: regarding.kind, name: regarding.name, namespace: regarding.namespace }, 'event gone before its series update');
+        return;
+      }
       this.failed(err, reason, regarding);
     }
   }

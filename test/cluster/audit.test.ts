@@ -12,14 +12,24 @@ const workloads = ['deployment/web', 'statefulset/db', 'daemonset/agent'];
 function manifests(): string {
   const template = (app: string) => ({ metadata: { labels: { app } }, spec: { containers: [{ name: 'app', image: 'registry.example/app:1' }] } });
   return [
-    { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'web' }, spec: { replicas: 2, selector: { matchLabels: { app: 'web' } }, template: template('web') } },
+    {
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: 'web' },
+      spec: { replicas: 2, selector: { matchLabels: { app: 'web' } }, template: template('web') },
+    },
     {
       apiVersion: 'apps/v1',
       kind: 'StatefulSet',
       metadata: { name: 'db' },
       spec: { replicas: 2, serviceName: 'db', selector: { matchLabels: { app: 'db' } }, template: template('db') },
     },
-    { apiVersion: 'apps/v1', kind: 'DaemonSet', metadata: { name: 'agent' }, spec: { selector: { matchLabels: { app: 'agent' } }, template: template('agent') } },
+    {
+      apiVersion: 'apps/v1',
+      kind: 'DaemonSet',
+      metadata: { name: 'agent' },
+      spec: { selector: { matchLabels: { app: 'agent' } }, template: template('agent') },
+    },
   ]
     .map((o) => JSON.stringify(o))
     .join('\n');
@@ -49,28 +59,33 @@ async function rolledOut(namespace: string): Promise<void> {
   });
 }
 
-test.serial('audit --restart: workloads created before their namespace opted in are restarted once, their new pods injected, and the audit calls them current', async (t) => {
-  const { kube, kubectl } = joinWorld();
-  const namespace = await testNamespace(t, 'audit', { 'sidecar-injector.test/pods': 'simulated' });
-  await kubectl(['apply', '-n', namespace, '-f', '-'], manifests());
-  await rolledOut(namespace);
-  await kube.mergePatch(`/api/v1/namespaces/${namespace}`, { metadata: { labels: { 'sidecar-injector.io/injection': 'enabled' } } });
-  const before = await audit(namespace, '-o', 'json');
-  t.is(before.code, 0, before.stderr);
-  t.deepEqual(states(before.report), ['"state":"missing"'], 'every pod lacks the log shipper');
-  const restart = await cli(['audit', '-n', namespace, '--templates', 'templates', '--restart', 'missing', '--max-per-minute', '600']);
-  t.is(restart.code, 0, restart.stderr);
-  for (const w of workloads) t.regex(restart.stdout, new RegExp(`restarted ${w.replace('/', '\\/')}`), `${w} restarted`);
-  await rolledOut(namespace);
-  const pods = (await kube.get(`/api/v1/namespaces/${namespace}/pods`)).items as Json[];
-  for (const pod of pods) t.truthy(pod.metadata.annotations?.['sidecar-injector.io/status'], `${pod.metadata.name}: came through the webhook with its sidecar`);
-  const after = await audit(namespace, '-o', 'json');
-  t.deepEqual(states(after.report), ['"state":"current"']);
-  // Run again: nothing to restart, and no workload gets a new revision.
-  const generations = async () => Promise.all(workloads.map(async (w) => (await kubectl(['get', w, '-n', namespace, '-o', 'jsonpath={.metadata.generation}'])).stdout));
-  const generationsBefore = await generations();
-  const again = await cli(['audit', '-n', namespace, '--templates', 'templates', '--restart', 'missing,stale']);
-  t.is(again.code, 0, again.stderr);
-  t.notRegex(again.stdout, /^restarted /m);
-  t.deepEqual(await generations(), generationsBefore, 'no workload rolled again');
-});
+test.serial(
+  'audit --restart: workloads created before their namespace opted in are restarted once, their new pods injected, and the audit calls them current',
+  async (t) => {
+    const { kube, kubectl } = joinWorld();
+    const namespace = await testNamespace(t, 'audit', { 'sidecar-injector.test/pods': 'simulated' });
+    await kubectl(['apply', '-n', namespace, '-f', '-'], manifests());
+    await rolledOut(namespace);
+    await kube.mergePatch(`/api/v1/namespaces/${namespace}`, { metadata: { labels: { 'sidecar-injector.io/injection': 'enabled' } } });
+    const before = await audit(namespace, '-o', 'json');
+    t.is(before.code, 0, before.stderr);
+    t.deepEqual(states(before.report), ['"state":"missing"'], 'every pod lacks the log shipper');
+    const restart = await cli(['audit', '-n', namespace, '--templates', 'templates', '--restart', 'missing', '--max-per-minute', '600']);
+    t.is(restart.code, 0, restart.stderr);
+    for (const w of workloads) t.regex(restart.stdout, new RegExp(`restarted ${w.replace('/', '\\/')}`), `${w} restarted`);
+    await rolledOut(namespace);
+    const pods = (await kube.get(`/api/v1/namespaces/${namespace}/pods`)).items as Json[];
+    for (const pod of pods)
+      t.truthy(pod.metadata.annotations?.['sidecar-injector.io/status'], `${pod.metadata.name}: came through the webhook with its sidecar`);
+    const after = await audit(namespace, '-o', 'json');
+    t.deepEqual(states(after.report), ['"state":"current"']);
+    // Run again: nothing to restart, and no workload gets a new revision.
+    const generations = async () =>
+      Promise.all(workloads.map(async (w) => (await kubectl(['get', w, '-n', namespace, '-o', 'jsonpath={.metadata.generation}'])).stdout));
+    const generationsBefore = await generations();
+    const again = await cli(['audit', '-n', namespace, '--templates', 'templates', '--restart', 'missing,stale']);
+    t.is(again.code, 0, again.stderr);
+    t.notRegex(again.stdout, /^restarted /m);
+    t.deepEqual(await generations(), generationsBefore, 'no workload rolled again');
+  },
+);

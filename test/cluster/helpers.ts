@@ -139,45 +139,36 @@ export const containerNames = (pod: Json) => ({
 });
 
 /**
- * Waits until `holds` is true of a dry-run pod (`body`) created in `namespace` several times in a
- * row: each create may reach another replica (the Service spreads them), so one answer says
- * little about what every replica serves.
+ * Waits until the `/status` of every running replica, each asked through the API server's pod
+ * proxy, satisfies `holds`. (Asking through the Service says little: kube-apiserver keeps one
+ * connection per webhook open, so its calls reach one replica until that connection closes.)
  */
-export async function everyReplicaAnswers(
-  namespace: string,
-  body: Json,
-  holds: (answer: { status: number; body: Json }) => boolean,
-  what: string,
-): Promise<void> {
+export async function everyReplica(holds: (status: Json) => boolean, what: string): Promise<void> {
   const { kube } = joinWorld();
-  let inARow = 0;
   await eventually(what, async () => {
-    const answer = await kube.request('POST', `/api/v1/namespaces/${namespace}/pods?dryRun=All`, body);
-    inARow = holds(answer) ? inARow + 1 : 0;
-    return inARow >= 6;
+    const pods = (await injectorPods()).filter((p) => !p.metadata.deletionTimestamp);
+    for (const pod of pods) {
+      const status = await kube.get(`/api/v1/namespaces/sidecar-injector/pods/https:${pod.metadata.name}:10250/proxy/status`);
+      if (!holds(status)) return false;
+    }
+    return pods.length > 0;
   });
 }
 
 /**
  * Adds the template `name` (YAML text) to the installed templates ConfigMap for one test, and
- * waits until every replica injects it on request (probed in an opted-in namespace of its own);
- * after the test, removes it and waits until no replica knows it.
+ * waits until every replica serves it; after the test, removes it and waits until none does.
  */
 export async function withTemplate(t: ExecutionContext, name: string, text: string): Promise<void> {
   const { kube } = joinWorld();
   const path = '/api/v1/namespaces/sidecar-injector/configmaps/sidecar-injector-templates';
-  const probeNamespace = await optedInNamespace(t, 'template-probe');
-  const probe = { ...plainPod('template-probe'), metadata: { name: 'template-probe', annotations: { 'sidecar-injector.io/templates': name } } };
-  const known = (answer: { status: number; body: Json }) =>
-    answer.status === 201 && String(answer.body.metadata?.annotations?.['sidecar-injector.io/status'] ?? '').includes(`"${name}"`);
-  const unknown = (answer: { status: number; body: Json }) =>
-    answer.status !== 201 && String(answer.body.message).includes(`names "${name}", which is not a sidecar template here`);
+  const serves = (status: Json) => (status.templates.templates as string[]).some((tpl) => tpl.startsWith(`${name}@`));
   await kube.mergePatch(path, { data: { [`${name}.yaml`]: text } });
   t.teardown(async () => {
     await kube.mergePatch(path, { data: { [`${name}.yaml`]: null } });
-    await everyReplicaAnswers(probeNamespace, probe, unknown, `every replica without template ${name}`);
+    await everyReplica((status) => !serves(status), `every replica without template ${name}`);
   });
-  await everyReplicaAnswers(probeNamespace, probe, known, `every replica serving template ${name}`);
+  await everyReplica(serves, `every replica serving template ${name}`);
 }
 
 /**

@@ -9,7 +9,7 @@
  * (test/cluster/helpers.ts).
  */
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { imageArchive, unpackImage } from '../../helpers/image.js';
@@ -79,12 +79,26 @@ export async function kubectl(file: Pick<WorldFile, 'bin' | 'admin'>, args: read
   return outcome.result;
 }
 
+/** The newest modification time of any file under `dir`. */
+function newest(dir: string): number {
+  let latest = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true, recursive: true }))
+    if (entry.isFile()) latest = Math.max(latest, statSync(join(entry.parentPath, entry.name)).mtimeMs);
+  return latest;
+}
+
+/**
+ * The injector's containers run from the image `make image` built (what a cluster runs), when
+ * its archive is there and newer than every file of src/; else from the clone's build, so that
+ * a stale image never stands in for the code under test.
+ */
 async function rootFilesystem(state: string, clone: string): Promise<RootFilesystem> {
   const archive = join(clone, imageArchive());
-  if (existsSync(archive)) {
+  if (existsSync(archive) && statSync(archive).mtimeMs >= newest(join(clone, 'src'))) {
     const image = await unpackImage(archive, join(state, 'image'));
     return { mode: 'image', rootfs: image.rootfs, entrypoint: image.config.config.Entrypoint, env: image.env, user: image.config.config.User };
   }
+  if (existsSync(archive)) console.error(`cluster: ${archive} is older than src/: the injector's pods run from the clone's build (make image to use the image)`);
   return { mode: 'clone', clone, node: realpathSync(process.execPath) };
 }
 
