@@ -98,7 +98,8 @@ async function rootFilesystem(state: string, clone: string): Promise<RootFilesys
     const image = await unpackImage(archive, join(state, 'image'));
     return { mode: 'image', rootfs: image.rootfs, entrypoint: image.config.config.Entrypoint, env: image.env, user: image.config.config.User };
   }
-  if (existsSync(archive)) console.error(`cluster: ${archive} is older than src/: the injector's pods run from the clone's build (make image to use the image)`);
+  if (existsSync(archive))
+    console.error(`cluster: ${archive} is older than src/: the injector's pods run from the clone's build (make image to use the image)`);
   return { mode: 'clone', clone, node: realpathSync(process.execPath) };
 }
 
