@@ -7,8 +7,8 @@
 # up etcd, kube-apiserver and kube-controller-manager with the injector installed from manifests/
 # (kubectl apply -k, as the README says) and the namespace `demo` opted in, runs CMD with
 # KUBECONFIG set to an admin kubeconfig and that version's kubectl first on PATH, tears it all
-# down when CMD ends, and exits with CMD's status. Everything runs inside a network and mount
-# namespace made here, so nothing reaches this machine's network. Needs root (Linux namespaces,
+# down when CMD ends, and exits with CMD's status. Everything runs inside network, mount and PID
+# namespaces made here, so nothing reaches this machine's network and nothing outlives the run. Needs root (Linux namespaces,
 # nftables, chroot). SIDECAR_INJECTOR_CLUSTER_KEEP=1 keeps the logs also when CMD succeeds.
 set -euo pipefail
 usage() {
@@ -31,4 +31,7 @@ bin=$(test/cluster/build.sh)
 [ -f dist/test/cluster/world/main.js ] || npm run build >&2
 # No proxy inside: the API server would send service webhook calls to it (kubernetes#107446).
 unset HTTP_PROXY HTTPS_PROXY http_proxy https_proxy NO_PROXY no_proxy
-exec unshare --net --mount --propagation private -- "$(command -v node)" dist/test/cluster/world/main.js --bin "$bin" --opt-in demo -- "$@"
+# A PID namespace too: the world's process is its init, so when it ends, however it ends (a
+# crash, SIGKILL), the kernel ends every process the world started.
+exec unshare --net --mount --propagation private --pid --fork --mount-proc --kill-child -- \
+  "$(command -v node)" dist/test/cluster/world/main.js --bin "$bin" --opt-in demo -- "$@"

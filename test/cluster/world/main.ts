@@ -9,7 +9,7 @@
  * (every component's log, each pod's volumes and container output) is kept when CMD or the
  * world failed, or with SIDECAR_INJECTOR_CLUSTER_KEEP=1, and its path printed.
  */
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { networkInterfaces, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -47,6 +47,12 @@ try {
 } catch (err) {
   console.error(`cluster: the world did not come up: ${(err as Error).stack ?? err}`);
   for (const log of containerLogs(state)) console.error(`cluster: the end of ${log.file}:\n${log.tail}`);
+  // What the kernel holds (the kube-proxy stand-in's history is in service-proxy.log).
+  try {
+    console.error(`cluster: nft list ruleset:\n${execFileSync('nft', ['list', 'ruleset'], { encoding: 'utf8' })}`);
+  } catch (nftErr) {
+    console.error(`cluster: nft list ruleset failed: ${(nftErr as Error).message}`);
+  }
   console.error(`cluster: logs kept in ${state}`);
   process.exit(1);
 }

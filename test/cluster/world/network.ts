@@ -11,6 +11,7 @@
  *   `eth0`, a veth pair to the node, and a default route through it, as a CNI plugin sets up.
  */
 import { execFileSync } from 'node:child_process';
+import { appendFileSync } from 'node:fs';
 import type { Json, Kube } from './kube.js';
 import { Loop } from './processes.js';
 
@@ -139,7 +140,11 @@ export class ServiceProxy {
   // The API server restarting or busy: the rules in place stay, as kube-proxy's do.
   private readonly loop = new Loop('kube-proxy stand-in', 250, () => this.sync());
 
-  constructor(private readonly kube: Kube) {}
+  /** `log`: each ruleset programmed, with its time, is appended there (for a failure's post-mortem). */
+  constructor(
+    private readonly kube: Kube,
+    private readonly log: string,
+  ) {}
 
   /** Programs the rules once; resolves when they are in place. */
   async sync(): Promise<void> {
@@ -148,6 +153,7 @@ export class ServiceProxy {
     if (text !== this.last) {
       nft(text);
       this.last = text;
+      appendFileSync(this.log, `# ${new Date().toISOString()}\n${text}\n`);
     }
   }
 

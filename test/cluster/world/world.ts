@@ -110,7 +110,7 @@ export async function startWorld(options: WorldOptions): Promise<World> {
   const pki: Pki = createPki(join(state, 'pki'), apiServerUrl);
   const controlPlane = await startControlPlane(bin, state, pki);
   const kube = new Kube({ server: apiServerUrl, ca: pki.ca, token: pki.admin.token });
-  const proxy = new ServiceProxy(kube);
+  const proxy = new ServiceProxy(kube, join(state, 'service-proxy.log'));
   let node: WorldNode | undefined;
   const stop = async () => {
     await node?.stop();
