@@ -8,8 +8,9 @@
 # (kubectl apply -k, as the README says) and the namespace `demo` opted in, runs CMD with
 # KUBECONFIG set to an admin kubeconfig and that version's kubectl first on PATH, tears it all
 # down when CMD ends, and exits with CMD's status. Everything runs inside network, mount and PID
-# namespaces made here, so nothing reaches this machine's network and nothing outlives the run. Needs root (Linux namespaces,
-# nftables, chroot). SIDECAR_INJECTOR_CLUSTER_KEEP=1 keeps the logs also when CMD succeeds.
+# namespaces made here, so nothing reaches this machine's network and nothing outlives the run.
+# Needs root (Linux namespaces, nftables, chroot). SIDECAR_INJECTOR_CLUSTER_KEEP=1 keeps the logs
+# also when CMD succeeds.
 set -euo pipefail
 usage() {
   echo "usage: scripts/cluster.sh run -- CMD ARGS..." >&2
