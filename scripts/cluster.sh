@@ -21,6 +21,10 @@ shift
 [ "${1:-}" = -- ] && shift
 [ $# -gt 0 ] || usage
 cd "$(dirname "$0")/.."
+# The machine's tools, never a package's: under npm, node_modules/.bin comes first on PATH, and
+# @vercel/nft (a dependency of the image build) installs a command named nft.
+PATH=$(printf '%s' "$PATH" | tr ':' '\n' | grep -v '/node_modules/\.bin$' | paste -sd: -)
+export PATH
 if [ "$(id -u)" != 0 ]; then
   echo "scripts/cluster.sh: needs root (it makes network and mount namespaces and runs the injector's pods under chroot)" >&2
   exit 2

@@ -39,6 +39,11 @@ async function suite(command, commandArgs) {
   return code;
 }
 
+const machinePath = (process.env.PATH ?? '')
+  .split(':')
+  .filter((dir) => !dir.endsWith('/node_modules/.bin'))
+  .join(':');
+
 /** Why the real-cluster suite cannot run here, or undefined. */
 function clusterMissing() {
   if (process.env.SIDECAR_INJECTOR_CLUSTER === 'off') return 'SIDECAR_INJECTOR_CLUSTER=off';
@@ -50,7 +55,8 @@ function clusterMissing() {
     ['unshare', "Debian's util-linux"],
     ['ip', "Debian's iproute2"],
   ])
-    if (spawnSync('sh', ['-c', `command -v ${tool}`]).status !== 0) return `${tool} is missing (${pkg})`;
+    // The machine's tools: under npm, node_modules/.bin is first on PATH (and @vercel/nft installs an `nft`).
+    if (spawnSync('sh', ['-c', `command -v ${tool}`], { env: { ...process.env, PATH: machinePath } }).status !== 0) return `${tool} is missing (${pkg})`;
   return undefined;
 }
 

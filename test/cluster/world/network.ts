@@ -30,6 +30,9 @@ const ip = (...args: string[]) => execFileSync('ip', args, { stdio: ['ignore', '
 
 /** Sets up the node's side; run once, first thing in the fresh network namespace. */
 export function setUpNode(): void {
+  // The machine's nftables, not a package's command of the same name (@vercel/nft is one).
+  const version = execFileSync('nft', ['--version'], { encoding: 'utf8' });
+  if (!/nftables/.test(version)) throw new Error(`the nft on PATH is not nftables (it says ${JSON.stringify(version.slice(0, 80))})`);
   ip('link', 'set', 'lo', 'up');
   ip('addr', 'add', `${addresses.advertise}/32`, 'dev', 'lo');
   ip('addr', 'add', `${addresses.kubernetesService}/16`, 'dev', 'lo');
