@@ -16,7 +16,7 @@ import { createInterface } from 'node:readline';
 import { pino } from 'pino';
 import { SelfManagedCertificates } from '../src/certs/self-managed.js';
 import { failClosedAnnotation, serviceDnsNames, splitCertificates } from '../src/certs/plan.js';
-import { createServingCertificate } from '../src/tls/certificates.js';
+import { createCa, createServingCertificate } from '../src/tls/certificates.js';
 import { loadConfig } from '../src/config.js';
 import { CertificateControllerError, ConfigError } from '../src/errors.js';
 import { FakeApiServer } from './helpers/fake-apiserver.js';
@@ -27,7 +27,7 @@ const day = 24 * 60 * 60 * 1000;
 const namespace = 'sidecar-injector';
 const serviceHost = 'sidecar-injector.sidecar-injector.svc';
 const rendered = kustomizeObjects('manifests');
-const shipped = (kind: string) => rendered.find((o) => o.kind === kind)!;
+const shipped = (kind: string) => structuredClone(rendered.find((o) => o.kind === kind)!);
 
 async function cluster(t: { teardown(fn: () => unknown): void }): Promise<FakeApiServer> {
   const api = new FakeApiServer();
@@ -212,6 +212,34 @@ test('a Secret that holds a valid CA and certificate is adopted; a broken one is
   t.regex(replaced.reason ?? '', /^the Secret holds no valid certificates: /);
   t.not(field(secretOf(api2), 'ca.crt'), field(adopted, 'ca.crt'));
   t.is(secretOf(api2).metadata.uid, adopted.metadata.uid, 'updated in place, not recreated');
+});
+
+test('the Secret deleted, or replaced with a CA of its own: every CA the webhooks trusted stays trusted, so a replica still serving from it is never refused', async (t) => {
+  const api = await cluster(t);
+  const leader = await replica(api, 'leader');
+  await leader.reconcile();
+  const first = structuredClone(secretOf(api));
+  const trusts = (servingPem: string) =>
+    bundles(api).every((b: string) => splitCertificates(b).some((ca) => new X509Certificate(servingPem).verify(new X509Certificate(ca).publicKey)));
+  // Deleted: a new CA, and the old one beside it in the caBundles (and the Secret's bundle) while it is valid.
+  api.secrets.delete(`${namespace}/sidecar-injector-tls`);
+  const remade = await leader.reconcile();
+  t.is(remade.plan, 'issue-all');
+  t.true(trusts(field(first, 'tls.crt')), 'the certificate replicas still serve is trusted');
+  t.true(trusts(field(secretOf(api), 'tls.crt')), 'and the new one');
+  t.deepEqual(splitCertificates(field(secretOf(api), 'ca.crt')).slice(1), splitCertificates(field(first, 'ca.crt')));
+  // Replaced by an operator with their own CA and certificate, the bundle holding their CA only.
+  const second = structuredClone(secretOf(api));
+  const own = await createCa(30, 'operator CA', Date.now());
+  const ownServing = await createServingCertificate(own, serviceDnsNames('sidecar-injector', namespace), [], 30, Date.now());
+  const b64 = (text: string) => Buffer.from(text).toString('base64');
+  secretOf(api).data = { 'tls.crt': b64(ownServing.cert), 'tls.key': b64(ownServing.key), 'ca.crt': b64(own.cert), 'ca.key': b64(own.key) };
+  const extended = await leader.reconcile();
+  t.is(extended.plan, 'extend-bundle');
+  t.regex(extended.reason ?? '', /^the webhooks trust 2 CAs the Secret's bundle lacks/);
+  t.is(field(secretOf(api), 'tls.crt'), ownServing.cert, 'the operator’s certificate is served');
+  for (const serving of [first, second].map((s) => field(s, 'tls.crt')).concat(ownServing.cert)) t.true(trusts(serving));
+  t.is((await leader.reconcile()).plan, 'keep', 'and then nothing more to do');
 });
 
 test('two replicas reconciling at once write one Secret; the loser is told of the conflict and agrees next round', async (t) => {

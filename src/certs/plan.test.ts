@@ -1,7 +1,7 @@
 import test from 'ava';
 import { X509Certificate } from 'node:crypto';
 import { createCa, createServingCertificate } from '../tls/certificates.js';
-import { failClosedAnnotation, parseSecretData, planCertificates, serviceDnsNames, splitCertificates, webhookPatch } from './plan.js';
+import { failClosedAnnotation, parseSecretData, planCertificates, serviceDnsNames, splitCertificates, trustedByConfiguration, webhookPatch } from './plan.js';
 
 const day = 24 * 60 * 60 * 1000;
 const t0 = Date.UTC(2026, 10, 24);
@@ -108,4 +108,41 @@ test('the webhook patch ignores what is not a webhook (no name, __proto__ keys, 
     '{"metadata":{"annotations":{"__proto__":"x"}},"webhooks":[null,{"clientConfig":{}},{"name":"__proto__","clientConfig":{"caBundle":"QUJD"}}]}',
   );
   t.is(webhookPatch(odd, 'QUJD'), undefined);
+});
+
+test('what the webhooks trust: each CA once, valid ones only, nothing from garbage or a serving certificate', async (t) => {
+  const data = await secretData();
+  const other = await secretData();
+  const ca = Buffer.from(data['ca.crt'], 'base64').toString('utf8');
+  const otherCa = Buffer.from(other['ca.crt'], 'base64').toString('utf8');
+  const expired = await createCa(1, 'expired CA', t0 - 10 * day);
+  const configuration = {
+    webhooks: [
+      { name: 'a', clientConfig: { caBundle: b64(ca + otherCa) } },
+      { name: 'b', clientConfig: { caBundle: b64(ca + expired.cert + Buffer.from(data['tls.crt'], 'base64').toString('utf8')) } },
+      { name: 'c', clientConfig: { caBundle: 'not base64 at all' } },
+      { name: 'd', clientConfig: { caBundle: 42 } },
+      { name: '__proto__' },
+    ],
+  };
+  t.deepEqual(
+    trustedByConfiguration(configuration, t0 + day).map((pem) => new X509Certificate(pem).subject),
+    [new X509Certificate(ca).subject, new X509Certificate(otherCa).subject],
+  );
+  t.deepEqual(trustedByConfiguration(undefined, t0), []);
+  t.deepEqual(trustedByConfiguration({ webhooks: 'x' }, t0), []);
+});
+
+test('CAs the webhooks trust stay trusted: carried into a valid Secret that lacks them, kept beside a new CA when everything is issued', async (t) => {
+  const data = await secretData();
+  const old = Buffer.from((await secretData())['ca.crt'], 'base64').toString('utf8');
+  const own = Buffer.from(data['ca.crt'], 'base64').toString('utf8');
+  t.like(planCertificates(parseSecretData(data), t0 + day, names, [own]), { action: 'keep' });
+  t.deepEqual(planCertificates(parseSecretData(data), t0 + day, names, [own, old]), {
+    action: 'extend-bundle',
+    reason: "the webhooks trust a CA the Secret's bundle lacks; replicas may still serve certificates signed by it",
+    carried: [old],
+  });
+  t.like(planCertificates(undefined, t0, names, [old]), { action: 'issue-all', stillTrusted: [old] });
+  t.like(planCertificates(parseSecretData({ ...data, 'ca.key': 'x' }), t0, names, [old]), { action: 'issue-all', stillTrusted: [old] });
 });

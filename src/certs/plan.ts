@@ -36,7 +36,12 @@ export type CertificatePlan =
   /** A new serving certificate from the same CA: the caBundle stays. */
   | { readonly action: 'issue-serving'; readonly reason: string }
   /** A new CA and serving certificate; `stillTrusted` are CAs to keep in the bundle until they expire. */
-  | { readonly action: 'issue-all'; readonly reason: string; readonly stillTrusted: readonly string[] };
+  | { readonly action: 'issue-all'; readonly reason: string; readonly stillTrusted: readonly string[] }
+  /**
+   * The Secret stays, but its bundle gains `carried`: CAs the webhooks trust now that it lacks
+   * (someone replaced the Secret's CA): replicas may still serve certificates they signed.
+   */
+  | { readonly action: 'extend-bundle'; readonly reason: string; readonly carried: readonly string[] };
 
 /** Certificates read from a bundle, at most this many (a Secret is attacker-sized only up to 1 MiB, but we never need more). */
 const maxBundleCertificates = 4;
@@ -88,23 +93,60 @@ function dnsNamesOf(cert: X509Certificate): Set<string> {
   );
 }
 
+/** PEM text of a certificate, normalised as a bundle is read back (for comparing). */
+const same = (a: string, b: string) => a.trim() === b.trim();
+
+/**
+ * The CAs the webhook configuration's caBundles trust now, each once, that are CAs still valid at
+ * `now`: a replica may be serving a certificate one of them signed (it reads the Secret every few
+ * seconds, not at once), so none of them may leave the trust before every replica has moved on.
+ */
+export function trustedByConfiguration(configuration: unknown, now: number): string[] {
+  const webhooks = (configuration as { webhooks?: unknown })?.webhooks;
+  const out: string[] = [];
+  for (const hook of Array.isArray(webhooks) ? webhooks : []) {
+    const bundle = (hook as { clientConfig?: { caBundle?: unknown } })?.clientConfig?.caBundle;
+    if (typeof bundle !== 'string' || bundle.length > 64 * 1024) continue;
+    for (const pem of splitCertificates(Buffer.from(bundle, 'base64').toString('utf8'))) {
+      if (out.some((o) => same(o, pem))) continue;
+      try {
+        const cert = new X509Certificate(pem);
+        if (cert.ca && new Date(cert.validTo).getTime() > now) out.push(pem);
+      } catch {
+        // Not a certificate: nothing a replica can serve from.
+      }
+    }
+  }
+  return out;
+}
+
 /**
  * What to do with the Secret at `now`: issue everything when it is missing, unusable or its CA
  * is in the last third of its life; a serving certificate when that one is, when the CA did not
- * sign it, or when it lacks one of `dnsNames`; else keep it.
+ * sign it, or when it lacks one of `dnsNames`; else keep it. `trusted` (trustedByConfiguration)
+ * are the CAs the webhooks trust now: whatever is issued, they stay in the bundle while they are
+ * valid, so that no replica still serving from one of them is refused in between.
  */
 export function planCertificates(
   stored: StoredCertificates | { readonly problem: string } | undefined,
   now: number,
   dnsNames: readonly string[],
+  trusted: readonly string[] = [],
 ): CertificatePlan {
-  if (stored === undefined) return { action: 'issue-all', reason: 'the Secret does not exist', stillTrusted: [] };
-  if ('problem' in stored) return { action: 'issue-all', reason: stored.problem, stillTrusted: [] };
+  if (stored === undefined) return { action: 'issue-all', reason: 'the Secret does not exist', stillTrusted: trusted };
+  if ('problem' in stored) return { action: 'issue-all', reason: stored.problem, stillTrusted: trusted };
   const ca = new X509Certificate(stored.ca.cert);
+  const carried = trusted.filter((t) => !stored.bundle.some((b) => same(b, t)));
   if (dueForRenewal(ca, now)) {
-    const stillTrusted = new Date(ca.validTo).getTime() > now ? [stored.ca.cert] : [];
+    const stillTrusted = [...(new Date(ca.validTo).getTime() > now ? [stored.ca.cert] : []), ...carried];
     return { action: 'issue-all', reason: `the CA expires at ${new Date(ca.validTo).toISOString()}`, stillTrusted };
   }
+  if (carried.length > 0)
+    return {
+      action: 'extend-bundle',
+      reason: `the webhooks trust ${carried.length === 1 ? 'a CA' : `${carried.length} CAs`} the Secret's bundle lacks; replicas may still serve certificates signed by ${carried.length === 1 ? 'it' : 'them'}`,
+      carried,
+    };
   const serving = new X509Certificate(stored.serving.cert);
   if (!serving.verify(ca.publicKey)) return { action: 'issue-serving', reason: 'the serving certificate is not signed by the CA' };
   const names = dnsNamesOf(serving);

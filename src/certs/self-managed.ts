@@ -15,7 +15,16 @@ import { LeaderElector } from '../kube-api/lease.js';
 import { requestJson } from '../kube-api/request.js';
 import { createCa, createServingCertificate, type Pem } from '../tls/certificates.js';
 import { checkKeyPair, type KeyPair } from '../tls/reloader.js';
-import { SecretKeys, parseSecretData, planCertificates, serviceDnsNames, splitCertificates, webhookPatch, type CertificatePlan } from './plan.js';
+import {
+  SecretKeys,
+  parseSecretData,
+  planCertificates,
+  serviceDnsNames,
+  splitCertificates,
+  trustedByConfiguration,
+  webhookPatch,
+  type CertificatePlan,
+} from './plan.js';
 
 export interface SelfManagedCertificatesOptions {
   readonly kubeConfig: KubeConfig;
@@ -199,7 +208,14 @@ export class SelfManagedCertificates extends EventEmitter {
     const secret = await this.readSecret();
     const stored = secret ? parseSecretData(secret.data) : undefined;
     const now = this.now();
-    const plan = planCertificates(stored, now, this.dnsNames);
+    // What the webhooks trust now stays trusted: replicas switch certificates seconds apart.
+    // (No configuration yet: nothing is trusted; trust() below says it is missing.)
+    const configuration = await this.readConfiguration().catch((err: unknown) => {
+      if (err instanceof CertificateControllerError && err.cause instanceof KubernetesApiError && err.cause.statusCode === 404) return undefined;
+      throw err;
+    });
+    const trusted = trustedByConfiguration(configuration, now);
+    const plan = planCertificates(stored, now, this.dnsNames, trusted);
     if (plan.action === 'keep' && stored && !('problem' in stored)) {
       return { plan: plan.action, patchedWebhooks: await this.trust(stored.bundle) };
     }
@@ -207,21 +223,38 @@ export class SelfManagedCertificates extends EventEmitter {
     const previous = stored && !('problem' in stored) ? stored : undefined;
     let ca: Pem;
     let bundle: readonly string[];
-    if (plan.action === 'issue-serving' && previous) {
+    let serving: Pem;
+    if (plan.action === 'extend-bundle' && previous) {
+      // The same CA and serving certificate; the bundle carries what the webhooks still trust.
+      ca = previous.ca;
+      bundle = splitCertificates([...previous.bundle, ...plan.carried].join('\n'));
+      serving = previous.serving;
+    } else if (plan.action === 'issue-serving' && previous) {
       ca = previous.ca;
       bundle = previous.bundle;
+      serving = await createServingCertificate(ca, this.dnsNames, [], this.options.certDays ?? 365, now);
     } else {
       ca = await createCa(this.options.caDays ?? 3650, 'sidecar-injector CA', now);
       // In the form a bundle is read back in (one newline after each), so the caBundle compares equal.
       bundle = splitCertificates([ca.cert, ...(plan.action === 'issue-all' ? plan.stillTrusted : [])].join('\n'));
+      serving = await createServingCertificate(ca, this.dnsNames, [], this.options.certDays ?? 365, now);
     }
-    const serving = await createServingCertificate(ca, this.dnsNames, [], this.options.certDays ?? 365, now);
     const patched = new Set<string>();
-    // Trust first: replicas serve what the Secret holds as soon as they read it.
-    if (secret) for (const name of await this.trust(bundle)) patched.add(name);
+    // Trust first: replicas serve what the Secret holds as soon as they read it. (A first install,
+    // with nothing served and nothing trusted yet: the Secret first, so that the required webhook
+    // is armed only once there is a certificate to serve.)
+    if (secret || trusted.length > 0) for (const name of await this.trust(bundle)) patched.add(name);
     await this.writeSecret(secret, ca, bundle, serving);
     for (const name of await this.trust(bundle)) patched.add(name);
     return { plan: plan.action, ...('reason' in plan ? { reason: plan.reason } : {}), patchedWebhooks: [...patched] };
+  }
+
+  private async readConfiguration(): Promise<unknown> {
+    try {
+      return await requestJson(this.options.kubeConfig, 'GET', this.configurationPath, requestTimeoutMs);
+    } catch (err) {
+      throw explain(err, `get MutatingWebhookConfiguration ${this.options.webhookConfigurationName}`);
+    }
   }
 
   private async readSecret(): Promise<Record<string, any> | undefined> {
@@ -277,12 +310,7 @@ export class SelfManagedCertificates extends EventEmitter {
   /** Puts `bundle` into every webhook's caBundle (and arms the fail-closed ones); returns the webhooks patched. */
   private async trust(bundle: readonly string[]): Promise<string[]> {
     const name = this.options.webhookConfigurationName;
-    let configuration: unknown;
-    try {
-      configuration = await requestJson(this.options.kubeConfig, 'GET', this.configurationPath, requestTimeoutMs);
-    } catch (err) {
-      throw explain(err, `get MutatingWebhookConfiguration ${name}`);
-    }
+    const configuration = await this.readConfiguration();
     const change = webhookPatch(configuration, Buffer.from(bundle.join('')).toString('base64'));
     if (!change) return [];
     try {
