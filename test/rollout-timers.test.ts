@@ -8,7 +8,8 @@
  * waits on conditions.
  */
 import test from 'ava';
-import { readFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { admitPod } from '../src/pipeline/admit.js';
 import { pod } from './helpers/pods.js';
 import { candidateFile, rolloutWorld } from './helpers/rollout-world.js';
@@ -16,6 +17,23 @@ import { until } from './helpers/until.js';
 
 const shipper = await readFile('templates/log-shipper.yaml', 'utf8');
 const minute = 60_000;
+
+type World = Awaited<ReturnType<typeof rolloutWorld>>;
+
+/** Moves the clock five seconds at a time past the first minute, each time waiting until the not-injected preflights, tried again, have run. */
+async function pastStartup(clock: World['clock'], rollout: World['rollout']): Promise<void> {
+  const start = clock.now();
+  while (clock.now() - start < minute) {
+    const retried = rollout.status().results.some((r) => r.failure === 'not-injected');
+    await clock.advance(5000);
+    const due = new Date(clock.now()).toISOString();
+    if (retried) await until(() => rollout.status().results.every((r) => r.checkedAt >= due), 'the retried preflights');
+    await rollout.settled();
+  }
+  // The last retry ran at the minute's end: its failure counts (no retry follows it).
+  await clock.advance(5000);
+  await rollout.settled();
+}
 
 test('periodic preflight and health look on an injected clock: passes, stopped by the chain, back, then halted; one Event per transition', async (t) => {
   const world = await rolloutWorld(t, {
@@ -179,7 +197,11 @@ test('two candidates failing in the same run are two Events on the templates Con
     { injectorInChain: false },
   );
   await until(() => rollout.status().results.length === 2, 'both preflights');
+  // Not injected in the first minute is tried again every five seconds, with no Event (a replica
+  // whose endpoint has not joined the Service yet); after that minute, a failure like any other.
   await rollout.settled();
+  t.is(api.kubeEvents.size, 0);
+  await pastStartup(clock, rollout);
   await until(() => api.kubeEvents.size === 2, 'two Events');
   const notes = [...api.kubeEvents.values()].map((e) => `${e.reason}: ${e.note}`).sort();
   t.regex(notes[0]!, /^RolloutPreflightFailed: Candidate revision \w+ of template log-shipper failed its preflight \(not-injected\)/);
@@ -209,4 +231,54 @@ test('without list on Events the halt still counts the pods', async (t) => {
     /^halted: 1 of 1 pods with the candidate are unhealthy \(pod shop\/web-0: container log-shipper restarted 7 times\)$/,
   );
   t.true(api.coreEventSelectors.length > 0, 'the Events were asked for, and refused');
+});
+
+test('a lone replica at start: its probe is not injected until its endpoint joins the Service; tried again within seconds, it passes, with no Event', async (t) => {
+  const { api, chain, injector, clock, rollout } = await rolloutWorld(
+    t,
+    { 'log-shipper.yaml': shipper, 'log-shipper-next.yaml': candidateFile(shipper.replace('fluent-bit:3.2.2', 'fluent-bit:3.2.3'), 100) },
+    { injectorInChain: false },
+  );
+  await until(() => rollout.status().results[0]?.failure === 'not-injected', 'the first preflight, not injected');
+  t.false(rollout.status().candidates[0]!.takesPods);
+  // The replica becomes an endpoint: the API server's calls now reach it.
+  chain.webhooks.push({ name: 'all.sidecar-injector.io', port: injector.port, path: '/mutate?timeout=10s' });
+  await clock.advance(5000);
+  await until(() => rollout.status().results[0]?.passed === true, 'the preflight tried again');
+  t.true(rollout.status().candidates[0]!.takesPods);
+  await rollout.settled();
+  t.is(api.kubeEvents.size, 0, 'no Warning for what was only a replica starting');
+});
+
+test('fail, pass, fail again for another reason within a minute: two Events, each saying its own failure', async (t) => {
+  const world = await rolloutWorld(t, {
+    'log-shipper.yaml': shipper,
+    'log-shipper-next.yaml': candidateFile(shipper.replace('fluent-bit:3.2.2', 'fluent-bit:3.2.3'), 100),
+  });
+  const { api, chain, clock, rollout, templates, dir } = world;
+  await until(() => rollout.status().results[0]?.passed === true, 'the first preflight');
+  await pastStartup(clock, rollout);
+  const webhook = chain.webhooks[0]!;
+  // A change of the templates directory runs the preflight again at once (the clock stands still: one Event window).
+  let changes = 0;
+  const preflightAgain = async (expected: (r: { passed: boolean; failure?: string }) => boolean, what: string) => {
+    const generation = templates.generation;
+    await writeFile(
+      join(dir, `other-${++changes}.yaml`),
+      `name: other-${changes}\ninjection: on-request\ncontainers:\n  - name: other-${changes}\n    image: registry.example/other:1\n`,
+    );
+    await templates.reloadNow();
+    await until(() => templates.generation > generation && expected(rollout.status().results[0]!), what);
+    await rollout.settled();
+  };
+  chain.webhooks.length = 0;
+  await preflightAgain((r) => r.failure === 'not-injected', 'not injected');
+  chain.webhooks.push(webhook);
+  await preflightAgain((r) => r.passed, 'passing again');
+  chain.validators.push(() => 'image-signature policy: not signed');
+  await preflightAgain((r) => r.failure === 'refused', 'refused');
+  const notes = [...api.kubeEvents.values()].map((e) => e.note as string);
+  t.is(notes.length, 2, notes.join('\n'));
+  t.true(notes.some((n) => n.includes('failed its preflight (not-injected)')));
+  t.true(notes.some((n) => n.includes('failed its preflight (refused)')));
 });

@@ -222,6 +222,9 @@ async function startAudit(
 
 /** How often a candidate in rollout is preflighted again (and at once on every reload). */
 const preflightIntervalMs = 5 * 60_000;
+/** After the first preflight, how long a probe our webhook did not inject is tried again soon, and how soon. */
+const startupWindowMs = 60_000;
+const startupRetryMs = 5_000;
 /** How often the pods and workloads of the candidates are looked at for the automatic halt. */
 const healthIntervalMs = 60_000;
 
@@ -285,8 +288,15 @@ export async function startPreflights(options: RolloutOptions) {
       note,
       series: candidate,
     });
-  // The candidate revisions whose last preflight failed: an Event when one starts failing, not on every run.
-  const failing = new Set<string>();
+  // The candidate revisions whose last preflight failed, with why: an Event when one starts
+  // failing or fails for another reason, not on every run; each such Event a series of its own.
+  const failing = new Map<string, string>();
+  let eventCount = 0;
+  // Until the first run (begin(), once the server answers) and for a while after it, a probe our
+  // webhook did not inject may only mean that this replica's endpoint has not joined the Service
+  // yet (a lone replica at start): tried again within seconds, with no Event.
+  let begunAt: number | undefined;
+  let retry: Timer | undefined;
   const preflights = new Preflights(
     namespace,
     apiServerDryRun(kubeConfig),
@@ -299,11 +309,22 @@ export async function startPreflights(options: RolloutOptions) {
         log.info(result, 'candidate preflight passed');
         return;
       }
+      if (result.failure === 'not-injected' && begunAt !== undefined && clock.now() - begunAt < startupWindowMs) {
+        log.info(
+          result,
+          `candidate preflight: the probe was not injected yet; trying again in ${startupRetryMs / 1000} s (this replica may not be behind the Service yet)`,
+        );
+        retry ??= clock.after(startupRetryMs, () => {
+          retry = undefined;
+          run();
+        });
+        return;
+      }
       log.warn(result, 'candidate preflight failed: the candidate takes no pod');
-      if (failing.has(key)) return;
-      failing.add(key);
+      if (failing.get(key) === result.failure) return;
+      failing.set(key, result.failure!);
       tell(
-        key,
+        `${key}#${++eventCount}`,
         'RolloutPreflightFailed',
         'Preflight',
         `Candidate revision ${result.revision} of template ${result.template} failed its preflight (${result.failure}): ${result.message}. ` +
@@ -322,13 +343,19 @@ export async function startPreflights(options: RolloutOptions) {
       .then(() => {
         // Revisions no longer candidates are forgotten with their results.
         const current = new Set(preflights.status().results.map((r) => `${r.template}@${r.revision}`));
-        for (const key of failing) if (!current.has(key)) failing.delete(key);
+        for (const key of failing.keys()) if (!current.has(key)) failing.delete(key);
       })
       .catch((err: unknown) => log.error({ err: (err as Error).message }, 'candidate preflight'))
       .finally(measure);
-  templates.on('reload', run);
-  const timer = clock.every(preflightIntervalMs, run);
-  run();
+  // From begin() on: at every reload, and every five minutes.
+  let timer: Timer | undefined;
+  const begin = () => {
+    if (begunAt !== undefined) return;
+    begunAt = clock.now();
+    templates.on('reload', run);
+    timer = clock.every(preflightIntervalMs, run);
+    run();
+  };
   // The automatic halt: every minute, what the pods with a candidate do and whether its workloads can create pods (rollout/halt.ts).
   const { HealthCount } = await import('../rollout/halt.js');
   const { refusedWorkloads } = await import('../rollout/refusals.js');
@@ -387,6 +414,8 @@ export async function startPreflights(options: RolloutOptions) {
       .finally(() => (watching = false));
   });
   return {
+    /** Runs the first preflight and starts the periodic ones: once the server answers, so that a lone replica can inject its own probe. */
+    begin,
     gate: (set: TemplateSet) => preflights.gate(set),
     generation: () => preflights.generation(),
     status: () => ({
@@ -407,7 +436,8 @@ export async function startPreflights(options: RolloutOptions) {
     /** Resolves when the Events started so far are written (tests). */
     settled: () => events?.settled() ?? Promise.resolve(),
     stop: () => {
-      timer.cancel();
+      timer?.cancel();
+      retry?.cancel();
       healthTimer.cancel();
       templates.off('reload', run);
       events?.stop();
@@ -583,6 +613,8 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
     },
     'listening',
   );
+  // The first preflight once this replica answers: its own probe can then reach it.
+  rollout?.begin();
 
   // The server drains as one part: not ready (set at the signal), the shutdown delay while
   // endpoints catch up, then a close that waits for in-flight reviews (bounded).

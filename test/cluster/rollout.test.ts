@@ -8,7 +8,7 @@
 import test from 'ava';
 import { readFileSync } from 'node:fs';
 import { bucketOf } from '../../src/templates/rollout.js';
-import { eventually, everyReplica, healthyInstall, joinWorld, optedInNamespace, plainPod, type Json } from './helpers.js';
+import { eventually, everyReplica, healthyInstall, injectorPods, joinWorld, optedInNamespace, plainPod, scaleInjector, type Json } from './helpers.js';
 
 const configMapPath = '/api/v1/namespaces/sidecar-injector/configmaps/sidecar-injector-templates';
 const stable = readFileSync('templates/log-shipper.yaml', 'utf8');
@@ -160,5 +160,33 @@ test.serial(
       return restarted.every((d) => pods.filter((p) => p.metadata.labels.app === d && !p.metadata.deletionTimestamp).length === 2) ? byDeployment : undefined;
     });
     for (const name of restarted) t.deepEqual([...after.get(name)!], [inShare(name) ? nextImage : stableImage], `${name} after a restart`);
+  },
+);
+
+test.serial(
+  'a lone replica starting beside a candidate: its own probe reaches it once it is behind the Service, the candidate passes, and no failure is reported',
+  async (t) => {
+    const { kube, kubectl } = joinWorld();
+    t.teardown(() => scaleInjector(2));
+    const candidateText = (await kube.get(configMapPath)).data['log-shipper-next.yaml'] as string | undefined;
+    t.truthy(candidateText, 'the passing candidate of the test before is in the ConfigMap');
+    await scaleInjector(1);
+    const [old] = await injectorPods();
+    await kube.delete(`/api/v1/namespaces/sidecar-injector/pods/${old!.metadata.name}`);
+    const fresh = await eventually('a new replica, ready', async () => {
+      const pods = (await injectorPods()).filter((p) => p.metadata.name !== old!.metadata.name && !p.metadata.deletionTimestamp);
+      return pods.find((p) => p.status?.conditions?.some((c: Json) => c.type === 'Ready' && c.status === 'True'));
+    });
+    const name = fresh.metadata.name as string;
+    await eventually('its preflight passed', async () => {
+      const s = await kube.get(`/api/v1/namespaces/sidecar-injector/pods/https:${name}:10250/proxy/status`);
+      return (s.rollout.candidates as Json[]).some((c) => c.template === 'log-shipper' && c.takesPods === true);
+    });
+    const { stdout } = await kubectl(['get', 'events', '-n', 'sidecar-injector', '--field-selector', 'reason=RolloutPreflightFailed', '-o', 'json']);
+    t.deepEqual(
+      (JSON.parse(stdout).items as Json[]).filter((e) => e.reportingInstance === name).map((e) => e.message),
+      [],
+      'no RolloutPreflightFailed from the replica that was only starting',
+    );
   },
 );

@@ -60,6 +60,8 @@ export async function rolloutWorld(
   });
   t.teardown(() => rollout.stop());
   gate.apply = rollout.gate;
+  // serve begins once it listens; this world's injector listens already.
+  rollout.begin();
   return { dir, templates, api, chain, injector, inForce, namespaces, clock, metrics, kubeConfig, rollout };
 }
 
