@@ -171,7 +171,8 @@ test('serve --help documents every operational flag', async (t) => {
   const child = spawn(process.execPath, [join('dist', 'src', 'cli', 'main.js'), 'serve', '--help'], { stdio: ['ignore', 'pipe', 'inherit'] });
   let text = '';
   child.stdout.on('data', (c) => (text += c));
-  await once(child, 'exit');
+  // 'close', not 'exit': the process can exit before its output has all been read.
+  await once(child, 'close');
   for (const flag of ['--shutdown-delay-ms', '--shutdown-timeout-ms', '--template-check-interval-ms', '--namespace-source', '--tls-cert'])
     t.true(text.includes(flag), flag);
 });
