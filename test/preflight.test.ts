@@ -117,6 +117,27 @@ test('a candidate whose probe is not a fixed point of the chain (another webhook
   t.is(await c.revisionOfNewPod(), c.stable);
 });
 
+test('a webhook the chain could not call on the second dry run (its replica left between the two) is unreachable, not a verdict on the candidate', async (t) => {
+  const c = await cluster(t);
+  const other = await startWebhook(() => ({ allowed: true }));
+  t.teardown(() => other.stop());
+  c.chain.webhooks.push({ name: 'other.example.com', port: other.port, path: '/' });
+  // After the first pass the other webhook's server goes away: the second dry run cannot call it.
+  let gone: Promise<void> | undefined;
+  c.chain.validators.push(() => {
+    gone ??= other.stop();
+    return undefined;
+  });
+  await c.preflights.run(c.set);
+  await gone;
+  t.like(c.results[0], { passed: false, failure: 'unreachable' });
+  t.regex(
+    c.results[0]!.message,
+    /^the admission chain could not call a webhook for the probe pod .* the second time \(HTTP 500\): Internal error occurred: failed calling webhook "other\.example\.com"/,
+  );
+  t.is(await c.revisionOfNewPod(), c.stable);
+});
+
 test('a probe the injector never reached (its namespace not opted in) fails and says what to check', async (t) => {
   const c = await cluster(t, false);
   await c.preflights.run(c.set);

@@ -11,6 +11,7 @@ import test from 'ava';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { admitPod } from '../src/pipeline/admit.js';
+import { startWebhook } from './helpers/admission-chain.js';
 import { pod } from './helpers/pods.js';
 import { candidateFile, rolloutWorld } from './helpers/rollout-world.js';
 import { until } from './helpers/until.js';
@@ -248,6 +249,25 @@ test('a lone replica at start: its probe is not injected until its endpoint join
   t.true(rollout.status().candidates[0]!.takesPods);
   await rollout.settled();
   t.is(api.kubeEvents.size, 0, 'no Warning for what was only a replica starting');
+});
+
+test('a replica starting as the one it replaces leaves: a webhook the chain cannot call in the first minute is tried again, passes, with no Event', async (t) => {
+  const gone = await startWebhook(() => ({ allowed: true }));
+  await gone.stop();
+  const { api, chain, injector, clock, rollout } = await rolloutWorld(
+    t,
+    { 'log-shipper.yaml': shipper, 'log-shipper-next.yaml': candidateFile(shipper.replace('fluent-bit:3.2.2', 'fluent-bit:3.2.3'), 100) },
+    // The Service still sends the API server's calls to the replica that left: nothing listens there.
+    { webhookInChainAtStart: { name: 'all.sidecar-injector.io', port: gone.port, path: '/mutate?timeout=10s' } },
+  );
+  await until(() => rollout.status().results[0]?.failure === 'unreachable', 'the first preflight, unreachable');
+  t.false(rollout.status().candidates[0]!.takesPods);
+  chain.webhooks[0] = { name: 'all.sidecar-injector.io', port: injector.port, path: '/mutate?timeout=10s' };
+  await clock.advance(5000);
+  await until(() => rollout.status().results[0]?.passed === true, 'the preflight tried again');
+  t.true(rollout.status().candidates[0]!.takesPods);
+  await rollout.settled();
+  t.is(api.kubeEvents.size, 0, 'no Warning for what was only the Service changing');
 });
 
 test('fail, pass, fail again for another reason within a minute: two Events, each saying its own failure', async (t) => {

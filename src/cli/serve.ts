@@ -293,8 +293,9 @@ export async function startPreflights(options: RolloutOptions) {
   const failing = new Map<string, string>();
   let eventCount = 0;
   // Until the first run (begin(), once the server answers) and for a while after it, a probe our
-  // webhook did not inject may only mean that this replica's endpoint has not joined the Service
-  // yet (a lone replica at start): tried again within seconds, with no Event.
+  // webhook did not inject, or a webhook the chain could not call, may only mean that the
+  // Service's endpoints are changing (a lone replica at start, the replica it replaces leaving
+  // between the two dry runs): tried again within seconds, with no Event.
   let begunAt: number | undefined;
   let retry: Timer | undefined;
   const preflights = new Preflights(
@@ -309,10 +310,10 @@ export async function startPreflights(options: RolloutOptions) {
         log.info(result, 'candidate preflight passed');
         return;
       }
-      if (result.failure === 'not-injected' && begunAt !== undefined && clock.now() - begunAt < startupWindowMs) {
+      if ((result.failure === 'not-injected' || result.failure === 'unreachable') && begunAt !== undefined && clock.now() - begunAt < startupWindowMs) {
         log.info(
           result,
-          `candidate preflight: the probe was not injected yet; trying again in ${startupRetryMs / 1000} s (this replica may not be behind the Service yet)`,
+          `candidate preflight: the probe was not injected, or a webhook could not be called, yet; trying again in ${startupRetryMs / 1000} s (the Service's endpoints may still be changing)`,
         );
         retry ??= clock.after(startupRetryMs, () => {
           retry = undefined;

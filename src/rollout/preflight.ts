@@ -146,6 +146,17 @@ function nameCounts(pod: JsonObject): Map<string, number> {
   return counts;
 }
 
+/**
+ * Whether the chain's refusal is a webhook it could not call (kube-apiserver answers 500
+ * "Internal error occurred: failed calling webhook ..." for a webhook with failurePolicy Fail
+ * that it cannot reach or that answers no review): a verdict on the chain's state, not on the
+ * candidate, so it counts as unreachable. A replica whose endpoint left the Service between the
+ * two dry runs is the common case.
+ */
+function callFailed(answer: { readonly status: number; readonly message: string }): boolean {
+  return answer.status === 500 && answer.message.includes('failed calling webhook');
+}
+
 /** Runs one candidate's probe through the chain: a dry-run create, its checks, and a second dry run of the result. */
 export async function preflight(candidate: Template, namespace: string, dryRun: DryRunCreate, now: () => Date): Promise<PreflightResult> {
   const done = (failure: PreflightFailure | undefined, message: string): PreflightResult => ({
@@ -163,7 +174,10 @@ export async function preflight(candidate: Template, namespace: string, dryRun: 
   } catch (err) {
     return done('unreachable', `${subject} could not be created (dry run): ${(err as Error).message}`);
   }
-  if (!first.admitted) return done('refused', `the admission chain refused ${subject} (HTTP ${first.status}): ${first.message}`);
+  if (!first.admitted)
+    return callFailed(first)
+      ? done('unreachable', `the admission chain could not call a webhook for ${subject} (HTTP ${first.status}): ${first.message}`)
+      : done('refused', `the admission chain refused ${subject} (HTTP ${first.status}): ${first.message}`);
   const names = injectedNames(first.pod, candidate);
   if (!names || names.length === 0)
     return done(
@@ -179,7 +193,10 @@ export async function preflight(candidate: Template, namespace: string, dryRun: 
   } catch (err) {
     return done('unreachable', `the second dry run of ${subject} could not be made: ${(err as Error).message}`);
   }
-  if (!second.admitted) return done('not-a-fixed-point', `the admission chain refused ${subject} the second time (HTTP ${second.status}): ${second.message}`);
+  if (!second.admitted)
+    return callFailed(second)
+      ? done('unreachable', `the admission chain could not call a webhook for ${subject} the second time (HTTP ${second.status}): ${second.message}`)
+      : done('not-a-fixed-point', `the admission chain refused ${subject} the second time (HTTP ${second.status}): ${second.message}`);
   if (canonical(content(second.pod)) !== canonical(content(first.pod)))
     return done('not-a-fixed-point', `a second pass of the admission chain changed ${subject}: a webhook of the chain is not idempotent with this sidecar`);
   return done(undefined, `${subject} was admitted by the chain with the sidecar once, and a second pass changed nothing`);

@@ -67,7 +67,14 @@ export class AdmissionChain {
         },
       };
       const { caCert } = await testCertificates();
-      const answer = await httpsCall({ port: webhook.port, path: webhook.path, body: JSON.stringify(review), ca: caCert });
+      let answer: Awaited<ReturnType<typeof httpsCall>>;
+      try {
+        answer = await httpsCall({ port: webhook.port, path: webhook.path, body: JSON.stringify(review), ca: caCert });
+      } catch (err) {
+        // As kube-apiserver words a webhook with failurePolicy Fail that it cannot reach.
+        const message = `Internal error occurred: failed calling webhook "${webhook.name}": failed to call webhook: Post "https://127.0.0.1:${webhook.port}${webhook.path}": ${(err as Error).message}`;
+        return { code: 500, body: status(500, 'InternalError', message) };
+      }
       if (answer.status !== 200)
         return { code: 500, body: status(500, 'InternalError', `Internal error occurred: failed calling webhook "${webhook.name}": HTTP ${answer.status}`) };
       const response = JSON.parse(answer.text).response;

@@ -15,7 +15,7 @@ import { startPreflights } from '../../src/cli/serve.js';
 import { createMetrics } from '../../src/metrics.js';
 import { TemplateStore } from '../../src/templates/store.js';
 import type { TemplateSet } from '../../src/templates/set.js';
-import { AdmissionChain } from './admission-chain.js';
+import { AdmissionChain, type ChainWebhook } from './admission-chain.js';
 import { FakeApiServer } from './fake-apiserver.js';
 import { FakeClock } from './fake-clock.js';
 import { optedIn } from './pods.js';
@@ -27,7 +27,7 @@ export const candidateFile = (template: string, share: number) => `rollout:\n  r
 export async function rolloutWorld(
   t: ExecutionContext,
   files: Readonly<Record<string, string>>,
-  options: { haltAfter?: number; injectorInChain?: boolean } = {},
+  options: { haltAfter?: number; injectorInChain?: boolean; webhookInChainAtStart?: ChainWebhook } = {},
 ) {
   const dir = await mkdtemp(join(tmpdir(), 'rollout-world-'));
   for (const [name, text] of Object.entries(files)) await writeFile(join(dir, name), text);
@@ -43,7 +43,8 @@ export async function rolloutWorld(
   const namespaces = optedIn('shop', 'probes');
   const injector = await startTestServer({ templates: inForce, namespaces });
   t.teardown(() => injector.stop());
-  if (options.injectorInChain !== false) chain.webhooks.push({ name: 'all.sidecar-injector.io', port: injector.port, path: '/mutate?timeout=10s' });
+  if (options.webhookInChainAtStart) chain.webhooks.push(options.webhookInChainAtStart);
+  else if (options.injectorInChain !== false) chain.webhooks.push({ name: 'all.sidecar-injector.io', port: injector.port, path: '/mutate?timeout=10s' });
   const clock = new FakeClock();
   const metrics = createMetrics();
   const kubeConfig = await api.kubeConfig();
