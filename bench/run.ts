@@ -6,6 +6,8 @@
  * server's peak RSS, and each figure's ratio to the limit server. Loopback only; every run is
  * bounded in time.
  *
+ * Then the automatic halt's look under tenants' megabyte objects (bench/halt-look.ts).
+ *
  * Last, through the real API server (bench/cluster.ts, inside scripts/cluster.sh), when this
  * machine can run the test cluster (root, Go): pod creates with and without the webhooks.
  *
@@ -281,6 +283,12 @@ async function main(): Promise<void> {
     limit.child.kill('SIGTERM');
     limitPatch.child.kill('SIGTERM');
   }
+  console.log("\n## the automatic halt's look over tenants' megabyte pods and Events (bench/halt-look.ts)\n");
+  await new Promise<void>((resolve, reject) =>
+    spawn(process.execPath, ['dist/bench/halt-look.js'], { stdio: 'inherit' }).on('close', (code) =>
+      code === 0 ? resolve() : reject(new Error(`the halt-look benchmark exited with ${code}`)),
+    ),
+  );
   if (values['skip-cluster']) return;
   if (process.getuid?.() !== 0) {
     console.log('\n## through the real API server: skipped (the test cluster needs root)');

@@ -112,6 +112,21 @@ export class KubernetesApiError extends Error {
   }
 }
 
+/**
+ * An answer of the Kubernetes API larger than the read may hold (a list page of tenants' objects
+ * each up to etcd's object limit): the request is cut off before the body is read whole.
+ */
+export class ResponseTooLargeError extends Error {
+  override readonly name = 'ResponseTooLargeError';
+  readonly code = 'ERR_RESPONSE_TOO_LARGE';
+  constructor(
+    readonly path: string,
+    readonly maxBytes: number,
+  ) {
+    super(`${path}: the answer is larger than ${maxBytes} bytes`);
+  }
+}
+
 /** A placeholder a template cannot use; the message names it. */
 export class PlaceholderError extends Error {
   override readonly name = 'PlaceholderError';

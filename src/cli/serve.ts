@@ -358,9 +358,7 @@ export async function startPreflights(options: RolloutOptions) {
     run();
   };
   // The automatic halt: every minute, what the pods with a candidate do and whether its workloads can create pods (rollout/halt.ts).
-  const { HealthCount } = await import('../rollout/halt.js');
-  const { refusedWorkloads } = await import('../rollout/refusals.js');
-  const { listPages } = await import('../kube-api/request.js');
+  const { lookAtCandidates } = await import('../rollout/look.js');
   let health: HealthStatus[] = [];
   const watchHealth = async () => {
     // The set in force: a candidate stopped (preflight pending or failed) takes no workload, so no refusal is its.
@@ -369,18 +367,14 @@ export async function startPreflights(options: RolloutOptions) {
       health = [];
       return;
     }
-    const thresholds = { unhealthyPods: haltAfter, restarts: 3, notReadyGraceMs: 5 * 60_000 };
     const now = clock.now();
-    let count = new HealthCount(set, thresholds, now);
-    await listPages(kubeConfig, '/api/v1/pods', { pageSize: 500, onRestart: () => (count = new HealthCount(set, thresholds, now)) }, (page) =>
-      page.forEach((pod) => count.add(pod)),
-    );
-    // Refused creations need `list` on Events: without it (or with the API server failing it), the pods still count.
-    try {
-      for (const workload of await refusedWorkloads(kubeConfig, { now })) count.addRefused(workload);
-    } catch (err) {
-      log.warn({ err: (err as Error).message }, 'candidate health: workloads that cannot create pods not counted');
-    }
+    const count = await lookAtCandidates({
+      kubeConfig,
+      set,
+      thresholds: { unhealthyPods: haltAfter, restarts: 3, notReadyGraceMs: 5 * 60_000 },
+      now,
+      onRefusalsUnknown: (err) => log.warn({ err: err.message }, 'candidate health: workloads that cannot create pods not counted'),
+    });
     const checkedAt = new Date(now).toISOString();
     health = [...count.health.values()].map((h) => ({
       template: h.template,

@@ -4,7 +4,7 @@
  */
 import https from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { KubernetesApiError } from '../errors.js';
+import { KubernetesApiError, ResponseTooLargeError } from '../errors.js';
 
 /**
  * What a read asks for: whole objects, or metadata only (PartialObjectMetadata: names, labels,
@@ -49,8 +49,16 @@ function statusMessage(text: string): string | undefined {
 }
 
 /**
+ * The most bytes one answer may have unless the read says otherwise: above any one object etcd
+ * stores (1.5 MiB by default) with room, and small enough that the parsed answer fits well in the
+ * Deployment's heap. A list page is bounded by listPages's own, smaller bound.
+ */
+export const defaultMaxResponseBytes = 16 * 1024 * 1024;
+
+/**
  * GETs one object or one list page at `path` (with its query) as `representation`, and parses
- * the JSON answer; rejects with KubernetesApiError on a non-2xx status.
+ * the JSON answer; rejects with KubernetesApiError on a non-2xx status, and with
+ * ResponseTooLargeError once the answer passes `maxBytes`.
  */
 export function getJson(
   kubeConfig: KubeConfig,
@@ -58,21 +66,28 @@ export function getJson(
   timeoutMs: number,
   representation: Representation = 'object',
   kind: 'get' | 'list' = 'get',
+  maxBytes = defaultMaxResponseBytes,
 ): Promise<unknown> {
-  return requestJson(kubeConfig, 'GET', path, timeoutMs, { accept: acceptFor(representation, kind) });
+  return requestJson(kubeConfig, 'GET', path, timeoutMs, { accept: acceptFor(representation, kind), maxBytes });
 }
 
 /**
  * One request with the kubeconfig's TLS and credentials, and a timeout of its own: `body` is
  * sent as JSON with `contentType` (a merge patch, a strategic merge patch, an object). The
- * answer is parsed as JSON; a non-2xx status rejects with KubernetesApiError.
+ * answer is parsed as JSON; a non-2xx status rejects with KubernetesApiError; an answer past
+ * `maxBytes` is cut off unread and rejects with ResponseTooLargeError.
  */
 export async function requestJson(
   kubeConfig: KubeConfig,
   method: 'GET' | 'POST' | 'PUT' | 'PATCH',
   path: string,
   timeoutMs: number,
-  { accept = 'application/json', body, contentType = 'application/json' }: { accept?: string; body?: unknown; contentType?: string } = {},
+  {
+    accept = 'application/json',
+    body,
+    contentType = 'application/json',
+    maxBytes = defaultMaxResponseBytes,
+  }: { accept?: string; body?: unknown; contentType?: string; maxBytes?: number } = {},
 ): Promise<unknown> {
   const cluster = kubeConfig.getCurrentCluster();
   if (!cluster) throw new Error('no current cluster in the kubeconfig');
@@ -84,7 +99,16 @@ export async function requestJson(
   return new Promise((resolve, reject) => {
     const req = https.request(url, { ...options, agent: undefined, signal: AbortSignal.timeout(timeoutMs) }, (res) => {
       const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
+      let bytes = 0;
+      res.on('data', (c: Buffer) => {
+        bytes += c.length;
+        if (bytes <= maxBytes) return void chunks.push(c);
+        // Settled here, before the errors the cut-off raises on the request and the response.
+        chunks.length = 0;
+        const tooLarge = new ResponseTooLargeError(path, maxBytes);
+        reject(tooLarge);
+        req.destroy(tooLarge);
+      });
       res.on('error', reject);
       res.on('end', () => {
         const text = Buffer.concat(chunks).toString('utf8');
@@ -116,7 +140,16 @@ export interface ListOptions {
   readonly stopped?: () => boolean;
   /** Told when an expired continue token makes the list start over. */
   readonly onRestart?: () => void;
+  /**
+   * The most bytes one page may have. A page past it is asked for again with half the items,
+   * down to one; one object past it fails the list with ResponseTooLargeError. So a page of
+   * tenants' megabyte objects costs its bound, never the heap. @default 4 MiB (etcd holds objects up to 1.5 MiB)
+   */
+  readonly maxPageBytes?: number;
 }
+
+/** listPages's bound on one page. */
+export const defaultMaxPageBytes = 4 * 1024 * 1024;
 
 /**
  * A collection page by page (`limit`, `continue`), each page handed to `onPage` and then
@@ -127,14 +160,27 @@ export interface ListOptions {
 export async function listPages<T>(kubeConfig: KubeConfig, path: string, options: ListOptions, onPage: (items: readonly T[]) => void): Promise<string> {
   type Page = { metadata?: { resourceVersion?: string; continue?: string }; items?: T[] };
   const separator = path.includes('?') ? '&' : '?';
+  const maxPageBytes = options.maxPageBytes ?? defaultMaxPageBytes;
+  // Halved for the rest of the list each time a page is too large (a continue token may be used with any limit).
+  let limit = options.pageSize ?? 500;
+  const fetchPage = async (token: string): Promise<Page> => {
+    for (;;) {
+      const query = new URLSearchParams({ limit: String(limit) });
+      if (token) query.set('continue', token);
+      try {
+        return (await getJson(kubeConfig, `${path}${separator}${query}`, options.timeoutMs ?? 60_000, options.accept, 'list', maxPageBytes)) as Page;
+      } catch (err) {
+        if (!(err instanceof ResponseTooLargeError) || limit === 1) throw err;
+        limit = Math.max(1, Math.floor(limit / 2));
+      }
+    }
+  };
   for (let attempt = 0; ; attempt++) {
     let token = '';
     let resourceVersion = '';
     try {
       do {
-        const query = new URLSearchParams({ limit: String(options.pageSize ?? 500) });
-        if (token) query.set('continue', token);
-        const page = (await getJson(kubeConfig, `${path}${separator}${query}`, options.timeoutMs ?? 60_000, options.accept, 'list')) as Page;
+        const page = await fetchPage(token);
         onPage(Array.isArray(page.items) ? page.items : []);
         resourceVersion = page.metadata?.resourceVersion ?? resourceVersion;
         token = page.metadata?.continue ?? '';

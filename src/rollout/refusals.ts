@@ -7,10 +7,17 @@
  * `FailedCreate` Events of the cluster (one field-selected list, read page by page), recent
  * ones only, then one GET per workload they name (bounded) for its pod template's labels; a
  * ReplicaSet counts only while its condition still says so.
+ *
+ * Events are tenant-writable: anyone who may create Events in a namespace can name workloads
+ * that do not exist, or write megabyte messages. So the list is read in pages bounded in bytes
+ * (request.ts), each namespace names at most `maxPerNamespace` workloads, and the GETs go round
+ * the namespaces (each namespace's first workload, then each one's second, …): a namespace's
+ * forged Events use its own slots, never another namespace's.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import { KubernetesApiError } from '../errors.js';
 import { isJsonObject, type JsonObject } from '../k8s/json.js';
+import { isDns1123Label, isDns1123Subdomain } from '../k8s/label-syntax.js';
 import { getJson, listPages } from '../kube-api/request.js';
 import type { RefusedWorkload } from './halt.js';
 
@@ -25,11 +32,15 @@ const workloadPaths: Readonly<Record<string, string>> = {
 export interface RefusalOptions {
   /** Events last seen longer ago than this do not count. @default 600000 */
   readonly windowMs?: number;
-  /** Workloads read at most per look. @default 200 */
+  /** Workloads read at most per look, taken round the namespaces. @default 200 */
   readonly maxWorkloads?: number;
+  /** Workloads one namespace's Events may name per look. @default 5 */
+  readonly maxPerNamespace?: number;
   /** Now, in milliseconds since the epoch. */
   readonly now: number;
   readonly timeoutMs?: number;
+  /** The most bytes of one page of Events (listPages). @default its own */
+  readonly maxPageBytes?: number;
 }
 
 /** When an Event was last seen: its series, its lastTimestamp, or its eventTime. */
@@ -62,37 +73,68 @@ function templateLabels(workload: JsonObject): Record<string, string> {
   return labels;
 }
 
+/** A workload a FailedCreate Event names. */
+interface NamedWorkload {
+  readonly kind: string;
+  readonly namespace: string;
+  readonly name: string;
+  readonly message: string;
+}
+
+/** The workloads to read: each namespace's first, then each one's second, … up to `max`. */
+export function roundTheNamespaces(byNamespace: ReadonlyMap<string, ReadonlyMap<string, NamedWorkload>>, max: number): NamedWorkload[] {
+  const lists = [...byNamespace.values()].map((named) => [...named.values()]);
+  const out: NamedWorkload[] = [];
+  for (let round = 0; out.length < max; round++) {
+    let any = false;
+    for (const list of lists) {
+      if (round >= list.length) continue;
+      any = true;
+      out.push(list[round]!);
+      if (out.length >= max) break;
+    }
+    if (!any) break;
+  }
+  return out;
+}
+
 /** The workloads that cannot create pods now, as their controllers record it. */
 export async function refusedWorkloads(kubeConfig: KubeConfig, options: RefusalOptions): Promise<RefusedWorkload[]> {
   const windowMs = options.windowMs ?? 10 * 60_000;
   const max = options.maxWorkloads ?? 200;
+  const perNamespace = options.maxPerNamespace ?? 5;
   const timeoutMs = options.timeoutMs ?? 30_000;
-  const named = new Map<string, { kind: string; namespace: string; name: string; message: string }>();
-  let full = false;
+  // By namespace, in list order; at most `max` namespaces (no more could get a GET), each at most `perNamespace` workloads.
+  const byNamespace = new Map<string, Map<string, NamedWorkload>>();
   await listPages<unknown>(
     kubeConfig,
     `/api/v1/events?${new URLSearchParams({ fieldSelector: 'reason=FailedCreate' })}`,
-    { pageSize: 500, timeoutMs, stopped: () => full, onRestart: () => named.clear() },
+    { pageSize: 500, timeoutMs, ...(options.maxPageBytes ? { maxPageBytes: options.maxPageBytes } : {}), onRestart: () => byNamespace.clear() },
     (page) => {
       for (const event of page) {
         if (!isJsonObject(event) || event.reason !== 'FailedCreate' || event.type !== 'Warning') continue;
         const about = isJsonObject(event.involvedObject) ? event.involvedObject : {};
         const { kind, namespace, name } = about;
         if (typeof kind !== 'string' || !Object.hasOwn(workloadPaths, kind) || typeof namespace !== 'string' || typeof name !== 'string') continue;
+        // Names an object could have, or nothing: an Event's fields are whatever its writer chose.
+        if (namespace.length > 63 || !isDns1123Label(namespace) || name.length > 253 || !isDns1123Subdomain(name)) continue;
         const seen = lastSeen(event);
         if (seen === undefined || options.now - seen > windowMs) continue;
-        const key = `${kind}/${namespace}/${name}`;
-        if (named.has(key)) continue;
-        if (named.size >= max) {
-          full = true;
-          break;
+        let named = byNamespace.get(namespace);
+        if (!named) {
+          if (byNamespace.size >= max) continue;
+          named = new Map();
+          byNamespace.set(namespace, named);
         }
+        const key = `${kind}/${name}`;
+        if (named.has(key) || named.size >= perNamespace) continue;
         named.set(key, { kind, namespace, name, message: typeof event.message === 'string' ? event.message.slice(0, 1000) : '' });
       }
     },
   );
+  const chosen = roundTheNamespaces(byNamespace, max);
   const out: RefusedWorkload[] = [];
-  for (const { kind, namespace, name, message } of named.values()) {
+  for (const { kind, namespace, name, message } of chosen) {
     const path = workloadPaths[kind]!.replace('%s', encodeURIComponent(namespace)).replace('%s', encodeURIComponent(name));
     let workload: unknown;
     try {

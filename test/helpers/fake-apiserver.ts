@@ -448,6 +448,7 @@ export class FakeApiServer {
   private handleCoreEvents(url: URL, req: IncomingMessage, res: ServerResponse, namespace: string | undefined): void {
     const selector = url.searchParams.get('fieldSelector');
     this.coreEventSelectors.push(selector);
+    this.listLimits.push(url.searchParams.get('limit'));
     if (this.coreEventsForbidden)
       return this.send(
         res,
