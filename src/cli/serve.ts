@@ -121,7 +121,7 @@ async function createClusterView(
   });
   versions.start();
   runtime.add('version source', () => versions.stop());
-  const { EventRecorder } = await import('../kube-api/events.js');
+  const { EventRecorder, clusterClaimCheck } = await import('../kube-api/events.js');
   const events = config.events
     ? new EventRecorder({
         kubeConfig,
@@ -130,6 +130,7 @@ async function createClusterView(
         onFailure: () => metrics.eventWriteFailures.inc(),
         onDrop: () => metrics.eventsDropped.inc(),
         namespaceExists: (namespace) => source.exists(namespace),
+        verifyClaim: clusterClaimCheck(kubeConfig),
         clock,
       })
     : undefined;

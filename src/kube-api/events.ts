@@ -10,7 +10,8 @@
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { systemClock, type Clock, type Timer } from '../clock.js';
-import { microTime, requestJson } from './request.js';
+import { getJson, metadataOnly, microTime, requestJson } from './request.js';
+import { workloadPath } from '../k8s/workload-paths.js';
 import type { ObjectReference } from '../k8s/object-reference.js';
 import { isDns1123Subdomain } from '../k8s/label-syntax.js';
 import { KubernetesApiError } from '../errors.js';
@@ -32,6 +33,24 @@ export function eventName(objectName: string, at: Date): string {
 /** The object an event is about. */
 export type EventSubject = ObjectReference;
 
+/**
+ * verifyClaim against the cluster: the workload a review names exists with the uid it names (one
+ * metadata-only GET, which the injector's `get` on workloads allows). Any other kind does not hold.
+ */
+export function clusterClaimCheck(kubeConfig: KubeConfig, timeoutMs = 5000): (regarding: EventSubject) => Promise<boolean> {
+  return async (regarding) => {
+    const path = workloadPath(regarding.kind, regarding.namespace, regarding.name);
+    if (!path || !regarding.uid) return false;
+    try {
+      const object = (await getJson(kubeConfig, path, timeoutMs, metadataOnly)) as { metadata?: { uid?: unknown } } | undefined;
+      return object?.metadata?.uid === regarding.uid;
+    } catch (err) {
+      if (err instanceof KubernetesApiError && err.statusCode === 404) return false;
+      throw err;
+    }
+  };
+}
+
 export interface EventInput {
   readonly regarding: EventSubject;
   readonly type: 'Normal' | 'Warning';
@@ -45,6 +64,12 @@ export interface EventInput {
    * revision on the templates ConfigMap): a series of its own, never counted into theirs. @default none
    */
   readonly series?: string;
+  /**
+   * `regarding` is what a review claims (a pod's controlling owner): anyone who can reach the
+   * webhook port can send a review naming any object. Such an Event counts and is written only
+   * once `verifyClaim` found that object with the uid it names. @default false
+   */
+  readonly claimed?: boolean;
 }
 
 export interface EventRecorderOptions {
@@ -72,9 +97,32 @@ export interface EventRecorderOptions {
    * denial in a real namespace needs. @default every namespace exists
    */
   readonly namespaceExists?: (namespace: string) => boolean;
+  /**
+   * Whether a claimed subject exists with its uid (a GET of the object): until it answers true,
+   * a claimed Event neither counts against a bound nor is written. Unset: claimed Events are
+   * written as any other (tests, a recorder without the cluster).
+   */
+  readonly verifyClaim?: (regarding: EventSubject) => Promise<boolean>;
+  /** Claims checked at once, in all and per namespace; beyond, a claim to check is dropped (counted). @default 32, 4 */
+  readonly maxClaimChecks?: number;
+  readonly maxClaimChecksPerNamespace?: number;
   /** Times the window and stamps the events. @default systemClock */
   readonly clock?: Clock;
 }
+
+/** A claim checked: whether it held, and until when the answer is kept. */
+interface ClaimAnswer {
+  readonly holds: boolean;
+  readonly until: number;
+}
+
+/** How long a claim's answer is kept: a true one for ten minutes (a ReplicaSet's pods come for a while), a false one a minute. */
+const claimHoldsMs = 10 * 60_000;
+const claimFailsMs = 60_000;
+/** Claims' answers kept at most; the oldest goes first. */
+const maxClaimAnswers = 4096;
+/** Occurrences of one claim waiting for its check, at most: beyond, they are counted as dropped. */
+const maxWaitingPerClaim = 100;
 
 interface Series {
   readonly input: EventInput;
@@ -108,6 +156,12 @@ export class EventRecorder {
   dropped = 0;
   /** Occurrences dropped because their namespace is not known to exist. */
   unknownNamespace = 0;
+  /** Occurrences dropped because the object their review claimed is not there with that uid. */
+  unverified = 0;
+  private readonly claims = new Map<string, ClaimAnswer>();
+  /** Claims being checked: the occurrences waiting for the answer. */
+  private readonly checking = new Map<string, EventInput[]>();
+  private readonly checkingPerNamespace = new Map<string, number>();
 
   constructor(private readonly options: EventRecorderOptions) {
     this.windowMs = options.windowMs ?? 60_000;
@@ -125,6 +179,68 @@ export class EventRecorder {
       this.options.onDrop?.();
       return;
     }
+    if (input.claimed && this.options.verifyClaim) {
+      const claim = `${regarding.namespace}\0${regarding.kind}\0${regarding.name}\0${regarding.uid ?? ''}`;
+      const answer = this.claims.get(claim);
+      if (answer === undefined || answer.until <= this.clock.now()) return this.check(claim, input);
+      if (!answer.holds) {
+        this.unverified++;
+        this.options.onDrop?.();
+        return;
+      }
+    }
+    this.count(input);
+  }
+
+  /** Checks a claimed subject once, holding its occurrences meanwhile; they count once it holds. */
+  private check(claim: string, input: EventInput): void {
+    const waiting = this.checking.get(claim);
+    if (waiting) {
+      if (waiting.length < maxWaitingPerClaim) waiting.push(input);
+      else this.drop();
+      return;
+    }
+    const namespace = input.regarding.namespace;
+    const inNamespace = this.checkingPerNamespace.get(namespace) ?? 0;
+    if (this.checking.size >= (this.options.maxClaimChecks ?? 32) || inNamespace >= (this.options.maxClaimChecksPerNamespace ?? 4)) return this.drop();
+    this.checking.set(claim, [input]);
+    this.checkingPerNamespace.set(namespace, inNamespace + 1);
+    const settle = (holds: boolean | undefined) => {
+      const inputs = this.checking.get(claim) ?? [];
+      this.checking.delete(claim);
+      const left = (this.checkingPerNamespace.get(namespace) ?? 1) - 1;
+      if (left > 0) this.checkingPerNamespace.set(namespace, left);
+      else this.checkingPerNamespace.delete(namespace);
+      if (this.stopped) return;
+      // No answer (the API server failing): nothing kept, these occurrences dropped, the next one asks again.
+      if (holds !== undefined) {
+        if (this.claims.size >= maxClaimAnswers) this.claims.delete(this.claims.keys().next().value!);
+        this.claims.set(claim, { holds, until: this.clock.now() + (holds ? claimHoldsMs : claimFailsMs) });
+      }
+      if (holds) for (const waiting of inputs) this.count(waiting);
+      else {
+        if (holds === false) this.unverified += inputs.length;
+        else this.dropped += inputs.length;
+        for (let i = 0; i < inputs.length; i++) this.options.onDrop?.();
+      }
+    };
+    this.track(
+      this.options.verifyClaim!(input.regarding).then(settle, (err: unknown) => {
+        this.options.log.warn({ err: (err as Error).message, kind: input.regarding.kind, namespace }, 'event subject could not be checked; event dropped');
+        settle(undefined);
+      }),
+    );
+  }
+
+  private drop(): void {
+    this.dropped++;
+    this.options.onDrop?.();
+  }
+
+  /** Counts one occurrence into its series: the first of a window is written, the others counted. */
+  private count(input: EventInput): void {
+    if (this.stopped) return;
+    const { regarding } = input;
     const key = `${regarding.namespace}\0${regarding.kind}\0${regarding.name}\0${input.reason}\0${input.series ?? ''}`;
     const existing = this.series.get(key);
     if (existing) {
@@ -133,11 +249,7 @@ export class EventRecorder {
       return;
     }
     const open = this.perNamespace.get(regarding.namespace) ?? 0;
-    if (this.series.size >= this.maxSeries || open >= this.maxSeriesPerNamespace) {
-      this.dropped++;
-      this.options.onDrop?.();
-      return;
-    }
+    if (this.series.size >= this.maxSeries || open >= this.maxSeriesPerNamespace) return this.drop();
     const series: Series = { input, count: 1, last: new Date(this.clock.now()) };
     this.series.set(key, series);
     this.perNamespace.set(regarding.namespace, open + 1);

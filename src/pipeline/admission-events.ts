@@ -17,17 +17,33 @@ export interface AdmissionEvent {
   readonly type: 'Normal' | 'Warning';
   readonly reason: 'SidecarsInjected' | 'SidecarInjectionSkipped' | 'SidecarInjectionDenied' | 'SidecarsMissing';
   readonly note: string;
+  /** The subject is the review's claim (the pod's owner): checked against the cluster before it is written (events.ts). */
+  readonly claimed?: boolean;
 }
 
 /** Kinds whose pods an event about injection helps: the workload controllers. Other owners get it on the namespace. */
 const workloadKinds = new Set(['ReplicaSet', 'StatefulSet', 'DaemonSet', 'Job', 'ReplicationController']);
 
-/** The pod's controlling owner (a workload controller, well-formed), or its namespace. */
+/**
+ * The pod's controlling owner (a workload controller, well-formed, with the uid every owner
+ * reference the API server stores has), or its namespace.
+ */
 export function eventSubject(pod: unknown, namespace: string): EventSubject {
   const metadata = isJsonObject(pod) && isJsonObject(pod.metadata) ? pod.metadata : {};
   const owner = controllingOwner(metadata.ownerReferences, namespace);
-  return owner && workloadKinds.has(owner.kind) ? owner : namespaceReference(namespace);
+  return owner?.uid && workloadKinds.has(owner.kind) ? owner : namespaceReference(namespace);
 }
+
+/**
+ * Denials whose message quotes what the pod holds (a field's value, an annotation): its author
+ * reads them in the API server's answer, and a workload's controller quotes that answer in its
+ * own `FailedCreate` Event. Ours says the reason only, so that no review can put its words in
+ * an Event.
+ */
+const quotingDenials: ReadonlySet<string> = new Set(['invalid-pod', 'pod-too-large', 'unknown-template', 'invalid-override']);
+
+/** A name an object could have (what `(pod …)` may quote). */
+const objectName = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9.-])?$/;
 
 /** Warnings that say a template was left out by a rule, or requested and not selected: each deserves an Event. */
 const skippedIds: ReadonlySet<WarningId> = new Set(['template-left-out', 'template-not-selected', 'requested-namespace-not-enabled']);
@@ -36,18 +52,22 @@ const skippedIds: ReadonlySet<WarningId> = new Set(['template-left-out', 'templa
 export function admissionEvents(outcome: PodOutcome, pod: unknown): AdmissionEvent[] {
   if (!outcome.namespace) return [];
   const regarding = eventSubject(pod, outcome.namespace);
-  const on = outcome.podName ? ` (pod ${outcome.podName})` : '';
+  const claimed = regarding.kind !== 'Namespace' ? { claimed: true } : {};
+  const on = outcome.podName && objectName.test(outcome.podName) ? ` (pod ${outcome.podName})` : '';
   const events: AdmissionEvent[] = [];
   if (outcome.decision === 'denied') {
-    events.push({ regarding, type: 'Warning', reason: 'SidecarInjectionDenied', note: `${outcome.message}${on}` });
+    const note = quotingDenials.has(outcome.reason)
+      ? `the pod was denied (${outcome.reason}): the API server's answer to its creator says why${on}`
+      : `${outcome.message}${on}`;
+    events.push({ regarding, type: 'Warning', reason: 'SidecarInjectionDenied', note, ...claimed });
     return events;
   }
   if (outcome.decision === 'patched') {
     const hashes = new Map(outcome.templates.map((t) => [t.name, t.hash]));
     const injected = outcome.injection.injected.map((name) => `${name}@${hashes.get(name) ?? ''}`).join(', ');
-    events.push({ regarding, type: 'Normal', reason: 'SidecarsInjected', note: `injected ${injected}${on}` });
+    events.push({ regarding, type: 'Normal', reason: 'SidecarsInjected', note: `injected ${injected}${on}`, ...claimed });
   }
   const why = outcome.warnings.find((w) => skippedIds.has(w.id));
-  if (why) events.push({ regarding, type: 'Warning', reason: 'SidecarInjectionSkipped', note: `${why.text}${on}` });
+  if (why) events.push({ regarding, type: 'Warning', reason: 'SidecarInjectionSkipped', note: `${why.text}${on}`, ...claimed });
   return events;
 }

@@ -19,15 +19,11 @@ import { KubernetesApiError } from '../errors.js';
 import { isJsonObject, type JsonObject } from '../k8s/json.js';
 import { isDns1123Label, isDns1123Subdomain } from '../k8s/label-syntax.js';
 import { getJson, listPages } from '../kube-api/request.js';
+import { workloadPath } from '../k8s/workload-paths.js';
 import type { RefusedWorkload } from './halt.js';
 
-/** Where each workload kind that writes `FailedCreate` lives. */
-const workloadPaths: Readonly<Record<string, string>> = {
-  ReplicaSet: '/apis/apps/v1/namespaces/%s/replicasets/%s',
-  StatefulSet: '/apis/apps/v1/namespaces/%s/statefulsets/%s',
-  DaemonSet: '/apis/apps/v1/namespaces/%s/daemonsets/%s',
-  Job: '/apis/batch/v1/namespaces/%s/jobs/%s',
-};
+/** The workload kinds whose controllers write `FailedCreate`. */
+const refusingKinds: ReadonlySet<string> = new Set(['ReplicaSet', 'StatefulSet', 'DaemonSet', 'Job']);
 
 export interface RefusalOptions {
   /** Events last seen longer ago than this do not count. @default 600000 */
@@ -115,7 +111,7 @@ export async function refusedWorkloads(kubeConfig: KubeConfig, options: RefusalO
         if (!isJsonObject(event) || event.reason !== 'FailedCreate' || event.type !== 'Warning') continue;
         const about = isJsonObject(event.involvedObject) ? event.involvedObject : {};
         const { kind, namespace, name } = about;
-        if (typeof kind !== 'string' || !Object.hasOwn(workloadPaths, kind) || typeof namespace !== 'string' || typeof name !== 'string') continue;
+        if (typeof kind !== 'string' || !refusingKinds.has(kind) || typeof namespace !== 'string' || typeof name !== 'string') continue;
         // Names an object could have, or nothing: an Event's fields are whatever its writer chose.
         if (namespace.length > 63 || !isDns1123Label(namespace) || name.length > 253 || !isDns1123Subdomain(name)) continue;
         const seen = lastSeen(event);
@@ -135,7 +131,7 @@ export async function refusedWorkloads(kubeConfig: KubeConfig, options: RefusalO
   const chosen = roundTheNamespaces(byNamespace, max);
   const out: RefusedWorkload[] = [];
   for (const { kind, namespace, name, message } of chosen) {
-    const path = workloadPaths[kind]!.replace('%s', encodeURIComponent(namespace)).replace('%s', encodeURIComponent(name));
+    const path = workloadPath(kind, namespace, name)!;
     let workload: unknown;
     try {
       workload = await getJson(kubeConfig, path, timeoutMs, undefined, 'get');
