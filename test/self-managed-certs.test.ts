@@ -34,6 +34,8 @@ async function cluster(t: { teardown(fn: () => unknown): void }): Promise<FakeAp
   await api.start();
   t.teardown(() => api.stop());
   api.addWebhookConfiguration(shipped('MutatingWebhookConfiguration'));
+  // A replica ready behind the Service: the required webhook may be armed (tests of arming itself clear it).
+  api.serviceEndpoints.set(`${namespace}/sidecar-injector`, [true]);
   return api;
 }
 
@@ -146,6 +148,33 @@ test('an apply that resets the required webhook to Ignore (an upgrade) is armed 
   api.addWebhookConfiguration(reapplied);
   t.is(configuration(api).webhooks[0].failurePolicy, 'Ignore');
   t.deepEqual(await leader.reconcile(), { plan: 'keep', patchedWebhooks: ['required.sidecar-injector.io'] });
+  t.is(configuration(api).webhooks[0].failurePolicy, 'Fail');
+});
+
+test('no replica ready behind the Service: the CA is trusted but the required webhook stays Ignore; armed on the first round after one is', async (t) => {
+  const api = await cluster(t);
+  api.serviceEndpoints.delete(`${namespace}/sidecar-injector`);
+  const leader = await replica(api, 'leader');
+  t.like(await leader.reconcile(), { plan: 'issue-all', patchedWebhooks: ['required.sidecar-injector.io', 'optional.sidecar-injector.io'] });
+  const ca = field(secretOf(api), 'ca.crt');
+  t.deepEqual(bundles(api), [ca, ca], 'trusted at once: a replica serving it is reached');
+  t.deepEqual(
+    configuration(api).webhooks.map((w: Obj) => w.failurePolicy),
+    ['Ignore', 'Ignore'],
+  );
+  // Endpoints, none ready yet (the replicas' readiness probes still failing): still not armed.
+  api.serviceEndpoints.set(`${namespace}/sidecar-injector`, [false, false]);
+  t.deepEqual(await leader.reconcile(), { plan: 'keep', patchedWebhooks: [] });
+  t.is(configuration(api).webhooks[0].failurePolicy, 'Ignore');
+  api.serviceEndpoints.set(`${namespace}/sidecar-injector`, [false, true]);
+  t.deepEqual(await leader.reconcile(), { plan: 'keep', patchedWebhooks: ['required.sidecar-injector.io'] });
+  t.deepEqual(
+    configuration(api).webhooks.map((w: Obj) => w.failurePolicy),
+    ['Fail', 'Ignore'],
+  );
+  // Armed stays armed, whatever the endpoints do later (a rollout of the injector).
+  api.serviceEndpoints.delete(`${namespace}/sidecar-injector`);
+  t.deepEqual(await leader.reconcile(), { plan: 'keep', patchedWebhooks: [] });
   t.is(configuration(api).webhooks[0].failurePolicy, 'Fail');
 });
 

@@ -161,12 +161,26 @@ export function serviceDnsNames(service: string, namespace: string): string[] {
   return [`${service}.${namespace}.svc`, `${service}.${namespace}.svc.cluster.local`, `${service}.${namespace}`, service];
 }
 
+/** The fail-closed webhooks of `configuration` (its annotation names them) not armed yet. */
+export function unarmed(configuration: unknown): string[] {
+  const config = configuration as { metadata?: { annotations?: Record<string, unknown> }; webhooks?: unknown };
+  const armed = config?.metadata?.annotations?.[failClosedAnnotation];
+  const failClosed = new Set(typeof armed === 'string' ? armed.split(',').map((n) => n.trim()) : []);
+  const webhooks = Array.isArray(config?.webhooks) ? (config.webhooks as { name?: unknown; failurePolicy?: unknown }[]) : [];
+  return webhooks.filter((w) => typeof w?.name === 'string' && failClosed.has(w.name) && w.failurePolicy !== 'Fail').map((w) => w.name as string);
+}
+
 /**
  * The strategic merge patch (webhooks are merged by name) that writes `caBundle` into every
- * webhook of `configuration` and arms the fail-closed ones; undefined when nothing is to change.
- * It carries the resourceVersion read: a configuration changed meanwhile is refused (409).
+ * webhook of `configuration` and, when `arm`, arms the fail-closed ones; undefined when nothing
+ * is to change. It carries the resourceVersion read: a configuration changed meanwhile is
+ * refused (409).
  */
-export function webhookPatch(configuration: unknown, caBundle: string): { readonly patch: Record<string, unknown>; readonly webhooks: string[] } | undefined {
+export function webhookPatch(
+  configuration: unknown,
+  caBundle: string,
+  arm = true,
+): { readonly patch: Record<string, unknown>; readonly webhooks: string[] } | undefined {
   const config = configuration as { metadata?: { resourceVersion?: unknown; annotations?: Record<string, unknown> }; webhooks?: unknown };
   const webhooks = Array.isArray(config?.webhooks) ? (config.webhooks as unknown[]) : [];
   const armed = config?.metadata?.annotations?.[failClosedAnnotation];
@@ -177,7 +191,7 @@ export function webhookPatch(configuration: unknown, caBundle: string): { readon
     if (typeof name !== 'string') continue;
     const change: Record<string, unknown> = {};
     if (clientConfig?.caBundle !== caBundle) change.clientConfig = { caBundle };
-    if (failClosed.has(name) && failurePolicy !== 'Fail') change.failurePolicy = 'Fail';
+    if (arm && failClosed.has(name) && failurePolicy !== 'Fail') change.failurePolicy = 'Fail';
     if (Object.keys(change).length > 0) changes.push({ name, ...change });
   }
   if (changes.length === 0) return undefined;

@@ -22,6 +22,7 @@ import {
   serviceDnsNames,
   splitCertificates,
   trustedByConfiguration,
+  unarmed,
   webhookPatch,
   type CertificatePlan,
 } from './plan.js';
@@ -49,6 +50,27 @@ export interface SelfManagedCertificatesOptions {
   readonly intervalMs?: number;
   /** Lease timings (tests shorten them). */
   readonly lease?: { readonly leaseDurationMs?: number; readonly renewDeadlineMs?: number; readonly retryPeriodMs?: number };
+  /**
+   * Whether a replica is ready behind the Service: the fail-closed webhooks are armed only then,
+   * since a `Fail` webhook with no ready endpoint refuses every pod it selects. @default the
+   * Service's EndpointSlices hold a ready endpoint (readyEndpointBehind)
+   */
+  readonly readyBehindService?: () => Promise<boolean>;
+}
+
+/**
+ * Whether the EndpointSlices of `service` hold an endpoint ready to answer (`conditions.ready`
+ * true, or unset, which the API says to read as ready).
+ */
+export async function readyEndpointBehind(kubeConfig: KubeConfig, namespace: string, service: string): Promise<boolean> {
+  const query = new URLSearchParams({ labelSelector: `kubernetes.io/service-name=${service}` });
+  const list = (await requestJson(
+    kubeConfig,
+    'GET',
+    `/apis/discovery.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/endpointslices?${query}`,
+    requestTimeoutMs,
+  )) as { items?: { endpoints?: { conditions?: { ready?: boolean } }[] }[] } | undefined;
+  return (list?.items ?? []).some((slice) => (slice.endpoints ?? []).some((e) => e.conditions?.ready !== false));
 }
 
 /** What /status shows. */
@@ -307,11 +329,16 @@ export class SelfManagedCertificates extends EventEmitter {
     this.options.log.info({ secret: `${namespace}/${secretName}` }, existing ? 'certificate Secret renewed' : 'certificate Secret created');
   }
 
-  /** Puts `bundle` into every webhook's caBundle (and arms the fail-closed ones); returns the webhooks patched. */
+  /**
+   * Puts `bundle` into every webhook's caBundle, and arms the fail-closed ones once a replica is
+   * ready behind the Service; returns the webhooks patched.
+   */
   private async trust(bundle: readonly string[]): Promise<string[]> {
     const name = this.options.webhookConfigurationName;
     const configuration = await this.readConfiguration();
-    const change = webhookPatch(configuration, Buffer.from(bundle.join('')).toString('base64'));
+    const toArm = unarmed(configuration);
+    const arm = toArm.length > 0 && (await this.readyToArm(toArm));
+    const change = webhookPatch(configuration, Buffer.from(bundle.join('')).toString('base64'), arm);
     if (!change) return [];
     try {
       await requestJson(this.options.kubeConfig, 'PATCH', this.configurationPath, requestTimeoutMs, {
@@ -321,8 +348,26 @@ export class SelfManagedCertificates extends EventEmitter {
     } catch (err) {
       throw explain(err, `patch MutatingWebhookConfiguration ${name}`);
     }
-    this.options.log.info({ webhookConfiguration: name, webhooks: change.webhooks }, 'webhook caBundle written');
+    this.options.log.info({ webhookConfiguration: name, webhooks: change.webhooks, ...(arm ? { armed: toArm } : {}) }, 'webhook caBundle written');
     return change.webhooks;
+  }
+
+  /** Whether the fail-closed webhooks may be armed now: a replica answers behind the Service. A failed look says no, and why. */
+  private async readyToArm(webhooks: readonly string[]): Promise<boolean> {
+    const { kubeConfig, namespace, serviceName } = this.options;
+    try {
+      if (await (this.options.readyBehindService ?? (() => readyEndpointBehind(kubeConfig, namespace, serviceName)))()) return true;
+      this.options.log.info(
+        { webhooks, service: `${namespace}/${serviceName}` },
+        'fail-closed webhooks not armed yet: no replica is ready behind the Service (a Fail webhook without one refuses every pod)',
+      );
+    } catch (err) {
+      this.options.log.warn(
+        { webhooks, err: explain(err, `list EndpointSlices of Service ${namespace}/${serviceName}`).message },
+        'fail-closed webhooks not armed: whether a replica is ready behind the Service could not be read',
+      );
+    }
+    return false;
   }
 }
 

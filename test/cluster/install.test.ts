@@ -5,6 +5,8 @@
  */
 import test from 'ava';
 import { X509Certificate } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { injectorPods, joinWorld, type Json } from './helpers.js';
 
 test('kubectl apply -k manifests/ gives a healthy install: both replicas ready behind the Service, kubectl says so', async (t) => {
@@ -52,4 +54,24 @@ test('the self-managed certificates: the Secret holds a CA and a serving certifi
     { 'required.sidecar-injector.io': 'Fail', 'optional.sidecar-injector.io': 'Ignore' },
     'the required webhook is armed, the optional one is not',
   );
+});
+
+test('the required webhook is armed only once a replica is ready behind the Service: never while no replica could answer', async (t) => {
+  const { file } = joinWorld();
+  // The log lines of every injector pod the world ran so far (the install's own, as this suite starts with it).
+  const dir = join(file.state, 'pods');
+  const lines = readdirSync(dir)
+    .filter((d) => d.startsWith('sidecar-injector_') && existsSync(join(dir, d, 'injector.log')))
+    .flatMap((d) => readFileSync(join(dir, d, 'injector.log'), 'utf8').split('\n'))
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as Json)
+    .sort((a, b) => a.time - b.time);
+  const armed = lines.find((l) => l.msg === 'webhook caBundle written' && (l.armed as string[] | undefined)?.includes('required.sidecar-injector.io'));
+  const firstListening = lines.find((l) => l.msg === 'listening');
+  const notYet = lines.filter((l) => typeof l.msg === 'string' && l.msg.startsWith('fail-closed webhooks not armed yet'));
+  t.truthy(armed, 'the leader armed the required webhook');
+  t.truthy(firstListening);
+  t.true(notYet.length > 0, 'the first round wrote the CA while no replica was ready, and said why it did not arm');
+  t.true(notYet[0]!.time < armed!.time);
+  t.true(armed!.time > firstListening!.time, 'armed after a replica was answering');
 });

@@ -539,6 +539,9 @@ export class FakeApiServer {
     }
   }
 
+  /** EndpointSlices by `namespace/service`: the readiness of each endpoint (none: no slice at all, as for a Service without ready pods' addresses yet). */
+  readonly serviceEndpoints = new Map<string, boolean[]>();
+
   /** Adds a MutatingWebhookConfiguration (as `kubectl apply` would): stored with a resourceVersion. */
   addWebhookConfiguration(object: Record<string, any>): void {
     const stored = structuredClone(object);
@@ -723,6 +726,25 @@ export class FakeApiServer {
       const stored = { ...body, metadata: { ...body.metadata, namespace, resourceVersion: String(++this.rv) } };
       this.leases.set(key(name), stored);
       return this.send(res, req.method === 'POST' ? 201 : 200, stored);
+    }
+    const slices = /^\/apis\/discovery\.k8s\.io\/v1\/namespaces\/([^/]+)\/endpointslices$/.exec(url.pathname);
+    if (slices && req.method === 'GET') {
+      // The EndpointSlice controller labels each slice with its Service; only that selector is served.
+      const service = /^kubernetes\.io\/service-name=([a-z0-9.-]+)$/.exec(url.searchParams.get('labelSelector') ?? '')?.[1];
+      const namespace = decodeURIComponent(slices[1]!);
+      const ready = service === undefined ? undefined : this.serviceEndpoints.get(`${namespace}/${service}`);
+      const items =
+        ready === undefined
+          ? []
+          : [
+              {
+                metadata: { name: `${service}-abcde`, namespace, labels: { 'kubernetes.io/service-name': service } },
+                addressType: 'IPv4',
+                endpoints: ready.map((r, i) => ({ addresses: [`10.0.0.${i + 1}`], conditions: { ready: r, serving: r, terminating: false } })),
+                ports: [{ name: 'https', port: 10250, protocol: 'TCP' }],
+              },
+            ];
+      return this.send(res, 200, { kind: 'EndpointSliceList', apiVersion: 'discovery.k8s.io/v1', metadata: { resourceVersion: String(this.rv) }, items });
     }
     const secret = /^\/api\/v1\/namespaces\/([^/]+)\/secrets(?:\/([^/]+))?$/.exec(url.pathname);
     if (secret) return this.handleSecret(req, res, decodeURIComponent(secret[1]!), secret[2] === undefined ? undefined : decodeURIComponent(secret[2]));
