@@ -5,6 +5,7 @@
  */
 import test from 'ava';
 import { X509Certificate } from 'node:crypto';
+import { createReview, prepareCreate } from '../helpers/apiserver.js';
 import { auditEvents, eventually, everyReplica, healthyInstall, injectorPods, joinWorld, optedInNamespace, plainPod, type Json } from './helpers.js';
 
 const leasePath = (name: string) => `/apis/coordination.k8s.io/v1/namespaces/sidecar-injector/leases/${name}`;
@@ -127,8 +128,32 @@ test.serial('Events the injector writes are read with kubectl get events: inject
   t.regex(events.injected.message, /^injected log-shipper@[0-9a-f]{12} \(pod web-[a-z0-9]+-\)/);
   t.is(events.injected.reportingComponent, 'sidecar-injector.io/injector');
   t.is(events.denied.involvedObject.kind, 'Namespace');
-  t.regex(events.denied.message, /names "tracer", which is not a sidecar template here/);
+  // The denial quotes the pod's annotation: the Event says the reason only (the creator read the answer above).
+  t.is(events.denied.message, "the pod was denied (unknown-template): the API server's answer to its creator says why (pod asks-for-tracer)");
   const { stdout: table } = await kubectl(['get', 'events', '-n', namespace]);
   t.regex(table, /SidecarsInjected/);
   t.regex(table, /SidecarInjectionDenied/);
+
+  // A direct caller (here through the pod proxy, straight to one replica) naming owners that do not
+  // exist, or the real ReplicaSet with a uid it guessed: no Event, each counted as dropped.
+  const [replica] = await injectorPods();
+  const proxy = (path: string) => `/api/v1/namespaces/sidecar-injector/pods/https:${replica!.metadata.name}:10250/proxy${path}`;
+  const dropped = async () => Number(/^sidecar_injector_events_dropped_total (\d+)/m.exec((await kube.request('GET', proxy('/metrics'))).text)?.[1] ?? 0);
+  const before = await dropped();
+  const realSet = events.injected.involvedObject.name as string;
+  for (const [name, uid] of [
+    ['web-forged', '4b4d5c1e-0000-4000-8000-000000000001'],
+    [realSet, '4b4d5c1e-0000-4000-8000-000000000002'],
+  ]) {
+    const body = plainPod('claimed');
+    body.metadata = { generateName: 'claimed-', ownerReferences: [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name, uid, controller: true }] };
+    const answer = await kube.request('POST', proxy('/mutate/optional'), createReview(prepareCreate(body, namespace), { namespace }));
+    t.is(answer.status, 200);
+  }
+  await eventually('both claims checked and dropped', async () => (await dropped()) >= before + 2);
+  const { stdout: after } = await kubectl(['get', 'events', '-n', namespace, '-o', 'json']);
+  const claimed = (JSON.parse(after).items as Json[]).filter(
+    (e) => e.involvedObject.name === 'web-forged' || (e.involvedObject.uid ?? '').startsWith('4b4d5c1e-'),
+  );
+  t.deepEqual(claimed, [], 'no Event on an owner that is not there with that uid');
 });
