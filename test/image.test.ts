@@ -45,6 +45,13 @@ imageTest('the image runs as a numeric non-root user, node is its entrypoint, an
   t.deepEqual(readdirSync(join(rootfs, 'usr', 'bin')), ['node']);
   t.false(existsSync(join(rootfs, 'app', 'node_modules', 'ava')), 'no dev dependency');
   t.false(existsSync(join(rootfs, 'app', 'dist', 'test')), 'no test code');
+  // Only what the server loads: no type declarations, source maps, tests or shell scripts of the dependencies.
+  const shipped = execFileSync('find', [join(rootfs, 'app'), '-type', 'f'], { encoding: 'utf8' })
+    .trim()
+    .split('\n');
+  const unloaded = shipped.filter((f) => /\.d\.[cm]?ts$|\.map$|\.sh$|\/(?:test|tests|__tests__|example|examples)\//.test(f.slice(rootfs.length)));
+  t.deepEqual(unloaded.slice(0, 5), [], `${unloaded.length} files the server never loads`);
+  t.true(shipped.length < 2000, `${shipped.length} files under /app`);
   const node = execFileSync('chroot', ['--userspec', config.config.User, rootfs, '/usr/bin/node', '--version'], { encoding: 'utf8', env }).trim();
   t.is(node.split('.')[0], 'v24', 'the Node major the suite runs on under test:node24');
   // `version` through the image's own entrypoint: the version the archive is named with.

