@@ -1,7 +1,16 @@
 import test from 'ava';
 import { X509Certificate } from 'node:crypto';
 import { createCa, createServingCertificate } from '../tls/certificates.js';
-import { failClosedAnnotation, parseSecretData, planCertificates, serviceDnsNames, splitCertificates, trustedByConfiguration, webhookPatch } from './plan.js';
+import {
+  bundleToTrust,
+  failClosedAnnotation,
+  parseSecretData,
+  planCertificates,
+  serviceDnsNames,
+  splitCertificates,
+  trustedByConfiguration,
+  webhookPatch,
+} from './plan.js';
 
 const day = 24 * 60 * 60 * 1000;
 const t0 = Date.UTC(2026, 10, 24);
@@ -145,4 +154,23 @@ test('CAs the webhooks trust stay trusted: carried into a valid Secret that lack
   });
   t.like(planCertificates(undefined, t0, names, [old]), { action: 'issue-all', stillTrusted: [old] });
   t.like(planCertificates(parseSecretData({ ...data, 'ca.key': 'x' }), t0, names, [old]), { action: 'issue-all', stillTrusted: [old] });
+});
+
+test('the caBundle written keeps what the configuration trusts now: a round planned on an older read never drops a CA another replica has just made', async (t) => {
+  const mine = await createCa(3650, 'this round', t0);
+  const theirs = await createCa(3650, 'the other leader', t0);
+  const expired = await createCa(1, 'expired', t0 - 2 * day);
+  const configuration = { webhooks: [{ name: 'required.sidecar-injector.io', clientConfig: { caBundle: b64(`${theirs.cert}${expired.cert}`) } }] };
+  const written = bundleToTrust([mine.cert], configuration, t0);
+  t.deepEqual(
+    written.map((pem) => new X509Certificate(pem).subject),
+    ['CN=this round', 'CN=the other leader'],
+  );
+  t.deepEqual(bundleToTrust([mine.cert, theirs.cert], configuration, t0).length, 2, 'each CA once');
+  t.deepEqual(bundleToTrust([mine.cert], {}, t0).length, 1);
+  // Patched: the configuration trusts both, and a later round with the same bundle changes nothing.
+  const patch = webhookPatch(configuration, b64(written.join('')), false)!;
+  t.deepEqual(patch.webhooks, ['required.sidecar-injector.io']);
+  const after = { webhooks: [{ name: 'required.sidecar-injector.io', clientConfig: { caBundle: b64(written.join('')) } }] };
+  t.is(webhookPatch(after, b64(bundleToTrust([mine.cert], after, t0).join('')), false), undefined);
 });

@@ -121,6 +121,17 @@ export function trustedByConfiguration(configuration: unknown, now: number): str
 }
 
 /**
+ * The caBundle to write: `bundle` (what the Secret holds or is about to hold) first, then every
+ * CA the configuration, as read just before the write, trusts and is still valid, at most four.
+ * A round planned on an older read (two replicas leading at once during a hand-over) may not
+ * know the CA another replica has just made and served: it must not drop it from the trust.
+ */
+export function bundleToTrust(bundle: readonly string[], configuration: unknown, now: number): string[] {
+  const extra = trustedByConfiguration(configuration, now).filter((pem) => !bundle.some((b) => same(b, pem)));
+  return splitCertificates([...bundle, ...extra].join(''));
+}
+
+/**
  * What to do with the Secret at `now`: issue everything when it is missing, unusable or its CA
  * is in the last third of its life; a serving certificate when that one is, when the CA did not
  * sign it, or when it lacks one of `dnsNames`; else keep it. `trusted` (trustedByConfiguration)

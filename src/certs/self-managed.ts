@@ -17,6 +17,7 @@ import { createCa, createServingCertificate, type Pem } from '../tls/certificate
 import { checkKeyPair, type KeyPair } from '../tls/reloader.js';
 import {
   SecretKeys,
+  bundleToTrust,
   parseSecretData,
   planCertificates,
   serviceDnsNames,
@@ -338,7 +339,7 @@ export class SelfManagedCertificates extends EventEmitter {
     const configuration = await this.readConfiguration();
     const toArm = unarmed(configuration);
     const arm = toArm.length > 0 && (await this.readyToArm(toArm));
-    const change = webhookPatch(configuration, Buffer.from(bundle.join('')).toString('base64'), arm);
+    const change = webhookPatch(configuration, Buffer.from(bundleToTrust(bundle, configuration, this.now()).join('')).toString('base64'), arm);
     if (!change) return [];
     try {
       await requestJson(this.options.kubeConfig, 'PATCH', this.configurationPath, requestTimeoutMs, {
