@@ -52,8 +52,34 @@ function sidecarTemplate(c: TemplateClass): Json {
   };
 }
 
-type PodKind = 'Deployment' | 'StatefulSet' | 'DaemonSet' | 'Job' | 'CronJob' | 'bare-Always' | 'bare-Never' | 'bare-OnFailure' | 'mirror' | 'Windows';
-const podKinds: PodKind[] = ['Deployment', 'StatefulSet', 'DaemonSet', 'Job', 'CronJob', 'bare-Always', 'bare-Never', 'bare-OnFailure', 'mirror', 'Windows'];
+type PodKind =
+  | 'Deployment'
+  | 'StatefulSet'
+  | 'DaemonSet'
+  | 'Job'
+  | 'CronJob'
+  | 'bare-Always'
+  | 'bare-Never'
+  | 'bare-OnFailure'
+  | 'mirror'
+  | 'Windows'
+  | 'Windows-beta-label'
+  | 'Windows-affinity';
+const podKinds: PodKind[] = [
+  'Deployment',
+  'StatefulSet',
+  'DaemonSet',
+  'Job',
+  'CronJob',
+  'bare-Always',
+  'bare-Never',
+  'bare-OnFailure',
+  'mirror',
+  'Windows',
+  'Windows-beta-label',
+  'Windows-affinity',
+];
+const windows = (k: PodKind) => k.startsWith('Windows');
 const runsToCompletion = (k: PodKind) => k === 'Job' || k === 'CronJob' || k === 'bare-Never' || k === 'bare-OnFailure';
 
 type Level = 'none' | 'baseline' | 'restricted';
@@ -75,7 +101,7 @@ type Expected =
 
 function expected(c: TemplateClass, pod: PodKind, level: Level, version: number): Expected {
   // Mirror pods belong to the kubelet; a linux-only template does not apply to a Windows pod.
-  if (pod === 'mirror' || pod === 'Windows') return { kind: 'not-applicable' };
+  if (pod === 'mirror' || windows(pod)) return { kind: 'not-applicable' };
   const completes = runsToCompletion(pod);
   // Below 1.29 a sidecar in a pod that runs to completion could only be a container that never exits.
   if (version < 29 && completes) return { kind: 'rule', rule: 'runs-to-completion' };
@@ -98,8 +124,18 @@ function podTemplate(kind: PodKind, requestAgent: boolean): Json {
   const spec: Json = { containers: [structuredClone(app)], securityContext: { runAsNonRoot: true } };
   if (kind === 'Job' || kind === 'CronJob' || kind === 'bare-Never') spec.restartPolicy = 'Never';
   if (kind === 'bare-OnFailure') spec.restartPolicy = 'OnFailure';
-  if (kind === 'Windows') {
-    spec.os = { name: 'windows' };
+  if (windows(kind)) {
+    // The three ways a pod lands on Windows nodes: spec.os, the older OS node label, required node affinity.
+    if (kind === 'Windows') spec.os = { name: 'windows' };
+    if (kind === 'Windows-beta-label') spec.nodeSelector = { 'beta.kubernetes.io/os': 'windows' };
+    if (kind === 'Windows-affinity')
+      spec.affinity = {
+        nodeAffinity: {
+          requiredDuringSchedulingIgnoredDuringExecution: {
+            nodeSelectorTerms: [{ matchExpressions: [{ key: 'kubernetes.io/os', operator: 'In', values: ['windows'] }] }],
+          },
+        },
+      };
     spec.securityContext = {};
     spec.containers = [{ name: 'app', image: 'example.com/app:2.1-windows' }];
   }
@@ -114,6 +150,8 @@ function workloadOf(kind: PodKind, name: string): { resource?: 'deployments' | '
   switch (kind) {
     case 'Deployment':
     case 'Windows':
+    case 'Windows-beta-label':
+    case 'Windows-affinity':
       return { resource: 'deployments', owner: ref('apps/v1', 'ReplicaSet', `${name}-5d8f`), top: ref('apps/v1', 'Deployment', name) };
     case 'StatefulSet':
       return { resource: 'statefulsets', owner: ref('apps/v1', 'StatefulSet', name) };

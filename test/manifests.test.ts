@@ -222,7 +222,7 @@ test('deployment: self-managed certificates from the Secret, no certificate path
   );
 });
 
-test('rbac: self-managed certificates may get and update their Secret, create Secrets, hold their lease, and get and patch their webhook configuration, nothing more', (t) => {
+test('rbac: self-managed certificates may get and update their Secret, create Secrets, hold their lease, list the EndpointSlices of their namespace, and get and patch their webhook configuration, nothing more', (t) => {
   const role = named(base, 'Role', 'sidecar-injector-certificates');
   t.is(role.metadata.namespace, deployment().metadata.namespace);
   t.deepEqual(role.rules, [
@@ -230,6 +230,7 @@ test('rbac: self-managed certificates may get and update their Secret, create Se
     { apiGroups: [''], resources: ['secrets'], resourceNames: [arg('tls-secret')], verbs: ['get', 'update'] },
     { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create'] },
     { apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: ['sidecar-injector-certs'], verbs: ['get', 'update'] },
+    { apiGroups: ['discovery.k8s.io'], resources: ['endpointslices'], verbs: ['list'] },
   ]);
   t.deepEqual(named(base, 'ClusterRole', 'sidecar-injector-webhook-ca').rules, [
     {

@@ -26,6 +26,7 @@ import { loadTemplateDir, parseTemplateText } from '../src/templates/load.js';
 import { createTemplateSet, type TemplateSet } from '../src/templates/set.js';
 import { prepareCreate } from './helpers/apiserver.js';
 import { loadCorpus } from './helpers/corpus.js';
+import { parsePod, podOs } from '../src/k8s/pod.js';
 import { schemaProblems } from './helpers/kube-schema.js';
 import { kustomizeObjects } from './helpers/kustomize.js';
 
@@ -539,4 +540,42 @@ test('the docs list the options of policies as its option table does', async (t)
     rows,
     Object.entries(policiesOptions).map(([name, spec]) => [`\`${flagText(name, spec)}\``, spec.default ?? '']),
   );
+});
+
+test("the policies' operating system is admission's: spec.os, either OS node selector, required node affinity on Windows in every term", (t) => {
+  const [policy] = requiredPolicies(bundled);
+  const condition = (policy!.policy as Obj).spec.matchConditions.find((c: Obj) => c.name === 'runs-on-a-supported-os').expression as string;
+  const term = (...expressions: Obj[]) => ({ matchExpressions: expressions });
+  const os = (key: string, operator: string, values: string[]) => ({ key, operator, values });
+  const affinity = (...terms: Obj[]) => ({ nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: terms } } });
+  const specs: [string, Obj, 'linux' | 'windows'][] = [
+    ['nothing', {}, 'linux'],
+    ['spec.os windows', { os: { name: 'windows' } }, 'windows'],
+    ['spec.os linux beside a windows selector', { os: { name: 'linux' }, nodeSelector: { 'kubernetes.io/os': 'windows' } }, 'linux'],
+    ['kubernetes.io/os selector', { nodeSelector: { 'kubernetes.io/os': 'windows' } }, 'windows'],
+    ['beta.kubernetes.io/os selector', { nodeSelector: { 'beta.kubernetes.io/os': 'windows' } }, 'windows'],
+    ['a selector value that is no OS', { nodeSelector: { 'kubernetes.io/os': 'Windows' } }, 'linux'],
+    ['the current label first', { nodeSelector: { 'kubernetes.io/os': 'linux', 'beta.kubernetes.io/os': 'windows' } }, 'linux'],
+    ['affinity, one term', { affinity: affinity(term(os('kubernetes.io/os', 'In', ['windows']))) }, 'windows'],
+    ['affinity, beta label', { affinity: affinity(term(os('beta.kubernetes.io/os', 'In', ['windows']))) }, 'windows'],
+    [
+      'affinity, every term windows',
+      { affinity: affinity(term(os('kubernetes.io/os', 'In', ['windows'])), term(os('zone', 'In', ['a']), os('beta.kubernetes.io/os', 'In', ['windows']))) },
+      'windows',
+    ],
+    ['affinity, one term without the OS', { affinity: affinity(term(os('kubernetes.io/os', 'In', ['windows'])), term(os('zone', 'In', ['a']))) }, 'linux'],
+    ['affinity, either OS', { affinity: affinity(term(os('kubernetes.io/os', 'In', ['windows', 'linux']))) }, 'linux'],
+    ['affinity, NotIn linux', { affinity: affinity(term(os('kubernetes.io/os', 'NotIn', ['linux']))) }, 'linux'],
+    ['affinity, no terms', { affinity: affinity() }, 'linux'],
+    [
+      'a selector before the affinity',
+      { nodeSelector: { 'kubernetes.io/os': 'linux' }, affinity: affinity(term(os('kubernetes.io/os', 'In', ['windows']))) },
+      'linux',
+    ],
+  ];
+  for (const [what, spec, expected] of specs) {
+    const pod = { metadata: { name: 'p' }, spec: { containers: [{ name: 'app', image: 'x' }], ...spec } };
+    t.is(podOs(parsePod(pod)), expected, `admission: ${what}`);
+    t.is(cel(condition, pod), expected === 'linux', `the policy (a linux-only template): ${what}`);
+  }
 });

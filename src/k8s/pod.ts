@@ -52,6 +52,8 @@ function namedList(value: unknown, field: string, required: boolean, nameOptiona
     return [];
   }
   if (!Array.isArray(value)) throw invalid(field, 'must be a list');
+  // An empty required list is what the API server's validation calls missing too ("Required value").
+  if (required && value.length === 0) throw invalid(field, 'is required');
   for (let i = 0; i < value.length; i++) {
     const item: unknown = value[i];
     if (!isJsonObject(item)) throw invalid(`${field}[${i}]`, 'must be an object');
@@ -135,15 +137,43 @@ export function podDisplayName(metadata: JsonObject): string {
   return '';
 }
 
+/** The node labels that name a node's operating system: the current one, and the one before it (still set by the kubelet). */
+export const osNodeLabels = ['kubernetes.io/os', 'beta.kubernetes.io/os'] as const;
+
+/** Whether a node selector term admits only Windows nodes: an `In` on an OS label whose values are all `windows`. */
+function termRequiresWindows(term: unknown): boolean {
+  const expressions = isJsonObject(term) && Array.isArray(term.matchExpressions) ? term.matchExpressions : [];
+  return expressions.some(
+    (e) =>
+      isJsonObject(e) &&
+      osNodeLabels.includes(e.key as (typeof osNodeLabels)[number]) &&
+      e.operator === 'In' &&
+      Array.isArray(e.values) &&
+      e.values.length > 0 &&
+      e.values.every((v) => v === 'windows'),
+  );
+}
+
 /**
- * The operating system the pod runs on: `spec.os.name`, else the `kubernetes.io/os` node
- * selector, else linux (what a pod without either lands on in nearly every cluster).
+ * The operating system the pod runs on, as the scheduler places it: `spec.os.name`; else a node
+ * selector on `kubernetes.io/os` or `beta.kubernetes.io/os`; else required node affinity whose
+ * every term (they are alternatives) requires Windows through an `In` on either label; else
+ * linux (what a pod with none of these lands on in nearly every cluster). The generated
+ * required-sidecar policies compute the same in CEL (manifests/required-policies.ts).
  */
 export function podOs(parts: PodParts): 'linux' | 'windows' {
-  const os = isJsonObject(parts.spec.os) ? parts.spec.os.name : undefined;
+  const { spec } = parts;
+  const os = isJsonObject(spec.os) ? spec.os.name : undefined;
   if (os === 'windows' || os === 'linux') return os;
-  const selector = isJsonObject(parts.spec.nodeSelector) ? parts.spec.nodeSelector['kubernetes.io/os'] : undefined;
-  return selector === 'windows' ? 'windows' : 'linux';
+  const selector = isJsonObject(spec.nodeSelector) ? spec.nodeSelector : {};
+  for (const label of osNodeLabels) {
+    const value = Object.hasOwn(selector, label) ? selector[label] : undefined;
+    if (value === 'windows' || value === 'linux') return value;
+  }
+  const affinity = isJsonObject(spec.affinity) && isJsonObject(spec.affinity.nodeAffinity) ? spec.affinity.nodeAffinity : {};
+  const required = isJsonObject(affinity.requiredDuringSchedulingIgnoredDuringExecution) ? affinity.requiredDuringSchedulingIgnoredDuringExecution : {};
+  const terms = Array.isArray(required.nodeSelectorTerms) ? required.nodeSelectorTerms : [];
+  return terms.length > 0 && terms.every(termRequiresWindows) ? 'windows' : 'linux';
 }
 
 /**

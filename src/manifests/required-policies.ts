@@ -36,6 +36,7 @@ import { PolicyError } from '../errors.js';
 import { imageReference } from '../k8s/contains.js';
 import type { JsonObject } from '../k8s/json.js';
 import { AnnotationKeys, LabelKeys, LabelValues } from '../k8s/keys.js';
+import { osNodeLabels } from '../k8s/pod.js';
 import { maxAnnotationBytes, reviewLimits } from '../k8s/pod-validation.js';
 import type { Selector } from '../k8s/selector.js';
 import { matchConditions as webhookMatchConditions } from '../pipeline/match-conditions.js';
@@ -248,9 +249,15 @@ function remedy(template: Template): string {
   return `The sidecar injector adds it when the pod is created: check that the injector is running and that no later admission webhook removes or changes it, then create the pod again; ${optOut}.`;
 }
 
-/** The pod's operating system as admission reads it (k8s/pod.ts podOs): spec.os.name, else the kubernetes.io/os node selector, else linux. */
+/** The pod's operating system as admission reads it (k8s/pod.ts podOs): spec.os.name, else an OS node selector, else required node affinity on Windows in every term, else linux. */
+const requiredTerms = 'object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution';
+const selectorOs = (label: string) =>
+  `has(object.spec.nodeSelector) && '${label}' in object.spec.nodeSelector && object.spec.nodeSelector['${label}'] in ['linux', 'windows'] ? object.spec.nodeSelector['${label}'] : `;
 const podOs =
-  "(has(object.spec.os) && has(object.spec.os.name) ? object.spec.os.name : has(object.spec.nodeSelector) && 'kubernetes.io/os' in object.spec.nodeSelector && object.spec.nodeSelector['kubernetes.io/os'] == 'windows' ? 'windows' : 'linux')";
+  '(has(object.spec.os) && has(object.spec.os.name) ? object.spec.os.name : ' +
+  osNodeLabels.map(selectorOs).join('') +
+  `has(object.spec.affinity) && has(object.spec.affinity.nodeAffinity) && has(${requiredTerms}) && has(${requiredTerms}.nodeSelectorTerms) && size(${requiredTerms}.nodeSelectorTerms) > 0 && ` +
+  `${requiredTerms}.nodeSelectorTerms.all(t, has(t.matchExpressions) && t.matchExpressions.exists(e, e.key in [${osNodeLabels.map((l) => `'${l}'`).join(', ')}] && e.operator == 'In' && has(e.values) && size(e.values) > 0 && e.values.all(v, v == 'windows'))) ? 'windows' : 'linux')`;
 
 /** The characters JavaScript's String.prototype.trim removes, which selection/select.ts uses on each requested name. */
 const trimmed = '[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]*';
