@@ -10,6 +10,7 @@ import { checkPodSecurity, podSecurityPolicies } from '../src/k8s/pod-security.j
 import { parseQuantity, quantityAtMost, addQuantities, type Quantity } from '../src/k8s/quantity.js';
 import type { TemplateSet } from '../src/templates/set.js';
 import type { PodSecurityAction } from '../src/pipeline/pod-security-fit.js';
+import { qosClass } from '../src/k8s/qos.js';
 import { applyPatchV4, createReview, decodePatch, overwrites, prepareCreate, reinvocationInput, validationProblems } from './helpers/apiserver.js';
 import { pod } from './helpers/pods.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
@@ -306,11 +307,11 @@ test('pod-level resources grow by the sidecars share, recorded in the ledger; th
     spec: { resources: { requests: { cpu: '1', memory: '1Gi' }, limits: { cpu: '2', memory: '2Gi' } } },
   });
   const { after, warnings } = await create(t, s, body);
-  // log-shipper 10m/32Mi (limit 64Mi), proxy 50m/64Mi (limit 256Mi). Neither limits cpu: the
-  // pod's cpu limit grows by their requests, so that its requests never pass its limits.
-  t.deepEqual(after.spec.resources, { requests: { cpu: '1060m', memory: '1120Mi' }, limits: { cpu: '2060m', memory: '2368Mi' } });
-  t.deepEqual(ledgerOf(after).templates.proxy.podResources, { requests: { cpu: '50m', memory: '64Mi' }, limits: { cpu: '50m', memory: '256Mi' } });
-  t.true(warnings.includes("log-shipper, proxy: pod-level resources grown by the sidecars' share: cpu +60m, memory +96Mi (requests); cpu +60m, memo…"));
+  // log-shipper 10m/32Mi (limits 100m/64Mi), proxy 50m/64Mi (limits 1/256Mi): the pod's requests
+  // grow by their requests, its limits by their limits (a Burstable pod: as written).
+  t.deepEqual(after.spec.resources, { requests: { cpu: '1060m', memory: '1120Mi' }, limits: { cpu: '3100m', memory: '2368Mi' } });
+  t.deepEqual(ledgerOf(after).templates.proxy.podResources, { requests: { cpu: '50m', memory: '64Mi' }, limits: { cpu: '1', memory: '256Mi' } });
+  t.true(warnings.includes("log-shipper, proxy: pod-level resources grown by the sidecars' share: cpu +60m, memory +96Mi (requests); cpu +1100m, me…"));
   t.deepEqual(budgetProblems(after), []);
   // A pod without pod-level resources keeps having none.
   t.is((await create(t, s, pod())).after.spec.resources, undefined);
@@ -318,7 +319,11 @@ test('pod-level resources grow by the sidecars share, recorded in the ledger; th
 
 test('pod-level resources: requests equal to limits, and a sidecar that states only limits, stay within the budget', async (t) => {
   const limitsOnly = { name: 'capped', containers: [{ name: 'capped', image: 'c:1', resources: { limits: { cpu: '100m', memory: '128Mi' } } }] };
-  const requestsOnly = { name: 'loose', containers: [{ name: 'loose', image: 'l:1', resources: { requests: { cpu: '20m', memory: '16Mi' } } }] };
+  const requestsOnly = {
+    name: 'loose',
+    failurePolicy: 'Ignore',
+    containers: [{ name: 'loose', image: 'l:1', resources: { requests: { cpu: '20m', memory: '16Mi' } } }],
+  };
   const s = await server(templateSet(limitsOnly, requestsOnly));
   for (const resources of [
     { requests: { cpu: '2', memory: '2Gi' }, limits: { cpu: '2', memory: '2Gi' } },
@@ -326,10 +331,31 @@ test('pod-level resources: requests equal to limits, and a sidecar that states o
     { limits: { cpu: '1', memory: '1Gi' } },
   ]) {
     const body = pod({ containers: [{ name: 'web', image: 'nginx', resources: { requests: { cpu: '1', memory: '1Gi' } } }], spec: { resources } });
-    const { after } = await create(t, s, body);
+    const { after, warnings } = await create(t, s, body);
     t.deepEqual(budgetProblems(after), [], JSON.stringify(resources));
-    t.is(after.spec.containers.length, 3);
+    // Guaranteed at pod level (limits, with requests defaulted from them where unset): kept so.
+    // The sidecar that limits both requests as much; the one that states no limits is left out.
+    const guaranteed = qosClass(prepareCreate(body, 'shop').spec) === 'Guaranteed';
+    t.is(qosClass(after.spec), qosClass(prepareCreate(body, 'shop').spec), JSON.stringify(resources));
+    t.deepEqual(
+      after.spec.containers.map((c: Json) => c.name),
+      guaranteed ? ['web', 'capped'] : ['web', 'capped', 'loose'],
+      `${JSON.stringify(resources)}: ${warnings.join('; ')}`,
+    );
+    if (guaranteed) {
+      t.deepEqual(after.spec.containers[1].resources, { requests: { cpu: '100m', memory: '128Mi' }, limits: { cpu: '100m', memory: '128Mi' } });
+      t.true(warnings.some((w: string) => w === 'loose not injected: it would make the Guaranteed pod Burstable (container loose limits no cpu and memory)'));
+    }
   }
+  // A required template that cannot keep a Guaranteed pod so: the pod is denied, saying why and what to change.
+  const required = await server(templateSet(limitsOnly, { ...requestsOnly, failurePolicy: 'Fail' }));
+  const body = pod({ containers: [{ name: 'web', image: 'nginx', resources: { limits: { cpu: '1', memory: '1Gi' } } }] });
+  const { response } = await create(t, required, body);
+  t.false(response.allowed);
+  t.regex(
+    response.status.message,
+    /^required sidecar loose cannot be injected: loose not injected: it would make the Guaranteed pod Burstable .*give the template's containers cpu and memory limits/,
+  );
 });
 
 test('default container: set when a template places a container first, never over the pod’s own choice', async (t) => {

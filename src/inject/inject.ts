@@ -26,6 +26,7 @@ import {
 import type { PodParts } from '../k8s/pod.js';
 import { contains } from '../k8s/contains.js';
 import { addGrowth, grownResources, runsBesideApp, sidecarShare, type ResourceGrowth } from './pod-resources.js';
+import { guaranteedContainer, qosClass, type QosClass } from '../k8s/qos.js';
 
 /** The result of injection. `pod` is the input object itself when nothing was added. */
 export interface Injection {
@@ -45,18 +46,57 @@ export interface Injection {
   readonly notes: readonly string[];
   /** What the pod-level resources grew by in this call (pod-resources.ts), when they did. */
   readonly resourceGrowth?: ResourceGrowth;
+  /** The pod's QoS class before this call and after it (k8s/qos.ts), when they differ. */
+  readonly qosChange?: { readonly from: QosClass; readonly to: QosClass };
 }
 
 /**
  * A template left out whole because the pod's own item is in its way: a container with the
  * name of one of its sidecars (`name-conflict`: its items would land in the pod's container),
  * or a volume of its name that is something else (`volume-conflict`: its mounts would bind to
- * the pod's data). A partial injection is worse than none.
+ * the pod's data); or because the pod is Guaranteed and one of its containers does not state
+ * the cpu and memory values that would keep it so (`qos-class`). A partial injection is worse
+ * than none.
  */
 export interface Conflict {
   readonly template: string;
-  readonly rule: 'name-conflict' | 'volume-conflict';
+  readonly rule: 'name-conflict' | 'volume-conflict' | 'qos-class' | 'host-network-port';
   readonly text: string;
+}
+
+/**
+ * In a pod on the node's network (`hostNetwork`), the first port a template's container
+ * declares, as `container port/protocol`: the API server makes every declared port a host port
+ * there, so it binds the node's interfaces and no two such pods fit on one node.
+ */
+function declaredPort(t: RenderedTemplate): string | undefined {
+  for (const c of [...t.initContainers, ...t.containers]) {
+    for (const p of Array.isArray(c.ports) ? c.ports : []) {
+      if (isJsonObject(p) && p.containerPort !== undefined)
+        return `${String(c.name)} ${String(p.containerPort)}/${typeof p.protocol === 'string' ? p.protocol : 'TCP'}`;
+    }
+  }
+  return undefined;
+}
+
+/**
+ * The template's containers as a Guaranteed pod must get them (k8s/qos.ts guaranteedContainer),
+ * or the text saying which one cannot be.
+ */
+function keepingGuaranteed(t: RenderedTemplate): { containers: JsonObject[]; initContainers: JsonObject[] } | { cannot: string } {
+  const out = { containers: [] as JsonObject[], initContainers: [] as JsonObject[] };
+  for (const list of ['initContainers', 'containers'] as const) {
+    for (const c of t[list]) {
+      const kept = guaranteedContainer(c, t.guaranteedPods);
+      if (!kept) {
+        return {
+          cannot: `${t.name} not injected: it would make the Guaranteed pod Burstable (container ${String(c.name)} ${t.guaranteedPods === 'requests-from-limits' ? 'limits' : 'requests'} no cpu and memory)`,
+        };
+      }
+      out[list].push(kept);
+    }
+  }
+  return out;
 }
 
 /** Labels and annotations of the pod minus the ones the injector added (per the ledger). */
@@ -160,6 +200,11 @@ class PodBuilder {
    * template (trust.ts); refusing it would refuse every pod re-created from a manifest rendered
    * with an earlier revision.
    */
+  /** True when the pod holds a container of every name the template adds (present from an earlier call). */
+  holdsAll(template: RenderedTemplate): boolean {
+    return [...template.initContainers, ...template.containers].every((c) => this.containerNames.has(c.name as string));
+  }
+
   foreignContainer(template: RenderedTemplate): string | undefined {
     for (const list of ['initContainers', 'containers'] as const) {
       for (const c of template[list]) {
@@ -294,6 +339,9 @@ export function inject(
   sidecars: ReadonlySet<string> = new Set(),
 ): Injection {
   const builder = new PodBuilder(parts, owner, sidecars);
+  const qosBefore = qosClass(parts.spec);
+  const guaranteed = qosBefore === 'Guaranteed';
+  const hostNetwork = parts.spec.hostNetwork === true;
   const notes: string[] = [];
   let growth: ResourceGrowth | undefined;
   const next: Ledger = { v: 1, templates: Object.assign(Object.create(null) as Ledger['templates'], previous.templates) };
@@ -320,6 +368,25 @@ export function inject(
       });
       continue;
     }
+    const port = hostNetwork && !builder.holdsAll(t) ? declaredPort(t) : undefined;
+    if (port !== undefined) {
+      conflicts.push({
+        template: t.name,
+        rule: 'host-network-port',
+        text: `${t.name} not injected: a hostNetwork pod, and its container ${port.split(' ')[0]} declares port ${port.split(' ')[1]} (a port of the node)`,
+      });
+      continue;
+    }
+    // A Guaranteed pod stays Guaranteed: the template's containers request what they limit, or it is left out.
+    let lists: { readonly containers: readonly JsonObject[]; readonly initContainers: readonly JsonObject[] } = t;
+    if (guaranteed && !builder.holdsAll(t)) {
+      const kept = keepingGuaranteed(t);
+      if ('cannot' in kept) {
+        conflicts.push({ template: t.name, rule: 'qos-class', text: kept.cannot });
+        continue;
+      }
+      lists = kept;
+    }
     const entry: LedgerEntry = t.form !== 'native' ? { hash: t.hash, form: t.form } : { hash: t.hash };
     if (t.overrides) entry.params = { ...t.overrides };
     let added = 0;
@@ -332,7 +399,7 @@ export function inject(
     // The sidecars this call adds for the template: their share of a pod-level budget.
     const besideApp: JsonObject[] = [];
     for (const list of ['initContainers', 'containers'] as const) {
-      for (const c of t[list]) {
+      for (const c of lists[list]) {
         const added = builder.addContainer(list, c, t.placement, t.name);
         record(list, c.name as string, added);
         if (added && runsBesideApp(c, list)) besideApp.push(c);
@@ -380,6 +447,10 @@ export function inject(
 
   if (injected.length === 0) return { pod, changed: false, injected, present, conflicts, warnings: builder.warnings, ledger: previous, notes };
   const newPod = builder.build(pod, serializeLedger(next), growth);
+  // A Guaranteed pod never gets here changed (its templates keep it, or are left out); a
+  // BestEffort one becomes Burstable as soon as a sidecar requests anything: said, not warned.
+  const qosAfter = qosClass(newPod.spec as JsonObject);
+  if (qosAfter !== qosBefore) notes.push(`the pod's QoS class becomes ${qosAfter} (was ${qosBefore}): ${injected.join(', ')} request resources`);
   return {
     pod: newPod,
     changed: true,
@@ -390,5 +461,6 @@ export function inject(
     ledger: next,
     notes,
     ...(growth ? { resourceGrowth: growth } : {}),
+    ...(qosAfter !== qosBefore ? { qosChange: { from: qosBefore, to: qosAfter } } : {}),
   };
 }

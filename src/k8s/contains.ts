@@ -9,8 +9,9 @@
  * that depend on the pod match any string; quantities compare by value; an image matches
  * across a registry mirror or a digest pin.
  */
+import { qosResources } from './qos.js';
 import { sameQuantity } from './quantity.js';
-import { isJsonObject } from './json.js';
+import { isJsonObject, type JsonObject } from './json.js';
 
 /**
  * A string of a template's skeleton that depends on the pod: its literal text, in order, with
@@ -123,8 +124,36 @@ const addableContainerFields: ReadonlySet<string> = new Set([
   'envFrom',
 ]);
 
-/** True when the container `actual` is the template's container `skeleton` (see the module comment). */
+/**
+ * The skeleton as the injector renders it into a Guaranteed pod (k8s/qos.ts guaranteedContainer):
+ * cpu and memory of one side copied from the other; undefined when that side lacks either.
+ * Values are copied as they are (a pattern for a parameter stays that pattern).
+ */
+function guaranteedSkeleton(skeleton: JsonObject, from: 'limits' | 'requests'): JsonObject | undefined {
+  const resources = isJsonObject(skeleton.resources) ? skeleton.resources : undefined;
+  const source = resources && isJsonObject(resources[from]) ? resources[from] : undefined;
+  if (!resources || !source || !qosResources.every((name) => Object.hasOwn(source, name))) return undefined;
+  const to = from === 'limits' ? 'requests' : 'limits';
+  const target: JsonObject = { ...(isJsonObject(resources[to]) ? resources[to] : {}) };
+  for (const name of qosResources) target[name] = source[name]!;
+  return { ...skeleton, resources: { ...resources, [to]: target } };
+}
+
+/**
+ * True when the container `actual` is the template's container `skeleton` (see the module
+ * comment), as rendered into any pod or into a Guaranteed one (its cpu and memory requests
+ * taken from its limits, or the other way round).
+ */
 export function containsContainer(skeleton: unknown, actual: unknown): boolean {
+  if (containsRendered(skeleton, actual)) return true;
+  if (!isJsonObject(skeleton)) return false;
+  return (['limits', 'requests'] as const).some((from) => {
+    const kept = guaranteedSkeleton(skeleton, from);
+    return kept !== undefined && containsRendered(kept, actual);
+  });
+}
+
+function containsRendered(skeleton: unknown, actual: unknown): boolean {
   if (!isJsonObject(skeleton) || !isJsonObject(actual)) return false;
   for (const field in actual) if (!Object.hasOwn(skeleton, field) && !addableContainerFields.has(field)) return false;
   // The container's own fields are checked above; inside them, only defaulted fields may be extra.

@@ -4,6 +4,7 @@
  * runs the very same admission code as the webhook on it, and writes the result back. Every
  * other object is left exactly as it is. Explains each decision in sentences.
  */
+import { qosClass } from '../k8s/qos.js';
 import { admitPod, type AdmitDeps, type PodOutcome } from '../pipeline/admit.js';
 import { podItemKinds, type LedgerEntry } from '../inject/ledger.js';
 import { isJsonObject, type JsonObject } from '../k8s/json.js';
@@ -65,6 +66,11 @@ function explain(outcome: PodOutcome, assumedOptIn: boolean): string[] {
     lines.push(`${template}: parameters ${parameters.map((p) => `${p.name}=${JSON.stringify(p.value)} (${p.source})`).join(', ')}`);
   }
   for (const skip of outcome.selection?.skipped ?? []) lines.push(`${skip.template}: skipped — ${skip.message.replace(`${skip.template}: `, '')}`);
+  if (outcome.decision === 'patched') {
+    const from = qosClass(isJsonObject(outcome.original.spec) ? outcome.original.spec : {});
+    const to = qosClass(isJsonObject(outcome.injection.pod.spec) ? outcome.injection.pod.spec : {});
+    lines.push(`QoS class: ${from === to ? `${to}, as before` : `${from} → ${to}`}`);
+  }
   for (const warning of outcome.warnings) lines.push(`warning: ${warning.text}`);
   for (const note of outcome.notes ?? []) lines.push(`note: ${note}`);
   return lines;

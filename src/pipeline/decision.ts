@@ -52,6 +52,17 @@ export const leftOutRules = {
     means: "the pod has its own container with the name of one of the template's sidecars (its items would land in the pod's container)",
     remedy: "rename the pod's container, or remove it if it is a copy of the sidecar (the injector adds its own)",
   },
+  'qos-class': {
+    means:
+      "the pod is Guaranteed and one of the template's containers does not state the cpu and memory limits (or, with guaranteedPods: limits-from-requests, the requests) that would keep it so: injected, it would make the pod Burstable",
+    remedy:
+      "give the template's containers cpu and memory limits (their requests are then taken from them in Guaranteed pods), or make the pod Burstable on purpose",
+  },
+  'host-network-port': {
+    means:
+      "the pod uses the node's network (hostNetwork) and one of the template's containers declares a port: there every declared port is a port of the node, open on its interfaces, and two such pods cannot share a node",
+    remedy: 'run the pod without hostNetwork, or use a template whose containers declare no port (listening on loopback only)',
+  },
   'volume-conflict': {
     means:
       "the pod has its own volume with the name of one of the template's volumes, and it is something else (the sidecar's mounts would bind to the pod's data)",

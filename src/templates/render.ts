@@ -15,6 +15,8 @@ export interface RenderedTemplate {
   /** The form rendered (templates/forms.ts): recorded in the ledger so that a second call uses the same. */
   readonly form: Template['form'];
   readonly placement: Template['placement'];
+  /** How its containers keep a Guaranteed pod Guaranteed (the template's `guaranteedPods`). */
+  readonly guaranteedPods: Template['guaranteedPods'];
   readonly containers: JsonObject[];
   readonly initContainers: JsonObject[];
   readonly volumes: JsonObject[];
@@ -167,6 +169,7 @@ function renderFresh(template: Template, context: RenderContext, skeleton: boole
     hash: template.hash,
     form: template.form,
     placement: template.placement,
+    guaranteedPods: template.guaranteedPods,
     containers: list(body.containers),
     initContainers: list(body.initContainers),
     volumes: list(body.volumes),

@@ -2,6 +2,7 @@
  * A sidecar template: its schema, validation and compilation. Pure: takes a parsed YAML
  * document, returns a compiled template or the list of problems, each naming the field.
  */
+import type { GuaranteedMode } from '../k8s/qos.js';
 import { createHash } from 'node:crypto';
 import { deepFreeze, isJsonObject, type JsonObject } from '../k8s/json.js';
 import type { TemplateProblem } from '../errors.js';
@@ -113,6 +114,11 @@ export interface Template {
   /** Required (`Fail`, the default) or optional (`Ignore`): which webhook injects it. */
   readonly failurePolicy: TemplateFailurePolicy;
   /**
+   * How its containers keep a Guaranteed pod Guaranteed: their cpu and memory requests taken
+   * from their limits (the default), or their limits from their requests (k8s/qos.ts).
+   */
+  readonly guaranteedPods: GuaranteedMode;
+  /**
    * True when its ordinary containers end on their own (a one-shot uploader): only then may they
    * be ordinary containers of a pod that runs to completion. @default false
    */
@@ -144,6 +150,7 @@ const topLevelFields = new Set([
   'nativeSidecars',
   'failurePolicy',
   'endsOnItsOwn',
+  'guaranteedPods',
 ]);
 const appContainerFields = new Set(['env', 'envFrom', 'volumeMounts']);
 
@@ -515,6 +522,13 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
   if (!templateFailurePolicies.includes(failurePolicy as TemplateFailurePolicy)) {
     problems.add('failurePolicy', 'must be "Fail" (required: pods wait for the injector) or "Ignore" (optional)');
   }
+  const guaranteedPods = doc.guaranteedPods ?? 'requests-from-limits';
+  if (guaranteedPods !== 'requests-from-limits' && guaranteedPods !== 'limits-from-requests') {
+    problems.add(
+      'guaranteedPods',
+      'must be "requests-from-limits" (in a Guaranteed pod its containers request what they limit) or "limits-from-requests" (they limit what they request)',
+    );
+  }
 
   const params: Record<string, ParamValue> = {};
   const declarations = new Map<string, ParamDeclaration>();
@@ -647,6 +661,7 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
     nativeSidecarFallback: native.fallback,
     form: 'native',
     failurePolicy: failurePolicy as TemplateFailurePolicy,
+    guaranteedPods: guaranteedPods as GuaranteedMode,
     endsOnItsOwn: doc.endsOnItsOwn === true,
     references: uniqueReferences(allReferences),
     placeholderCount: allReferences.length,

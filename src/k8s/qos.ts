@@ -1,0 +1,95 @@
+/**
+ * A pod's QoS class as the kubelet computes it (`ComputePodQOS`, pkg/apis/core/helper/qos in
+ * Kubernetes): only cpu and memory count. With pod-level resources (`spec.resources` holding a
+ * cpu or memory request or limit), the class is the pod's own: Guaranteed when it limits cpu and
+ * memory and requests what it limits. Otherwise every container and init container counts:
+ * BestEffort when none requests or limits anything, Guaranteed when every one limits cpu and
+ * memory and the requests, summed, equal the limits, summed; else Burstable. A request left
+ * unset where a limit is set counts as that limit, as the API server defaults it (also after a
+ * webhook's patch, before the pod is stored). Pure.
+ */
+import { isJsonObject, type JsonObject } from './json.js';
+import { addQuantities, parseQuantity, type Quantity } from './quantity.js';
+
+export type QosClass = 'Guaranteed' | 'Burstable' | 'BestEffort';
+
+/** The resources the QoS class is computed from. */
+export const qosResources = ['cpu', 'memory'] as const;
+
+/** The cpu and memory values above zero of one `requests` or `limits` map. */
+function positive(values: unknown): Map<string, Quantity> {
+  const out = new Map<string, Quantity>();
+  if (!isJsonObject(values)) return out;
+  for (const name of qosResources) {
+    const q = Object.hasOwn(values, name) ? parseQuantity(values[name]) : undefined;
+    if (q && q.num > 0n) out.set(name, q);
+  }
+  return out;
+}
+
+const equal = (a: Quantity, b: Quantity) => a.num * b.den === b.num * a.den;
+
+/** `requests` with each unset one defaulted from `limits`, as the API server does. */
+function defaulted(requests: Map<string, Quantity>, limits: ReadonlyMap<string, Quantity>): Map<string, Quantity> {
+  for (const [name, q] of limits) if (!requests.has(name)) requests.set(name, q);
+  return requests;
+}
+
+/** The class of requests and limits summed as the kubelet sums them; `allLimited`: every container limits cpu and memory. */
+function classOf(requests: ReadonlyMap<string, Quantity>, limits: ReadonlyMap<string, Quantity>, allLimited: boolean): QosClass {
+  if (requests.size === 0 && limits.size === 0) return 'BestEffort';
+  if (!allLimited) return 'Burstable';
+  for (const [name, request] of requests) {
+    const limit = limits.get(name);
+    if (!limit || !equal(limit, request)) return 'Burstable';
+  }
+  return requests.size === limits.size ? 'Guaranteed' : 'Burstable';
+}
+
+/** Whether the pod sets pod-level resources the class is computed from. */
+export function podLevelResources(spec: JsonObject): boolean {
+  const resources = spec.resources;
+  return isJsonObject(resources) && (positive(resources.requests).size > 0 || positive(resources.limits).size > 0);
+}
+
+/** The QoS class of a pod with `spec`. */
+export function qosClass(spec: JsonObject): QosClass {
+  if (podLevelResources(spec)) {
+    const resources = spec.resources as JsonObject;
+    const limits = positive(resources.limits);
+    return classOf(defaulted(positive(resources.requests), limits), limits, limits.size === qosResources.length);
+  }
+  const requests = new Map<string, Quantity>();
+  const limits = new Map<string, Quantity>();
+  let allLimited = true;
+  for (const list of [spec.containers, spec.initContainers]) {
+    for (const container of Array.isArray(list) ? list : []) {
+      const resources = isJsonObject(container) && isJsonObject(container.resources) ? container.resources : {};
+      const own = positive(resources.limits);
+      for (const [name, q] of defaulted(positive(resources.requests), own)) requests.set(name, requests.has(name) ? addQuantities(requests.get(name)!, q) : q);
+      for (const [name, q] of own) limits.set(name, limits.has(name) ? addQuantities(limits.get(name)!, q) : q);
+      if (own.size < qosResources.length) allLimited = false;
+    }
+  }
+  return classOf(requests, limits, allLimited);
+}
+
+/** How a template's containers behave in a Guaranteed pod (its `guaranteedPods` field). */
+export type GuaranteedMode = 'requests-from-limits' | 'limits-from-requests';
+
+/**
+ * `container` as it must be in a Guaranteed pod to keep the pod Guaranteed: cpu and memory
+ * requested as much as limited, taken from its limits (`requests-from-limits`) or its requests
+ * (`limits-from-requests`); undefined when it does not state both values to take them from.
+ * Other resources are left as they are.
+ */
+export function guaranteedContainer(container: JsonObject, mode: GuaranteedMode): JsonObject | undefined {
+  const resources = isJsonObject(container.resources) ? container.resources : {};
+  const from = mode === 'requests-from-limits' ? 'limits' : 'requests';
+  const to = mode === 'requests-from-limits' ? 'requests' : 'limits';
+  const source = isJsonObject(resources[from]) ? resources[from] : {};
+  if (positive(source).size < qosResources.length) return undefined;
+  const target: JsonObject = { ...(isJsonObject(resources[to]) ? resources[to] : {}) };
+  for (const name of qosResources) target[name] = source[name]!;
+  return { ...container, resources: { ...resources, [to]: target } };
+}
