@@ -4,7 +4,8 @@ VERSION := $(shell node -p "require('./package.json').version")
 NODE_VERSION ?= 24.21.0
 IMAGE ?= sidecar-injector:$(VERSION)
 IMAGE_ARCHIVE ?= build/sidecar-injector-$(VERSION).oci.tar
-SBOM ?= $(IMAGE_ARCHIVE:.oci.tar=.cdx.json)
+# Beside the archive: NAME.oci.tar gives NAME.cdx.json, any other name gets .cdx.json appended.
+SBOM ?= $(if $(filter %.oci.tar,$(IMAGE_ARCHIVE)),$(IMAGE_ARCHIVE:.oci.tar=.cdx.json),$(IMAGE_ARCHIVE).cdx.json)
 # buildah (daemonless, the default) or docker.
 BUILDER ?= buildah
 RELEASE_DIR ?= build/release/$(VERSION)

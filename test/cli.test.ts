@@ -311,3 +311,27 @@ test('SIGTERM releases the audit Lease before the process exits: another replica
   t.is(lease()!.spec.holderIdentity, 'replica-2');
   await next.stop();
 });
+
+test('without a cluster: audit and rollout status say what to give in one problem, serve in cluster mode that it is not in a pod; never a stack trace', async (t) => {
+  const home = await mkdtemp(join(tmpdir(), 'sidecar-injector-home-'));
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== 'KUBECONFIG' && !k.startsWith('KUBERNETES_SERVICE_')));
+  const run = (args: string[]) =>
+    new Promise<{ code: number | null; stderr: string }>((resolve) => {
+      const child = spawn(process.execPath, [entry, ...args], { stdio: ['ignore', 'ignore', 'pipe'], env: { ...env, HOME: home } });
+      let stderr = '';
+      child.stderr.on('data', (c) => (stderr += c));
+      child.once('close', (code) => resolve({ code, stderr }));
+    });
+  for (const args of [['audit'], ['rollout', 'status']]) {
+    const { code, stderr } = await run(args);
+    t.is(code, 1, args.join(' '));
+    t.regex(
+      stderr,
+      /^sidecar-injector: invalid configuration:\n {2}- the Kubernetes client configuration names the API server http:\/\/localhost:8080, not an https:\/\/ one .*give --kubeconfig FILE, set KUBECONFIG, or write ~\/\.kube\/config/,
+    );
+    t.notRegex(stderr, /\n\s+at /, 'no stack trace');
+  }
+  const serve = await run(['serve', '--namespace-source', 'cluster', '--port', '0']);
+  t.is(serve.code, 1);
+  t.regex(serve.stderr, /no Kubernetes client configuration: this is not a pod; give --kubeconfig FILE, or run it in a pod/);
+});

@@ -123,6 +123,22 @@ test('no development diary: no issue numbers, rounds, reviews or citations of a 
   t.deepEqual(found, []);
 });
 
+test('no empty table, no section that starts mid-sentence, no path outside the repository', async (t) => {
+  const found: string[] = [];
+  for (const file of await markdownFiles()) {
+    const lines = (await readFile(file, 'utf8')).split('\n');
+    let fenced = false;
+    lines.forEach((line, i) => {
+      if (line.startsWith('```')) fenced = !fenced;
+      if (fenced) return;
+      if (/^\|(?: *:?-+:? *\|)+ *$/.test(line) && !(lines[i + 1] ?? '').startsWith('|')) found.push(`${file}:${i + 1}: a table with no rows`);
+      if (/^#{1,6} /.test(line) && lines[i + 1] === '' && /^[a-z]/.test(lines[i + 2] ?? '')) found.push(`${file}:${i + 3}: the section starts mid-sentence`);
+      if (/\.\.\/shared\//.test(line) && !file.endsWith('DEVELOPMENT.md')) found.push(`${file}:${i + 1}: a path outside the repository`);
+    });
+  }
+  t.deepEqual(found, []);
+});
+
 /** A command block marked `sh tested`, and the output the page shows after it (a `text output` block), if any. */
 interface TestedBlock {
   readonly commands: string;

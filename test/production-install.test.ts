@@ -4,7 +4,7 @@
  * tsconfig.build.json, the bundled templates — then `serve` starts and answers /healthz.
  */
 import test from 'ava';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { copyFile, cp, mkdtemp, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -54,4 +54,16 @@ test('the release names one version: package.json, the image tag the manifests i
   const makefile = await readFile('Makefile', 'utf8');
   t.regex(makefile, /^VERSION := \$\(shell node -p "require\('\.\/package\.json'\)\.version"\)$/m);
   t.regex(makefile, /^IMAGE_ARCHIVE \?= build\/sidecar-injector-\$\(VERSION\)\.oci\.tar$/m);
+});
+
+test('the SBOM is never written over the image: its name follows the archive, and the generator refuses the archive itself', async (t) => {
+  const sbomOf = (archive: string) =>
+    execFileSync('make', ['--no-print-directory', '--eval', 'print-sbom: ; @echo $(SBOM)', 'print-sbom', `IMAGE_ARCHIVE=${archive}`], {
+      encoding: 'utf8',
+    }).trim();
+  t.is(sbomOf('build/sidecar-injector-1.2.3.oci.tar'), 'build/sidecar-injector-1.2.3.cdx.json');
+  t.is(sbomOf('out.tar'), 'out.tar.cdx.json');
+  const refused = spawnSync(process.execPath, ['scripts/image/sbom.mjs', 'contents.json', 'out.tar', './out.tar'], { encoding: 'utf8' });
+  t.is(refused.status, 2);
+  t.regex(refused.stderr, /the SBOM would be written over the image archive out\.tar/);
 });

@@ -8,10 +8,15 @@
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 
 const [contentsFile, archive, out] = process.argv.slice(2);
 if (!contentsFile || !archive || !out) {
   console.error('usage: node scripts/image/sbom.mjs ROOTFS_CONTENTS_JSON IMAGE_ARCHIVE OUT_JSON');
+  process.exit(2);
+}
+if (resolve(out) === resolve(archive)) {
+  console.error(`sbom: the SBOM would be written over the image archive ${archive}; name it apart (make image SBOM=FILE)`);
   process.exit(2);
 }
 const contents = JSON.parse(readFileSync(contentsFile, 'utf8'));

@@ -4,7 +4,8 @@
  * metadata-only lists read page by page; judges each pod with the admission selection code
  * (pipeline/audit.ts); prints one line per workload, or the whole report as JSON.
  */
-import { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { loadKubeConfig } from '../kube-api/kubeconfig.js';
 import { ConfigError } from '../errors.js';
 import { metadataNameLabel } from '../namespaces/source.js';
 import { parseOptions } from '../options.js';
@@ -248,22 +249,6 @@ async function restartAll(
   }
 }
 
-/**
- * The cluster of `--kubeconfig FILE`, else the default kubeconfig or the in-cluster one; a
- * ConfigError (with `hint` after it) when none can be loaded or it names no API server.
- */
-export function clientConfig(file: string | undefined, hint = ''): KubeConfig {
-  const kubeConfig = new KubeConfig();
-  try {
-    if (file) kubeConfig.loadFromFile(file);
-    else kubeConfig.loadFromDefault();
-  } catch (err) {
-    throw new ConfigError([`cannot load the Kubernetes client configuration: ${(err as Error).message}${hint}`]);
-  }
-  if (!kubeConfig.getCurrentCluster()?.server) throw new ConfigError([`the Kubernetes client configuration names no API server${hint}`]);
-  return kubeConfig;
-}
-
 /** Runs `audit`; returns the exit code (0, or 3 when --fail-on states are found). */
 export async function audit(
   argv: readonly string[],
@@ -291,7 +276,7 @@ export async function audit(
   if (actionProblem) problems.push(actionProblem);
   if (restartStates.length > 0 && output === 'json') problems.push('--restart writes what it does as text: leave out -o json');
   if (problems.length > 0) throw new ConfigError(problems);
-  const kubeConfig = clientConfig(values.kubeconfig as string | undefined);
+  const kubeConfig = await loadKubeConfig(values.kubeconfig as string | undefined, { fallback: 'default' });
   const set = await loadTemplateDir((values.templates as string | undefined) ?? 'templates');
   let report: AuditReport;
   try {

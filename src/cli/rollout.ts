@@ -18,7 +18,7 @@ import { loadTemplateDir } from '../templates/load.js';
 import { rolloutSubject, workloadKey, type Rollout } from '../templates/rollout.js';
 import type { TemplateSet } from '../templates/set.js';
 import { rolloutOptions } from './usage.js';
-import { clientConfig } from './audit.js';
+import { loadKubeConfig } from '../kube-api/kubeconfig.js';
 
 export interface RolloutIo {
   readonly stdout: { write(text: string): unknown };
@@ -319,7 +319,10 @@ export async function rollout(argv: readonly string[], io: RolloutIo, env: Reado
   const report: { templates: TemplateRollout[]; pods?: RevisionCount[]; injector?: InjectorRollout } = { templates: templateRollouts(set) };
   if (!values.offline) {
     const service = parseInjectorService((values.injector as string | undefined) ?? 'sidecar-injector/sidecar-injector:443');
-    const kubeConfig = clientConfig(values.kubeconfig as string | undefined, ' (--offline shows the templates directory only)');
+    const kubeConfig = await loadKubeConfig(values.kubeconfig as string | undefined, {
+      fallback: 'default',
+      hint: ' (--offline shows the templates directory only)',
+    });
     const namespace = values.namespace as string | undefined;
     let counter = new RevisionCounter(set);
     await listPages<{ metadata?: ListedMetadata }>(

@@ -85,17 +85,10 @@ async function createClusterView(
     };
   }
   // Loaded only for the cluster source: the Kubernetes client is large.
-  const { KubeConfig } = await import('@kubernetes/client-node');
+  const { loadKubeConfig } = await import('../kube-api/kubeconfig.js');
   const { ClusterNamespaceSource } = await import('../namespaces/cluster.js');
   const { ClusterVersionSource } = await import('../kube-api/cluster-version.js');
-  const kubeConfig = new KubeConfig();
-  try {
-    if (config.kubeconfig) kubeConfig.loadFromFile(config.kubeconfig);
-    else kubeConfig.loadFromCluster();
-  } catch (err) {
-    throw new ConfigError([`cannot load the Kubernetes client configuration: ${(err as Error).message}`]);
-  }
-  if (!kubeConfig.getCurrentCluster()?.server) throw new ConfigError(['the Kubernetes client configuration names no API server']);
+  const kubeConfig = await loadKubeConfig(config.kubeconfig);
   const source = new ClusterNamespaceSource({
     kubeConfig,
     log: log.child({ component: 'namespaces' }),
