@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { pino } from 'pino';
 import { SelfManagedCertificates } from '../src/certs/self-managed.js';
-import { failClosedAnnotation, serviceDnsNames, splitCertificates } from '../src/certs/plan.js';
+import { armedAnnotation, failClosedAnnotation, serviceDnsNames, splitCertificates } from '../src/certs/plan.js';
 import { createCa, createServingCertificate } from '../src/tls/certificates.js';
 import { loadConfig } from '../src/config.js';
 import { CertificateControllerError, ConfigError } from '../src/errors.js';
@@ -135,20 +135,43 @@ test('the leader creates the Secret, then writes its CA into every webhook and a
   t.is(b.current(), pairB);
 });
 
-test('an apply that resets the required webhook to Ignore (an upgrade) is armed again on the next round', async (t) => {
+test("armed once, recorded: an operator's Ignore (a patch, an apply, a GitOps sync) is never reverted; a configuration created anew is armed again", async (t) => {
   const api = await cluster(t);
   const leader = await replica(api, 'leader');
   await leader.reconcile();
-  const reapplied = shipped('MutatingWebhookConfiguration');
-  // kubectl apply keeps the caBundle (not in the manifest) and sets the shipped failurePolicy.
-  reapplied.webhooks = reapplied.webhooks.map((w: Obj, i: number) => ({
-    ...w,
-    clientConfig: { ...w.clientConfig, caBundle: configuration(api).webhooks[i].clientConfig.caBundle },
-  }));
-  api.addWebhookConfiguration(reapplied);
-  t.is(configuration(api).webhooks[0].failurePolicy, 'Ignore');
-  t.deepEqual(await leader.reconcile(), { plan: 'keep', patchedWebhooks: ['required.sidecar-injector.io'] });
   t.is(configuration(api).webhooks[0].failurePolicy, 'Fail');
+  t.is(configuration(api).metadata.annotations[armedAnnotation], 'required.sidecar-injector.io');
+  // The operator sets Ignore (kubectl patch, or git): the injector's later rounds leave it.
+  const patched = structuredClone(configuration(api));
+  patched.webhooks[0].failurePolicy = 'Ignore';
+  api.addWebhookConfiguration(patched);
+  t.deepEqual(await leader.reconcile(), { plan: 'keep', patchedWebhooks: [] });
+  t.is(configuration(api).webhooks[0].failurePolicy, 'Ignore');
+  // A sync from git that drops the caBundle too: the caBundle is written again, the failurePolicy left.
+  const synced = shipped('MutatingWebhookConfiguration');
+  synced.metadata.annotations = { ...synced.metadata.annotations, [armedAnnotation]: 'required.sidecar-injector.io' };
+  api.addWebhookConfiguration(synced);
+  t.deepEqual(await leader.reconcile(), { plan: 'keep', patchedWebhooks: ['required.sidecar-injector.io', 'optional.sidecar-injector.io'] });
+  t.deepEqual(
+    configuration(api).webhooks.map((w: Obj) => [w.failurePolicy, Boolean(w.clientConfig.caBundle)]),
+    [
+      ['Ignore', true],
+      ['Ignore', true],
+    ],
+  );
+  // Deleted and created again (a reinstall): no record, so armed once more.
+  api.addWebhookConfiguration(shipped('MutatingWebhookConfiguration'));
+  t.deepEqual(await leader.reconcile(), { plan: 'keep', patchedWebhooks: ['required.sidecar-injector.io', 'optional.sidecar-injector.io'] });
+  t.is(configuration(api).webhooks[0].failurePolicy, 'Fail');
+  // The injector's writes to the configuration: the caBundles, failurePolicy Fail once, and the record of it.
+  t.deepEqual(
+    api.writes.filter((w) => w.startsWith('PATCH')),
+    [
+      'PATCH mutatingwebhookconfigurations/sidecar-injector',
+      'PATCH mutatingwebhookconfigurations/sidecar-injector',
+      'PATCH mutatingwebhookconfigurations/sidecar-injector',
+    ],
+  );
 });
 
 test('no replica ready behind the Service: the CA is trusted but the required webhook stays Ignore; armed on the first round after one is', async (t) => {

@@ -2,6 +2,7 @@ import test from 'ava';
 import { X509Certificate } from 'node:crypto';
 import { createCa, createServingCertificate } from '../tls/certificates.js';
 import {
+  armedAnnotation,
   bundleToTrust,
   failClosedAnnotation,
   parseSecretData,
@@ -9,6 +10,7 @@ import {
   serviceDnsNames,
   splitCertificates,
   trustedByConfiguration,
+  unarmed,
   webhookPatch,
 } from './plan.js';
 
@@ -95,11 +97,23 @@ test('the webhook patch writes the caBundle by webhook name, arms the named webh
   const change = webhookPatch(configuration({ [failClosedAnnotation]: 'required.sidecar-injector.io' }), 'QUJD');
   t.deepEqual(change, {
     patch: {
-      metadata: { resourceVersion: '42' },
+      metadata: { resourceVersion: '42', annotations: { [armedAnnotation]: 'required.sidecar-injector.io' } },
       webhooks: [{ name: 'required.sidecar-injector.io', clientConfig: { caBundle: 'QUJD' }, failurePolicy: 'Fail' }],
     },
     webhooks: ['required.sidecar-injector.io'],
   });
+});
+
+test('a webhook armed once is never armed again: an operator who sets it to Ignore keeps Ignore; the caBundle is still written', (t) => {
+  const reset = configuration({ [failClosedAnnotation]: 'required.sidecar-injector.io', [armedAnnotation]: 'required.sidecar-injector.io' });
+  t.deepEqual(unarmed(reset), []);
+  t.deepEqual(webhookPatch(reset, 'QUJD'), {
+    patch: { metadata: { resourceVersion: '42' }, webhooks: [{ name: 'required.sidecar-injector.io', clientConfig: { caBundle: 'QUJD' } }] },
+    webhooks: ['required.sidecar-injector.io'],
+  });
+  // Not yet allowed to arm (no replica ready): the caBundle only, and nothing recorded.
+  const fresh = configuration({ [failClosedAnnotation]: 'required.sidecar-injector.io' });
+  t.deepEqual(webhookPatch(fresh, 'QUJD', false)?.patch.metadata, { resourceVersion: '42' });
 });
 
 test('the webhook patch leaves failurePolicy alone without the annotation, and is nothing when all is in place', (t) => {

@@ -21,6 +21,25 @@ export const SecretKeys = {
  * the API server cannot verify the injector, and a Fail webhook would refuse every pod it matches.
  */
 export const failClosedAnnotation = 'sidecar-injector.io/fail-closed-webhooks';
+/**
+ * The fail-closed webhooks the injector has armed once, written in the patch that arms them: a
+ * webhook named here is never armed again, so an operator's `failurePolicy: Ignore` (during an
+ * incident, or from git) stays as the operator set it.
+ */
+export const armedAnnotation = 'sidecar-injector.io/armed-webhooks';
+
+/** The comma-separated names of an annotation of `configuration`. */
+function namesIn(configuration: unknown, annotation: string): Set<string> {
+  const value = (configuration as { metadata?: { annotations?: Record<string, unknown> } })?.metadata?.annotations?.[annotation];
+  return new Set(
+    typeof value === 'string'
+      ? value
+          .split(',')
+          .map((n) => n.trim())
+          .filter(Boolean)
+      : [],
+  );
+}
 
 /** What a valid Secret holds, parsed. */
 export interface StoredCertificates {
@@ -172,20 +191,22 @@ export function serviceDnsNames(service: string, namespace: string): string[] {
   return [`${service}.${namespace}.svc`, `${service}.${namespace}.svc.cluster.local`, `${service}.${namespace}`, service];
 }
 
-/** The fail-closed webhooks of `configuration` (its annotation names them) not armed yet. */
+/** The fail-closed webhooks of `configuration` (its annotation names them) never armed by the injector and not `Fail` now. */
 export function unarmed(configuration: unknown): string[] {
-  const config = configuration as { metadata?: { annotations?: Record<string, unknown> }; webhooks?: unknown };
-  const armed = config?.metadata?.annotations?.[failClosedAnnotation];
-  const failClosed = new Set(typeof armed === 'string' ? armed.split(',').map((n) => n.trim()) : []);
+  const config = configuration as { webhooks?: unknown };
+  const failClosed = namesIn(configuration, failClosedAnnotation);
+  const armedOnce = namesIn(configuration, armedAnnotation);
   const webhooks = Array.isArray(config?.webhooks) ? (config.webhooks as { name?: unknown; failurePolicy?: unknown }[]) : [];
-  return webhooks.filter((w) => typeof w?.name === 'string' && failClosed.has(w.name) && w.failurePolicy !== 'Fail').map((w) => w.name as string);
+  return webhooks
+    .filter((w) => typeof w?.name === 'string' && failClosed.has(w.name) && !armedOnce.has(w.name) && w.failurePolicy !== 'Fail')
+    .map((w) => w.name as string);
 }
 
 /**
  * The strategic merge patch (webhooks are merged by name) that writes `caBundle` into every
- * webhook of `configuration` and, when `arm`, arms the fail-closed ones; undefined when nothing
- * is to change. It carries the resourceVersion read: a configuration changed meanwhile is
- * refused (409).
+ * webhook of `configuration` and, when `arm`, arms the fail-closed ones never armed before,
+ * recording them (armedAnnotation); undefined when nothing is to change. It carries the
+ * resourceVersion read: a configuration changed meanwhile is refused (409).
  */
 export function webhookPatch(
   configuration: unknown,
@@ -194,21 +215,22 @@ export function webhookPatch(
 ): { readonly patch: Record<string, unknown>; readonly webhooks: string[] } | undefined {
   const config = configuration as { metadata?: { resourceVersion?: unknown; annotations?: Record<string, unknown> }; webhooks?: unknown };
   const webhooks = Array.isArray(config?.webhooks) ? (config.webhooks as unknown[]) : [];
-  const armed = config?.metadata?.annotations?.[failClosedAnnotation];
-  const failClosed = new Set(typeof armed === 'string' ? armed.split(',').map((n) => n.trim()) : []);
+  const toArm = new Set(arm ? unarmed(configuration) : []);
   const changes: Record<string, unknown>[] = [];
   for (const hook of webhooks) {
-    const { name, clientConfig, failurePolicy } = (hook ?? {}) as { name?: unknown; clientConfig?: { caBundle?: unknown }; failurePolicy?: unknown };
+    const { name, clientConfig } = (hook ?? {}) as { name?: unknown; clientConfig?: { caBundle?: unknown } };
     if (typeof name !== 'string') continue;
     const change: Record<string, unknown> = {};
     if (clientConfig?.caBundle !== caBundle) change.clientConfig = { caBundle };
-    if (arm && failClosed.has(name) && failurePolicy !== 'Fail') change.failurePolicy = 'Fail';
+    if (toArm.has(name)) change.failurePolicy = 'Fail';
     if (Object.keys(change).length > 0) changes.push({ name, ...change });
   }
   if (changes.length === 0) return undefined;
   const resourceVersion = config.metadata?.resourceVersion;
+  const armed = changes.filter((c) => c.failurePolicy === 'Fail').map((c) => c.name as string);
+  const record = armed.length > 0 ? { annotations: { [armedAnnotation]: [...namesIn(configuration, armedAnnotation), ...armed].join(',') } } : {};
   return {
-    patch: { metadata: typeof resourceVersion === 'string' ? { resourceVersion } : {}, webhooks: changes },
+    patch: { metadata: { ...(typeof resourceVersion === 'string' ? { resourceVersion } : {}), ...record }, webhooks: changes },
     webhooks: changes.map((c) => c.name as string),
   };
 }

@@ -19,9 +19,13 @@ async function setFailurePolicy(name: string, policy: 'Fail' | 'Ignore'): Promis
   await kube.call('PATCH', configurationPath, [{ op: 'replace', path: `/webhooks/${index}/failurePolicy`, value: policy }], 'application/json-patch+json');
 }
 
-/** Brings the install back as a test found it: both replicas, the caBundles, the required webhook armed. */
+/**
+ * Brings the install back as a test found it: both replicas, the caBundles, the required webhook
+ * armed — by the operator, as after an incident (the injector arms a webhook only once).
+ */
 async function restore(): Promise<void> {
   await scaleInjector(2);
+  await setFailurePolicy('required.sidecar-injector.io', 'Fail');
   await healthyInstall();
 }
 
@@ -60,6 +64,25 @@ test.serial(
       ['app'],
     );
     t.is(created.spec.initContainers, undefined, 'no sidecar');
+    // The injector back: its leader writes the caBundle (here a new CA, the Secret deleted) and
+    // leaves the operator's Ignore as it is.
+    await scaleInjector(2);
+    const configuration = async () => kube.get('/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/sidecar-injector');
+    const bundleBefore = (await configuration()).webhooks[0].clientConfig.caBundle as string;
+    await kube.delete('/api/v1/namespaces/sidecar-injector/secrets/sidecar-injector-tls');
+    const after = await eventually('the caBundle written again', async () => {
+      const c = await configuration();
+      return c.webhooks[0].clientConfig.caBundle !== bundleBefore ? c : undefined;
+    });
+    t.deepEqual(
+      (after.webhooks as Json[]).map((w) => [w.name, w.failurePolicy]),
+      [
+        ['required.sidecar-injector.io', 'Ignore'],
+        ['optional.sidecar-injector.io', 'Ignore'],
+      ],
+      "the operator's Ignore is never reverted",
+    );
+    t.is(after.metadata.annotations['sidecar-injector.io/armed-webhooks'], 'required.sidecar-injector.io');
   },
 );
 

@@ -639,6 +639,20 @@ export class FakeApiServer {
       Object.assign(hook, rest);
       if (clientConfig) hook.clientConfig = { ...hook.clientConfig, ...clientConfig };
     }
+    // Annotations merge by key, as a strategic merge patch of a map does (null deletes one).
+    const annotations = patch.metadata?.annotations;
+    if (annotations !== undefined) {
+      if (typeof annotations !== 'object' || annotations === null || Array.isArray(annotations))
+        return this.send(res, 400, status(400, 'BadRequest', 'metadata.annotations: not a map'));
+      const merged: Record<string, string> = { ...(next.metadata.annotations ?? {}) };
+      for (const [key, value] of Object.entries(annotations)) {
+        if (value === null) delete merged[key];
+        else if (typeof value !== 'string')
+          return this.send(res, 422, status(422, 'Invalid', `metadata.annotations[${JSON.stringify(key)}]: must be a string`));
+        else merged[key] = value;
+      }
+      next.metadata.annotations = merged;
+    }
     next.metadata.resourceVersion = String(++this.rv);
     this.webhookConfigurations.set(name, next);
     this.writes.push(`PATCH mutatingwebhookconfigurations/${name}`);
