@@ -135,22 +135,33 @@ test('the leader creates the Secret, then writes its CA into every webhook and a
   t.is(b.current(), pairB);
 });
 
-test("armed once, recorded: an operator's Ignore (a patch, an apply, a GitOps sync) is never reverted; a configuration created anew is armed again", async (t) => {
+test("armed once, recorded: an operator's Ignore (kubectl patch) is never reverted; an apply of the manifests resets the record and is armed again; an overlay that names no fail-closed webhook is never armed", async (t) => {
   const api = await cluster(t);
   const leader = await replica(api, 'leader');
   await leader.reconcile();
   t.is(configuration(api).webhooks[0].failurePolicy, 'Fail');
   t.is(configuration(api).metadata.annotations[armedAnnotation], 'required.sidecar-injector.io');
-  // The operator sets Ignore (kubectl patch, or git): the injector's later rounds leave it.
+  // The operator sets Ignore during an incident (kubectl patch): the injector's later rounds leave it.
   const patched = structuredClone(configuration(api));
   patched.webhooks[0].failurePolicy = 'Ignore';
   api.addWebhookConfiguration(patched);
   t.deepEqual(await leader.reconcile(), { plan: 'keep', patchedWebhooks: [] });
   t.is(configuration(api).webhooks[0].failurePolicy, 'Ignore');
-  // A sync from git that drops the caBundle too: the caBundle is written again, the failurePolicy left.
-  const synced = shipped('MutatingWebhookConfiguration');
-  synced.metadata.annotations = { ...synced.metadata.annotations, [armedAnnotation]: 'required.sidecar-injector.io' };
-  api.addWebhookConfiguration(synced);
+  // kubectl apply of the manifests (an upgrade): what they set comes back (Ignore, an empty
+  // record), what they do not set stays (the caBundles): armed again.
+  const applied = shipped('MutatingWebhookConfiguration');
+  applied.webhooks = applied.webhooks.map((w: Obj, i: number) => ({
+    ...w,
+    clientConfig: { ...w.clientConfig, caBundle: configuration(api).webhooks[i].clientConfig.caBundle },
+  }));
+  t.is(applied.metadata.annotations[armedAnnotation], '', 'the manifests ship an empty record');
+  api.addWebhookConfiguration(applied);
+  t.deepEqual(await leader.reconcile(), { plan: 'keep', patchedWebhooks: ['required.sidecar-injector.io'] });
+  t.is(configuration(api).webhooks[0].failurePolicy, 'Fail');
+  // An overlay that keeps the required webhook as it says (no fail-closed webhook named): never armed, the caBundle still written.
+  const declared = shipped('MutatingWebhookConfiguration');
+  declared.metadata.annotations[failClosedAnnotation] = '';
+  api.addWebhookConfiguration(declared);
   t.deepEqual(await leader.reconcile(), { plan: 'keep', patchedWebhooks: ['required.sidecar-injector.io', 'optional.sidecar-injector.io'] });
   t.deepEqual(
     configuration(api).webhooks.map((w: Obj) => [w.failurePolicy, Boolean(w.clientConfig.caBundle)]),
@@ -159,11 +170,7 @@ test("armed once, recorded: an operator's Ignore (a patch, an apply, a GitOps sy
       ['Ignore', true],
     ],
   );
-  // Deleted and created again (a reinstall): no record, so armed once more.
-  api.addWebhookConfiguration(shipped('MutatingWebhookConfiguration'));
-  t.deepEqual(await leader.reconcile(), { plan: 'keep', patchedWebhooks: ['required.sidecar-injector.io', 'optional.sidecar-injector.io'] });
-  t.is(configuration(api).webhooks[0].failurePolicy, 'Fail');
-  // The injector's writes to the configuration: the caBundles, failurePolicy Fail once, and the record of it.
+  // The injector's writes to the configuration: caBundles, and failurePolicy Fail with its record when it arms.
   t.deepEqual(
     api.writes.filter((w) => w.startsWith('PATCH')),
     [
