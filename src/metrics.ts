@@ -40,6 +40,8 @@ export interface Metrics {
   readonly rolloutCandidateActive: Gauge<'template'>;
   /** Candidates halted by what their pods do, by template. */
   readonly rolloutHalts: Counter<'template'>;
+  /** 1 while this replica holds the lease, 0 while another does, by lease. */
+  readonly leader: Gauge<'lease'>;
 }
 
 /** Creates the metrics in a fresh registry, with Node's default process metrics. */
@@ -64,7 +66,7 @@ export function createMetrics(): Metrics {
     reviewDuration: new Histogram({
       name: 'sidecar_injector_review_duration_seconds',
       help: 'Time to answer an AdmissionReview once its body is read',
-      buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5],
+      buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 1, 2.5],
       registers,
     }),
     errors: new Counter({ name: 'sidecar_injector_errors_total', help: 'Requests refused or failed, by error code', labelNames: ['code'], registers }),
@@ -117,6 +119,12 @@ export function createMetrics(): Metrics {
       name: 'sidecar_injector_rollout_candidate_active',
       help: "1 while a template's candidate revision takes its share of new pods, 0 while it is stopped (preflight pending or failed)",
       labelNames: ['template'],
+      registers,
+    }),
+    leader: new Gauge({
+      name: 'sidecar_injector_leader',
+      help: '1 while this replica holds the lease (sidecar-injector-audit: the continuous audit), 0 while another does',
+      labelNames: ['lease'],
       registers,
     }),
     rolloutHalts: new Counter({

@@ -182,8 +182,15 @@ async function startAudit(
     ...(events ? { onMissing: (event: AdmissionEvent) => events.record(event) } : {}),
     decide,
   });
-  elector.on('leading', () => auditor.start());
-  elector.on('following', () => auditor.stop());
+  metrics.leader.set({ lease: 'sidecar-injector-audit' }, 0);
+  elector.on('leading', () => {
+    metrics.leader.set({ lease: 'sidecar-injector-audit' }, 1);
+    auditor.start();
+  });
+  elector.on('following', () => {
+    metrics.leader.set({ lease: 'sidecar-injector-audit' }, 0);
+    auditor.stop();
+  });
   // A namespace's labels or the templates changed: judge every pod again, at most once a second
   // (a full judgement of 100,000 pods takes about 0.3 s of the event loop).
   let recount: Timer | undefined;

@@ -37,6 +37,17 @@ test.serial(
     const leader = (await kube.get(leasePath('sidecar-injector-audit'))).spec.holderIdentity as string;
     const pods = (await injectorPods()).map((p) => p.metadata.name as string);
     t.true(pods.includes(leader), `the audit's leader ${leader} is one of the replicas`);
+    // What Prometheus scrapes from each replica says the same: the holder 1, the other 0.
+    const leading = async (pod: string) =>
+      Number(
+        /^sidecar_injector_leader\{lease="sidecar-injector-audit"\} (\d+)$/m.exec(
+          (await kube.request('GET', `/api/v1/namespaces/sidecar-injector/pods/https:${pod}:10250/proxy/metrics`)).text,
+        )?.[1],
+      );
+    t.deepEqual(
+      await Promise.all(pods.map(leading)),
+      pods.map((p) => (p === leader ? 1 : 0)),
+    );
     const other = pods.find((p) => p !== leader)!;
     const since = new Date().toISOString();
     const handedOver = (async () => {
