@@ -13,12 +13,12 @@ import { FakeApiServer } from './helpers/fake-apiserver.js';
 const now = Date.UTC(2026, 10, 27, 10, 0, 0);
 const mib = 1024 * 1024;
 
-function failedCreate(namespace: string, name: string, kind: string, involved: string, message: string): Record<string, any> {
+function failedCreate(namespace: string, name: string, kind: string, involved: string, message: string, about = namespace): Record<string, any> {
   return {
     kind: 'Event',
     apiVersion: 'v1',
     metadata: { namespace, name },
-    involvedObject: { kind, namespace, name: involved },
+    involvedObject: { kind, namespace: about, name: involved },
     reason: 'FailedCreate',
     type: 'Warning',
     message,
@@ -107,4 +107,37 @@ test('round the namespaces: each namespace’s first workload, then each one’s
   );
   t.is(roundTheNamespaces(byNamespace, 100).length, 8);
   t.deepEqual(roundTheNamespaces(new Map(), 10), []);
+});
+
+test("Events written in one namespace about another namespace's workloads are not counted and use none of its slots", async (t) => {
+  const api = new FakeApiServer();
+  await api.start();
+  t.teardown(() => api.stop());
+  api.addObject('statefulsets', { namespace: 'victim', name: 'db' }, { template: { metadata: { labels: { app: 'db' } } } });
+  // A tenant's namespace that lists first writes Events naming workloads in victim (real and not).
+  for (let i = 0; i < 5; i++) api.coreEvents.push(failedCreate('aaa', `forged-${i}`, 'StatefulSet', `ghost-${i}`, 'forged', 'victim'));
+  api.coreEvents.push(failedCreate('aaa', 'forged-db', 'StatefulSet', 'db', 'forged', 'victim'));
+  api.coreEvents.push(failedCreate('victim', 'db.1', 'StatefulSet', 'db', 'create Pod db-0 in StatefulSet db failed: denied'));
+  const refused = await refusedWorkloads(await api.kubeConfig(), { now });
+  t.deepEqual(
+    refused.map((w) => `${w.namespace}/${w.name}: ${w.message}`),
+    ['victim/db: create Pod db-0 in StatefulSet db failed: denied'],
+  );
+  t.deepEqual(
+    api.objectGets.filter((p) => p.startsWith('/apis/')),
+    ['/apis/apps/v1/namespaces/victim/statefulsets/db'],
+  );
+});
+
+test('a few large objects cost a few small pages: the page size grows back after each page that fits', async (t) => {
+  const api = new FakeApiServer();
+  await api.start();
+  t.teardown(() => api.stop());
+  for (let i = 0; i < 3; i++) api.coreEvents.push(failedCreate('shop', `big-${i}`, 'Job', `job-${i}`, 'x'.repeat(1_400_000)));
+  for (let i = 0; i < 2000; i++) api.coreEvents.push(failedCreate('shop', `small-${i}`, 'Job', `job-${i}`, 'small'));
+  let items = 0;
+  await listPages(await api.kubeConfig(), '/api/v1/events', { pageSize: 500, maxPageBytes: 4 * mib }, (page) => (items += page.length));
+  t.is(items, 2003);
+  t.true(api.listLimits.length < 30, `${api.listLimits.length} requests: ${api.listLimits.join(',')}`);
+  t.is(api.listLimits.at(-1), '500', 'back to the full page size');
 });

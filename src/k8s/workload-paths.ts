@@ -23,3 +23,10 @@ export function workloadPath(kind: string, namespace: string, name: string): str
   const { group, resource } = workloadCollections[kind]!;
   return `${group}/namespaces/${encodeURIComponent(namespace)}/${resource}/${encodeURIComponent(name)}`;
 }
+
+/** The apiVersion objects of a workload kind are named by (`apps/v1`, `batch/v1`, `v1`), or undefined for a kind that is not one. */
+export function workloadApiVersion(kind: string): string | undefined {
+  if (!isWorkloadKind(kind)) return undefined;
+  const group = workloadCollections[kind]!.group;
+  return group === '/api/v1' ? 'v1' : group.replace(/^\/apis\//, '');
+}

@@ -11,7 +11,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { systemClock, type Clock, type Timer } from '../clock.js';
 import { getJson, metadataOnly, microTime, requestJson } from './request.js';
-import { workloadPath } from '../k8s/workload-paths.js';
+import { workloadApiVersion, workloadPath } from '../k8s/workload-paths.js';
 import type { ObjectReference } from '../k8s/object-reference.js';
 import { isDns1123Subdomain } from '../k8s/label-syntax.js';
 import { KubernetesApiError } from '../errors.js';
@@ -40,7 +40,8 @@ export type EventSubject = ObjectReference;
 export function clusterClaimCheck(kubeConfig: KubeConfig, timeoutMs = 5000): (regarding: EventSubject) => Promise<boolean> {
   return async (regarding) => {
     const path = workloadPath(regarding.kind, regarding.namespace, regarding.name);
-    if (!path || !regarding.uid) return false;
+    // The apiVersion too: an Event names its object by all four.
+    if (!path || !regarding.uid || regarding.apiVersion !== workloadApiVersion(regarding.kind)) return false;
     try {
       const object = (await getJson(kubeConfig, path, timeoutMs, metadataOnly)) as { metadata?: { uid?: unknown } } | undefined;
       return object?.metadata?.uid === regarding.uid;
@@ -180,7 +181,7 @@ export class EventRecorder {
       return;
     }
     if (input.claimed && this.options.verifyClaim) {
-      const claim = `${regarding.namespace}\0${regarding.kind}\0${regarding.name}\0${regarding.uid ?? ''}`;
+      const claim = `${regarding.namespace}\0${regarding.apiVersion}\0${regarding.kind}\0${regarding.name}\0${regarding.uid ?? ''}`;
       const answer = this.claims.get(claim);
       if (answer === undefined || answer.until <= this.clock.now()) return this.check(claim, input);
       if (!answer.holds) {

@@ -142,7 +142,8 @@ export interface ListOptions {
   readonly onRestart?: () => void;
   /**
    * The most bytes one page may have. A page past it is asked for again with half the items,
-   * down to one; one object past it fails the list with ResponseTooLargeError. So a page of
+   * down to one (and the next page with twice the items that fitted, up to pageSize); one object
+   * past it fails the list with ResponseTooLargeError. So a page of
    * tenants' megabyte objects costs its bound, never the heap. @default 4 MiB (etcd holds objects up to 1.5 MiB)
    */
   readonly maxPageBytes?: number;
@@ -161,14 +162,19 @@ export async function listPages<T>(kubeConfig: KubeConfig, path: string, options
   type Page = { metadata?: { resourceVersion?: string; continue?: string }; items?: T[] };
   const separator = path.includes('?') ? '&' : '?';
   const maxPageBytes = options.maxPageBytes ?? defaultMaxPageBytes;
-  // Halved for the rest of the list each time a page is too large (a continue token may be used with any limit).
-  let limit = options.pageSize ?? 500;
+  // Halved while a page is too large, doubled again after each page that fits, up to pageSize (a
+  // continue token may be used with any limit): a few large objects cost a few small pages, not
+  // one request per object for the rest of the list.
+  const pageSize = options.pageSize ?? 500;
+  let limit = pageSize;
   const fetchPage = async (token: string): Promise<Page> => {
     for (;;) {
       const query = new URLSearchParams({ limit: String(limit) });
       if (token) query.set('continue', token);
       try {
-        return (await getJson(kubeConfig, `${path}${separator}${query}`, options.timeoutMs ?? 60_000, options.accept, 'list', maxPageBytes)) as Page;
+        const page = (await getJson(kubeConfig, `${path}${separator}${query}`, options.timeoutMs ?? 60_000, options.accept, 'list', maxPageBytes)) as Page;
+        limit = Math.min(pageSize, limit * 2);
+        return page;
       } catch (err) {
         if (!(err instanceof ResponseTooLargeError) || limit === 1) throw err;
         limit = Math.max(1, Math.floor(limit / 2));

@@ -13,13 +13,21 @@ const outcome = (warnings: PodOutcome['warnings']): PodOutcome => ({
   decisions: [],
 });
 
-test('a SidecarInjectionSkipped Event follows the warning id, whatever its words', (t) => {
+test('a SidecarInjectionSkipped Event follows the warning id and says the rule in its own words, never the warning’s (which may quote the pod)', (t) => {
   const pod = { metadata: {} };
-  for (const text of ['log-shipper not injected: it would violate PodSecurity', 'anything at all, reworded']) {
+  for (const text of [
+    'log-shipper not injected: it would violate PodSecurity "restricted": unrestricted capabilities (container "app" must not include "SECURITY NOTICE: call +1-555-0100" in securityContext.capabilities.add)',
+    'anything at all, reworded',
+  ]) {
     const events = admissionEvents(outcome([{ id: 'template-left-out', text, template: 'log-shipper', rule: 'pod-security' }]), pod);
     t.deepEqual(
       events.map((e) => [e.reason, e.note]),
-      [['SidecarInjectionSkipped', `${text} (pod web-1)`]],
+      [
+        [
+          'SidecarInjectionSkipped',
+          'log-shipper not injected (pod-security): the sidecar would make the pod violate the Pod Security level its namespace enforces (and --pod-security-action is skip, the default) (pod web-1)',
+        ],
+      ],
     );
   }
   // A sentence that reads like a skip but is no skip by its id draws no Event.

@@ -6,6 +6,7 @@
 import { isJsonObject } from '../k8s/json.js';
 import type { PodOutcome } from './admit.js';
 import type { WarningId } from './warnings.js';
+import { leftOutRules, type LeftOutRule } from './decision.js';
 import { controllingOwner, namespaceReference, type ObjectReference } from '../k8s/object-reference.js';
 
 /** The object an event is about. */
@@ -40,7 +41,14 @@ export function eventSubject(pod: unknown, namespace: string): EventSubject {
  * own `FailedCreate` Event. Ours says the reason only, so that no review can put its words in
  * an Event.
  */
-const quotingDenials: ReadonlySet<string> = new Set(['invalid-pod', 'pod-too-large', 'unknown-template', 'invalid-override']);
+const quotingDenials: ReadonlySet<string> = new Set(['invalid-pod', 'pod-too-large', 'unknown-template', 'invalid-override', 'pod-security']);
+
+/**
+ * A template left out by a rule, or a required one that cannot be injected, in the words of the
+ * rule (decision.ts) rather than the warning's: a warning may quote what the pod holds (a Pod
+ * Security violation names the pod's own capabilities).
+ */
+const ruleNote = (template: string, rule: LeftOutRule) => `${template} not injected (${rule}): ${leftOutRules[rule].means}`;
 
 /** A name an object could have (what `(pod …)` may quote). */
 const objectName = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9.-])?$/;
@@ -56,9 +64,13 @@ export function admissionEvents(outcome: PodOutcome, pod: unknown): AdmissionEve
   const on = outcome.podName && objectName.test(outcome.podName) ? ` (pod ${outcome.podName})` : '';
   const events: AdmissionEvent[] = [];
   if (outcome.decision === 'denied') {
-    const note = quotingDenials.has(outcome.reason)
-      ? `the pod was denied (${outcome.reason}): the API server's answer to its creator says why${on}`
-      : `${outcome.message}${on}`;
+    const cannot = outcome.reason === 'required-sidecar-unavailable' ? outcome.decisions.find((d) => d.kind === 'cannot') : undefined;
+    const note =
+      cannot?.kind === 'cannot'
+        ? `required sidecar ${ruleNote(cannot.template, cannot.rule)}; ${leftOutRules[cannot.rule].remedy}${on}`
+        : quotingDenials.has(outcome.reason)
+          ? `the pod was denied (${outcome.reason}): the API server's answer to its creator says why${on}`
+          : `${outcome.message}${on}`;
     events.push({ regarding, type: 'Warning', reason: 'SidecarInjectionDenied', note, ...claimed });
     return events;
   }
@@ -68,6 +80,9 @@ export function admissionEvents(outcome: PodOutcome, pod: unknown): AdmissionEve
     events.push({ regarding, type: 'Normal', reason: 'SidecarsInjected', note: `injected ${injected}${on}`, ...claimed });
   }
   const why = outcome.warnings.find((w) => skippedIds.has(w.id));
-  if (why) events.push({ regarding, type: 'Warning', reason: 'SidecarInjectionSkipped', note: `${why.text}${on}`, ...claimed });
+  if (why) {
+    const note = why.id === 'template-left-out' && why.template && why.rule ? ruleNote(why.template, why.rule) : why.text;
+    events.push({ regarding, type: 'Warning', reason: 'SidecarInjectionSkipped', note: `${note}${on}`, ...claimed });
+  }
   return events;
 }

@@ -10,9 +10,10 @@
  *
  * Events are tenant-writable: anyone who may create Events in a namespace can name workloads
  * that do not exist, or write megabyte messages. So the list is read in pages bounded in bytes
- * (request.ts), each namespace names at most `maxPerNamespace` workloads, and the GETs go round
- * the namespaces (each namespace's first workload, then each one's second, …): a namespace's
- * forged Events use its own slots, never another namespace's.
+ * (request.ts), only Events about a workload of their own namespace count, each namespace names
+ * at most `maxPerNamespace` workloads, and the GETs go round the namespaces (each namespace's
+ * first workload, then each one's second, …): a namespace's forged Events use its own slots,
+ * never another namespace's.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import { KubernetesApiError } from '../errors.js';
@@ -114,6 +115,11 @@ export async function refusedWorkloads(kubeConfig: KubeConfig, options: RefusalO
         if (typeof kind !== 'string' || !refusingKinds.has(kind) || typeof namespace !== 'string' || typeof name !== 'string') continue;
         // Names an object could have, or nothing: an Event's fields are whatever its writer chose.
         if (namespace.length > 63 || !isDns1123Label(namespace) || name.length > 253 || !isDns1123Subdomain(name)) continue;
+        // A controller records a workload's Event in the workload's own namespace. The API server
+        // does not hold an Event to that, so one written elsewhere about another namespace's
+        // workload is a claim from outside it: never counted, never using that namespace's slots.
+        const where = isJsonObject(event.metadata) ? event.metadata.namespace : undefined;
+        if (where !== namespace) continue;
         const seen = lastSeen(event);
         if (seen === undefined || options.now - seen > windowMs) continue;
         let named = byNamespace.get(namespace);
