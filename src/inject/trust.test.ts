@@ -228,6 +228,18 @@ test('only fields the API server or other webhooks add to every container may be
   t.false(containsContainer(skeleton, { ...skeleton, securityContext: { privileged: true } }));
 });
 
+test('a sidecar as a Guaranteed pod gets it counts only in the template’s own way: requests raised to its limits, never limits lowered to its requests', (t) => {
+  const skeleton = { name: 's', image: 'x:1', resources: { requests: { cpu: '10m', memory: '32Mi' }, limits: { cpu: '100m', memory: '64Mi' } } };
+  const raised = { ...skeleton, resources: { requests: { cpu: '100m', memory: '64Mi' }, limits: { cpu: '100m', memory: '64Mi' } } };
+  const lowered = { ...skeleton, resources: { requests: { cpu: '10m', memory: '32Mi' }, limits: { cpu: '10m', memory: '32Mi' } } };
+  t.true(containsContainer(skeleton, skeleton));
+  t.true(containsContainer(skeleton, raised, 'requests-from-limits'));
+  t.false(containsContainer(skeleton, lowered, 'requests-from-limits'), 'a decoy with its limits lowered');
+  t.true(containsContainer(skeleton, lowered, 'limits-from-requests'));
+  t.false(containsContainer(skeleton, raised, 'limits-from-requests'));
+  t.false(containsContainer(skeleton, raised), 'without the template, as written only');
+});
+
 test('request values that are not what the API server sends are refused, not a crash', async (t) => {
   for (const [title, edit] of [
     ['env name as an object', (p: any) => (p.spec.containers[0].env = [{ name: { toString: 1 }, value: 'x' }])],

@@ -171,7 +171,9 @@ export function checkLedger(claimed: Ledger, parts: PodParts, set: TemplateSet):
     const form = skeletonIndex(templateInForm(inForce, entry.form));
     const holds = moved.names.some((sidecar) => {
       const actual = pod.item(moved.list, sidecar);
-      return (entry[moved.list] ?? []).includes(sidecar) && actual !== null && containsContainer(form.pod[moved.list].get(sidecar), actual);
+      return (
+        (entry[moved.list] ?? []).includes(sidecar) && actual !== null && containsContainer(form.pod[moved.list].get(sidecar), actual, inForce.guaranteedPods)
+      );
     });
     if (holds) return [name, entry];
     doubt(
@@ -216,7 +218,7 @@ export function checkLedger(claimed: Ledger, parts: PodParts, set: TemplateSet):
           continue;
         }
         if (isContainer && actual !== null) sidecars.add(key);
-        if (actual !== null && !(isContainer ? containsContainer(expected, actual) : contains(expected, actual))) {
+        if (actual !== null && !(isContainer ? containsContainer(expected, actual, inForce.guaranteedPods) : contains(expected, actual))) {
           doubt(name, what, 'which does not match the template');
           // Kept in the ledger written back, so that the next call also knows it for a sidecar.
           if (isContainer) ((claimedSidecars[name] ??= { hash: entry.hash })[kind as 'containers' | 'initContainers'] ??= []).push(key);

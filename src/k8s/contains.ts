@@ -9,7 +9,7 @@
  * that depend on the pod match any string; quantities compare by value; an image matches
  * across a registry mirror or a digest pin.
  */
-import { qosResources } from './qos.js';
+import { qosResources, type GuaranteedMode } from './qos.js';
 import { sameQuantity } from './quantity.js';
 import { isJsonObject, type JsonObject } from './json.js';
 
@@ -141,16 +141,15 @@ function guaranteedSkeleton(skeleton: JsonObject, from: 'limits' | 'requests'): 
 
 /**
  * True when the container `actual` is the template's container `skeleton` (see the module
- * comment), as rendered into any pod or into a Guaranteed one (its cpu and memory requests
- * taken from its limits, or the other way round).
+ * comment), as rendered into any pod or, given the template's `guaranteedPods`, as rendered
+ * into a Guaranteed one (its cpu and memory requests taken from its limits, or its limits from
+ * its requests: that way only).
  */
-export function containsContainer(skeleton: unknown, actual: unknown): boolean {
+export function containsContainer(skeleton: unknown, actual: unknown, guaranteedPods?: GuaranteedMode): boolean {
   if (containsRendered(skeleton, actual)) return true;
-  if (!isJsonObject(skeleton)) return false;
-  return (['limits', 'requests'] as const).some((from) => {
-    const kept = guaranteedSkeleton(skeleton, from);
-    return kept !== undefined && containsRendered(kept, actual);
-  });
+  if (!isJsonObject(skeleton) || guaranteedPods === undefined) return false;
+  const kept = guaranteedSkeleton(skeleton, guaranteedPods === 'requests-from-limits' ? 'limits' : 'requests');
+  return kept !== undefined && containsRendered(kept, actual);
 }
 
 function containsRendered(skeleton: unknown, actual: unknown): boolean {

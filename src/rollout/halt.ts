@@ -46,6 +46,8 @@ export interface CandidateHealth {
   readonly revision: string;
   /** The candidate's containers as every form renders them apart from the pod (its skeletons), by name. */
   readonly skeletons: ReadonlyMap<string, readonly unknown[]>;
+  /** How the candidate's containers are rendered into a Guaranteed pod (its `guaranteedPods`). */
+  readonly guaranteedPods: Template['guaranteedPods'];
   pods: number;
   /** Pods counted unhealthy: `restarting` + `notReady` (a pod counts once, as restarting when it is both). */
   unhealthy: number;
@@ -84,7 +86,7 @@ function candidateContainers(pod: JsonObject, health: CandidateHealth): Readonly
     if (!Array.isArray(list)) continue;
     for (const c of list) {
       if (!isJsonObject(c) || typeof c.name !== 'string' || !claimed.has(c.name)) continue;
-      if ((health.skeletons.get(c.name) ?? []).some((skeleton) => containsContainer(skeleton, c))) held.add(c.name);
+      if ((health.skeletons.get(c.name) ?? []).some((skeleton) => containsContainer(skeleton, c, health.guaranteedPods))) held.add(c.name);
     }
   }
   return held.size > 0 ? held : undefined;
@@ -206,6 +208,7 @@ export class HealthCount {
           template: r.name,
           revision: r.candidate.hash,
           skeletons: skeletonsOf(r.candidate),
+          guaranteedPods: r.candidate.guaranteedPods,
           pods: 0,
           unhealthy: 0,
           restarting: 0,
