@@ -4,7 +4,11 @@ import { ConfigError, UsageError } from './errors.js';
 
 test('defaults', (t) => {
   const config = loadConfig({}, []);
-  t.like(config, { host: '0.0.0.0', port: 8443, templatesDir: 'templates', maxBodyBytes: 7 * 1024 * 1024, logLevel: 'info' });
+  // No certificate given: a throw-away development one, for this machine only.
+  t.like(config, { host: '127.0.0.1', port: 8443, templatesDir: 'templates', maxBodyBytes: 7 * 1024 * 1024, logLevel: 'info' });
+  t.is(loadConfig({}, ['--tls-cert', 'c.pem', '--tls-key', 'k.pem']).host, '0.0.0.0', 'a real certificate: every interface');
+  t.is(loadConfig({}, ['--tls-secret', 'tls', '--namespace-source', 'cluster', '--kubeconfig', 'k']).host, '0.0.0.0');
+  t.is(loadConfig({}, ['--host', '0.0.0.0']).host, '0.0.0.0', 'as told');
   t.deepEqual(config.timeouts, { headersTimeoutMs: 10_000, requestTimeoutMs: 10_000, keepAliveTimeoutMs: 120_000 });
   t.is(config.tlsCertFile, undefined);
   t.true(Object.isFrozen(config));

@@ -77,7 +77,13 @@ export interface Config {
 /** The options of `serve`: flags, environment variables, defaults and help (see options.ts). */
 export const serveOptions = {
   port: { kind: 'string', value: 'N', env: 'SIDECAR_INJECTOR_PORT', default: '8443', help: 'HTTPS port' },
-  host: { kind: 'string', value: 'ADDR', env: 'SIDECAR_INJECTOR_HOST', default: '0.0.0.0', help: 'listen address' },
+  host: {
+    kind: 'string',
+    value: 'ADDR',
+    env: 'SIDECAR_INJECTOR_HOST',
+    default: '0.0.0.0',
+    help: 'listen address (127.0.0.1 with a throw-away development certificate)',
+  },
   templates: { kind: 'string', value: 'DIR', env: 'SIDECAR_INJECTOR_TEMPLATES', default: 'templates', help: 'template directory' },
   'tls-cert': {
     kind: 'string',
@@ -296,7 +302,8 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
   if (problems.length > 0) throw new ConfigError(problems);
   const namespaceLabelsFile = option('namespace-labels');
   return Object.freeze({
-    host: option('host') ?? '0.0.0.0',
+    // A throw-away development certificate (no --tls-cert, no --tls-secret) is for this machine only.
+    host: option('host') ?? (tlsCertFile === undefined && !selfManaged ? '127.0.0.1' : '0.0.0.0'),
     port,
     templatesDir: option('templates') ?? 'templates',
     devCertDir: option('dev-cert-dir') ?? '.dev-certs',

@@ -335,3 +335,14 @@ test('without a cluster: audit and rollout status say what to give in one proble
   t.is(serve.code, 1);
   t.regex(serve.stderr, /no Kubernetes client configuration: this is not a pod; give --kubeconfig FILE, or run it in a pod/);
 });
+
+test('a second local start on a busy port fails without replacing the running one’s development CA; a local start listens on loopback unless told otherwise', async (t) => {
+  const first = await spawnServe(['--namespace-labels', 'dev/namespaces.yaml', '--shutdown-delay-ms', '0']);
+  t.teardown(() => first.child.kill('SIGTERM'));
+  const second = await runFailing(['serve', '--namespace-labels', 'dev/namespaces.yaml', '--port', String(first.port), '--dev-cert-dir', first.certDir]);
+  t.is(second.code, 1);
+  t.regex(second.stderr, new RegExp(`cannot listen on 127\\.0\\.0\\.1:${first.port}`), 'the default host of a local run is loopback');
+  t.is(await readFile(join(first.certDir, 'ca.crt'), 'utf8'), first.ca, 'the running server’s CA is still the one on disk');
+  const review = await post(first.port, first.ca, await readFile(join('dev', 'sample-review.json'), 'utf8'));
+  t.is(review.response.uid, '705ab4f5-6393-11e8-b7cc-42010a800002', 'and the quickstart’s curl still reaches it');
+});

@@ -441,8 +441,12 @@ export async function startPreflights(options: RolloutOptions) {
   };
 }
 
-/** The serving key pair: from files (checked to match), or a throw-away development CA. */
-async function loadTls(config: Config, log: Logger): Promise<KeyPair> {
+/**
+ * The serving key pair: from files (checked to match), or a throw-away development CA. The
+ * development CA's file is written only once the server listens (`writeDevCa`), so that a second
+ * start that cannot listen never replaces the CA of the one that is running.
+ */
+async function loadTls(config: Config, log: Logger): Promise<KeyPair & { writeDevCa?: () => Promise<void> }> {
   if (config.tlsCertFile && config.tlsKeyFile) {
     try {
       return await readKeyPair(config.tlsCertFile, config.tlsKeyFile);
@@ -452,14 +456,19 @@ async function loadTls(config: Config, log: Logger): Promise<KeyPair> {
   }
   const bundle = await createCertificates(['localhost'], ['127.0.0.1', '::1'], 7);
   const caFile = join(config.devCertDir, 'ca.crt');
-  try {
-    await mkdir(config.devCertDir, { recursive: true });
-    await writeFile(caFile, bundle.caCert);
-  } catch (err) {
-    throw new ConfigError([`--dev-cert-dir: cannot write ${caFile}: ${(err as Error).message}`]);
-  }
-  log.warn({ caFile }, 'no --tls-cert/--tls-key given: serving a throw-away development certificate for localhost and 127.0.0.1; trust it with curl --cacert');
-  return checkKeyPair(bundle.cert, bundle.key);
+  const writeDevCa = async () => {
+    try {
+      await mkdir(config.devCertDir, { recursive: true });
+      await writeFile(caFile, bundle.caCert);
+    } catch (err) {
+      throw new ConfigError([`--dev-cert-dir: cannot write ${caFile}: ${(err as Error).message}`]);
+    }
+    log.warn(
+      { caFile },
+      'no --tls-cert/--tls-key given: serving a throw-away development certificate for localhost and 127.0.0.1; trust it with curl --cacert',
+    );
+  };
+  return { ...checkKeyPair(bundle.cert, bundle.key), writeDevCa };
 }
 
 /** A running injector. */
@@ -530,7 +539,8 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
   // Self-managed certificates (--tls-secret): served from the Secret, renewals followed below.
   const selfManaged = config.selfManaged ? await startSelfManagedCertificates(config, log, env) : undefined;
   if (selfManaged) runtime.add('self-managed certificates', () => selfManaged.certificates.stop());
-  const tls = selfManaged ? selfManaged.pair : await loadTls(config, log);
+  const loaded = selfManaged ? undefined : await loadTls(config, log);
+  const tls: KeyPair = selfManaged ? selfManaged.pair : loaded!;
   metrics.certificateExpiry.set(tls.notAfter.getTime() / 1000);
   let draining = false;
   let reloader: CertificateReloader | undefined;
@@ -580,6 +590,15 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
     // A port in use, an address this machine does not have: the configuration, not a bug.
     await runtime.stop();
     throw new ConfigError([`cannot listen on ${config.host}:${config.port}: ${(err as Error).message}`]);
+  }
+  if (loaded?.writeDevCa) {
+    try {
+      await loaded.writeDevCa();
+    } catch (err) {
+      await running.close();
+      await runtime.stop();
+      throw err;
+    }
   }
   log.info({ notAfter: tls.notAfter.toISOString(), fingerprint256: tls.fingerprint256 }, 'serving certificate');
   if (config.tlsCertFile && config.tlsKeyFile) {
