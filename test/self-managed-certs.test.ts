@@ -275,7 +275,9 @@ test('a Secret that holds a valid CA and certificate is adopted; a broken one is
 
 test('the Secret deleted, or replaced with a CA of its own: every CA the webhooks trusted stays trusted, so a replica still serving from it is never refused', async (t) => {
   const api = await cluster(t);
-  const leader = await replica(api, 'leader');
+  // One time for the replica and the operator's certificates: judged and made on the same clock.
+  const clock = { now: Date.UTC(2026, 10, 27) };
+  const leader = await replica(api, 'leader', clock);
   await leader.reconcile();
   const first = structuredClone(secretOf(api));
   const trusts = (servingPem: string) =>
@@ -289,8 +291,8 @@ test('the Secret deleted, or replaced with a CA of its own: every CA the webhook
   t.deepEqual(splitCertificates(field(secretOf(api), 'ca.crt')).slice(1), splitCertificates(field(first, 'ca.crt')));
   // Replaced by an operator with their own CA and certificate, the bundle holding their CA only.
   const second = structuredClone(secretOf(api));
-  const own = await createCa(30, 'operator CA', Date.now());
-  const ownServing = await createServingCertificate(own, serviceDnsNames('sidecar-injector', namespace), [], 30, Date.now());
+  const own = await createCa(30, 'operator CA', clock.now);
+  const ownServing = await createServingCertificate(own, serviceDnsNames('sidecar-injector', namespace), [], 30, clock.now);
   const b64 = (text: string) => Buffer.from(text).toString('base64');
   secretOf(api).data = { 'tls.crt': b64(ownServing.cert), 'tls.key': b64(ownServing.key), 'ca.crt': b64(own.cert), 'ca.key': b64(own.key) };
   const extended = await leader.reconcile();

@@ -66,14 +66,14 @@ export interface Conflict {
 
 /**
  * In a pod on the node's network (`hostNetwork`), the first port a template's container
- * declares, as `container port/protocol`: the API server makes every declared port a host port
+ * declares, and in which container: the API server makes every declared port a host port
  * there, so it binds the node's interfaces and no two such pods fit on one node.
  */
-function declaredPort(t: RenderedTemplate): string | undefined {
+function declaredPort(t: RenderedTemplate): { readonly container: string; readonly port: string } | undefined {
   for (const c of [...t.initContainers, ...t.containers]) {
     for (const p of Array.isArray(c.ports) ? c.ports : []) {
       if (isJsonObject(p) && p.containerPort !== undefined)
-        return `${String(c.name)} ${String(p.containerPort)}/${typeof p.protocol === 'string' ? p.protocol : 'TCP'}`;
+        return { container: String(c.name), port: `${String(p.containerPort)}/${typeof p.protocol === 'string' ? p.protocol : 'TCP'}` };
     }
   }
   return undefined;
@@ -368,12 +368,12 @@ export function inject(
       });
       continue;
     }
-    const port = hostNetwork && !builder.holdsAll(t) ? declaredPort(t) : undefined;
-    if (port !== undefined) {
+    const declared = hostNetwork && !builder.holdsAll(t) ? declaredPort(t) : undefined;
+    if (declared !== undefined) {
       conflicts.push({
         template: t.name,
         rule: 'host-network-port',
-        text: `${t.name} not injected: a hostNetwork pod, and its container ${port.split(' ')[0]} declares port ${port.split(' ')[1]} (a port of the node)`,
+        text: `${t.name} not injected: a hostNetwork pod, and its container ${declared.container} declares port ${declared.port} (a port of the node)`,
       });
       continue;
     }

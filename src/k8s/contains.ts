@@ -9,9 +9,9 @@
  * that depend on the pod match any string; quantities compare by value; an image matches
  * across a registry mirror or a digest pin.
  */
-import { qosResources, type GuaranteedMode } from './qos.js';
+import { guaranteedContainer, type GuaranteedMode } from './qos.js';
 import { sameQuantity } from './quantity.js';
-import { isJsonObject, type JsonObject } from './json.js';
+import { isJsonObject } from './json.js';
 
 /**
  * A string of a template's skeleton that depends on the pod: its literal text, in order, with
@@ -125,21 +125,6 @@ const addableContainerFields: ReadonlySet<string> = new Set([
 ]);
 
 /**
- * The skeleton as the injector renders it into a Guaranteed pod (k8s/qos.ts guaranteedContainer):
- * cpu and memory of one side copied from the other; undefined when that side lacks either.
- * Values are copied as they are (a pattern for a parameter stays that pattern).
- */
-function guaranteedSkeleton(skeleton: JsonObject, from: 'limits' | 'requests'): JsonObject | undefined {
-  const resources = isJsonObject(skeleton.resources) ? skeleton.resources : undefined;
-  const source = resources && isJsonObject(resources[from]) ? resources[from] : undefined;
-  if (!resources || !source || !qosResources.every((name) => Object.hasOwn(source, name))) return undefined;
-  const to = from === 'limits' ? 'requests' : 'limits';
-  const target: JsonObject = { ...(isJsonObject(resources[to]) ? resources[to] : {}) };
-  for (const name of qosResources) target[name] = source[name]!;
-  return { ...skeleton, resources: { ...resources, [to]: target } };
-}
-
-/**
  * True when the container `actual` is the template's container `skeleton` (see the module
  * comment), as rendered into any pod or, given the template's `guaranteedPods`, as rendered
  * into a Guaranteed one (its cpu and memory requests taken from its limits, or its limits from
@@ -148,7 +133,7 @@ function guaranteedSkeleton(skeleton: JsonObject, from: 'limits' | 'requests'): 
 export function containsContainer(skeleton: unknown, actual: unknown, guaranteedPods?: GuaranteedMode): boolean {
   if (containsRendered(skeleton, actual)) return true;
   if (!isJsonObject(skeleton) || guaranteedPods === undefined) return false;
-  const kept = guaranteedSkeleton(skeleton, guaranteedPods === 'requests-from-limits' ? 'limits' : 'requests');
+  const kept = guaranteedContainer(skeleton, guaranteedPods, () => true);
   return kept !== undefined && containsRendered(kept, actual);
 }
 

@@ -77,18 +77,25 @@ export function qosClass(spec: JsonObject): QosClass {
 /** How a template's containers behave in a Guaranteed pod (its `guaranteedPods` field). */
 export type GuaranteedMode = 'requests-from-limits' | 'limits-from-requests';
 
+/** A quantity above zero (what the kubelet counts). */
+const statedQuantity = (value: unknown): boolean => {
+  const q = parseQuantity(value);
+  return q !== undefined && q.num > 0n;
+};
+
 /**
  * `container` as it must be in a Guaranteed pod to keep the pod Guaranteed: cpu and memory
  * requested as much as limited, taken from its limits (`requests-from-limits`) or its requests
  * (`limits-from-requests`); undefined when it does not state both values to take them from.
- * Other resources are left as they are.
+ * Other resources are left as they are. `stated` says what counts as a value: a quantity above
+ * zero for a container, anything for a template's skeleton (a parameter is a pattern there).
  */
-export function guaranteedContainer(container: JsonObject, mode: GuaranteedMode): JsonObject | undefined {
+export function guaranteedContainer(container: JsonObject, mode: GuaranteedMode, stated: (value: unknown) => boolean = statedQuantity): JsonObject | undefined {
   const resources = isJsonObject(container.resources) ? container.resources : {};
   const from = mode === 'requests-from-limits' ? 'limits' : 'requests';
   const to = mode === 'requests-from-limits' ? 'requests' : 'limits';
   const source = isJsonObject(resources[from]) ? resources[from] : {};
-  if (positive(source).size < qosResources.length) return undefined;
+  if (!qosResources.every((name) => Object.hasOwn(source, name) && stated(source[name]))) return undefined;
   const target: JsonObject = { ...(isJsonObject(resources[to]) ? resources[to] : {}) };
   for (const name of qosResources) target[name] = source[name]!;
   return { ...container, resources: { ...resources, [to]: target } };
