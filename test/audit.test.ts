@@ -181,6 +181,22 @@ test('audit text: one line per workload with the command that fixes it; --fail-o
   );
 });
 
+test('audit on an empty templates folder (the CronJob before any template is applied): no pod missing or stale (those with a ledger orphaned), exit 0, said on stderr', async (t) => {
+  const { kubeconfig } = await cluster(t);
+  const empty = await mkdtemp(join(tmpdir(), 'sidecar-injector-audit-empty-'));
+  let stdout = '';
+  let stderr = '';
+  const code = await audit(['--kubeconfig', kubeconfig, '--templates', empty, '-o', 'json', '--fail-on', 'missing,stale'], {
+    stdout: { write: (s: string) => (stdout += s) },
+    stderr: { write: (s: string) => (stderr += s) },
+  });
+  t.is(code, 0);
+  t.is(stderr, `audit: no templates in ${empty}: no pod can lack a sidecar\n`);
+  const states = new Set((JSON.parse(stdout).pods as { state: string }[]).map((p) => p.state));
+  // Pods whose ledger names a template no longer there carry a retired sidecar: orphaned, never missing.
+  t.deepEqual([...states].sort(), ['not-selected', 'opted-out', 'orphaned']);
+});
+
 test('audit reads a large cluster page by page', async (t) => {
   const { api, kubeconfig } = await cluster(t);
   for (let i = 0; i < 1200; i++)

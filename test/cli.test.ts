@@ -45,6 +45,39 @@ test('serve runs on the bundled templates with a throw-away certificate and stop
   t.is(await exited, 0);
 });
 
+test('serve on an empty templates directory (a fresh install) admits pods unchanged, says so, and serves a template added later', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-test-'));
+  // What the kubelet mounts for a ConfigMap without data: only its own dot entries.
+  await mkdir(join(dir, '..data'));
+  const { child, port, ca, logs, exited } = await spawnServe([
+    '--templates',
+    dir,
+    '--namespace-labels',
+    'dev/namespaces.yaml',
+    '--shutdown-delay-ms',
+    '0',
+    '--template-check-interval-ms',
+    '100',
+  ]);
+  t.teardown(() => child.kill('SIGKILL'));
+  t.deepEqual(logs.find((l) => l.msg === 'listening')!.templates, []);
+  t.truthy(logs.find((l) => l.msg === 'no templates: no pod gets a sidecar until templates are added'));
+  // The sample pod without its request for the proxy (a pod naming a template that is not there is refused).
+  const sampleReview = JSON.parse(await readFile(join('dev', 'sample-review.json'), 'utf8'));
+  delete sampleReview.request.object.metadata.annotations;
+  const sample = JSON.stringify(sampleReview);
+  let review = await post(port, ca, sample);
+  t.true(review.response.allowed);
+  t.is(review.response.patch, undefined, 'no patch without templates');
+  t.deepEqual(JSON.parse(await get(port, ca, '/status')).templates.templates, []);
+  await writeFile(join(dir, 'agent.yaml'), 'name: agent\ninjection: automatic\ncontainers: [{ name: agent, image: "registry.example/agent:1" }]\n');
+  await until(() => logs.some((l) => l.msg === 'templates reloaded'), 'the added template is loaded');
+  review = await post(port, ca, sample);
+  t.true(decodePatch(review.response).some((op) => JSON.stringify(op).includes('registry.example/agent:1')));
+  child.kill('SIGTERM');
+  t.is(await exited, 0);
+});
+
 async function runFailing(args: string[]): Promise<{ code: number | null; stderr: string }> {
   const child = spawn(process.execPath, [entry, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';

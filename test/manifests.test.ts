@@ -9,6 +9,8 @@ import { mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { certs } from '../src/cli/certs.js';
+import { check } from '../src/cli/check.js';
+import { TemplateError } from '../src/errors.js';
 import { failClosedAnnotation } from '../src/certs/plan.js';
 import { isTemplateFileName, parseTemplateText } from '../src/templates/load.js';
 import { schemaProblems } from './helpers/kube-schema.js';
@@ -55,7 +57,6 @@ test('every object of the base and of both overlays validates against the Kubern
     'ClusterRole',
     'ClusterRoleBinding',
     'ClusterRoleBinding',
-    'ConfigMap',
     'Deployment',
     'MutatingWebhookConfiguration',
     'Namespace',
@@ -196,16 +197,58 @@ test('deployment: restricted pod security', (t) => {
   t.is(one(base, 'Namespace').metadata.labels['pod-security.kubernetes.io/enforce'], 'restricted');
 });
 
-test('deployment: mounts the templates where --templates points, from the ConfigMap generated from templates/', async (t) => {
+test('deployment: mounts the templates ConfigMap where --templates points, optional: the install carries no template of its own', (t) => {
   const mount = injector().volumeMounts.find((m: Obj) => m.mountPath === arg('templates'));
   const volume = deployment().spec.template.spec.volumes.find((v: Obj) => v.name === mount?.name);
-  const configMap = one(base, 'ConfigMap');
-  t.is(volume?.configMap?.name, configMap.metadata.name);
+  t.deepEqual(volume?.configMap, { name: 'sidecar-injector-templates', optional: true });
+  t.is(arg('templates-configmap'), 'sidecar-injector-templates');
+  for (const objects of [base, certManager, generated]) t.deepEqual(find(objects, 'ConfigMap'), [], 'applying the install never touches the templates');
+});
+
+/** The problems `sidecar-injector check DIR` reports (none: it accepts the folder). */
+async function checkProblems(dir: string): Promise<unknown[]> {
+  try {
+    await check(dir);
+    return [];
+  } catch (err) {
+    if (err instanceof TemplateError) return [...err.problems];
+    throw err;
+  }
+}
+
+test('the bundled examples apply on their own (kubectl apply -k templates/): every file of templates/, each a valid template, as the ConfigMap the Deployment mounts', async (t) => {
+  const configMap = one(kustomize('templates'), 'ConfigMap');
+  t.is(configMap.metadata.name, 'sidecar-injector-templates');
+  t.is(configMap.metadata.namespace, one(base, 'Namespace').metadata.name);
   const files = (await readdir('templates')).filter(isTemplateFileName).sort();
   t.deepEqual(Object.keys(configMap.data).sort(), files, 'templates/kustomization.yaml lists every template file');
-  for (const [file, text] of Object.entries(configMap.data as Record<string, string>)) {
-    t.deepEqual(parseTemplateText(text, file).problems, []);
+  for (const [file, text] of Object.entries(configMap.data as Record<string, string>)) t.deepEqual(parseTemplateText(text, file).problems, []);
+  t.deepEqual(await checkProblems('templates'), []);
+});
+
+test('your own templates in your own repository: the documented folder gives exactly your files as that ConfigMap, and check accepts it', async (t) => {
+  const doc = await readFile(join('docs', 'templates-in-your-repo.md'), 'utf8');
+  const block = /```yaml\n(# kustomization\.yaml\n[\s\S]*?)```/.exec(doc)?.[1];
+  if (!block) return t.fail('docs/templates-in-your-repo.md shows no kustomization.yaml block');
+  const listed = [...block.matchAll(/^ {6}- (\S+\.ya?ml)$/gm)].map((m) => m[1]!);
+  t.true(listed.length > 0, 'the block lists template files');
+  const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-own-templates-'));
+  await writeFile(join(dir, 'kustomization.yaml'), block);
+  const texts: Record<string, string> = {};
+  for (const [i, file] of listed.entries()) {
+    texts[file] = `name: agent-${i}\ninjection: automatic\ncontainers: [{ name: agent-${i}, image: "registry.example/agent:1" }]\n`;
+    await writeFile(join(dir, file), texts[file]!);
   }
+  const objects = kustomize(dir);
+  t.is(objects.length, 1, 'the ConfigMap alone: your folder never touches the install');
+  const configMap = one(objects, 'ConfigMap');
+  t.deepEqual(configMap.data, texts);
+  t.is(configMap.metadata.name, 'sidecar-injector-templates');
+  t.is(configMap.metadata.namespace, one(base, 'Namespace').metadata.name);
+  t.deepEqual(await checkProblems(dir), []);
+  // A file added but not listed would never reach the cluster: check says so.
+  await writeFile(join(dir, 'forgotten.yaml'), 'name: forgotten\ncontainers: [{ name: f, image: "registry.example/f:1" }]\n');
+  t.regex(JSON.stringify(await checkProblems(dir)), /does not list forgotten\.yaml: it would not reach the cluster/);
 });
 
 test('deployment: self-managed certificates from the Secret, no certificate path needed to start', (t) => {
@@ -385,7 +428,7 @@ test('the audit-restart component: an hourly CronJob running audit --restart mis
   t.deepEqual(pod.containers[0].args.slice(0, 1), ['audit']);
   t.true(pod.containers[0].args.includes('--restart=missing'));
   t.is(pod.containers[0].image, deployment().spec.template.spec.containers[0].image);
-  t.is(pod.volumes[0].configMap.name, one(base, 'ConfigMap').metadata.name);
+  t.deepEqual(pod.volumes[0].configMap, { name: 'sidecar-injector-templates', optional: true });
   const role = find(objects, 'ClusterRole').find((r) => r.metadata.name === 'sidecar-injector-auditor')!;
   t.true(role.rules.some((r: Obj) => r.verbs.includes('patch') && r.resources.includes('deployments')));
   // The base's own role never writes workloads (it patches events only).

@@ -1,5 +1,5 @@
 /**
- * The manifests' part of the rollout: serve is told the templates ConfigMap the kustomization
+ * The manifests' part of the rollout: serve is told the templates ConfigMap a templates folder
  * makes (for the Events of a failed preflight and a halt), may write those Events there, and,
  * with the rollout-preflight component, may list the FailedCreate Events the halt counts.
  */
@@ -16,11 +16,11 @@ import { schemaProblems } from './helpers/kube-schema.js';
 const grants = (roles: KubeObject[], group: string, resource: string, verb: string) =>
   roles.some((role) => role.rules.some((r: KubeObject) => r.apiGroups.includes(group) && r.resources.includes(resource) && r.verbs.includes(verb)));
 
-test('serve is told the templates ConfigMap the kustomization makes, and may write Events on it', (t) => {
+test('serve is told the templates ConfigMap your templates folder makes (templates/ for the examples), and may write Events on it', (t) => {
   const base = kustomizeObjects('manifests');
   const deployment = base.find((o) => o.kind === 'Deployment')!;
   const args = deployment.spec.template.spec.containers[0].args as string[];
-  const configMap = base.find((o) => o.kind === 'ConfigMap')!;
+  const configMap = kustomizeObjects('templates').find((o) => o.kind === 'ConfigMap')!;
   t.true(args.includes(`--templates-configmap=${configMap.metadata.name}`));
   // The ConfigMap sits in the injector's own namespace, where the flag's bare name points.
   t.is(configMap.metadata.namespace, deployment.metadata.namespace);

@@ -277,7 +277,10 @@ export async function audit(
   if (restartStates.length > 0 && output === 'json') problems.push('--restart writes what it does as text: leave out -o json');
   if (problems.length > 0) throw new ConfigError(problems);
   const kubeConfig = await loadKubeConfig(values.kubeconfig as string | undefined, { fallback: 'default' });
-  const set = await loadTemplateDir((values.templates as string | undefined) ?? 'templates');
+  const templatesDir = (values.templates as string | undefined) ?? 'templates';
+  // The audit CronJob mounts the templates ConfigMap as an optional volume: none yet is no error.
+  const set = await loadTemplateDir(templatesDir, { allowEmpty: true });
+  if (set.templates.length === 0) io.stderr.write(`audit: no templates in ${templatesDir}: no pod can lack a sidecar\n`);
   let report: AuditReport;
   try {
     // The version admission decides by: the flag, else the API server's (the server also reads the kubelets').

@@ -11,7 +11,7 @@ import { parse as parseYaml } from 'yaml';
 import { TemplateError, type TemplateProblem } from '../errors.js';
 import { podProblems } from '../k8s/pod-validation.js';
 import { injectPod } from '../pipeline/inject-pod.js';
-import { compileTemplateFiles, readTemplateFiles, type TemplateFile } from '../templates/load.js';
+import { compileTemplateFiles, readTemplateFiles, type CompileOptions, type TemplateFile } from '../templates/load.js';
 import { createTemplateSet, type TemplateSet } from '../templates/set.js';
 import { isJsonObject, type JsonObject } from '../k8s/json.js';
 import type { Template } from '../templates/template.js';
@@ -163,11 +163,16 @@ export async function check(dir: string, cluster: ClusterCheck = {}): Promise<Te
  * Every check on template files already read: `check` runs it on a directory, and `serve` on
  * every set it loads (at start and on each reload), so a set `check` refuses is never served.
  */
-export async function checkTemplateFiles(files: readonly TemplateFile[], dir: string, cluster: ClusterCheck = {}): Promise<TemplateSet> {
+export async function checkTemplateFiles(
+  files: readonly TemplateFile[],
+  dir: string,
+  cluster: ClusterCheck = {},
+  options: CompileOptions = {},
+): Promise<TemplateSet> {
   const problems: TemplateProblem[] = [];
   let set: TemplateSet | undefined;
   try {
-    set = compileTemplateFiles(files, dir);
+    set = compileTemplateFiles(files, dir, options);
   } catch (err) {
     if (!(err instanceof TemplateError)) throw err;
     problems.push(...err.problems);

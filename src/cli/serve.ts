@@ -486,13 +486,23 @@ export async function serve(argv: readonly string[], env: Readonly<Record<string
   // The very checks `sidecar-injector check` runs, at start and on every reload: a set that
   // check refuses (a containerPort rendered as a string, say) would fail every pod creation.
   const { checkTemplateFiles, samplePod } = await import('./check.js');
-  const templates = await TemplateStore.load(config.templatesDir, checkTemplateFiles, config.templateCheckIntervalMs);
+  // An empty directory is an empty set: a fresh install serves no sidecar until templates arrive.
+  const templates = await TemplateStore.load(
+    config.templatesDir,
+    (files, dir) => checkTemplateFiles(files, dir, {}, { allowEmpty: true }),
+    config.templateCheckIntervalMs,
+  );
+  const warnIfEmpty = () => {
+    if (templates.current().templates.length === 0) log.warn({ dir: config.templatesDir }, 'no templates: no pod gets a sidecar until templates are added');
+  };
   metrics.templateGeneration.set(templates.generation);
   metrics.templateSetCurrent.set(1);
+  warnIfEmpty();
   templates.on('reload', () => {
     metrics.templateGeneration.set(templates.generation);
     metrics.templateSetCurrent.set(1);
     log.info(templates.status(), 'templates reloaded');
+    warnIfEmpty();
   });
   templates.on('rejected', (err: Error) => {
     metrics.templateReloadFailures.inc();

@@ -72,8 +72,18 @@ export async function readTemplateFiles(dir: string): Promise<TemplateFile[]> {
   return files;
 }
 
+/** What a directory without template files means. */
+export interface CompileOptions {
+  /**
+   * `serve` and `audit` take an empty directory as an empty set (an install with no templates
+   * yet gives no pod a sidecar, and no pod can miss one); the offline commands refuse it, as a
+   * wrong `--templates` path.
+   */
+  readonly allowEmpty?: boolean;
+}
+
 /** Compiles template files into a set; throws TemplateError listing every problem in every file. */
-export function compileTemplateFiles(files: readonly TemplateFile[], dir: string): TemplateSet {
+export function compileTemplateFiles(files: readonly TemplateFile[], dir: string, options: CompileOptions = {}): TemplateSet {
   const revisions: RevisionFile[] = [];
   const problems: TemplateProblem[] = [];
   for (const { name, text } of files) {
@@ -81,7 +91,7 @@ export function compileTemplateFiles(files: readonly TemplateFile[], dir: string
     problems.push(...result.problems);
     if (result.template) revisions.push({ template: result.template, ...(result.stanza ? { stanza: result.stanza } : {}) });
   }
-  if (files.length === 0) problems.push({ file: dir, field: '', message: 'no template files (*.yaml, *.yml, *.json) found' });
+  if (files.length === 0 && !options.allowEmpty) problems.push({ file: dir, field: '', message: 'no template files (*.yaml, *.yml, *.json) found' });
   if (problems.length > 0) throw new TemplateError(problems);
   const { set, problems: revisionProblems } = createRevisionSet(revisions);
   if (revisionProblems.length > 0) throw new TemplateError(revisionProblems);
@@ -89,6 +99,6 @@ export function compileTemplateFiles(files: readonly TemplateFile[], dir: string
 }
 
 /** Reads and validates every template in `dir`; throws TemplateError listing every problem. */
-export async function loadTemplateDir(dir: string): Promise<TemplateSet> {
-  return compileTemplateFiles(await readTemplateFiles(dir), dir);
+export async function loadTemplateDir(dir: string, options: CompileOptions = {}): Promise<TemplateSet> {
+  return compileTemplateFiles(await readTemplateFiles(dir), dir, options);
 }

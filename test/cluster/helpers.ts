@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { ExecutionContext } from 'ava';
 import { Kube, type Json } from './world/kube.js';
-import { kubectl as worldKubectl, waitForHealthyInstall, type WorldFile } from './world/world.js';
+import { kubectl as worldKubectl, makeDeploy, waitForHealthyInstall, type WorldFile } from './world/world.js';
 
 const run = promisify(execFile);
 
@@ -104,6 +104,11 @@ export async function cli(
 export async function injectorPods(): Promise<Json[]> {
   const { kube } = joinWorld();
   return (await kube.get('/api/v1/namespaces/sidecar-injector/pods?labelSelector=app.kubernetes.io%2Fcomponent%3Dwebhook')).items;
+}
+
+/** The README's `make deploy` again, of `kustomization` (manifests/ unless said): as an upgrade or an overlay is applied. */
+export async function deploy(kustomization = 'manifests'): Promise<string> {
+  return makeDeploy(joinWorld().file, process.cwd(), kustomization);
 }
 
 /** Waits until the install is healthy again (every replica ready, caBundles, the required webhook armed). */

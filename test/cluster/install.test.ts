@@ -1,5 +1,5 @@
 /**
- * The install as a user does it, on the real API server: `kubectl apply -k manifests/` (the world
+ * The install as a user does it, on the real API server: the README's `make deploy` (the world
  * ran it before any test), the injector's pods run with the identity of its ServiceAccount, the
  * self-managed certificates made, both caBundles written, the required webhook armed.
  */
@@ -7,9 +7,9 @@ import test from 'ava';
 import { X509Certificate } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { injectorPods, joinWorld, type Json } from './helpers.js';
+import { deploy, injectorPods, joinWorld, type Json } from './helpers.js';
 
-test('kubectl apply -k manifests/ gives a healthy install: both replicas ready behind the Service, kubectl says so', async (t) => {
+test('the README’s install gives a healthy install: both replicas ready behind the Service, kubectl says so', async (t) => {
   const { kube, kubectl } = joinWorld();
   const deployment = await kube.get('/apis/apps/v1/namespaces/sidecar-injector/deployments/sidecar-injector');
   t.is(deployment.spec.replicas, 2);
@@ -74,4 +74,31 @@ test('the required webhook is armed only once a replica is ready behind the Serv
   t.true(notYet.length > 0, 'the first round wrote the CA while no replica was ready, and said why it did not arm');
   t.true(notYet[0]!.time < armed!.time);
   t.true(armed!.time > firstListening!.time, 'armed after a replica was answering');
+});
+
+test('a fresh install injects nothing: a pod of an opted-in namespace came through the real chain as it was sent, until templates were applied', (t) => {
+  const { file } = joinWorld();
+  const fresh = file.freshInstall;
+  if (!fresh) return t.fail('the world opted in no namespace');
+  t.deepEqual(fresh.initContainers, []);
+  t.deepEqual(fresh.containers, ['app']);
+  t.false(
+    Object.keys(fresh.annotations).some((k) => k.startsWith('sidecar-injector.io/')),
+    'no ledger annotation',
+  );
+});
+
+test('make deploy pinned the image to the pushed digest; deploying again changes nothing and leaves the templates alone (the ConfigMap is the user’s)', async (t) => {
+  const { kube, file } = joinWorld();
+  const deploymentPath = '/apis/apps/v1/namespaces/sidecar-injector/deployments/sidecar-injector';
+  const configMapPath = '/api/v1/namespaces/sidecar-injector/configmaps/sidecar-injector-templates';
+  const digest = readFileSync(file.deploy.digestFile, 'utf8').trim();
+  const before = { deployment: await kube.get(deploymentPath), configMap: await kube.get(configMapPath) };
+  t.is(before.deployment.spec.template.spec.containers[0].image, `registry.example.com/platform/sidecar-injector@${digest}`);
+  t.deepEqual(Object.keys(before.configMap.data).sort(), ['log-shipper.yaml', 'proxy.yaml']);
+  const applied = await deploy();
+  t.notRegex(applied, /configmap/i, 'the install names no ConfigMap');
+  t.regex(applied, /deployment\.apps\/sidecar-injector unchanged/);
+  t.is((await kube.get(deploymentPath)).metadata.generation, before.deployment.metadata.generation);
+  t.is((await kube.get(configMapPath)).metadata.resourceVersion, before.configMap.metadata.resourceVersion);
 });

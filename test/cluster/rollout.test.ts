@@ -8,7 +8,7 @@
 import test from 'ava';
 import { readFileSync } from 'node:fs';
 import { bucketOf } from '../../src/templates/rollout.js';
-import { eventually, everyReplica, healthyInstall, injectorPods, joinWorld, optedInNamespace, plainPod, scaleInjector, type Json } from './helpers.js';
+import { deploy, eventually, everyReplica, healthyInstall, injectorPods, joinWorld, optedInNamespace, plainPod, scaleInjector, type Json } from './helpers.js';
 
 const configMapPath = '/api/v1/namespaces/sidecar-injector/configmaps/sidecar-injector-templates';
 const stable = readFileSync('templates/log-shipper.yaml', 'utf8');
@@ -22,8 +22,7 @@ function candidate(image: string, share: number): string {
 const shipperImage = (pod: Json) => ((pod.spec.initContainers ?? []) as Json[]).find((c) => c.name === 'log-shipper')?.image as string | undefined;
 
 test.before(async () => {
-  const { kubectl } = joinWorld();
-  await kubectl(['apply', '-k', 'test/cluster/overlays/rollout']);
+  await deploy('test/cluster/overlays/rollout');
   await eventually('the Deployment rolled out with --rollout-probe-namespace', async () => {
     const d = await joinWorld().kube.get('/apis/apps/v1/namespaces/sidecar-injector/deployments/sidecar-injector');
     return JSON.stringify(d.spec.template.spec.containers[0].args).includes('--rollout-probe-namespace=sidecar-injector-probes');
@@ -32,9 +31,9 @@ test.before(async () => {
 });
 
 test.after.always(async () => {
-  const { kube, kubectl } = joinWorld();
+  const { kube } = joinWorld();
   await kube.mergePatch(configMapPath, { data: { 'log-shipper-next.yaml': null } });
-  await kubectl(['apply', '-k', 'manifests']);
+  await deploy();
   await eventually('the Deployment back as shipped', async () => {
     const d = await kube.get('/apis/apps/v1/namespaces/sidecar-injector/deployments/sidecar-injector');
     return !JSON.stringify(d.spec.template.spec.containers[0].args).includes('--rollout-probe-namespace');

@@ -32,6 +32,8 @@ export type RootFilesystem =
       readonly entrypoint: readonly string[];
       readonly env: Readonly<Record<string, string>>;
       readonly user: string;
+      /** The image's manifest digest (what `make push` would have pushed). */
+      readonly digest: string;
     }
   | { readonly mode: 'clone'; readonly clone: string; readonly node: string };
 
@@ -341,7 +343,7 @@ export class WorldNode {
       const own = readlinkSync('/proc/self/ns/net');
       await waitUntil('the pod sandbox in a network namespace of its own', () => readlinkSync(`/proc/${sandbox.pid}/ns/net`) !== own, { everyMs: 5 });
       connectPod(sandbox.pid!, ip, index);
-      // Volumes before containers, as the kubelet mounts them: a missing ConfigMap fails the start (tried again next pass).
+      // Volumes before containers, as the kubelet mounts them: a missing ConfigMap that is not optional fails the start (tried again next pass).
       await this.refreshVolumes(running);
     } catch (err) {
       sandbox.kill('SIGKILL');
@@ -378,7 +380,14 @@ export class WorldNode {
           ? `/api/v1/namespaces/${running.namespace}/configmaps/${volume.configMap.name}`
           : `/api/v1/namespaces/${running.namespace}/secrets/${volume.secret.secretName}`;
         const object = await kube.find(path);
-        if (!object) continue;
+        if (!object) {
+          // As the kubelet: a missing optional object is an empty volume (filled once it exists,
+          // emptied when it goes); a required one keeps the pod from starting.
+          if (!(volume.configMap ?? volume.secret).optional) throw new Error(`volume ${volume.name}: ${path} not found`);
+          if (running.projected.get(volume.name) !== '') writeAtomically(dir, {});
+          running.projected.set(volume.name, '');
+          continue;
+        }
         if (running.projected.get(volume.name) === object.metadata.resourceVersion) continue;
         const data: Record<string, string | Buffer> = volume.configMap ? { ...object.data, ...decode(object.binaryData) } : decode(object.data);
         const items = (volume.configMap ?? volume.secret).items as Json[] | undefined;

@@ -9,6 +9,7 @@
  * (test/cluster/helpers.ts).
  */
 import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -22,6 +23,9 @@ import { waitUntil } from './processes.js';
 
 const run = promisify(execFile);
 
+/** The image name the README's install uses. */
+const readmeImage = 'registry.example.com/platform/sidecar-injector:0.1.0';
+
 /** What a test needs to reach the world (world.json). */
 export interface WorldFile {
   readonly state: string;
@@ -34,6 +38,10 @@ export interface WorldFile {
   /** How the injector's containers run: `image` (the built image's root filesystem) or `clone` (this clone's build). */
   readonly containers: 'image' | 'clone';
   readonly startTimes: ControlPlane['startTimes'] & { readonly installedMs: number };
+  /** The README's `make deploy`: the image it names and the digest file it pins the install to. */
+  readonly deploy: { readonly image: string; readonly digestFile: string };
+  /** What the fresh install (before any template was applied) did to a pod of an opted-in namespace. */
+  readonly freshInstall?: FreshInstallPod;
 }
 
 export interface World {
@@ -96,7 +104,14 @@ async function rootFilesystem(state: string, clone: string): Promise<RootFilesys
   const archive = join(clone, imageArchive());
   if (existsSync(archive) && statSync(archive).mtimeMs >= newest(join(clone, 'src'))) {
     const image = await unpackImage(archive, join(state, 'image'));
-    return { mode: 'image', rootfs: image.rootfs, entrypoint: image.config.config.Entrypoint, env: image.env, user: image.config.config.User };
+    return {
+      mode: 'image',
+      rootfs: image.rootfs,
+      entrypoint: image.config.config.Entrypoint,
+      env: image.env,
+      user: image.config.config.User,
+      digest: image.manifestDigest,
+    };
   }
   if (existsSync(archive))
     console.error(`cluster: ${archive} is older than src/: the injector's pods run from the clone's build (make image to use the image)`);
@@ -126,7 +141,13 @@ export async function startWorld(options: WorldOptions): Promise<World> {
     node = new WorldNode({ kube, kubeletVersion: kubernetesVersion, state, namespaces: ['sidecar-injector'], root });
     await node.register();
     node.start();
+    // `make push` wrote the pushed digest beside the archive; here the image's own digest stands in
+    // for it (the node runs the image's root filesystem whatever registry the pod names). Without
+    // an image the pods run the clone's build, and the digest only names that.
+    const digestFile = join(state, 'pushed.digest');
+    writeFileSync(digestFile, `${root.mode === 'image' ? root.digest : `sha256:${createHash('sha256').update(`clone ${clone}`).digest('hex')}`}\n`);
     const file: Omit<WorldFile, 'startTimes'> = {
+      deploy: { image: readmeImage, digestFile },
       state,
       bin,
       server: apiServerUrl,
@@ -137,9 +158,10 @@ export async function startWorld(options: WorldOptions): Promise<World> {
       containers: root.mode,
     };
     const t0 = performance.now();
-    await install(file, kube, clone, options.optIn);
+    const freshInstall = await install(file, kube, clone, options.optIn);
     const world: WorldFile = {
       ...file,
+      ...(freshInstall ? { freshInstall } : {}),
       startTimes: { ...controlPlane.startTimes, installedMs: controlPlane.startTimes.controllersMs + performance.now() - t0 },
     };
     writeFileSync(join(state, 'world.json'), JSON.stringify(world, null, 2));
@@ -150,13 +172,50 @@ export async function startWorld(options: WorldOptions): Promise<World> {
   }
 }
 
+/** A pod of a fresh install (no templates yet), as a dry-run create through the real chain returned it. */
+export interface FreshInstallPod {
+  readonly namespace: string;
+  readonly initContainers: readonly string[];
+  readonly containers: readonly string[];
+  readonly annotations: Readonly<Record<string, string>>;
+}
+
 /**
- * `kubectl apply -k manifests/` as the README says, then waits until the install is healthy:
- * every replica ready, both caBundles written, the required webhook armed; then opts in the
- * namespaces asked for.
+ * The README's `make deploy IMAGE=…` (of `kustomization`, manifests/ unless said): the install
+ * rendered with the image pinned to the pushed digest, applied with the world's kubectl.
  */
-export async function install(file: Pick<WorldFile, 'bin' | 'admin'>, kube: Kube, clone: string, optIn: readonly string[]): Promise<void> {
-  await kubectl(file, ['apply', '-k', join(clone, 'manifests')]);
+export async function makeDeploy(file: Pick<WorldFile, 'bin' | 'admin' | 'deploy'>, clone: string, kustomization = 'manifests'): Promise<string> {
+  const args = [
+    '-C',
+    clone,
+    '--no-print-directory',
+    'deploy',
+    `IMAGE=${file.deploy.image}`,
+    `DIGEST_FILE=${file.deploy.digestFile}`,
+    `KUSTOMIZATION=${kustomization}`,
+  ];
+  const outcome = await run('make', args, { env: { ...process.env, KUBECONFIG: file.admin.kubeconfig, PATH: `${file.bin}:${process.env.PATH ?? ''}` } }).then(
+    ({ stdout }) => ({ stdout }),
+    (err: { stderr?: string; message?: string }) => ({ failed: String(err.stderr || err.message).trim() }),
+  );
+  if ('failed' in outcome) throw new Error(`make ${args.join(' ')}: ${outcome.failed}`);
+  return outcome.stdout;
+}
+
+/**
+ * The README's install: `make deploy` (manifests/ with the image pinned), waits until the install is healthy
+ * (every replica ready, both caBundles written, the required webhook armed), opts in the
+ * namespaces asked for, and sends a pod through the real admission chain (a dry-run create) to
+ * see what a fresh install does to it; then adds templates as a user does, with the bundled
+ * examples (`kubectl apply -k templates/`), and waits until every replica serves them.
+ */
+export async function install(
+  file: Pick<WorldFile, 'bin' | 'admin' | 'deploy'>,
+  kube: Kube,
+  clone: string,
+  optIn: readonly string[],
+): Promise<FreshInstallPod | undefined> {
+  await makeDeploy(file, clone);
   await waitForHealthyInstall(kube);
   for (const namespace of optIn) {
     await kube.create('/api/v1/namespaces', {
@@ -169,6 +228,40 @@ export async function install(file: Pick<WorldFile, 'bin' | 'admin'>, kube: Kube
       async () => (await kube.find(`/api/v1/namespaces/${namespace}/serviceaccounts/default`)) !== undefined,
     );
   }
+  let fresh: FreshInstallPod | undefined;
+  if (optIn[0] !== undefined) {
+    const namespace = optIn[0];
+    const pod = await kube.create(`/api/v1/namespaces/${namespace}/pods?dryRun=All`, {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'fresh-install', labels: { app: 'fresh-install' } },
+      spec: { containers: [{ name: 'app', image: 'registry.example/app:1.0' }] },
+    });
+    fresh = {
+      namespace,
+      initContainers: ((pod.spec.initContainers ?? []) as Record<string, any>[]).map((c) => c.name as string),
+      containers: (pod.spec.containers as Record<string, any>[]).map((c) => c.name as string),
+      annotations: pod.metadata.annotations ?? {},
+    };
+  }
+  await kubectl(file, ['apply', '-k', join(clone, 'templates')]);
+  await waitUntil(
+    'every replica serving the templates applied',
+    async () => {
+      const pods = (await kube.get('/api/v1/namespaces/sidecar-injector/pods?labelSelector=app.kubernetes.io%2Fcomponent%3Dwebhook')).items as Record<
+        string,
+        any
+      >[];
+      for (const pod of pods) {
+        const status = await kube.get(`/api/v1/namespaces/sidecar-injector/pods/https:${pod.metadata.name}:10250/proxy/status`);
+        const served = (status.templates.templates as string[]).map((t) => t.split('@')[0]).sort();
+        if (served.join() !== 'log-shipper,proxy') return false;
+      }
+      return pods.length > 0;
+    },
+    { checks: 1800 },
+  );
+  return fresh;
 }
 
 /** Every replica of the Deployment ready, the caBundles written, the required webhook armed. */
