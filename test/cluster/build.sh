@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the real-cluster suite's control plane from Go modules pinned in test/cluster/tools:
-# kube-apiserver, kube-controller-manager and kubectl from k8s.io/kubernetes, and etcd from
-# go.etcd.io/etcd/server/v3. The binaries go to a cache folder outside the clone, keyed by what
+# kube-apiserver, kube-controller-manager and kubectl from k8s.io/kubernetes, etcd from
+# go.etcd.io/etcd/server/v3, and helm from helm.sh/helm/v4 (the chart's tests). The binaries go to a cache folder outside the clone, keyed by what
 # decides their bytes (the pinned versions, both go.sum files, the Go version), so a second
 # clone on the same machine reuses them. Prints that folder on stdout; progress on stderr.
 #
@@ -20,7 +20,30 @@ key=$(cat "$tools/k8s/go.mod" "$tools/k8s/go.sum" "$tools/etcd/go.mod" "$tools/e
 parent=${SIDECAR_INJECTOR_CLUSTER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sidecar-injector/cluster}
 out=$parent/kubernetes-$k8s_version-etcd-$etcd_version-$key
 
+# helm, in a cache folder of its own (its pin moves apart from the control plane's), linked
+# into the control plane's folder so that one folder holds every tool.
+helm_version=$(cd "$tools/helm" && go list -m -f '{{.Version}}' helm.sh/helm/v4)
+helm_key=$(cat "$tools/helm/go.mod" "$tools/helm/go.sum" <(echo "$go_version") | sha256sum | cut -c1-12)
+helm_out=$parent/helm-$helm_version-$helm_key
+build_helm() {
+  [ -f "$helm_out/.complete" ] && return 0
+  local started work_helm
+  started=$(date +%s)
+  mkdir -p "$parent"
+  work_helm=$(mktemp -d "$parent/.build-helm.XXXXXX")
+  echo "build.sh: building helm $helm_version with $go_version" >&2
+  (cd "$tools/helm" && go build -trimpath -ldflags="-s -w -X helm.sh/helm/v4/internal/version.version=$helm_version" \
+    -o "$work_helm/helm" helm.sh/helm/v4/cmd/helm) || { rm -rf "$work_helm"; return 1; }
+  touch "$work_helm/.complete"
+  rm -rf "$helm_out"
+  mv "$work_helm" "$helm_out"
+  echo "build.sh: built helm in $(($(date +%s) - started)) s" >&2
+}
+link_helm() { ln -sfn "$helm_out/helm" "$1/helm"; }
+
 if [ -f "$out/.complete" ]; then
+  build_helm
+  link_helm "$out"
   echo "$out"
   exit 0
 fi
@@ -50,6 +73,8 @@ echo "build.sh: building etcd $etcd_version" >&2
 
 "$work/kube-apiserver" --version | grep -qx "Kubernetes $k8s_version" \
   || { echo "build.sh: kube-apiserver does not report $k8s_version" >&2; exit 1; }
+build_helm
+link_helm "$work"
 touch "$work/.complete"
 rm -rf "$out"
 mv "$work" "$out"
