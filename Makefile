@@ -8,7 +8,7 @@ IMAGE ?= sidecar-injector:$(VERSION)
 IMAGE_ARCHIVE ?= build/sidecar-injector-$(VERSION).oci.tar
 # Beside the archive: NAME.oci.tar gives NAME.cdx.json, any other name gets .cdx.json appended.
 SBOM ?= $(if $(filter %.oci.tar,$(IMAGE_ARCHIVE)),$(IMAGE_ARCHIVE:.oci.tar=.cdx.json),$(IMAGE_ARCHIVE).cdx.json)
-# Beside the archive: the digest `make push` pushed.
+# Beside the archive: what `make push` pushed (REPOSITORY@sha256:…).
 DIGEST_FILE ?= $(if $(filter %.oci.tar,$(IMAGE_ARCHIVE)),$(IMAGE_ARCHIVE:.oci.tar=.digest),$(IMAGE_ARCHIVE).digest)
 # skopeo's flags for the push: --dest-tls-verify=false for a plain-HTTP registry, --dest-creds U:P.
 PUSH_FLAGS ?=
@@ -62,13 +62,15 @@ manifests:
 	kubectl kustomize manifests/overlays/cert-manager
 
 deploy:
-	node scripts/image/install-yaml.mjs $(IMAGE) $(DIGEST_FILE) $(KUSTOMIZATION) > build/install.yaml
+	node scripts/image/install-yaml.mjs $(IMAGE) $(DIGEST_FILE) $(KUSTOMIZATION) build/install.yaml
 	kubectl apply -f build/install.yaml
 
 rootfs: node_modules
 	node scripts/image/rootfs.mjs build/rootfs $(NODE_VERSION)
 
 image: rootfs
+	@# A new archive is not what was pushed: make deploy must not pin the last push to it.
+	rm -f $(DIGEST_FILE)
 ifeq ($(BUILDER),docker)
 	docker buildx build --build-arg SOURCE_DATE_EPOCH \
 	  --output type=oci,dest=$(IMAGE_ARCHIVE),name=$(IMAGE),rewrite-timestamp=true .
@@ -85,7 +87,7 @@ push:
 release: push
 	rm -rf $(RELEASE_DIR)
 	mkdir -p $(RELEASE_DIR)
-	node scripts/image/install-yaml.mjs $(IMAGE) $(DIGEST_FILE) > $(RELEASE_DIR)/install.yaml
+	node scripts/image/install-yaml.mjs $(IMAGE) $(DIGEST_FILE) manifests $(RELEASE_DIR)/install.yaml
 	cp $(IMAGE_ARCHIVE) $(RELEASE_DIR)/sidecar-injector-$(VERSION).oci.tar
 	cp $(SBOM) $(RELEASE_DIR)/sidecar-injector-$(VERSION).cdx.json
 	cd $(RELEASE_DIR) && sha256sum install.yaml sidecar-injector-$(VERSION).oci.tar sidecar-injector-$(VERSION).cdx.json > SHA256SUMS

@@ -13,7 +13,8 @@
 //   rollout/                                   pipeline, kube-api and below (a candidate's preflight through the cluster)
 //   http/, tls/, fs/, app.ts, server.ts, …     above the domain; cli/ on top
 //   certs/                                     kube-api, tls, fs (self-managed certificates)
-//   runtime/                                   a leaf (ordered start and stop), used by cli/
+//   runtime/                                   a leaf (runnables and the manager that starts and stops them)
+//   serving/                                   every floor but cli/: the running injector composed of runnables
 import js from '@eslint/js';
 import prettier from 'eslint-config-prettier';
 import tseslint from 'typescript-eslint';
@@ -35,6 +36,7 @@ const floors = [
   'tls',
   'certs',
   'fs',
+  'serving',
   'cli',
 ];
 const topFiles = ['app', 'server', 'config', 'metrics', 'liveness'];
@@ -104,11 +106,12 @@ export default tseslint.config(
   floor('pipeline', ['selection', 'templates', 'inject', 'namespaces', 'k8s']),
   floor('admission', ['pipeline', 'selection', 'templates', 'inject', 'namespaces', 'k8s']),
   floor('manifests', ['pipeline', 'selection', 'templates', 'inject', 'namespaces', 'k8s']),
-  floor('audit', ['pipeline', 'selection', 'templates', 'inject', 'namespaces', 'kube-api', 'k8s']),
-  floor('rollout', ['pipeline', 'selection', 'templates', 'inject', 'namespaces', 'kube-api', 'k8s']),
+  floor('audit', ['pipeline', 'selection', 'templates', 'inject', 'namespaces', 'kube-api', 'k8s', 'runtime']),
+  floor('rollout', ['pipeline', 'selection', 'templates', 'inject', 'namespaces', 'kube-api', 'k8s', 'runtime']),
   floor('http', ['admission', 'pipeline', 'k8s', 'metrics', 'liveness']),
   floor('fs', []),
   floor('tls', ['fs']),
   floor('certs', ['kube-api', 'k8s', 'tls', 'fs']),
   floor('runtime', []),
+  floor('serving', floors.filter((f) => f !== 'serving' && f !== 'cli').concat(topFiles)),
 );

@@ -27,6 +27,11 @@ export interface Config {
   readonly selfManaged?: { readonly secretName: string; readonly webhookConfigurationName: string; readonly serviceName: string };
   /** The injector's own namespace (Secret, Service, leases). @default $POD_NAMESPACE, else 'sidecar-injector' */
   readonly namespace: string;
+  /**
+   * This replica's name: its lease identity and the `reportingInstance` of its Events.
+   * @default $POD_NAME (the Deployment passes it), else $HOSTNAME, else `sidecar-injector-<pid>`
+   */
+  readonly replica: string;
   /** Where a local run writes its throw-away development CA. @default '.dev-certs' */
   readonly devCertDir: string;
   /** A YAML/JSON file mapping namespace names to labels (the local namespace label source). */
@@ -310,6 +315,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
     ...(tlsCertFile !== undefined && tlsKeyFile !== undefined ? { tlsCertFile, tlsKeyFile } : {}),
     ...(selfManaged ? { selfManaged: Object.freeze(selfManaged) } : {}),
     namespace,
+    replica: env.POD_NAME || env.HOSTNAME || `sidecar-injector-${process.pid}`,
     ...(namespaceLabelsFile !== undefined ? { namespaceLabelsFile } : {}),
     namespaceLabels,
     namespaceSource,

@@ -21,6 +21,7 @@ export interface Metrics {
   readonly templateGeneration: Gauge;
   /** 1 while the templates on disk are the set in use, 0 while a broken set is being refused. */
   readonly templateSetCurrent: Gauge;
+  readonly templates: Gauge;
   readonly templateReloadFailures: Counter;
   /** Expiry of the serving certificate, as a Unix time in seconds. */
   readonly certificateExpiry: Gauge;
@@ -78,6 +79,11 @@ export function createMetrics(): Metrics {
     templateSetCurrent: new Gauge({
       name: 'sidecar_injector_template_set_current',
       help: '1 when the templates on disk are in use, 0 while a broken set is refused',
+      registers,
+    }),
+    templates: new Gauge({
+      name: 'sidecar_injector_templates',
+      help: 'Templates in the set in use (0: no pod gets a sidecar)',
       registers,
     }),
     templateReloadFailures: new Counter({ name: 'sidecar_injector_template_reload_failures_total', help: 'Template sets refused on reload', registers }),

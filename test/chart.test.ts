@@ -8,7 +8,7 @@
  */
 import test from 'ava';
 import { execFile } from 'node:child_process';
-import { mkdtemp, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { promisify } from 'node:util';
@@ -136,12 +136,31 @@ chartTest('the values change only their own fields: image by digest, replicas, r
 chartTest('the chart refuses what it cannot install, saying what to do', async (t) => {
   const refused = async (args: string[]) => (await helm(['template', 'sidecar-injector', chart, ...args])).stderr;
   t.regex(await refused(['-n', 'default']), /install this chart into the namespace sidecar-injector \(helm install -n sidecar-injector/);
+  // The values' schema: a wrong type or value is refused before anything renders.
   t.regex(
     await refused(['-n', 'sidecar-injector', '--set', 'certificates.mode=vault']),
-    /certificates\.mode: expected self-managed or cert-manager \(got "vault"\)/,
+    /at '\/certificates\/mode': value must be one of 'self-managed', 'cert-manager'/,
   );
   t.regex(
     await refused(['-n', 'sidecar-injector', '--set', 'exampleTemplates={proxxy}']),
-    /exampleTemplates: no example template "proxxy" \(there are: log-shipper, proxy\)/,
+    /at '\/exampleTemplates\/0': value must be one of 'log-shipper', 'proxy'/,
   );
+  t.regex(await refused(['-n', 'sidecar-injector', '--set-string', 'monitoring.enabled=false']), /at '\/monitoring\/enabled': got string, want boolean/);
+  t.regex(await refused(['-n', 'sidecar-injector', '--set-string', 'replicas=two']), /got string, want integer/);
+  t.regex(await refused(['-n', 'sidecar-injector', '--set-string', 'templates.my_agent=x']), /invalid propertyName 'my_agent'/);
+  const valuesFile = join(await mkdtemp(join(tmpdir(), 'sidecar-injector-chart-')), 'values.yaml');
+  // A template written as YAML instead of as text (a block scalar) would make a ConfigMap the API server refuses.
+  await writeFile(valuesFile, 'templates:\n  agent:\n    name: agent\n');
+  t.regex(await refused(['-n', 'sidecar-injector', '-f', valuesFile]), /at '\/templates\/agent': got object, want string/);
+});
+
+chartTest('the chart is written as Helm reads it (YAML 1.1): no plain scalar that YAML 1.1 reads as a boolean or a number', async (t) => {
+  const names = (await readdir(join(chart, 'templates'))).filter((f) => f.endsWith('.yaml'));
+  const texts = await Promise.all(names.map((f) => readFile(join(chart, 'templates', f), 'utf8')));
+  // Values such as on, yes or 1_000 after a key or a list dash, unquoted.
+  const risky = texts.flatMap((text) => [...text.matchAll(/(?::|^\s*-)\s+(on|off|yes|no|y|n|\d[\d_]*_\d[\d_]*)\s*$/gim)].map((m) => m[0].trim()));
+  t.deepEqual(risky, []);
+  // The generator's own writer quotes them: a string `on` comes out quoted.
+  const { stringify } = await import('yaml');
+  t.is(stringify({ value: 'on', count: '1_000' }, { version: '1.1' }), 'value: "on"\ncount: "1_000"\n');
 });

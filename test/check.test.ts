@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { check } from '../src/cli/check.js';
+import { check } from '../src/pipeline/template-check.js';
 import { TemplateError } from '../src/errors.js';
 
 async function dirWith(files: Record<string, string>): Promise<string> {
@@ -56,12 +56,58 @@ const broken: [string, Record<string, string>, string, string, RegExp][] = [
   ['two files, one name', { 'a.yaml': good, 'b.yaml': good }, 'b.yaml', 'name', /also used by a\.yaml/],
   [
     'a kustomization that misses a file',
-    { 'a.yaml': good, 'kustomization.yaml': 'configMapGenerator:\n  - name: t\n    files: [b.yaml]\n' },
+    {
+      'a.yaml': good,
+      'kustomization.yaml':
+        'namespace: sidecar-injector\nconfigMapGenerator:\n  - name: sidecar-injector-templates\n    files: [b.yaml]\n    options: { disableNameSuffixHash: true }\n',
+    },
     'kustomization.yaml',
     'configMapGenerator.files',
     /does not list a\.yaml/,
   ],
   ['an empty directory', {}, '', '', /no template files/],
+  ...(
+    [
+      [
+        'another name',
+        'name: platform-sidecars\n    files: [a.yaml]\n    options: { disableNameSuffixHash: true }',
+        'configMapGenerator.name',
+        /name the generator sidecar-injector-templates/,
+      ],
+      [
+        'no namespace',
+        'name: sidecar-injector-templates\n    files: [a.yaml]\n    options: { disableNameSuffixHash: true }',
+        'namespace',
+        /set namespace: sidecar-injector \(got none\)/,
+      ],
+      [
+        'a hash suffix',
+        'name: sidecar-injector-templates\n    namespace: sidecar-injector\n    files: [a.yaml]',
+        'configMapGenerator.options.disableNameSuffixHash',
+        /without a hash suffix/,
+      ],
+    ] as const
+  ).map(
+    ([what, generator, field, message]) =>
+      [
+        `a kustomization that makes a ConfigMap the injector never reads: ${what}`,
+        { 'a.yaml': good, 'kustomization.yaml': `configMapGenerator:\n  - ${generator}\n` },
+        'kustomization.yaml',
+        field,
+        message,
+      ] as [string, Record<string, string>, string, string, RegExp],
+  ),
+  [
+    'a kustomization that renames what it makes',
+    {
+      'a.yaml': good,
+      'kustomization.yaml':
+        'namePrefix: team-\nnamespace: sidecar-injector\nconfigMapGenerator:\n  - name: sidecar-injector-templates\n    files: [a.yaml]\n    options: { disableNameSuffixHash: true }\n',
+    },
+    'kustomization.yaml',
+    'namePrefix',
+    /changes the ConfigMap's name/,
+  ],
 ];
 
 for (const [title, files, file, field, message] of broken) {

@@ -9,7 +9,7 @@ import { mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { certs } from '../src/cli/certs.js';
-import { check } from '../src/cli/check.js';
+import { check } from '../src/pipeline/template-check.js';
 import { TemplateError } from '../src/errors.js';
 import { failClosedAnnotation } from '../src/certs/plan.js';
 import { isTemplateFileName, parseTemplateText } from '../src/templates/load.js';
@@ -304,6 +304,9 @@ test('cert-manager overlay: mounts the TLS Secret where --tls-cert and --tls-key
   const injector = () => deployment().spec.template.spec.containers[0];
   const arg = (name: string) => (injector().args as string[]).find((a) => a.startsWith(`--${name}=`))?.split('=')[1];
   t.is(arg('tls-secret'), undefined);
+  // Every other argument as the base has it (the patch replaces the whole list).
+  const others = (args: string[]) => args.filter((a) => !/^--tls-/.test(a));
+  t.deepEqual(others(injector().args), others(one(base, 'Deployment').spec.template.spec.containers[0].args));
   const certDir = dirname(arg('tls-cert') ?? '');
   t.is(dirname(arg('tls-key') ?? ''), certDir);
   const mount = injector().volumeMounts.find((m: Obj) => m.mountPath === certDir);

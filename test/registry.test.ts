@@ -10,7 +10,7 @@ import test from 'ava';
 import { execFile, spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, writeFile, readdir } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -96,8 +96,11 @@ registryTest('make push puts the built image into a registry; a pull by its dige
   const digestFile = join(dir, 'pushed.digest');
   const pushed = await make(['push', `IMAGE=${image}`, `DIGEST_FILE=${digestFile}`, 'PUSH_FLAGS=--dest-tls-verify=false']);
   t.is(pushed.code, 0, pushed.stderr);
-  const digest = (await readFile(digestFile, 'utf8')).trim();
-  t.regex(pushed.stdout, new RegExp(`pushed ${image.replace(/[.]/g, '\\.')}@${digest}`));
+  const record = (await readFile(digestFile, 'utf8')).trim();
+  const repository = `${registry.host}/platform/sidecar-injector`;
+  t.true(record.startsWith(`${repository}@sha256:`), record);
+  const digest = record.slice(repository.length + 1);
+  t.true(pushed.stdout.includes(`pushed ${image} as ${record}`), pushed.stdout);
 
   // What was built: the archive's own layout.
   const built = join(dir, 'built');
@@ -143,6 +146,37 @@ registryTest('make push puts the built image into a registry; a pull by its dige
   );
   const sums = await readFile(join(releaseDir, 'SHA256SUMS'), 'utf8');
   t.regex(sums, /install\.yaml\n/);
+});
+
+test('make deploy refuses what it cannot pin: a name without a registry, another repository than the one pushed, an overlay that sets the image itself', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-registry-'));
+  const digestFile = join(dir, 'pushed.digest');
+  await writeFile(digestFile, `registry.example.com/platform/sidecar-injector@sha256:${'a'.repeat(64)}\n`);
+  const render = (image: string, kustomization = 'manifests') =>
+    run(process.execPath, [join('scripts', 'image', 'install-yaml.mjs'), image, digestFile, kustomization]).then(
+      ({ stdout }) => ({ code: 0, stdout, stderr: '' }),
+      (err: { code?: number; stdout?: string; stderr?: string }) => ({ code: err.code ?? -1, stdout: err.stdout ?? '', stderr: err.stderr ?? '' }),
+    );
+  const pinned = await render('registry.example.com/platform/sidecar-injector:0.1.0');
+  t.is(pinned.code, 0, pinned.stderr);
+  t.true(pinned.stdout.includes(`image: registry.example.com/platform/sidecar-injector@sha256:${'a'.repeat(64)}`));
+  t.regex((await render('sidecar-injector:0.1.0')).stderr, /IMAGE=sidecar-injector:0\.1\.0 names no registry/);
+  t.regex(
+    (await render('registry.example.com/other/sidecar-injector:0.1.0')).stderr,
+    /says registry\.example\.com\/platform\/sidecar-injector was pushed, not registry\.example\.com\/other\/sidecar-injector/,
+  );
+  // An overlay with its own images: entry, as a platform team might write it, inside the clone (kustomize takes relative paths).
+  await mkdir('build', { recursive: true });
+  const overlay = await mkdtemp(join('build', 'overlay-'));
+  t.teardown(() => rm(overlay, { recursive: true, force: true }));
+  await writeFile(
+    join(overlay, 'kustomization.yaml'),
+    'resources: [../../manifests]\ncomponents: [../../manifests/components/audit-restart]\nimages:\n  - { name: sidecar-injector, newName: registry.example.com/platform/sidecar-injector, newTag: 0.1.0 }\n',
+  );
+  const own = await render('registry.example.com/platform/sidecar-injector:0.1.0', overlay);
+  t.not(own.code, 0);
+  t.regex(own.stderr, /sets the injector's image itself, so the pin to .* does not take/);
+  t.regex(own.stderr, /CronJob\/sidecar-injector-audit audit: registry\.example\.com\/platform\/sidecar-injector:0\.1\.0/);
 });
 
 test('make push refuses a name without a registry and a missing archive, saying what to do', async (t) => {

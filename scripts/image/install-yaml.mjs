@@ -1,36 +1,42 @@
 #!/usr/bin/env node
 // Renders the install (`kubectl kustomize` of a kustomization, `manifests` by default) with
-// the injector's image pinned to a pushed digest: REGISTRY/NAME@sha256:…, so the cluster runs
-// exactly the bytes that were built and pushed, whatever the tag says later.
-//   node scripts/image/install-yaml.mjs IMAGE DIGEST_FILE [KUSTOMIZATION_DIR] > install.yaml
+// the injector's image pinned to what `make push` pushed: REPOSITORY@sha256:…, so the cluster
+// runs exactly the bytes that were built, whatever the tag says later. Refuses an IMAGE that is
+// not the one pushed, and a kustomization that sets the injector's image itself (the pin would
+// not take). Writes OUT (or standard output).
+//   node scripts/image/install-yaml.mjs IMAGE DIGEST_FILE [KUSTOMIZATION_DIR] [OUT]
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join, relative } from 'node:path';
+import { parseAllDocuments } from 'yaml';
 
-const [image, digestFile, kustomization = 'manifests'] = process.argv.slice(2);
-if (!image || !digestFile) {
-  console.error('usage: install-yaml.mjs IMAGE DIGEST_FILE [KUSTOMIZATION_DIR]');
+const [image, digestFile, kustomization = 'manifests', out] = process.argv.slice(2);
+const fail = (message) => {
+  console.error(`install-yaml: ${message}`);
   process.exit(2);
-}
-let digest;
-try {
-  digest = readFileSync(digestFile, 'utf8').trim();
-} catch {
-  console.error(`install-yaml: no digest at ${digestFile}: push the image first (make push IMAGE=${image})`);
-  process.exit(2);
-}
-if (!/^sha256:[0-9a-f]{64}$/.test(digest)) {
-  console.error(`install-yaml: ${digestFile} holds no sha256 digest`);
-  process.exit(2);
-}
+};
+if (!image || !digestFile) fail('usage: install-yaml.mjs IMAGE DIGEST_FILE [KUSTOMIZATION_DIR] [OUT]');
 // The repository without tag or digest: a colon after the last slash starts the tag (a colon
 // before it is a registry port).
 const slash = image.lastIndexOf('/');
-const tail = image.slice(slash + 1).replace(/[@:].*$/, '');
-const name = image.slice(0, slash + 1) + tail;
+const repository = image.slice(0, slash + 1) + image.slice(slash + 1).replace(/[@:].*$/, '');
+if (slash < 0 || !/[.:]|^localhost$/.test(image.slice(0, image.indexOf('/'))))
+  fail(`IMAGE=${image} names no registry: give the one make push pushed to, e.g. IMAGE=registry.example.com/platform/sidecar-injector:TAG`);
+let pushed;
+try {
+  pushed = readFileSync(digestFile, 'utf8').trim();
+} catch {
+  fail(`no digest at ${digestFile}: push the image first (make push IMAGE=${image})`);
+}
+const match = /^(.+)@(sha256:[0-9a-f]{64})$/.exec(pushed);
+if (!match) fail(`${digestFile} does not say what was pushed (REPOSITORY@sha256:…): push again (make push IMAGE=${image})`);
+if (match[1] !== repository) fail(`${digestFile} says ${match[1]} was pushed, not ${repository}: make push IMAGE=${image} first`);
+const digest = match[2];
+const pinned = `${repository}@${digest}`;
 // kustomize takes only relative paths, and only from a folder of its own.
 mkdirSync('build', { recursive: true });
 const dir = mkdtempSync(join('build', 'install-yaml-'));
+let text;
 try {
   writeFileSync(
     join(dir, 'kustomization.yaml'),
@@ -41,12 +47,43 @@ try {
       `  - ${relative(dir, kustomization)}`,
       'images:',
       '  - name: sidecar-injector',
-      `    newName: ${name}`,
+      `    newName: ${repository}`,
       `    digest: ${digest}`,
       '',
     ].join('\n'),
   );
-  process.stdout.write(execFileSync('kubectl', ['kustomize', dir], { encoding: 'utf8', maxBuffer: 64 << 20 }));
+  text = execFileSync('kubectl', ['kustomize', dir], { encoding: 'utf8', maxBuffer: 64 << 20 });
 } finally {
   rmSync(dir, { recursive: true, force: true });
+}
+// Every container of the injector's image (the Deployment, the audit CronJob) must carry the pin:
+// an overlay's own `images:` entry renames the image before this one could match.
+const podSpecs = (o) => [o?.spec?.template?.spec, o?.spec?.jobTemplate?.spec?.template?.spec].filter(Boolean);
+const repositoryOf = (ref) => {
+  const cut = ref.lastIndexOf('/');
+  return ref.slice(0, cut + 1) + ref.slice(cut + 1).replace(/[@:].*$/, '');
+};
+const lastSegment = (ref) => repositoryOf(ref).split('/').pop();
+const isInjector = (ref) => repositoryOf(ref) === repository || lastSegment(ref) === lastSegment(repository) || lastSegment(ref) === 'sidecar-injector';
+const unpinned = [];
+let injectors = 0;
+for (const doc of parseAllDocuments(text)) {
+  const object = doc.toJS();
+  for (const spec of podSpecs(object))
+    for (const container of [...(spec.initContainers ?? []), ...(spec.containers ?? [])]) {
+      if (typeof container.image !== 'string' || !isInjector(container.image)) continue;
+      injectors++;
+      if (container.image !== pinned) unpinned.push(`${object.kind}/${object.metadata.name} ${container.name}: ${container.image}`);
+    }
+}
+if (injectors === 0) fail(`${kustomization} renders no sidecar-injector workload`);
+if (unpinned.length > 0)
+  fail(
+    `${kustomization} sets the injector's image itself, so the pin to ${pinned} does not take: remove its images: entry for the injector (make deploy pins it)\n  ${unpinned.join('\n  ')}`,
+  );
+if (out === undefined) process.stdout.write(text);
+else {
+  mkdirSync(dirname(out), { recursive: true });
+  writeFileSync(`${out}.tmp`, text);
+  renameSync(`${out}.tmp`, out);
 }

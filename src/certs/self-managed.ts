@@ -342,7 +342,8 @@ export class SelfManagedCertificates extends EventEmitter {
     const change = webhookPatch(configuration, Buffer.from(bundleToTrust(bundle, configuration, this.now()).join('')).toString('base64'), arm);
     if (!change) return [];
     try {
-      await requestJson(this.options.kubeConfig, 'PATCH', this.configurationPath, requestTimeoutMs, {
+      // Named: a GitOps tool or Helm that applies server-side sees whose the fields are.
+      await requestJson(this.options.kubeConfig, 'PATCH', `${this.configurationPath}?fieldManager=sidecar-injector`, requestTimeoutMs, {
         body: change.patch,
         contentType: 'application/strategic-merge-patch+json',
       });

@@ -14,35 +14,6 @@ import { isDns1123Label } from '../k8s/label-syntax.js';
 import { quote } from '../quote.js';
 import { checkKeyPair } from '../tls/reloader.js';
 import { createCa, createServingCertificate, daysLeft, type Pem } from '../tls/certificates.js';
-import type { Logger } from 'pino';
-import type { Config } from '../config.js';
-import type { SelfManagedCertificates } from '../certs/self-managed.js';
-import type { KeyPair } from '../tls/reloader.js';
-
-/**
- * Starts self-managed certificates for `serve --tls-secret` and waits until the Secret holds
- * a serving pair (made by whichever replica leads): the caller serves it, and follows renewals.
- */
-export async function startSelfManagedCertificates(
-  config: Config,
-  log: Logger,
-  env: Readonly<Record<string, string | undefined>>,
-): Promise<{ certificates: SelfManagedCertificates; pair: KeyPair }> {
-  const settings = config.selfManaged;
-  if (!settings) throw new ConfigError(['self-managed certificates need --tls-secret']);
-  const { SelfManagedCertificates } = await import('../certs/self-managed.js');
-  const { loadKubeConfig } = await import('../kube-api/kubeconfig.js');
-  const certificates = new SelfManagedCertificates({
-    kubeConfig: await loadKubeConfig(config.kubeconfig),
-    log: log.child({ component: 'certificates' }),
-    namespace: config.namespace,
-    identity: env.POD_NAME || env.HOSTNAME || `sidecar-injector-${process.pid}`,
-    ...settings,
-  });
-  certificates.start();
-  log.info({ secret: `${config.namespace}/${settings.secretName}` }, 'waiting for the serving certificate in the Secret');
-  return { certificates, pair: await certificates.ready() };
-}
 
 /** What `certs` wrote. */
 export interface CertsResult {

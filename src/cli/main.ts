@@ -63,7 +63,8 @@ const commands: Record<string, Command> = {
   check: {
     usage: checkUsage,
     run: async (args) => {
-      const { check, clusterCheckOptions } = await import('./check.js');
+      const { clusterCheckOptions } = await import('./check.js');
+      const { check } = await import('../pipeline/template-check.js');
       const parsed = parseOptions('check', checkOptions, args, process.env, ['DIR']);
       const dir = parsed.positionals[0] ?? 'templates';
       const cluster = clusterCheckOptions(parsed.values);

@@ -3,7 +3,8 @@
  * the world made is deleted first (both own the same cluster-wide objects), the Namespace
  * applied, then `helm install` with the bundled examples; the install becomes healthy (both
  * replicas ready, caBundles written, the required webhook armed) and a pod of an opted-in
- * namespace gets its sidecars. It runs last: nothing after it needs the kustomize install.
+ * namespace gets its sidecars; then `helm upgrade` as the docs say it. It runs last: nothing
+ * after it needs the kustomize install.
  */
 import test from 'ava';
 import { execFile } from 'node:child_process';
@@ -13,25 +14,34 @@ import { containerNames, eventually, everyReplica, healthyInstall, joinWorld, op
 
 const run = promisify(execFile);
 
-test('helm install of the chart gives a healthy install that injects, where the kustomize install was', async (t) => {
+test('helm install of the chart gives a healthy install that injects, where the kustomize install was; helm upgrade keeps it so', async (t) => {
   const { file, kube, kubectl } = joinWorld();
   await kubectl(['delete', '-k', 'manifests', '--wait=true']);
   await kubectl(['delete', 'configmap', '-n', 'sidecar-injector', 'sidecar-injector-templates', '--ignore-not-found']);
   await eventually('the namespace sidecar-injector gone', async () => (await kube.find('/api/v1/namespaces/sidecar-injector')) === undefined);
   await kubectl(['apply', '-f', 'manifests/base/namespace.yaml']);
-  const installed = await run(
-    join(file.bin, 'helm'),
-    ['install', 'sidecar-injector', 'charts/sidecar-injector', '-n', 'sidecar-injector', '--set', 'exampleTemplates={log-shipper,proxy}'],
-    {
-      env: {
-        ...process.env,
-        KUBECONFIG: file.admin.kubeconfig,
-        HELM_CACHE_HOME: join(file.state, 'helm', 'cache'),
-        HELM_CONFIG_HOME: join(file.state, 'helm', 'config'),
-      },
-    },
-  );
-  t.regex(installed.stdout, /STATUS: deployed/);
+  const env = {
+    ...process.env,
+    KUBECONFIG: file.admin.kubeconfig,
+    HELM_CACHE_HOME: join(file.state, 'helm', 'cache'),
+    HELM_CONFIG_HOME: join(file.state, 'helm', 'config'),
+  };
+  const helm = (args: string[]) =>
+    run(join(file.bin, 'helm'), args, { env }).then(
+      ({ stdout }) => ({ ok: true, out: stdout }),
+      (err: { stdout?: string; stderr?: string }) => ({ ok: false, out: `${err.stdout ?? ''}${err.stderr ?? ''}` }),
+    );
+  const installed = await helm([
+    'install',
+    'sidecar-injector',
+    'charts/sidecar-injector',
+    '-n',
+    'sidecar-injector',
+    '--set',
+    'exampleTemplates={log-shipper,proxy}',
+  ]);
+  t.true(installed.ok, installed.out);
+  t.regex(installed.out, /STATUS: deployed/);
   await healthyInstall();
   await everyReplica(
     (status) => (status.templates.templates as string[]).map((s) => s.split('@')[0]).join() === 'log-shipper,proxy',
@@ -43,4 +53,18 @@ test('helm install of the chart gives a healthy install that injects, where the 
   const namespace = await optedInNamespace(t, 'helm');
   const pod = await kube.create(`/api/v1/namespaces/${namespace}/pods`, plainPod('web'));
   t.deepEqual(containerNames(pod), { init: ['log-shipper'], app: ['app'] });
+
+  // An upgrade, as docs/helm.md says it: the injector has armed the required webhook (its own
+  // patch owns failurePolicy and the record annotation), so Helm's server-side apply takes the
+  // fields back with --force-conflicts, and the injector arms the webhook again.
+  const plain = await helm(['upgrade', 'sidecar-injector', 'charts/sidecar-injector', '-n', 'sidecar-injector', '--reuse-values']);
+  t.false(plain.ok, 'without --force-conflicts the upgrade conflicts with the injector’s own fields');
+  t.regex(plain.out, /conflicts with \\?"sidecar-injector\\?"/);
+  t.regex(plain.out, /webhooks\[name=\\?"required\.sidecar-injector\.io\\?"\]\.failurePolicy/);
+  const upgraded = await helm(['upgrade', 'sidecar-injector', 'charts/sidecar-injector', '-n', 'sidecar-injector', '--reuse-values', '--force-conflicts']);
+  t.true(upgraded.ok, upgraded.out);
+  t.regex(upgraded.out, /STATUS: deployed/);
+  await healthyInstall();
+  const again = await kube.create(`/api/v1/namespaces/${namespace}/pods`, plainPod('web-2'));
+  t.deepEqual(containerNames(again), { init: ['log-shipper'], app: ['app'] });
 });

@@ -1,7 +1,7 @@
 /**
  * A cluster for the rollout's timers: a templates directory with candidates, the test API server
  * with its admission chain calling an injector over HTTPS (the set in force gated by the
- * preflights), and serve's `startPreflights` on a fake clock, writing Events on the templates
+ * preflights), and the rollout controller serve runs, on a fake clock, writing Events on the templates
  * ConfigMap. The caller drives the clock.
  */
 import type { ExecutionContext } from 'ava';
@@ -11,7 +11,7 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import { startPreflights } from '../../src/cli/serve.js';
+import { RolloutController } from '../../src/rollout/controller.js';
 import { createMetrics } from '../../src/metrics.js';
 import { TemplateStore } from '../../src/templates/store.js';
 import type { TemplateSet } from '../../src/templates/set.js';
@@ -48,7 +48,7 @@ export async function rolloutWorld(
   const clock = new FakeClock();
   const metrics = createMetrics();
   const kubeConfig = await api.kubeConfig();
-  const rollout = await startPreflights({
+  const rollout = new RolloutController({
     namespace: 'probes',
     haltAfter: options.haltAfter ?? 3,
     kubeConfig,
@@ -59,8 +59,9 @@ export async function rolloutWorld(
     configMap: { namespace: 'sidecar-injector', name: 'sidecar-injector-templates' },
     instance: 'replica-1',
   });
+  rollout.start();
   t.teardown(() => rollout.stop());
-  gate.apply = rollout.gate;
+  gate.apply = (set) => rollout.gate(set);
   // serve begins once it listens; this world's injector listens already.
   rollout.begin();
   return { dir, templates, api, chain, injector, inForce, namespaces, clock, metrics, kubeConfig, rollout };

@@ -145,7 +145,8 @@ export async function startWorld(options: WorldOptions): Promise<World> {
     // for it (the node runs the image's root filesystem whatever registry the pod names). Without
     // an image the pods run the clone's build, and the digest only names that.
     const digestFile = join(state, 'pushed.digest');
-    writeFileSync(digestFile, `${root.mode === 'image' ? root.digest : `sha256:${createHash('sha256').update(`clone ${clone}`).digest('hex')}`}\n`);
+    const digest = root.mode === 'image' ? root.digest : `sha256:${createHash('sha256').update(`clone ${clone}`).digest('hex')}`;
+    writeFileSync(digestFile, `${readmeImage.replace(/:[^/:]*$/, '')}@${digest}\n`);
     const file: Omit<WorldFile, 'startTimes'> = {
       deploy: { image: readmeImage, digestFile },
       state,

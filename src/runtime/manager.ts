@@ -1,0 +1,169 @@
+/**
+ * Starts and stops the runnables of the process in order (controller-runtime's manager):
+ * sources first (reviews read them), then the others, then the servers that take traffic; the
+ * leader-only runnables start on the one leader election's `leading` and stop on `following`.
+ * A start that fails stops, in reverse order, everything started before it, and rejects.
+ *
+ * `stop()` goes the other way, each stop awaited before the next begins, so that what a part
+ * uses is still there while it stops: the leader-only runnables first and then the election
+ * (the lease released, so another replica leads within about a second), the servers (they
+ * drain while the sources still answer), the others, the sources last. A part that fails to
+ * stop, or takes longer than its limit, is logged and the next one stops all the same: a stop
+ * never hangs the exit. `ready()` and `status()` are gathered from the runnables.
+ */
+import type { Logger } from 'pino';
+import { systemClock, type Clock } from '../clock.js';
+import type { LeaderElection, Runnable, RunnableGroup } from './runnable.js';
+
+export interface ManagerOptions {
+  readonly log: Logger;
+  /** Longest wait for one part's stop. @default 10000 */
+  readonly stopTimeoutMs?: number;
+  /** Times the stops. @default systemClock */
+  readonly clock?: Clock;
+  /** The election the leader-only runnables follow; without it they never start. */
+  readonly election?: LeaderElection;
+  /** Told each time this replica starts or stops leading (the leader gauge). */
+  readonly onLeading?: (leading: boolean) => void;
+}
+
+const startOrder: readonly Exclude<RunnableGroup, 'leader'>[] = ['source', 'other', 'server'];
+
+export class Manager {
+  private readonly groups = new Map<RunnableGroup, Runnable[]>([
+    ['source', []],
+    ['other', []],
+    ['server', []],
+    ['leader', []],
+  ]);
+  /** Started runnables that run everywhere, in the order they started. */
+  private readonly started: Runnable[] = [];
+  /** Leader-only runnables running now. */
+  private leading: Runnable[] = [];
+  /** Leading and following, one transition at a time. */
+  private transitions: Promise<void> = Promise.resolve();
+  private phase: 'new' | 'starting' | 'running' | 'stopping' = 'new';
+  private stopping: Promise<void> | undefined;
+  private readonly stopTimeoutMs: number;
+  private readonly clock: Clock;
+
+  constructor(private readonly options: ManagerOptions) {
+    this.stopTimeoutMs = options.stopTimeoutMs ?? 10_000;
+    this.clock = options.clock ?? systemClock;
+  }
+
+  /** Adds a runnable to `group` (before `start()`). */
+  add(runnable: Runnable, group: RunnableGroup = 'other'): this {
+    if (this.phase !== 'new') throw new Error(`${runnable.name} added after the start`);
+    this.groups.get(group)!.push(runnable);
+    return this;
+  }
+
+  /** Starts every group in order, then the election; rejects (after stopping what started) when a start fails. */
+  async start(): Promise<void> {
+    if (this.phase !== 'new') throw new Error('the manager starts once');
+    this.phase = 'starting';
+    for (const group of startOrder) {
+      for (const runnable of this.groups.get(group)!) {
+        try {
+          await runnable.start();
+        } catch (err) {
+          this.options.log.error({ part: runnable.name, err: (err as Error).message }, 'part failed to start; stopping what started');
+          await this.stop();
+          throw err;
+        }
+        this.started.push(runnable);
+        if (this.stopping) return;
+      }
+    }
+    const { election } = this.options;
+    if (election && this.groups.get('leader')!.length > 0) {
+      election.on('leading', () => this.transition(true));
+      election.on('following', () => this.transition(false));
+      this.options.onLeading?.(false);
+      election.start();
+    }
+    this.phase = 'running';
+  }
+
+  /** The parts' names, in the order they stop. */
+  stopOrder(): string[] {
+    const leader = this.groups.get('leader')!;
+    return [
+      ...leader.map((r) => r.name).reverse(),
+      ...(leader.length > 0 && this.options.election ? ['leader election'] : []),
+      ...this.started.map((r) => r.name).reverse(),
+    ];
+  }
+
+  /** True when every started runnable that can say is ready (and none is stopping). */
+  ready(): boolean {
+    return this.phase === 'running' && this.started.every((r) => r.ready?.() ?? true);
+  }
+
+  /** Each started runnable's status by name, and every leader-only one's (it says whether it leads). */
+  status(): Record<string, unknown> {
+    const status: Record<string, unknown> = {};
+    for (const r of [...this.started, ...this.groups.get('leader')!]) if (r.status) status[r.name] = r.status();
+    return status;
+  }
+
+  /** Whether this replica leads now. */
+  isLeader(): boolean {
+    return this.options.election?.isLeader() ?? false;
+  }
+
+  /** Stops everything that started, in the reverse order (leader-only first); idempotent. */
+  stop(): Promise<void> {
+    return (this.stopping ??= this.stopAll());
+  }
+
+  private transition(leading: boolean): void {
+    this.transitions = this.transitions.then(async () => {
+      if (this.stopping) return;
+      this.options.onLeading?.(leading);
+      if (leading) {
+        for (const runnable of this.groups.get('leader')!) {
+          try {
+            await runnable.start();
+            this.leading.push(runnable);
+          } catch (err) {
+            this.options.log.error({ part: runnable.name, err: (err as Error).message }, 'leader-only part failed to start');
+          }
+        }
+      } else await this.stopLeading();
+    });
+  }
+
+  private async stopLeading(): Promise<void> {
+    const running = [...this.leading].reverse();
+    this.leading = [];
+    for (const runnable of running) await this.stopOne(runnable.name, () => runnable.stop());
+  }
+
+  private async stopAll(): Promise<void> {
+    this.phase = 'stopping';
+    // A transition under way finishes first: its runnables are then stopped here.
+    await this.transitions;
+    await this.stopLeading();
+    if (this.options.election && this.groups.get('leader')!.length > 0) {
+      await this.stopOne('leader election', () => this.options.election!.stop());
+      this.options.onLeading?.(false);
+    }
+    for (const runnable of [...this.started].reverse()) await this.stopOne(runnable.name, () => runnable.stop());
+  }
+
+  private async stopOne(name: string, stop: () => void | Promise<void>): Promise<void> {
+    let timer: { cancel(): void } | undefined;
+    const limit = new Promise<'timeout'>((resolve) => (timer = this.clock.after(this.stopTimeoutMs, () => resolve('timeout'))));
+    try {
+      const result = await Promise.race([Promise.resolve().then(stop), limit]);
+      if (result === 'timeout') this.options.log.warn({ part: name, timeoutMs: this.stopTimeoutMs }, 'part did not stop in time; going on');
+      else this.options.log.debug({ part: name }, 'stopped');
+    } catch (err) {
+      this.options.log.warn({ part: name, err: (err as Error).message }, 'part failed to stop; going on');
+    } finally {
+      timer?.cancel();
+    }
+  }
+}

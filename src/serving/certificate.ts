@@ -1,0 +1,122 @@
+/**
+ * The serving certificate, a runnable with three sources: files (`--tls-cert`/`--tls-key`,
+ * checked to match, reloaded when a Secret update swaps them), the Secret of self-managed
+ * certificates (`--tls-secret`: started here, and ready once the Secret holds a pair, made by
+ * whichever replica leads), or a throw-away development CA. The server it serves follows every
+ * new pair (`follow`); the development CA's file is written only once the server listens
+ * (`listening`), so that a second start that cannot listen never replaces the CA of the one
+ * that is running.
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import type { SelfManagedCertificates } from '../certs/self-managed.js';
+import type { Config } from '../config.js';
+import { ConfigError } from '../errors.js';
+import type { Metrics } from '../metrics.js';
+import type { Runnable } from '../runtime/runnable.js';
+import { createCertificates } from '../tls/certificates.js';
+import { CertificateReloader, checkKeyPair, readKeyPair, type KeyPair } from '../tls/reloader.js';
+
+export class ServingCertificate implements Runnable {
+  readonly name = 'certificate';
+  private pair: KeyPair | undefined;
+  private selfManaged: SelfManagedCertificates | undefined;
+  private reloader: CertificateReloader | undefined;
+  private devCa: string | undefined;
+
+  constructor(
+    private readonly config: Config,
+    private readonly log: Logger,
+    private readonly metrics: Metrics,
+  ) {}
+
+  /** Resolves once there is a pair to serve (self-managed: once the Secret holds one). */
+  async start(): Promise<void> {
+    const { config, log } = this;
+    if (config.selfManaged) {
+      const { SelfManagedCertificates } = await import('../certs/self-managed.js');
+      const { loadKubeConfig } = await import('../kube-api/kubeconfig.js');
+      this.selfManaged = new SelfManagedCertificates({
+        kubeConfig: await loadKubeConfig(config.kubeconfig),
+        log: log.child({ component: 'certificates' }),
+        namespace: config.namespace,
+        identity: config.replica,
+        ...config.selfManaged,
+      });
+      this.selfManaged.start();
+      log.info({ secret: `${config.namespace}/${config.selfManaged.secretName}` }, 'waiting for the serving certificate in the Secret');
+      this.pair = await this.selfManaged.ready();
+    } else if (config.tlsCertFile && config.tlsKeyFile) {
+      try {
+        this.pair = await readKeyPair(config.tlsCertFile, config.tlsKeyFile);
+      } catch (err) {
+        throw new ConfigError([`cannot use the TLS certificate and key: ${(err as Error).message}`]);
+      }
+    } else {
+      const bundle = await createCertificates(['localhost'], ['127.0.0.1', '::1'], 7);
+      this.devCa = bundle.caCert;
+      this.pair = checkKeyPair(bundle.cert, bundle.key);
+    }
+    this.metrics.certificateExpiry.set(this.pair.notAfter.getTime() / 1000);
+  }
+
+  /** The pair to serve now. */
+  current(): KeyPair {
+    if (!this.pair) throw new Error('the serving certificate has not started');
+    return this.pair;
+  }
+
+  /**
+   * Once the server listens: writes the development CA (when serving one), logs the pair, and
+   * calls `apply` with every later pair (a renewed Secret, swapped files).
+   */
+  async listening(apply: (pair: KeyPair) => void): Promise<void> {
+    const { config, log, metrics } = this;
+    if (this.devCa !== undefined) {
+      const caFile = join(config.devCertDir, 'ca.crt');
+      try {
+        await mkdir(config.devCertDir, { recursive: true });
+        await writeFile(caFile, this.devCa);
+      } catch (err) {
+        throw new ConfigError([`--dev-cert-dir: cannot write ${caFile}: ${(err as Error).message}`]);
+      }
+      log.warn(
+        { caFile },
+        'no --tls-cert/--tls-key given: serving a throw-away development certificate for localhost and 127.0.0.1; trust it with curl --cacert',
+      );
+    }
+    const pair = this.current();
+    log.info({ notAfter: pair.notAfter.toISOString(), fingerprint256: pair.fingerprint256 }, 'serving certificate');
+    const served = (next: KeyPair, message: string) => {
+      this.pair = next;
+      apply(next);
+      metrics.certificateExpiry.set(next.notAfter.getTime() / 1000);
+      log.info({ notAfter: next.notAfter.toISOString(), fingerprint256: next.fingerprint256 }, message);
+    };
+    if (config.tlsCertFile && config.tlsKeyFile) {
+      // A Secret update swaps the mounted files: new handshakes get the new pair, open connections keep theirs.
+      this.reloader = new CertificateReloader(config.tlsCertFile, config.tlsKeyFile, pair, (next) => apply(next));
+      this.reloader.on('reload', (next: KeyPair) => {
+        this.pair = next;
+        metrics.certificateExpiry.set(next.notAfter.getTime() / 1000);
+        log.info({ notAfter: next.notAfter.toISOString(), fingerprint256: next.fingerprint256 }, 'serving certificate reloaded');
+      });
+      this.reloader.on('rejected', (err: Error) => log.warn({ err: err.message }, 'serving certificate files hold no valid pair; keeping the current one'));
+      this.reloader.start();
+    }
+    this.selfManaged?.follow(pair, (next) => served(next, 'serving certificate renewed from the Secret'));
+  }
+
+  status(): unknown {
+    const pair = this.pair;
+    return (
+      this.reloader?.status() ?? this.selfManaged?.status() ?? { notAfter: pair?.notAfter.toISOString() ?? null, fingerprint256: pair?.fingerprint256 ?? null }
+    );
+  }
+
+  async stop(): Promise<void> {
+    this.reloader?.stop();
+    await this.selfManaged?.stop();
+  }
+}

@@ -1,0 +1,229 @@
+/**
+ * The running injector, composed: the template store, the cluster's view (namespace labels, the
+ * version, Events), the rollout controller, the serving certificate and the HTTPS server, and on
+ * the elected replica the continuous audit — each a runnable the one manager starts in order
+ * and stops in reverse (runtime/manager.ts). `/readyz` and `/status` are gathered from them.
+ */
+import type { Logger } from 'pino';
+import { createApp } from '../app.js';
+import type { Clock } from '../clock.js';
+import type { Config } from '../config.js';
+import { LabelKeys, LabelValues } from '../k8s/keys.js';
+import { Liveness } from '../liveness.js';
+import { createMetrics, type Metrics } from '../metrics.js';
+import { createLocalNamespaceSource } from '../namespaces/source.js';
+import { admitPod } from '../pipeline/admit.js';
+import { checkTemplateFiles, samplePod } from '../pipeline/template-check.js';
+import { servingReviewer } from '../reviewer.js';
+import { Manager } from '../runtime/manager.js';
+import type { Runnable } from '../runtime/runnable.js';
+import { startServer, type RunningServer } from '../server.js';
+import type { TemplateSet } from '../templates/set.js';
+import { TemplateStore } from '../templates/store.js';
+import { ConfigError } from '../errors.js';
+import { ServingCertificate } from './certificate.js';
+import { createClusterView } from './cluster.js';
+
+/** A running injector. */
+export interface Injector {
+  readonly server: RunningServer;
+  /** Readiness false, wait the shutdown delay, close, wait for in-flight reviews (bounded); then every other part. */
+  shutdown(reason: string): Promise<void>;
+}
+
+/** The template store as a source: measured, logged, and checked as `check` checks. */
+async function templateSource(config: Config, log: Logger, metrics: Metrics): Promise<{ store: TemplateStore; runnable: Runnable }> {
+  // The very checks `sidecar-injector check` runs, at start and on every reload: a set that
+  // check refuses (a containerPort rendered as a string, say) would fail every pod creation.
+  // An empty directory is an empty set: a fresh install serves no sidecar until templates arrive.
+  const store = await TemplateStore.load(
+    config.templatesDir,
+    (files, dir) => checkTemplateFiles(files, dir, {}, { allowEmpty: true }),
+    config.templateCheckIntervalMs,
+  );
+  const warnIfEmpty = () => {
+    metrics.templates.set(store.current().templates.length);
+    if (store.current().templates.length === 0) log.warn({ dir: config.templatesDir }, 'no templates: no pod gets a sidecar until templates are added');
+  };
+  metrics.templateGeneration.set(store.generation);
+  metrics.templateSetCurrent.set(1);
+  warnIfEmpty();
+  store.on('reload', () => {
+    metrics.templateGeneration.set(store.generation);
+    metrics.templateSetCurrent.set(1);
+    log.info(store.status(), 'templates reloaded');
+    warnIfEmpty();
+  });
+  store.on('rejected', (err: Error) => {
+    metrics.templateReloadFailures.inc();
+    metrics.templateSetCurrent.set(0);
+    log.error({ err: err.message, keptGeneration: store.generation }, 'templates on disk refused; the last good set stays in use');
+  });
+  return { store, runnable: { name: 'templates', start: () => store.start(), stop: () => store.stop(), status: () => store.status() } };
+}
+
+/** Starts the injector: every runnable in order; rejects, with what started stopped, when one cannot start. */
+export async function startInjector(config: Config, log: Logger, clock: Clock): Promise<Injector> {
+  const metrics = createMetrics();
+  const templates = await templateSource(config, log, metrics);
+  const view = await createClusterView(config, log, metrics, clock);
+  const { namespaces } = view;
+
+  // Safe rollout: candidates take pods only after their preflight through the cluster's admission chain.
+  const rollout =
+    config.rolloutProbeNamespace && view.cluster
+      ? new (await import('../rollout/controller.js')).RolloutController({
+          namespace: config.rolloutProbeNamespace,
+          haltAfter: config.rolloutHaltUnhealthyPods,
+          kubeConfig: view.cluster.kubeConfig,
+          templates: templates.store,
+          log,
+          metrics,
+          clock,
+          ...(config.templatesConfigMap ? { configMap: config.templatesConfigMap } : {}),
+          instance: config.replica,
+        })
+      : undefined;
+  // The set in force: the templates on disk, with candidates that have not passed their preflight stopped.
+  const inForce = (): TemplateSet => (rollout ? rollout.gate(templates.store.current()) : templates.store.current());
+
+  // The one leader election: the continuous audit runs on the elected replica only.
+  const leaderOnly: Runnable[] = [];
+  let election: import('../runtime/runnable.js').LeaderElection | undefined;
+  let audit: import('../audit/continuous.js').ContinuousAudit | undefined;
+  if (config.audit && view.cluster) {
+    const { LeaderElector } = await import('../kube-api/lease.js');
+    const { ContinuousAudit } = await import('../audit/continuous.js');
+    const elector = new LeaderElector({
+      kubeConfig: view.cluster.kubeConfig,
+      log: log.child({ component: 'leader' }),
+      namespace: config.namespace,
+      name: 'sidecar-injector-audit',
+      identity: config.replica,
+      clock,
+    });
+    election = elector;
+    const events = view.events;
+    audit = new ContinuousAudit({
+      kubeConfig: view.cluster.kubeConfig,
+      log: log.child({ component: 'audit' }),
+      templates: inForce,
+      namespaceLabels: (namespace) => view.cluster!.namespaces.current().get(namespace),
+      namespaces: view.cluster.namespaces,
+      gauge: metrics.pods,
+      ...(events ? { onMissing: (event) => events.record(event) } : {}),
+      // The auditor decides as admission does: the same namespace source, version and Pod Security action.
+      decide: { namespaces: view.cluster.namespaces, kubernetesVersion: view.versions.version, podSecurity: config.podSecurityAction },
+      clock,
+    });
+    const running = audit;
+    templates.store.on('reload', () => running.templatesReloaded());
+    leaderOnly.push({
+      name: 'audit',
+      start: () => running.start(),
+      stop: () => running.stop(),
+      // Always shown: the election's state, and the audit's counts while this replica leads.
+      status: () => ({ ...elector.status(), ...(elector.isLeader() ? running.status() : {}) }),
+    });
+  }
+
+  const certificate = new ServingCertificate(config, log, metrics);
+  // Liveness runs a sample pod through the real pipeline (namespace labels from a fixed map, so
+  // that a slow API server never fails the probe): a replica that cannot inject is restarted.
+  const canaryNamespace = 'sidecar-injector-canary';
+  const canaryNamespaces = createLocalNamespaceSource({ [canaryNamespace]: { [LabelKeys.namespaceOptIn]: LabelValues.enabled } });
+  const liveness = new Liveness(async () => {
+    const outcome = await admitPod(
+      { pod: samplePod(), namespace: canaryNamespace, name: '' },
+      { templates: () => templates.store.current(), namespaces: canaryNamespaces },
+    );
+    if (outcome.decision === 'denied') throw new Error(outcome.message);
+  });
+  let draining = false;
+  const manager = new Manager({
+    log,
+    stopTimeoutMs: config.shutdownTimeoutMs + config.shutdownDelayMs,
+    clock,
+    ...(election ? { election, onLeading: (leading: boolean) => metrics.leader.set({ lease: 'sidecar-injector-audit' }, leading ? 1 : 0) } : {}),
+  });
+  // The Pod Security action is fixed for the process: the generation names the templates in force and the version.
+  const reviewer = servingReviewer({
+    templates: inForce,
+    namespaces,
+    kubernetesVersion: view.versions.version,
+    podSecurity: config.podSecurityAction,
+    generation: () => `${templates.store.generation}.${rollout?.generation() ?? 0}/${view.versions.generation()}`,
+  });
+  const app = createApp({
+    liveness,
+    log,
+    metrics,
+    maxBodyBytes: config.maxBodyBytes,
+    reviewer,
+    ...(view.events ? { events: view.events } : {}),
+    isReady: () => !draining && manager.ready(),
+    isDraining: () => draining,
+    status: () => ({ draining, ...manager.status(), podSecurityAction: config.podSecurityAction }),
+  });
+  let running: RunningServer | undefined;
+  // The server drains as one part: not ready (set at the signal), the shutdown delay while
+  // endpoints catch up, then a close that waits for in-flight reviews (bounded).
+  const server: Runnable = {
+    name: 'server',
+    start: async () => {
+      const pair = certificate.current();
+      try {
+        running = await startServer(app.callback(), { host: config.host, port: config.port, key: pair.key, cert: pair.cert, timeouts: config.timeouts });
+      } catch (err) {
+        // A port in use, an address this machine does not have: the configuration, not a bug.
+        throw new ConfigError([`cannot listen on ${config.host}:${config.port}: ${(err as Error).message}`]);
+      }
+      const listening = running;
+      await certificate.listening((next) => listening.server.setSecureContext({ key: next.key, cert: next.cert }));
+    },
+    stop: async () => {
+      if (!running) return;
+      const listening = running;
+      await new Promise((resolve) => clock.after(config.shutdownDelayMs, () => resolve(undefined)));
+      const closed = listening.close();
+      const deadline = new Promise<'timeout'>((resolve) => clock.after(config.shutdownTimeoutMs, () => resolve('timeout')));
+      const result = await Promise.race([closed.then(() => 'closed' as const), deadline]);
+      if (result === 'timeout') {
+        log.warn({ timeoutMs: config.shutdownTimeoutMs }, 'in-flight requests did not finish in time; closing their connections');
+        listening.server.closeAllConnections();
+      }
+    },
+  };
+
+  manager.add(templates.runnable, 'source');
+  for (const source of view.sources) manager.add(source, 'source');
+  for (const other of view.others) manager.add(other);
+  if (rollout) manager.add(rollout);
+  manager.add(certificate);
+  manager.add(server, 'server');
+  for (const runnable of leaderOnly) manager.add(runnable, 'leader');
+  await manager.start();
+  const listening = running!;
+  log.info(
+    {
+      port: listening.port,
+      host: config.host,
+      templates: templates.store.status().templates,
+      namespaceSource: namespaces.kind,
+      ...(namespaces.kind === 'cluster' ? { namespaceFailurePolicy: config.namespaceFailurePolicy } : {}),
+    },
+    'listening',
+  );
+  // The first preflight once this replica answers: its own probe can then reach it.
+  rollout?.begin();
+
+  let stopping: Promise<void> | undefined;
+  const shutdown = (reason: string): Promise<void> =>
+    (stopping ??= (async () => {
+      draining = true;
+      log.info({ reason, delayMs: config.shutdownDelayMs, order: manager.stopOrder() }, 'shutting down: not ready, still serving');
+      await manager.stop();
+      log.info({ reason }, 'stopped');
+    })());
+  return { server: listening, shutdown };
+}
