@@ -1,0 +1,52 @@
+/**
+ * Stage 1, read: the pod parsed, its name and namespace known, and refused before any work when
+ * the API server would refuse it or it is out of proportion to any real pod; a mirror pod is
+ * let through as it is.
+ */
+import { AnnotationKeys } from '../../k8s/keys.js';
+import { parsePod, podDisplayName, type PodParts } from '../../k8s/pod.js';
+import { admissionProblem } from '../../k8s/pod-validation.js';
+import { cut } from '../../quote.js';
+import type { TemplateSet } from '../../templates/set.js';
+import { say } from '../reasons.js';
+import { denied, done, noneApply, type AdmitDeps, type PodInput, type Progress, type Step } from './outcome.js';
+
+export interface Read {
+  readonly parts: PodParts;
+  /** The pod's namespace as the request or the pod says it (never empty). */
+  readonly podNamespace: string;
+  /** The template set in force, read once for this pod. */
+  readonly loaded: TemplateSet;
+}
+
+export function readPod(input: PodInput, deps: AdmitDeps, at: Progress): Step<Read> {
+  const parts = parsePod(input.pod);
+  at.podName = cut(podDisplayName(parts.metadata) || input.name, 100);
+  // Controller-created pods had no metadata.namespace before Kubernetes 1.24.
+  const podNamespace = input.namespace || (typeof parts.metadata.namespace === 'string' ? parts.metadata.namespace : '');
+  at.namespace = cut(podNamespace, 100);
+  if (!podNamespace)
+    return done(denied(at, 'invalid-pod', say('invalid-pod', 'the pod has no namespace: request.namespace and metadata.namespace are both empty')));
+  // Before any work: a pod the API server will reject, or one out of proportion to any real pod.
+  const problem = admissionProblem(parts, podNamespace, input.name);
+  if (problem) {
+    const reason = problem.kind === 'invalid' ? 'invalid-pod' : 'pod-too-large';
+    return done(denied(at, reason, say(reason, problem.message)));
+  }
+  const loaded = deps.templates();
+  // Mirror pods may not reference what sidecars bring; the webhook's matchConditions
+  // keep them from us on clusters that have the field (match-conditions.ts), this on all.
+  if (Object.hasOwn(parts.annotations, AnnotationKeys.mirror)) {
+    return done({
+      decision: 'allowed',
+      reason: 'mirror-pod',
+      message: say('mirror-pod'),
+      warnings: [],
+      podName: at.podName,
+      namespace: at.namespace,
+      templates: [],
+      decisions: noneApply(loaded, 'mirror-pod'),
+    });
+  }
+  return { next: { parts, podNamespace, loaded } };
+}

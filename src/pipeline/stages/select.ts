@@ -1,0 +1,100 @@
+/**
+ * Stage 2, select: the revision of each template in force for this pod, what the pod already
+ * carries (its ledger), the namespace's labels, which templates apply, and of those the ones
+ * of this webhook's class.
+ */
+import { podOs } from '../../k8s/pod.js';
+import { requestedTemplates, select, type Selection } from '../../selection/select.js';
+import { revisionsFor, rolloutSubject } from '../../templates/rollout.js';
+import type { TemplateSet } from '../../templates/set.js';
+import type { Template } from '../../templates/template.js';
+import type { Labels } from '../../k8s/selector.js';
+import type { TemplateDecision } from '../decision.js';
+import { preparePod, type PreparedPod } from '../inject-pod.js';
+import { say } from '../reasons.js';
+import { warning, type Warning } from '../warnings.js';
+import { denied, done, noneApply, ordered, type AdmitDeps, type PodInput, type PodOutcome, type Progress, type Step } from './outcome.js';
+import type { Read } from './read.js';
+
+export interface Selected extends Read {
+  /** The revisions in force for this pod (a candidate's share or the stable). */
+  readonly set: TemplateSet;
+  readonly prepared: PreparedPod;
+  readonly namespaceLabels: Labels;
+  readonly selection: Selection;
+  /** The selected templates of this webhook's class. */
+  readonly ours: readonly Template[];
+  /** Each template's decision by name, filled by this stage and `place`. */
+  readonly byName: Map<string, TemplateDecision>;
+  /** Warnings and notes so far; later stages add theirs (the outcome holds these arrays). */
+  readonly warnings: Warning[];
+  readonly notes: string[];
+  /** What every later outcome says of the pod. */
+  readonly common: Pick<PodOutcome, 'podName' | 'namespace' | 'warnings' | 'notes' | 'selection' | 'templates' | 'decisions'>;
+}
+
+export async function selectTemplates(read: Read, input: PodInput, deps: AdmitDeps, at: Progress): Promise<Step<Selected>> {
+  const { parts, podNamespace, loaded } = read;
+  // Safe rollout: the revision of each template in force for this pod (a candidate's share or
+  // the stable), chosen from what the answer cache keys on (templates/rollout.ts).
+  const set = revisionsFor(loaded, rolloutSubject(parts.metadata, podNamespace, parts.labels, input.name));
+  const prepared = preparePod(input.pod, set, parts);
+  const { own } = prepared;
+  const warnings: Warning[] = prepared.warnings.map((text) => warning('ledger-doubt', text));
+  const namespaceLabels = await deps.namespaces.labelsOf(at.namespace);
+  const selection = select({ namespace: at.namespace, namespaceLabels, podLabels: own.labels, podAnnotations: own.annotations, podOs: podOs(parts) }, set);
+  const notes: string[] = [];
+  const byName = new Map<string, TemplateDecision>();
+  for (const skip of selection.skipped) byName.set(skip.template, { template: skip.template, kind: 'not-applicable', why: skip.reason });
+  at.decisions = ordered(set, byName);
+  const common = { podName: at.podName, namespace: at.namespace, warnings, notes, selection, templates: selection.templates, decisions: at.decisions };
+  // A template the pod asked for by name and did not get deserves a sentence; one whose os
+  // the pod does not run is simply not selected (os scopes a template), said in --explain.
+  const requested = new Set(requestedTemplates(own.annotations));
+  for (const skip of selection.skipped) {
+    if (requested.has(skip.template)) warnings.push(warning('template-not-selected', skip.message, skip.template));
+    else if (skip.reason === 'os') notes.push(skip.message);
+  }
+  switch (selection.reason) {
+    case undefined:
+      break;
+    case 'unknown-template':
+      return done(
+        denied(
+          at,
+          'unknown-template',
+          say(
+            'unknown-template',
+            selection.unknown,
+            set.templates.map((t) => t.name),
+          ),
+        ),
+      );
+    case 'namespace-not-enabled': {
+      const message = say('namespace-not-enabled', at.namespace);
+      if (requested.size > 0) warnings.push(warning('requested-namespace-not-enabled', `${message}; requested templates are not injected`));
+      return done({ ...common, decisions: noneApply(set, selection.reason), decision: 'allowed', reason: selection.reason, message });
+    }
+    case 'pod-opted-out':
+      return done({ ...common, decisions: noneApply(set, selection.reason), decision: 'allowed', reason: selection.reason, message: say(selection.reason) });
+    default:
+      return done({ ...common, decision: 'allowed', reason: selection.reason, message: say(selection.reason) });
+  }
+  // Selection ran over every template (a pod may request the other class's); this webhook injects its own class.
+  const ours = deps.failurePolicy ? selection.templates.filter((t) => t.failurePolicy === deps.failurePolicy) : selection.templates;
+  for (const t of selection.templates) if (!ours.includes(t)) byName.set(t.name, { template: t.name, kind: 'not-applicable', why: 'other-webhook' });
+  if (ours.length === 0) {
+    return done({
+      ...common,
+      decisions: ordered(set, byName),
+      decision: 'allowed',
+      reason: 'other-webhook',
+      message: say(
+        'other-webhook',
+        selection.templates.map((t) => t.name),
+        deps.failurePolicy!,
+      ),
+    });
+  }
+  return { next: { ...read, set, prepared, namespaceLabels, selection, ours, byName, warnings, notes, common } };
+}
