@@ -1,54 +1,77 @@
 // Lint: typescript-eslint's recommended rules, Prettier for form, and the floor plan as rules.
-// Every folder of src/ may import only from the floors below it (see DEVELOPMENT.md, Layout and the floor plan):
-//   errors.ts, quote.ts                        leaves
-//   k8s/                                       Kubernetes vocabulary: imports only the leaves
-//   fs/                                        a leaf (watching files)
-//   templates/                                 k8s, fs
-//   selection/, inject/                        templates, k8s
-//   kube-api/                                  k8s (list/watch and GETs of the Kubernetes API)
-//   namespaces/                                k8s, kube-api
-//   pipeline/                                  selection, templates, inject, namespaces, k8s
-//   admission/, manifests/                     pipeline and below
-//   audit/                                     pipeline, kube-api and below (the server's auditor)
-//   rollout/                                   pipeline, kube-api and below (a candidate's preflight through the cluster)
-//   http/, tls/, fs/, app.ts, server.ts, …     above the domain; cli/ on top
-//   certs/                                     kube-api, tls, fs (self-managed certificates)
-//   runtime/                                   a leaf (runnables and the manager that starts and stops them)
-//   serving/                                   every floor but cli/: the running injector composed of runnables
+// The floor plan: what each room of src/ (a folder, or a file directly in src/) may import. Every
+// import points down DEVELOPMENT.md's list (Layout and the floor plan; test/floor-plan.test.ts
+// holds the two together); the leaves (errors.ts, quote.ts, reloadable.ts, clock.ts) anyone may
+// import, and nothing may import cli/.
 import js from '@eslint/js';
 import prettier from 'eslint-config-prettier';
 import tseslint from 'typescript-eslint';
 
-const floors = [
-  'runtime',
-  'k8s',
-  'kube-api',
-  'audit',
-  'rollout',
-  'templates',
-  'selection',
-  'inject',
-  'namespaces',
-  'pipeline',
-  'admission',
-  'manifests',
-  'http',
-  'tls',
-  'certs',
-  'fs',
-  'serving',
-  'cli',
-];
-const topFiles = ['app', 'server', 'config', 'metrics', 'liveness'];
+/** Room → the rooms it may import (besides the leaves). Folders by name, top-level files as `name.ts`. */
+export const floorPlan = {
+  runtime: [],
+  k8s: [],
+  fs: [],
+  templates: ['k8s', 'fs'],
+  selection: ['templates', 'k8s'],
+  inject: ['templates', 'k8s'],
+  'kube-api': ['k8s'],
+  namespaces: ['k8s', 'kube-api'],
+  pipeline: ['selection', 'templates', 'inject', 'namespaces', 'k8s'],
+  admission: ['pipeline', 'selection', 'templates', 'inject', 'namespaces', 'k8s'],
+  manifests: ['pipeline', 'selection', 'templates', 'inject', 'namespaces', 'k8s'],
+  audit: ['pipeline', 'selection', 'templates', 'inject', 'namespaces', 'kube-api', 'k8s', 'runtime'],
+  rollout: ['pipeline', 'selection', 'templates', 'inject', 'namespaces', 'kube-api', 'k8s', 'runtime'],
+  'liveness.ts': [],
+  'metrics.ts': [],
+  http: ['admission', 'pipeline', 'k8s', 'metrics.ts', 'liveness.ts'],
+  tls: ['fs'],
+  certs: ['kube-api', 'k8s', 'tls', 'fs'],
+  'server.ts': [],
+  'options.ts': ['k8s'],
+  'config.ts': ['http', 'k8s', 'namespaces', 'options.ts', 'pipeline', 'server.ts'],
+  'app.ts': ['admission', 'http', 'liveness.ts', 'metrics.ts', 'pipeline'],
+  'reviewer.ts': ['admission'],
+  serving: [
+    'runtime',
+    'k8s',
+    'fs',
+    'templates',
+    'selection',
+    'inject',
+    'kube-api',
+    'namespaces',
+    'pipeline',
+    'admission',
+    'manifests',
+    'audit',
+    'rollout',
+    'liveness.ts',
+    'metrics.ts',
+    'http',
+    'tls',
+    'certs',
+    'server.ts',
+    'options.ts',
+    'config.ts',
+    'app.ts',
+    'reviewer.ts',
+  ],
+};
+const rooms = [...Object.keys(floorPlan), 'cli'];
 
-/** A rule for the files of `folder` that forbids every folder and top-level module not in `allowed`. */
-function floor(folder, allowed) {
-  const forbidden = [
-    ...floors.filter((f) => f !== folder && !allowed.includes(f)).map((f) => `../${f}/*`),
-    ...topFiles.filter((f) => !allowed.includes(f)).map((f) => `../${f}.js`),
-  ];
+/** The import path of `room` as written from a file in `where` (a folder of src/, or src/ itself). */
+function importPattern(room, where) {
+  const up = where === 'top' ? './' : '../';
+  return room.endsWith('.ts') ? `${up}${room.replace(/\.ts$/, '.js')}` : `${up}${room}/*`;
+}
+
+/** A rule for the files of `room` that forbids every room not in `allowed`. */
+function floor(room, allowed) {
+  const where = room.endsWith('.ts') ? 'top' : 'folder';
+  const forbidden = rooms.filter((r) => r !== room && !allowed.includes(r)).map((r) => importPattern(r, where));
   return {
-    files: [`src/${folder}/**/*.ts`],
+    files: [where === 'top' ? `src/${room}` : `src/${room}/**/*.ts`],
     ignores: ['src/**/*.test.ts'],
     rules: {
       'no-restricted-imports': [
@@ -57,7 +80,7 @@ function floor(folder, allowed) {
           patterns: [
             {
               group: forbidden,
-              message: `src/${folder}/ may import only from ${allowed.length ? allowed.join(', ') : 'the leaves (errors.ts, quote.ts)'}: every import points down (DEVELOPMENT.md, Layout and the floor plan).`,
+              message: `src/${room}${where === 'top' ? '' : '/'} may import only from ${allowed.length ? allowed.join(', ') : 'the leaves (errors.ts, quote.ts, reloadable.ts, clock.ts)'}: every import points down (DEVELOPMENT.md, Layout and the floor plan).`,
             },
           ],
         },
@@ -97,21 +120,5 @@ export default tseslint.config(
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
     },
   },
-  floor('k8s', []),
-  floor('templates', ['k8s', 'fs']),
-  floor('selection', ['templates', 'k8s']),
-  floor('inject', ['templates', 'k8s']),
-  floor('kube-api', ['k8s']),
-  floor('namespaces', ['k8s', 'kube-api']),
-  floor('pipeline', ['selection', 'templates', 'inject', 'namespaces', 'k8s']),
-  floor('admission', ['pipeline', 'selection', 'templates', 'inject', 'namespaces', 'k8s']),
-  floor('manifests', ['pipeline', 'selection', 'templates', 'inject', 'namespaces', 'k8s']),
-  floor('audit', ['pipeline', 'selection', 'templates', 'inject', 'namespaces', 'kube-api', 'k8s', 'runtime']),
-  floor('rollout', ['pipeline', 'selection', 'templates', 'inject', 'namespaces', 'kube-api', 'k8s', 'runtime']),
-  floor('http', ['admission', 'pipeline', 'k8s', 'metrics', 'liveness']),
-  floor('fs', []),
-  floor('tls', ['fs']),
-  floor('certs', ['kube-api', 'k8s', 'tls', 'fs']),
-  floor('runtime', []),
-  floor('serving', floors.filter((f) => f !== 'serving' && f !== 'cli').concat(topFiles)),
+  ...Object.entries(floorPlan).map(([room, allowed]) => floor(room, allowed)),
 );

@@ -45,10 +45,51 @@ test('the folders of src/ import each other without a cycle', async (t) => {
   t.false(edges.get('k8s')?.has('templates') ?? false);
 });
 
+/** The rooms of DEVELOPMENT.md's floor plan, in its order (a subfolder belongs to its folder's room). */
+async function documentedOrder(): Promise<string[]> {
+  const text = await readFile('DEVELOPMENT.md', 'utf8');
+  const section = text.slice(text.indexOf('## Layout and the floor plan'));
+  const block = section.slice(section.indexOf('```\n') + 4, section.indexOf('\n```', section.indexOf('```\n') + 4));
+  const order: string[] = [];
+  for (const line of block.split('\n')) {
+    if (!line.startsWith('src/')) continue;
+    const head = line.slice('src/'.length).split(/\s{2,}/)[0]!;
+    for (const entry of head.split(/,\s*/)) {
+      const room = entry.endsWith('/') ? entry.split('/')[0]! : entry;
+      if (!order.includes(room)) order.push(room);
+    }
+  }
+  return order;
+}
+
+test('the floor plan is one: every room the lint knows is in DEVELOPMENT.md, and every import the lint allows names a room listed before it', async (t) => {
+  const { floorPlan } = (await import(resolve('eslint.config.js'))) as { floorPlan: Record<string, string[]> };
+  const order = await documentedOrder();
+  const leaves = ['errors.ts', 'quote.ts', 'reloadable.ts', 'clock.ts'];
+  t.deepEqual(order.slice(0, leaves.length), leaves, 'the leaves first');
+  t.is(order.at(-1), 'cli', 'cli/ last');
+  t.deepEqual([...order.slice(leaves.length, -1)].sort(), Object.keys(floorPlan).sort(), 'the same rooms');
+  const upward: string[] = [];
+  for (const [room, allowed] of Object.entries(floorPlan))
+    for (const other of allowed) if (order.indexOf(other) > order.indexOf(room)) upward.push(`${room} → ${other}`);
+  t.deepEqual(upward, []);
+  // And every room of src/ is one of them.
+  const onDisk = new Set(
+    (await sourceFiles('src')).map((f) => {
+      const r = room(f);
+      return relative('src', f).includes('/') ? r : `${r}.ts`;
+    }),
+  );
+  t.deepEqual([...onDisk].filter((r) => !order.includes(r)).sort(), []);
+});
+
 test('the lint rule refuses an upward import, and accepts a downward one', async (t) => {
   const eslint = new ESLint();
   const [up] = await eslint.lintText("import { render } from '../templates/render.js';\nexport const x = render;\n", { filePath: 'src/k8s/probe.ts' });
   t.true(up!.messages.some((m) => m.ruleId === 'no-restricted-imports' && /src\/k8s\/ may import only from/.test(m.message)));
+  // A top-level file too: config.ts may not import the app.
+  const [top] = await eslint.lintText("import { createApp } from './app.js';\nexport const x = createApp;\n", { filePath: 'src/config.ts' });
+  t.true(top!.messages.some((m) => m.ruleId === 'no-restricted-imports' && /src\/config\.ts may import only from/.test(m.message)));
   const [down] = await eslint.lintText("import { parsePod } from '../k8s/pod.js';\nexport const x = parsePod;\n", { filePath: 'src/templates/probe.ts' });
   t.deepEqual(
     down!.messages.filter((m) => m.ruleId === 'no-restricted-imports'),
