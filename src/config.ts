@@ -32,6 +32,8 @@ export interface Config {
    * @default $POD_NAME (the Deployment passes it), else $HOSTNAME, else `sidecar-injector-<pid>`
    */
   readonly replica: string;
+  /** Whether this process runs in a pod (KUBERNETES_SERVICE_HOST and _PORT set): the in-cluster client configuration is there. */
+  readonly inPod: boolean;
   /** Where a local run writes its throw-away development CA. @default '.dev-certs' */
   readonly devCertDir: string;
   /** A YAML/JSON file mapping namespace names to labels (the local namespace label source). */
@@ -316,6 +318,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
     ...(selfManaged ? { selfManaged: Object.freeze(selfManaged) } : {}),
     namespace,
     replica: env.POD_NAME || env.HOSTNAME || `sidecar-injector-${process.pid}`,
+    inPod: Boolean(env.KUBERNETES_SERVICE_HOST && env.KUBERNETES_SERVICE_PORT),
     ...(namespaceLabelsFile !== undefined ? { namespaceLabelsFile } : {}),
     namespaceLabels,
     namespaceSource,

@@ -129,7 +129,7 @@ export function createMetrics(): Metrics {
     }),
     leader: new Gauge({
       name: 'sidecar_injector_leader',
-      help: '1 while this replica holds the lease (sidecar-injector-audit: the continuous audit), 0 while another does',
+      help: '1 while this replica holds the lease (sidecar-injector-leader: it writes the self-managed certificates and runs the continuous audit), 0 while another does',
       labelNames: ['lease'],
       registers,
     }),

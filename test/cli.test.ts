@@ -322,7 +322,7 @@ test('SIGTERM releases the audit Lease before the process exits: another replica
   const kubeconfig = join(dir, 'kubeconfig');
   await writeFile(kubeconfig, (await api.kubeConfig()).exportConfig());
   const { child, exited, logs } = await spawnServe(['--kubeconfig', kubeconfig, '--shutdown-delay-ms', '0', '--audit', 'on']);
-  const lease = () => api.leases.get('sidecar-injector/sidecar-injector-audit');
+  const lease = () => api.leases.get('sidecar-injector/sidecar-injector-leader');
   await until(() => Boolean(lease()?.spec?.holderIdentity), 'the replica leads');
   child.kill('SIGTERM');
   t.is(await exited, 0);
@@ -335,7 +335,7 @@ test('SIGTERM releases the audit Lease before the process exits: another replica
     kubeConfig: await api.kubeConfig(),
     log: pino({ level: 'silent' }),
     namespace: 'sidecar-injector',
-    name: 'sidecar-injector-audit',
+    name: 'sidecar-injector-leader',
     identity: 'replica-2',
     clock: new FakeClock(),
   });

@@ -265,14 +265,12 @@ test('deployment: self-managed certificates from the Secret, no certificate path
   );
 });
 
-test('rbac: self-managed certificates may get and update their Secret, create Secrets, hold their lease, list the EndpointSlices of their namespace, and get and patch their webhook configuration, nothing more', (t) => {
+test('rbac: self-managed certificates may get and update their Secret, create Secrets, list the EndpointSlices of their namespace, and get and patch their webhook configuration, nothing more', (t) => {
   const role = named(base, 'Role', 'sidecar-injector-certificates');
   t.is(role.metadata.namespace, deployment().metadata.namespace);
   t.deepEqual(role.rules, [
     { apiGroups: [''], resources: ['secrets'], verbs: ['create'] },
     { apiGroups: [''], resources: ['secrets'], resourceNames: [arg('tls-secret')], verbs: ['get', 'update'] },
-    { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create'] },
-    { apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: ['sidecar-injector-certs'], verbs: ['get', 'update'] },
     { apiGroups: ['discovery.k8s.io'], resources: ['endpointslices'], verbs: ['list'] },
   ]);
   t.deepEqual(named(base, 'ClusterRole', 'sidecar-injector-webhook-ca').rules, [
@@ -325,10 +323,14 @@ test("rbac: read namespaces, nodes, pods and the workloads that hold pod templat
     { apiGroups: ['batch'], resources: ['jobs'], verbs: ['get'] },
     { apiGroups: ['events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] },
   ]);
-  // The audit's Lease: in its own namespace, by name.
+  // The one leader election's Lease (certificates and audit): in its own namespace, by name.
   const leader = find(base, 'Role').find((r) => r.metadata.name === 'sidecar-injector-leader')!;
   t.is(leader.metadata.namespace, 'sidecar-injector');
-  t.deepEqual(leader.rules[1].resourceNames, ['sidecar-injector-audit']);
+  t.deepEqual(leader.rules[1].resourceNames, ['sidecar-injector-leader']);
+  t.false(
+    find(base, 'Role').some((r) => r.metadata.name !== 'sidecar-injector-leader' && r.rules.some((rule: Obj) => rule.resources.includes('leases'))),
+    'no other Role touches leases',
+  );
   const binding = named(base, 'ClusterRoleBinding', 'sidecar-injector');
   t.deepEqual(binding.subjects, [
     { kind: 'ServiceAccount', name: deployment().spec.template.spec.serviceAccountName, namespace: deployment().metadata.namespace },

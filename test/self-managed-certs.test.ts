@@ -15,6 +15,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { pino } from 'pino';
 import { SelfManagedCertificates } from '../src/certs/self-managed.js';
+import { LeaderElector } from '../src/kube-api/lease.js';
 import { armedAnnotation, failClosedAnnotation, serviceDnsNames, splitCertificates } from '../src/certs/plan.js';
 import { createCa, createServingCertificate } from '../src/tls/certificates.js';
 import { loadConfig } from '../src/config.js';
@@ -39,18 +40,53 @@ async function cluster(t: { teardown(fn: () => unknown): void }): Promise<FakeAp
   return api;
 }
 
+/**
+ * One replica's certificates, following an election of its own on the one Lease (as serve's
+ * manager runs it: started with them, released when they stop), with short lease timings.
+ */
+class Replica extends SelfManagedCertificates {
+  constructor(
+    options: ConstructorParameters<typeof SelfManagedCertificates>[0],
+    private readonly elector: LeaderElector,
+  ) {
+    super(options);
+  }
+  override start(): void {
+    this.elector.start();
+    super.start();
+  }
+  override async stop(): Promise<void> {
+    await super.stop();
+    await this.elector.stop();
+  }
+}
+
 async function replica(api: FakeApiServer, identity: string, clock = { now: Date.now() }, t?: { teardown(fn: () => unknown): void }) {
-  const certificates = new SelfManagedCertificates({
-    kubeConfig: await api.kubeConfig(),
-    log: pino({ level: 'silent' }),
+  const kubeConfig = await api.kubeConfig();
+  const log = pino({ level: 'silent' });
+  const election = new LeaderElector({
+    kubeConfig,
+    log,
     namespace,
-    secretName: 'sidecar-injector-tls',
-    webhookConfigurationName: 'sidecar-injector',
-    serviceName: 'sidecar-injector',
+    name: 'sidecar-injector-leader',
     identity,
-    now: () => clock.now,
-    lease: { leaseDurationMs: 2000, renewDeadlineMs: 1500, retryPeriodMs: 200 },
+    leaseDurationMs: 2000,
+    renewDeadlineMs: 1500,
+    retryPeriodMs: 200,
   });
+  const certificates = new Replica(
+    {
+      kubeConfig,
+      log,
+      namespace,
+      secretName: 'sidecar-injector-tls',
+      webhookConfigurationName: 'sidecar-injector',
+      serviceName: 'sidecar-injector',
+      election,
+      now: () => clock.now,
+    },
+    election,
+  );
   t?.teardown(() => certificates.stop());
   return certificates;
 }
@@ -408,7 +444,7 @@ test("serve with the Deployment's flags runs outside a cluster: two replicas, on
   t.deepEqual([(await handshake(a.port, caBundle)).fingerprint256, (await handshake(b.port, caBundle)).fingerprint256], [fingerprint, fingerprint]);
 
   // The follower first: with no replica left to take the lease over, the leader's release is what remains.
-  const lease = () => api.leases.get(`${namespace}/sidecar-injector-certs`)?.spec.holderIdentity;
+  const lease = () => api.leases.get(`${namespace}/sidecar-injector-leader`)?.spec.holderIdentity;
   const [leader, follower] = lease() === 'injector-a' ? [a, b] : [b, a];
   follower.child.kill('SIGTERM');
   t.is(await follower.exited, 0);

@@ -11,7 +11,6 @@ import { EventEmitter } from 'node:events';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { CertificateControllerError, KubernetesApiError } from '../errors.js';
-import { LeaderElector } from '../kube-api/lease.js';
 import { requestJson } from '../kube-api/request.js';
 import { createCa, createServingCertificate, type Pem } from '../tls/certificates.js';
 import { checkKeyPair, type KeyPair } from '../tls/reloader.js';
@@ -31,16 +30,17 @@ import {
 export interface SelfManagedCertificatesOptions {
   readonly kubeConfig: KubeConfig;
   readonly log: Logger;
-  /** The namespace of the Secret, the Service and the lease. */
+  /** The namespace of the Secret and the Service. */
   readonly namespace: string;
   readonly secretName: string;
   readonly webhookConfigurationName: string;
   /** The Service the API server calls: the certificate carries its DNS names. */
   readonly serviceName: string;
-  /** This replica (its pod name), for the lease. */
-  readonly identity: string;
-  /** @default 'sidecar-injector-certs' */
-  readonly leaseName?: string;
+  /**
+   * The process's one leader election (kube-api/lease.ts): the elected replica writes the
+   * Secret and the webhooks' caBundle; the others only read. Started and stopped by its owner.
+   */
+  readonly election: CertificateElection;
   /** The clock certificates are made and judged by. @default Date.now */
   readonly now?: () => number;
   /** @default 3650 */
@@ -49,14 +49,19 @@ export interface SelfManagedCertificatesOptions {
   readonly certDays?: number;
   /** How often the Secret is read (and, on the leader, reconciled) once a certificate is served. @default 10000 */
   readonly intervalMs?: number;
-  /** Lease timings (tests shorten them). */
-  readonly lease?: { readonly leaseDurationMs?: number; readonly renewDeadlineMs?: number; readonly retryPeriodMs?: number };
   /**
    * Whether a replica is ready behind the Service: the fail-closed webhooks are armed only then,
    * since a `Fail` webhook with no ready endpoint refuses every pod it selects. @default the
    * Service's EndpointSlices hold a ready endpoint (readyEndpointBehind)
    */
   readonly readyBehindService?: () => Promise<boolean>;
+}
+
+/** What the certificates need of the leader election. */
+export interface CertificateElection {
+  isLeader(): boolean;
+  on(event: 'leading', listener: () => void): unknown;
+  off(event: 'leading', listener: () => void): unknown;
 }
 
 /**
@@ -103,7 +108,6 @@ const waitingIntervalMs = 1000;
  * write fails (the next round tries again).
  */
 export class SelfManagedCertificates extends EventEmitter {
-  private readonly elector: LeaderElector;
   private readonly now: () => number;
   private readonly dnsNames: string[];
   private readonly secretPath: string;
@@ -120,20 +124,13 @@ export class SelfManagedCertificates extends EventEmitter {
     this.dnsNames = serviceDnsNames(options.serviceName, options.namespace);
     this.secretPath = `/api/v1/namespaces/${encodeURIComponent(options.namespace)}/secrets`;
     this.configurationPath = `/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/${encodeURIComponent(options.webhookConfigurationName)}`;
-    this.elector = new LeaderElector({
-      kubeConfig: options.kubeConfig,
-      log: options.log.child({ component: 'certificates-leader' }),
-      namespace: options.namespace,
-      name: options.leaseName ?? 'sidecar-injector-certs',
-      identity: options.identity,
-      ...options.lease,
-    });
-    // A new leader reconciles at once: a missing Secret is made without waiting a round.
-    this.elector.on('leading', () => {
-      this.emit('leading');
-      this.soon(0);
-    });
   }
+
+  /** A new leader reconciles at once: a missing Secret is made without waiting a round. */
+  private readonly leading = () => {
+    this.emit('leading');
+    this.soon(0);
+  };
 
   /** The pair served now (undefined until the Secret first held one). */
   current(): KeyPair | undefined {
@@ -141,25 +138,25 @@ export class SelfManagedCertificates extends EventEmitter {
   }
 
   isLeader(): boolean {
-    return this.elector.isLeader();
+    return this.options.election.isLeader();
   }
 
   status(): SelfManagedStatus {
     return {
       secret: `${this.options.namespace}/${this.options.secretName}`,
       webhookConfiguration: this.options.webhookConfigurationName,
-      leading: this.elector.isLeader(),
+      leading: this.options.election.isLeader(),
       notAfter: this.pair?.notAfter.toISOString() ?? null,
       fingerprint256: this.pair?.fingerprint256 ?? null,
       lastError: this.lastError,
     };
   }
 
-  /** Starts the lease and the rounds (read the Secret; on the leader, reconcile first). */
+  /** Starts the rounds (read the Secret; on the leader, reconcile first). */
   start(): void {
     if (!this.stopped) return;
     this.stopped = false;
-    this.elector.start();
+    this.options.election.on('leading', this.leading);
     this.soon(0);
   }
 
@@ -175,12 +172,12 @@ export class SelfManagedCertificates extends EventEmitter {
     if (this.pair && this.pair !== since) apply(this.pair);
   }
 
-  /** Stops the rounds and releases the lease. */
+  /** Stops the rounds. */
   async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
     await this.round;
-    await this.elector.stop();
+    this.options.election.off('leading', this.leading);
   }
 
   private soon(delayMs: number): void {
@@ -194,7 +191,7 @@ export class SelfManagedCertificates extends EventEmitter {
     if (this.round) return;
     this.round = (async () => {
       try {
-        if (this.elector.isLeader()) await this.reconcile();
+        if (this.options.election.isLeader()) await this.reconcile();
         await this.refresh();
         this.lastError = null;
       } catch (err) {

@@ -13,8 +13,8 @@ export interface KubeConfigOptions {
   readonly fallback?: 'in-cluster' | 'default';
   /** Appended to each problem (what the command can do without a cluster). */
   readonly hint?: string;
-  /** The environment the in-cluster variables are read from. @default process.env */
-  readonly env?: Readonly<Record<string, string | undefined>>;
+  /** Whether this process runs in a pod (config.ts reads it from the environment): the in-cluster fallback needs one. @default false */
+  readonly inPod?: boolean;
 }
 
 /** Loads the kubeconfig `file`, or the fallback without one; throws ConfigError when that does not give an HTTPS API server. */
@@ -22,9 +22,8 @@ export async function loadKubeConfig(file: string | undefined, options: KubeConf
   // Loaded on demand: the Kubernetes client is large, and a local run never needs it.
   const { KubeConfig } = await import('@kubernetes/client-node');
   const hint = options.hint ?? '';
-  const env = options.env ?? process.env;
   const kubeConfig = new KubeConfig();
-  const inPod = Boolean(env.KUBERNETES_SERVICE_HOST && env.KUBERNETES_SERVICE_PORT);
+  const inPod = options.inPod ?? false;
   const give =
     options.fallback === 'default'
       ? 'give --kubeconfig FILE, set KUBECONFIG, or write ~/.kube/config'

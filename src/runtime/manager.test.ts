@@ -17,8 +17,12 @@ class TestElection extends EventEmitter implements LeaderElection {
   leading = false;
   started = false;
   released = false;
+  constructor(private readonly trace: string[] = []) {
+    super();
+  }
   start(): void {
     this.started = true;
+    this.trace.push('start election');
   }
   async stop(): Promise<void> {
     this.released = this.leading;
@@ -38,9 +42,9 @@ class TestElection extends EventEmitter implements LeaderElection {
 
 const settle = () => new Promise((resolve) => setImmediate(resolve));
 
-test('groups start in order (sources, others, servers) and stop in reverse, each awaited; leader-only parts and the election stop first', async (t) => {
+test('groups start in order (sources, the election, others, servers) and stop in reverse, each awaited; leader-only parts and the election stop first', async (t) => {
   const trace: string[] = [];
-  const election = new TestElection();
+  const election = new TestElection(trace);
   const leading: boolean[] = [];
   const manager = new Manager({ log: silent, election, onLeading: (l) => leading.push(l) });
   let releaseServer!: () => void;
@@ -51,8 +55,7 @@ test('groups start in order (sources, others, servers) and stop in reverse, each
     .add(traced(trace, 'templates'), 'source')
     .add(traced(trace, 'namespaces'), 'source');
   await manager.start();
-  t.deepEqual(trace, ['start templates', 'start namespaces', 'start rollout', 'start server']);
-  t.true(election.started, 'the election starts once the rest runs');
+  t.deepEqual(trace, ['start templates', 'start namespaces', 'start election', 'start rollout', 'start server'], 'the election before what may ask it');
   t.false(trace.includes('start audit'), 'leader-only parts wait for the lead');
   election.lead(true);
   await settle();

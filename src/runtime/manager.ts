@@ -1,7 +1,8 @@
 /**
  * Starts and stops the runnables of the process in order (controller-runtime's manager):
- * sources first (reviews read them), then the others, then the servers that take traffic; the
- * leader-only runnables start on the one leader election's `leading` and stop on `following`.
+ * sources first (reviews read them), then the one leader election (what runs everywhere may ask
+ * it whether this replica leads: the certificates), then the others, then the servers that take
+ * traffic; the leader-only runnables start on the election's `leading` and stop on `following`.
  * A start that fails stops, in reverse order, everything started before it, and rejects.
  *
  * `stop()` goes the other way, each stop awaited before the next begins, so that what a part
@@ -21,13 +22,11 @@ export interface ManagerOptions {
   readonly stopTimeoutMs?: number;
   /** Times the stops. @default systemClock */
   readonly clock?: Clock;
-  /** The election the leader-only runnables follow; without it they never start. */
+  /** The one leader election: started after the sources, released first at the stop; without it leader-only runnables never start. */
   readonly election?: LeaderElection;
   /** Told each time this replica starts or stops leading (the leader gauge). */
   readonly onLeading?: (leading: boolean) => void;
 }
-
-const startOrder: readonly Exclude<RunnableGroup, 'leader'>[] = ['source', 'other', 'server'];
 
 export class Manager {
   private readonly groups = new Map<RunnableGroup, Runnable[]>([
@@ -43,6 +42,8 @@ export class Manager {
   /** Leading and following, one transition at a time. */
   private transitions: Promise<void> = Promise.resolve();
   private phase: 'new' | 'starting' | 'running' | 'stopping' = 'new';
+  /** The election was started (and is released at the stop). */
+  private electing = false;
   private stopping: Promise<void> | undefined;
   private readonly stopTimeoutMs: number;
   private readonly clock: Clock;
@@ -59,41 +60,43 @@ export class Manager {
     return this;
   }
 
-  /** Starts every group in order, then the election; rejects (after stopping what started) when a start fails. */
+  /** Starts the sources, the election, the others and the servers, in that order; rejects (after stopping what started) when a start fails. */
   async start(): Promise<void> {
     if (this.phase !== 'new') throw new Error('the manager starts once');
     this.phase = 'starting';
-    for (const group of startOrder) {
-      for (const runnable of this.groups.get(group)!) {
-        try {
-          await runnable.start();
-        } catch (err) {
-          this.options.log.error({ part: runnable.name, err: (err as Error).message }, 'part failed to start; stopping what started');
-          await this.stop();
-          throw err;
-        }
-        this.started.push(runnable);
-        if (this.stopping) return;
-      }
-    }
+    if (!(await this.startGroup('source'))) return;
     const { election } = this.options;
-    if (election && this.groups.get('leader')!.length > 0) {
+    if (election) {
       election.on('leading', () => this.transition(true));
       election.on('following', () => this.transition(false));
       this.options.onLeading?.(false);
       election.start();
+      this.electing = true;
     }
+    if (!(await this.startGroup('other')) || !(await this.startGroup('server'))) return;
     this.phase = 'running';
+  }
+
+  /** Starts one group in order; false when the start stopped (a failure rejects). */
+  private async startGroup(group: Exclude<RunnableGroup, 'leader'>): Promise<boolean> {
+    for (const runnable of this.groups.get(group)!) {
+      try {
+        await runnable.start();
+      } catch (err) {
+        this.options.log.error({ part: runnable.name, err: (err as Error).message }, 'part failed to start; stopping what started');
+        await this.stop();
+        throw err;
+      }
+      this.started.push(runnable);
+      if (this.stopping) return false;
+    }
+    return true;
   }
 
   /** The parts' names, in the order they stop. */
   stopOrder(): string[] {
     const leader = this.groups.get('leader')!;
-    return [
-      ...leader.map((r) => r.name).reverse(),
-      ...(leader.length > 0 && this.options.election ? ['leader election'] : []),
-      ...this.started.map((r) => r.name).reverse(),
-    ];
+    return [...leader.map((r) => r.name).reverse(), ...(this.options.election ? ['leader election'] : []), ...this.started.map((r) => r.name).reverse()];
   }
 
   /** True when every started runnable that can say is ready (and none is stopping). */
@@ -146,7 +149,7 @@ export class Manager {
     // A transition under way finishes first: its runnables are then stopped here.
     await this.transitions;
     await this.stopLeading();
-    if (this.options.election && this.groups.get('leader')!.length > 0) {
+    if (this.options.election && this.electing) {
       await this.stopOne('leader election', () => this.options.election!.stop());
       this.options.onLeading?.(false);
     }

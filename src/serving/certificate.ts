@@ -10,7 +10,8 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import type { SelfManagedCertificates } from '../certs/self-managed.js';
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { CertificateElection, SelfManagedCertificates } from '../certs/self-managed.js';
 import type { Config } from '../config.js';
 import { ConfigError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
@@ -29,19 +30,21 @@ export class ServingCertificate implements Runnable {
     private readonly config: Config,
     private readonly log: Logger,
     private readonly metrics: Metrics,
+    /** Self-managed certificates: the cluster, and the one election whose leader writes them. */
+    private readonly cluster?: { readonly kubeConfig: KubeConfig; readonly election: CertificateElection },
   ) {}
 
   /** Resolves once there is a pair to serve (self-managed: once the Secret holds one). */
   async start(): Promise<void> {
     const { config, log } = this;
     if (config.selfManaged) {
+      if (!this.cluster) throw new Error('self-managed certificates need the cluster and its leader election');
       const { SelfManagedCertificates } = await import('../certs/self-managed.js');
-      const { loadKubeConfig } = await import('../kube-api/kubeconfig.js');
       this.selfManaged = new SelfManagedCertificates({
-        kubeConfig: await loadKubeConfig(config.kubeconfig),
+        kubeConfig: this.cluster.kubeConfig,
         log: log.child({ component: 'certificates' }),
         namespace: config.namespace,
-        identity: config.replica,
+        election: this.cluster.election,
         ...config.selfManaged,
       });
       this.selfManaged.start();

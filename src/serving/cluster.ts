@@ -60,7 +60,7 @@ export async function createClusterView(config: Config, log: Logger, metrics: Me
   const { ClusterNamespaceSource } = await import('../namespaces/cluster.js');
   const { ClusterVersionSource } = await import('../kube-api/cluster-version.js');
   const { EventRecorder, clusterClaimCheck } = await import('../kube-api/events.js');
-  const kubeConfig = await loadKubeConfig(config.kubeconfig);
+  const kubeConfig = await loadKubeConfig(config.kubeconfig, { inPod: config.inPod });
   const source = new ClusterNamespaceSource({
     kubeConfig,
     log: log.child({ component: 'namespaces' }),

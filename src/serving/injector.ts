@@ -62,6 +62,9 @@ async function templateSource(config: Config, log: Logger, metrics: Metrics): Pr
   return { store, runnable: { name: 'templates', start: () => store.start(), stop: () => store.stop(), status: () => store.status() } };
 }
 
+/** The Lease of the one leader election, in the injector's namespace. */
+const leaseName = 'sidecar-injector-leader';
+
 /** Starts the injector: every runnable in order; rejects, with what started stopped, when one cannot start. */
 export async function startInjector(config: Config, log: Logger, clock: Clock): Promise<Injector> {
   const metrics = createMetrics();
@@ -87,47 +90,51 @@ export async function startInjector(config: Config, log: Logger, clock: Clock): 
   // The set in force: the templates on disk, with candidates that have not passed their preflight stopped.
   const inForce = (): TemplateSet => (rollout ? rollout.gate(templates.store.current()) : templates.store.current());
 
-  // The one leader election: the continuous audit runs on the elected replica only.
+  // The one leader election: the elected replica writes the certificates (self-managed) and runs
+  // the continuous audit; every replica serves.
+  const kubeConfig =
+    view.cluster?.kubeConfig ??
+    (config.selfManaged ? await (await import('../kube-api/kubeconfig.js')).loadKubeConfig(config.kubeconfig, { inPod: config.inPod }) : undefined);
+  const auditing = config.audit && view.cluster !== undefined;
+  const election =
+    kubeConfig && (auditing || config.selfManaged)
+      ? new (await import('../kube-api/lease.js')).LeaderElector({
+          kubeConfig,
+          log: log.child({ component: 'leader' }),
+          namespace: config.namespace,
+          name: leaseName,
+          identity: config.replica,
+          clock,
+        })
+      : undefined;
   const leaderOnly: Runnable[] = [];
-  let election: import('../runtime/runnable.js').LeaderElection | undefined;
-  let audit: import('../audit/continuous.js').ContinuousAudit | undefined;
-  if (config.audit && view.cluster) {
-    const { LeaderElector } = await import('../kube-api/lease.js');
+  if (auditing && view.cluster && election) {
     const { ContinuousAudit } = await import('../audit/continuous.js');
-    const elector = new LeaderElector({
-      kubeConfig: view.cluster.kubeConfig,
-      log: log.child({ component: 'leader' }),
-      namespace: config.namespace,
-      name: 'sidecar-injector-audit',
-      identity: config.replica,
-      clock,
-    });
-    election = elector;
+    const cluster = view.cluster;
     const events = view.events;
-    audit = new ContinuousAudit({
-      kubeConfig: view.cluster.kubeConfig,
+    const audit = new ContinuousAudit({
+      kubeConfig: cluster.kubeConfig,
       log: log.child({ component: 'audit' }),
       templates: inForce,
-      namespaceLabels: (namespace) => view.cluster!.namespaces.current().get(namespace),
-      namespaces: view.cluster.namespaces,
+      namespaceLabels: (namespace) => cluster.namespaces.current().get(namespace),
+      namespaces: cluster.namespaces,
       gauge: metrics.pods,
       ...(events ? { onMissing: (event) => events.record(event) } : {}),
       // The auditor decides as admission does: the same namespace source, version and Pod Security action.
-      decide: { namespaces: view.cluster.namespaces, kubernetesVersion: view.versions.version, podSecurity: config.podSecurityAction },
+      decide: { namespaces: cluster.namespaces, kubernetesVersion: view.versions.version, podSecurity: config.podSecurityAction },
       clock,
     });
-    const running = audit;
-    templates.store.on('reload', () => running.templatesReloaded());
+    templates.store.on('reload', () => audit.templatesReloaded());
     leaderOnly.push({
       name: 'audit',
-      start: () => running.start(),
-      stop: () => running.stop(),
+      start: () => audit.start(),
+      stop: () => audit.stop(),
       // Always shown: the election's state, and the audit's counts while this replica leads.
-      status: () => ({ ...elector.status(), ...(elector.isLeader() ? running.status() : {}) }),
+      status: () => ({ ...election.status(), ...(election.isLeader() ? audit.status() : {}) }),
     });
   }
 
-  const certificate = new ServingCertificate(config, log, metrics);
+  const certificate = new ServingCertificate(config, log, metrics, election && kubeConfig ? { election, kubeConfig } : undefined);
   // Liveness runs a sample pod through the real pipeline (namespace labels from a fixed map, so
   // that a slow API server never fails the probe): a replica that cannot inject is restarted.
   const canaryNamespace = 'sidecar-injector-canary';
@@ -144,7 +151,7 @@ export async function startInjector(config: Config, log: Logger, clock: Clock): 
     log,
     stopTimeoutMs: config.shutdownTimeoutMs + config.shutdownDelayMs,
     clock,
-    ...(election ? { election, onLeading: (leading: boolean) => metrics.leader.set({ lease: 'sidecar-injector-audit' }, leading ? 1 : 0) } : {}),
+    ...(election ? { election, onLeading: (leading: boolean) => metrics.leader.set({ lease: leaseName }, leading ? 1 : 0) } : {}),
   });
   // The Pod Security action is fixed for the process: the generation names the templates in force and the version.
   const reviewer = servingReviewer({

@@ -29,18 +29,18 @@ async function createWhile(namespace: string, done: Promise<unknown>): Promise<{
 }
 
 test.serial(
-  'leader election on real Leases: deleting the leader’s pod releases both leases to another replica, and no pod create is refused meanwhile',
+  'leader election on a real Lease: deleting the leader’s pod releases the one lease to another replica, and no pod create is refused meanwhile',
   async (t) => {
     const { kube } = joinWorld();
     t.teardown(healthyInstall);
     const namespace = await optedInNamespace(t, 'handover');
-    const leader = (await kube.get(leasePath('sidecar-injector-audit'))).spec.holderIdentity as string;
+    const leader = (await kube.get(leasePath('sidecar-injector-leader'))).spec.holderIdentity as string;
     const pods = (await injectorPods()).map((p) => p.metadata.name as string);
-    t.true(pods.includes(leader), `the audit's leader ${leader} is one of the replicas`);
+    t.true(pods.includes(leader), `the leader ${leader} is one of the replicas`);
     // What Prometheus scrapes from each replica says the same: the holder 1, the other 0.
     const leading = async (pod: string) =>
       Number(
-        /^sidecar_injector_leader\{lease="sidecar-injector-audit"\} (\d+)$/m.exec(
+        /^sidecar_injector_leader\{lease="sidecar-injector-leader"\} (\d+)$/m.exec(
           (await kube.request('GET', `/api/v1/namespaces/sidecar-injector/pods/https:${pod}:10250/proxy/metrics`)).text,
         )?.[1],
       );
@@ -52,22 +52,20 @@ test.serial(
     const since = new Date().toISOString();
     const handedOver = (async () => {
       await kube.delete(`/api/v1/namespaces/sidecar-injector/pods/${leader}`);
-      // The audit's lease goes first (its part stops first, so the other replica audits at once);
-      // the certificates' lease when the leaving process ends, to whichever replica asks first.
-      return eventually('both leases held by a running replica other than the deleted one', async () => {
+      // The lease goes first (the leader-only parts stop first and the election releases it, so the
+      // other replica audits and writes certificates at once).
+      return eventually('the lease held by a running replica other than the deleted one', async () => {
         const live = new Set((await injectorPods()).filter((p) => !p.metadata.deletionTimestamp).map((p) => p.metadata.name as string));
-        const holders = await Promise.all(
-          ['sidecar-injector-audit', 'sidecar-injector-certs'].map(async (l) => (await kube.get(leasePath(l))).spec.holderIdentity as string),
-        );
-        return holders.every((h) => h !== leader && live.has(h)) ? holders : undefined;
+        const holder = (await kube.get(leasePath('sidecar-injector-leader'))).spec.holderIdentity as string;
+        return holder !== leader && live.has(holder) ? [holder] : undefined;
       });
     })();
     const load = await createWhile(namespace, handedOver);
     const [auditLeader] = await handedOver;
-    t.is(auditLeader, other, 'the audit goes to the replica that was running already');
+    t.is(auditLeader, other, 'the lead goes to the replica that was running already');
     t.deepEqual(load.refused, [], `${load.created} pods created during the hand-over, none refused`);
-    // The leaving replica released each Lease on its way out (an update of its own after the delete), rather than letting it expire.
-    for (const lease of ['sidecar-injector-audit', 'sidecar-injector-certs']) {
+    // The leaving replica released the Lease on its way out (an update of its own after the delete), rather than letting it expire.
+    for (const lease of ['sidecar-injector-leader']) {
       const released = auditEvents().filter(
         (e) =>
           e.verb === 'update' &&
