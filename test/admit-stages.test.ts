@@ -111,7 +111,7 @@ test('parameters: a pod override outside its declaration refuses the pod; one th
   i = input(pod({ annotations: { 'tracer.sidecar-injector.io/level': 'debug', 'logs.sidecar-injector.io/memoryLimit': '128Mi' } }));
   const going = next(resolveOverrides(next(await selectTemplates(next(readPod(i, d, at)), i, d, at)), d, at));
   t.deepEqual(going.overrides.get('logs'), { memoryLimit: '128Mi' });
-  t.true(going.warnings.some((w) => w.id === 'override-ignored' && /names no template here/.test(w.text)));
+  t.true(going.selected.warnings.some((w) => w.id === 'override-ignored' && /names no template here/.test(w.text)));
 });
 
 test('place: a required template that cannot join the pod refuses it; an optional one is left out with a warning, and every decision is recorded', async (t) => {
@@ -141,7 +141,7 @@ test('place: a required template that cannot join the pod refuses it; an optiona
     placed.leftOut.map((l) => [l.template.name, l.rule]),
     [['logs', 'name-conflict']],
   );
-  t.true(placed.warnings.some((w) => w.id === 'template-left-out' && w.template === 'logs'));
+  t.true(placed.parameterised.selected.warnings.some((w) => w.id === 'template-left-out' && w.template === 'logs'));
   t.deepEqual(
     optional.at.decisions.map((d) => [d.template, d.kind]),
     [

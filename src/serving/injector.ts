@@ -96,9 +96,10 @@ export async function startInjector(config: Config, log: Logger, clock: Clock): 
     view.cluster?.kubeConfig ??
     (config.selfManaged ? await (await import('../kube-api/kubeconfig.js')).loadKubeConfig(config.kubeconfig, { inPod: config.inPod }) : undefined);
   const auditing = config.audit && view.cluster !== undefined;
+  const { LeaderElector } = await import('../kube-api/lease.js');
   const election =
     kubeConfig && (auditing || config.selfManaged)
-      ? new (await import('../kube-api/lease.js')).LeaderElector({
+      ? new LeaderElector({
           kubeConfig,
           log: log.child({ component: 'leader' }),
           namespace: config.namespace,

@@ -14,14 +14,16 @@ import { denied, type PodOutcome, type Progress } from './outcome.js';
 import type { Placed } from './place.js';
 
 export function finish(p: Placed, at: Progress): PodOutcome {
-  const { injection, leftOut, warnings, ours, prepared } = p;
+  const { injection, leftOut } = p;
+  const { mine, selected } = p.parameterised;
+  const { warnings, ours, prepared, notes } = selected;
   warnings.push(...injection.warnings.map((text) => warning('item-collision', text)));
   if (injection.resourceGrowth)
     warnings.push(
       warning('pod-resources-grown', clusterWarning('pod-resources-grown', injection.injected.join(', '), describeGrowth(injection.resourceGrowth))),
     );
-  p.notes.push(...injection.notes);
-  const decided = { ...p.mine, decisions: at.decisions };
+  notes.push(...injection.notes);
+  const decided = { ...mine, decisions: at.decisions };
   if (!injection.changed) {
     if (injection.injected.length === 0 && injection.present.length === 0) {
       if (injection.conflicts.length > 0 && leftOut.every((l) => l.rule === 'name-conflict' || l.rule === 'volume-conflict')) {

@@ -11,7 +11,8 @@ import { warning } from '../warnings.js';
 import { denied, done, type AdmitDeps, type PodOutcome, type Progress, type Step } from './outcome.js';
 import type { Selected } from './select.js';
 
-export interface Parameterised extends Selected {
+export interface Parameterised {
+  readonly selected: Selected;
   /** Each template's overridden values (undefined: its defaults). */
   readonly overrides: ReadonlyMap<string, Readonly<Record<string, ParamValue>> | undefined>;
   /** What every later outcome says: `common` with this webhook's templates and their parameters. */
@@ -34,5 +35,5 @@ export function resolveOverrides(s: Selected, deps: AdmitDeps, at: Progress): St
     if (resolved.explained.length > 0) parameters.set(template.name, resolved.explained);
   }
   const mine = { ...s.common, templates: s.ours, ...(parameters.size > 0 ? { parameters } : {}) };
-  return { next: { ...s, overrides, mine } };
+  return { next: { selected: s, overrides, mine } };
 }

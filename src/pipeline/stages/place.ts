@@ -22,7 +22,8 @@ export interface LeftOut {
   readonly text: string;
 }
 
-export interface Placed extends Parameterised {
+export interface Placed {
+  readonly parameterised: Parameterised;
   readonly injection: Injection;
   readonly leftOut: readonly LeftOut[];
   /** Pod Security audit-level violations the injection introduces (for the audit event). */
@@ -30,7 +31,9 @@ export interface Placed extends Parameterised {
 }
 
 export function placeTemplates(p: Parameterised, input: PodInput, deps: AdmitDeps, at: Progress): Step<Placed> {
-  const { parts, ours, prepared, warnings, namespaceLabels, overrides, byName } = p;
+  const { overrides } = p;
+  const { ours, prepared, warnings, namespaceLabels, byName, set } = p.selected;
+  const { parts } = p.selected.read;
   const names = { containers: new Set(parts.containers.map((c) => c.name)), initContainers: new Set(parts.initContainers.map((c) => c.name)) };
   const plan = planForms(ours, deps.kubernetesVersion?.(), prepared.ledger.believed, runsToCompletion(parts), (list, name) => names[list].has(name));
   warnings.push(...plan.warnings);
@@ -56,7 +59,7 @@ export function placeTemplates(p: Parameterised, input: PodInput, deps: AdmitDep
   }
   for (const name of injection.injected) byName.set(name, { template: name, kind: 'inject' });
   for (const name of injection.present) byName.set(name, { template: name, kind: 'present' });
-  at.decisions = ordered(p.set, byName);
+  at.decisions = ordered(set, byName);
   if (cannot.length > 0) {
     const first = cannot[0]!;
     return done(
@@ -68,5 +71,5 @@ export function placeTemplates(p: Parameterised, input: PodInput, deps: AdmitDep
       ),
     );
   }
-  return { next: { ...p, injection, leftOut, ...(fit.audit ? { podSecurityAudit: fit.audit } : {}) } };
+  return { next: { parameterised: p, injection, leftOut, ...(fit.audit ? { podSecurityAudit: fit.audit } : {}) } };
 }

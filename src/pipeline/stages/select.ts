@@ -16,7 +16,8 @@ import { warning, type Warning } from '../warnings.js';
 import { denied, done, noneApply, ordered, type AdmitDeps, type PodInput, type PodOutcome, type Progress, type Step } from './outcome.js';
 import type { Read } from './read.js';
 
-export interface Selected extends Read {
+export interface Selected {
+  readonly read: Read;
   /** The revisions in force for this pod (a candidate's share or the stable). */
   readonly set: TemplateSet;
   readonly prepared: PreparedPod;
@@ -96,5 +97,6 @@ export async function selectTemplates(read: Read, input: PodInput, deps: AdmitDe
       ),
     });
   }
-  return { next: { ...read, set, prepared, namespaceLabels, selection, ours, byName, warnings, notes, common } };
+  // Each stage's result holds the earlier one rather than a copy of it: no object grows stage by stage.
+  return { next: { read, set, prepared, namespaceLabels, selection, ours, byName, warnings, notes, common } };
 }
