@@ -25,7 +25,7 @@ export interface Config {
   readonly tlsKeyFile?: string;
   /** Self-managed certificates: the Secret kept, the webhook configuration given its CA, the Service named in the certificate. */
   readonly selfManaged?: { readonly secretName: string; readonly webhookConfigurationName: string; readonly serviceName: string };
-  /** The injector's own namespace (Secret, Service, leases). @default $POD_NAMESPACE, else 'sidecar-injector' */
+  /** The injector's own namespace (Secret, Service, lease). @default $POD_NAMESPACE, else 'sidecar-injector' */
   readonly namespace: string;
   /**
    * This replica's name: its lease identity and the `reportingInstance` of its Events.
@@ -123,7 +123,7 @@ export const serveOptions = {
     kind: 'string',
     value: 'NS',
     env: 'SIDECAR_INJECTOR_NAMESPACE',
-    help: "the injector's namespace (Secret, Service, leases); else $POD_NAMESPACE, else sidecar-injector",
+    help: "the injector's namespace (Secret, Service, lease); else $POD_NAMESPACE, else sidecar-injector",
   },
   'dev-cert-dir': { kind: 'string', value: 'DIR', env: 'SIDECAR_INJECTOR_DEV_CERT_DIR', default: '.dev-certs', help: 'where the development CA is written' },
   'namespace-labels': { kind: 'string', value: 'FILE', env: 'SIDECAR_INJECTOR_NAMESPACE_LABELS', help: 'YAML map: namespace -> labels (local source)' },

@@ -21,6 +21,7 @@ import { createCa, createServingCertificate } from '../src/tls/certificates.js';
 import { loadConfig } from '../src/config.js';
 import { CertificateControllerError, ConfigError } from '../src/errors.js';
 import { FakeApiServer } from './helpers/fake-apiserver.js';
+import { until } from './helpers/until.js';
 import { kustomizeObjects } from './helpers/kustomize.js';
 
 type Obj = Record<string, any>;
@@ -409,6 +410,32 @@ async function serveLikeTheDeployment(t: { teardown(fn: () => unknown): void }, 
   });
   return { child, port, exited, own, logs };
 }
+
+test('SIGTERM while a replica waits for its certificate (the Secret cannot be written): it stops what started, releases the lease and exits 0; it never listened', async (t) => {
+  const api = await cluster(t);
+  api.create('default');
+  api.forbidden.add('secrets');
+  const kubeconfig = join(await mkdtemp(join(tmpdir(), 'sidecar-injector-certs-')), 'kubeconfig');
+  await writeFile(kubeconfig, (await api.kubeConfig()).exportConfig());
+  const container = shipped('Deployment').spec.template.spec.containers[0];
+  const own = (container.args as string[]).filter((a) => !/^--(port|templates|host)=/.test(a));
+  const child = spawn(
+    process.execPath,
+    ['dist/src/cli/main.js', ...own, '--kubeconfig', kubeconfig, '--host', '127.0.0.1', '--port', '0', '--templates', 'templates', '--shutdown-delay-ms', '0'],
+    { env: { ...process.env, POD_NAME: 'injector-a', POD_NAMESPACE: namespace }, stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
+  t.teardown(() => void child.kill('SIGKILL'));
+  const messages: string[] = [];
+  createInterface({ input: child.stdout! }).on('line', (line) => messages.push(JSON.parse(line).msg));
+  const lease = () => api.leases.get(`${namespace}/sidecar-injector-leader`)?.spec.holderIdentity;
+  await until(() => messages.includes('waiting for the serving certificate in the Secret') && lease() === 'injector-a', 'waiting, and leading');
+  child.kill('SIGTERM');
+  t.is(await exited, 0);
+  t.false(messages.includes('listening'));
+  t.true(messages.includes('stopped'));
+  t.is(lease(), '', 'the lease released on the way out');
+});
 
 test("serve with the Deployment's flags runs outside a cluster: two replicas, one certificate from the Secret, trusted through the caBundle, renewals followed without a restart; SIGTERM exits 0", async (t) => {
   const api = await cluster(t);

@@ -190,13 +190,14 @@ export class SelfManagedCertificates extends EventEmitter {
   private async runRound(): Promise<void> {
     if (this.round) return;
     this.round = (async () => {
-      try {
-        if (this.options.election.isLeader()) await this.reconcile();
-        await this.refresh();
-        this.lastError = null;
-      } catch (err) {
-        this.lastError = (err as Error).message;
-        this.options.log.warn({ err: this.lastError }, 'self-managed certificates: round failed; trying again');
+      // The Secret is read even when the leader's reconcile failed (a webhook configuration not
+      // there yet, a refused patch): a pair already in it is served all the same.
+      const failures: Error[] = [];
+      if (this.options.election.isLeader()) await this.reconcile().catch((err: Error) => failures.push(err));
+      await this.refresh().catch((err: Error) => failures.push(err));
+      this.lastError = failures.length > 0 ? failures.map((e) => e.message).join('; ') : null;
+      for (const err of failures) {
+        this.options.log.warn({ err: err.message }, 'self-managed certificates: round failed; trying again');
         this.emit('failed', err);
       }
     })();

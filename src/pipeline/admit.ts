@@ -1,7 +1,9 @@
 /**
  * One pod, decided and injected: the core the webhook and the offline `render` share. The
- * decision runs as named stages (stages/), each pure over the pod and what the process knows:
- * read → select → parameters → place → finish; the first that reaches an outcome ends it.
+ * decision runs as named stages (stages/), each a function of the pod and what the process
+ * knows: read → select → parameters → place → finish; the first that reaches an outcome ends it.
+ * They add to one record of the decision as they go (its warnings, notes and each template's
+ * decision): a stage runs once per pod.
  * Never throws for a pod it cannot serve: every outcome is a value with a reason and a sentence.
  */
 import { AdmissionError, NamespaceLabelsUnavailableError } from '../errors.js';

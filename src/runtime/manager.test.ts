@@ -82,13 +82,86 @@ test('following stops the leader-only parts; leading again starts them again', a
   manager.add(traced(trace, 'audit', { status: () => ({ pods: 3 }) }), 'leader').add(traced(trace, 'server'), 'server');
   await manager.start();
   election.lead(true);
+  await settle();
   election.lead(false);
+  await settle();
   election.lead(true);
   await settle();
   t.deepEqual(trace, ['start server', 'start audit', 'stop audit', 'start audit']);
+  // A flap faster than a transition: the leader-only parts follow where it ends, once.
+  election.lead(false);
+  election.lead(true);
+  await settle();
+  t.deepEqual(trace.slice(4), []);
   t.deepEqual(manager.status(), { audit: { pods: 3 } }, 'a leader-only part says its status also while it follows');
   await manager.stop();
   t.deepEqual(trace.slice(-2), ['stop audit', 'stop server']);
+});
+
+test('a lead won while the rest still starts runs no leader-only part until everything runs', async (t) => {
+  const trace: string[] = [];
+  const election = new TestElection(trace);
+  const leading: boolean[] = [];
+  const manager = new Manager({ log: silent, election, onLeading: (l) => leading.push(l) });
+  let releaseCertificate!: () => void;
+  manager
+    .add(
+      traced(trace, 'certificate', { start: () => new Promise<void>((resolve) => (releaseCertificate = () => (trace.push('start certificate'), resolve()))) }),
+    )
+    .add(traced(trace, 'server'), 'server')
+    .add(traced(trace, 'audit'), 'leader');
+  const started = manager.start();
+  await settle();
+  election.lead(true);
+  await settle();
+  t.deepEqual(trace, ['start election'], 'leading, and still no audit while the certificate is awaited');
+  t.deepEqual(leading, [false, true], 'the gauge says it leads at once');
+  releaseCertificate();
+  await started;
+  await settle();
+  t.deepEqual(trace, ['start election', 'start certificate', 'start server', 'start audit']);
+  await manager.stop();
+});
+
+test('a leader transition that fails is logged, and the next one and the stop still run', async (t) => {
+  const trace: string[] = [];
+  const election = new TestElection(trace);
+  let fail = true;
+  const manager = new Manager({ log: silent, election });
+  manager.add(
+    traced(trace, 'audit', {
+      start: () => {
+        if (fail) throw new Error('no');
+        trace.push('start audit');
+      },
+    }),
+    'leader',
+  );
+  await manager.start();
+  election.lead(true);
+  await settle();
+  t.false(trace.includes('start audit'));
+  fail = false;
+  election.lead(false);
+  await settle();
+  election.lead(true);
+  await settle();
+  t.is(trace.at(-1), 'start audit');
+  await manager.stop();
+  t.is(trace.at(-1), 'stop audit');
+});
+
+test('at a stop every part ends its leader work before the lease is released', async (t) => {
+  const trace: string[] = [];
+  const election = new TestElection(trace);
+  const manager = new Manager({ log: silent, election });
+  manager.add(traced(trace, 'certificate', { quiesce: async () => void trace.push(`quiesce certificate (leading: ${election.leading})`) }));
+  await manager.start();
+  election.lead(true);
+  await settle();
+  await manager.stop();
+  t.deepEqual(trace, ['start election', 'start certificate', 'quiesce certificate (leading: true)', 'stop certificate']);
+  t.true(election.released);
 });
 
 test('a start that fails stops what started, in reverse, and rejects; nothing after it starts', async (t) => {

@@ -5,8 +5,10 @@
  * traffic; the leader-only runnables start on the election's `leading` and stop on `following`.
  * A start that fails stops, in reverse order, everything started before it, and rejects.
  *
- * `stop()` goes the other way, each stop awaited before the next begins, so that what a part
- * uses is still there while it stops: the leader-only runnables first and then the election
+ * Leader-only runnables start only once everything else runs: a replica that leads while it
+ * starts (or fails to) runs no audit. `stop()` goes the other way, each stop awaited before
+ * the next begins, so that what a part uses is still there while it stops: the runnables end
+ * their leader work (quiesce), the leader-only runnables stop, and then the election
  * (the lease released, so another replica leads within about a second), the servers (they
  * drain while the sources still answer), the others, the sources last. A part that fails to
  * stop, or takes longer than its limit, is logged and the next one stops all the same: a stop
@@ -41,6 +43,8 @@ export class Manager {
   private leading: Runnable[] = [];
   /** Leading and following, one transition at a time. */
   private transitions: Promise<void> = Promise.resolve();
+  /** Whether the election says this replica leads (the leader-only runnables follow it once running). */
+  private lead = false;
   private phase: 'new' | 'starting' | 'running' | 'stopping' = 'new';
   /** The election was started (and is released at the stop). */
   private electing = false;
@@ -75,6 +79,8 @@ export class Manager {
     }
     if (!(await this.startGroup('other')) || !(await this.startGroup('server'))) return;
     this.phase = 'running';
+    // A lead won while starting takes effect now.
+    if (this.lead) this.transition(true);
   }
 
   /** Starts one group in order; false when the start stopped (a failure rejects). */
@@ -122,10 +128,15 @@ export class Manager {
   }
 
   private transition(leading: boolean): void {
-    this.transitions = this.transitions.then(async () => {
-      if (this.stopping) return;
+    if (this.lead !== leading) {
+      this.lead = leading;
       this.options.onLeading?.(leading);
+    }
+    if (this.phase !== 'running') return;
+    this.transitions = this.transitions.then(async () => {
+      if (this.stopping || this.lead !== leading) return;
       if (leading) {
+        if (this.leading.length > 0) return;
         for (const runnable of this.groups.get('leader')!) {
           try {
             await runnable.start();
@@ -136,6 +147,8 @@ export class Manager {
         }
       } else await this.stopLeading();
     });
+    // A transition that fails is logged; the next one still runs.
+    this.transitions = this.transitions.catch((err: unknown) => this.options.log.error({ err: (err as Error).message }, 'leader transition failed'));
   }
 
   private async stopLeading(): Promise<void> {
@@ -146,12 +159,15 @@ export class Manager {
 
   private async stopAll(): Promise<void> {
     this.phase = 'stopping';
-    // A transition under way finishes first: its runnables are then stopped here.
-    await this.transitions;
+    // Leader work ends before the lease goes: no round of the next leader runs beside one of ours.
+    for (const runnable of [...this.started].reverse()) if (runnable.quiesce) await this.stopOne(`${runnable.name} (leader work)`, () => runnable.quiesce!());
+    // A transition under way finishes first (bounded): its runnables are then stopped here.
+    await this.stopOne('leader transition', () => this.transitions);
     await this.stopLeading();
     if (this.options.election && this.electing) {
       await this.stopOne('leader election', () => this.options.election!.stop());
-      this.options.onLeading?.(false);
+      if (this.lead) this.options.onLeading?.(false);
+      this.lead = false;
     }
     for (const runnable of [...this.started].reverse()) await this.stopOne(runnable.name, () => runnable.stop());
   }

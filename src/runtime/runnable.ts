@@ -11,6 +11,12 @@ export interface Runnable {
   start(): void | Promise<void>;
   /** Stops; resolves once stopped (what it holds released). Called once, only after a start. */
   stop(): void | Promise<void>;
+  /**
+   * At the start of a stop, before the lease is released: ends what it does for the leader (a
+   * certificate round under way), so the next leader never works beside it. It keeps serving
+   * what it has until `stop()`.
+   */
+  quiesce?(): Promise<void>;
   /** False while it cannot serve yet (a source not synced): the process is not ready. */
   ready?(): boolean;
   /** What /status shows of it. */

@@ -111,6 +111,11 @@ export class ServingCertificate implements Runnable {
     this.selfManaged?.follow(pair, (next) => served(next, 'serving certificate renewed from the Secret'));
   }
 
+  /** At a stop, before the lease goes: the self-managed rounds end (one under way finishes); the pair stays served. */
+  async quiesce(): Promise<void> {
+    await this.selfManaged?.stop();
+  }
+
   status(): unknown {
     const pair = this.pair;
     return (

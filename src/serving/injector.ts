@@ -24,9 +24,10 @@ import { ConfigError } from '../errors.js';
 import { ServingCertificate } from './certificate.js';
 import { createClusterView } from './cluster.js';
 
-/** A running injector. */
+/** The injector: made, then started; stopped by `shutdown` at any time (during the start too). */
 export interface Injector {
-  readonly server: RunningServer;
+  /** Starts every runnable in order; resolves with the listening server, or undefined when a shutdown came first. Rejects, with what started stopped, when a part cannot start. */
+  start(): Promise<RunningServer | undefined>;
   /** Readiness false, wait the shutdown delay, close, wait for in-flight reviews (bounded); then every other part. */
   shutdown(reason: string): Promise<void>;
 }
@@ -65,8 +66,8 @@ async function templateSource(config: Config, log: Logger, metrics: Metrics): Pr
 /** The Lease of the one leader election, in the injector's namespace. */
 const leaseName = 'sidecar-injector-leader';
 
-/** Starts the injector: every runnable in order; rejects, with what started stopped, when one cannot start. */
-export async function startInjector(config: Config, log: Logger, clock: Clock): Promise<Injector> {
+/** Makes the injector's runnables (reading the templates and the cluster's configuration); nothing runs until `start()`. */
+export async function createInjector(config: Config, log: Logger, clock: Clock): Promise<Injector> {
   const metrics = createMetrics();
   const templates = await templateSource(config, log, metrics);
   const view = await createClusterView(config, log, metrics, clock);
@@ -187,7 +188,14 @@ export async function startInjector(config: Config, log: Logger, clock: Clock): 
         throw new ConfigError([`cannot listen on ${config.host}:${config.port}: ${(err as Error).message}`]);
       }
       const listening = running;
-      await certificate.listening((next) => listening.server.setSecureContext({ key: next.key, cert: next.cert }));
+      try {
+        await certificate.listening((next) => listening.server.setSecureContext({ key: next.key, cert: next.cert }));
+      } catch (err) {
+        // Not started: nothing stops it later, so it closes here.
+        running = undefined;
+        await listening.close();
+        throw err;
+      }
     },
     stop: async () => {
       if (!running) return;
@@ -210,21 +218,6 @@ export async function startInjector(config: Config, log: Logger, clock: Clock): 
   manager.add(certificate);
   manager.add(server, 'server');
   for (const runnable of leaderOnly) manager.add(runnable, 'leader');
-  await manager.start();
-  const listening = running!;
-  log.info(
-    {
-      port: listening.port,
-      host: config.host,
-      templates: templates.store.status().templates,
-      namespaceSource: namespaces.kind,
-      ...(namespaces.kind === 'cluster' ? { namespaceFailurePolicy: config.namespaceFailurePolicy } : {}),
-    },
-    'listening',
-  );
-  // The first preflight once this replica answers: its own probe can then reach it.
-  rollout?.begin();
-
   let stopping: Promise<void> | undefined;
   const shutdown = (reason: string): Promise<void> =>
     (stopping ??= (async () => {
@@ -233,5 +226,23 @@ export async function startInjector(config: Config, log: Logger, clock: Clock): 
       await manager.stop();
       log.info({ reason }, 'stopped');
     })());
-  return { server: listening, shutdown };
+  const start = async (): Promise<RunningServer | undefined> => {
+    await manager.start();
+    // A shutdown during the start: the manager stopped what had started.
+    if (stopping || !running) return undefined;
+    log.info(
+      {
+        port: running.port,
+        host: config.host,
+        templates: templates.store.status().templates,
+        namespaceSource: namespaces.kind,
+        ...(namespaces.kind === 'cluster' ? { namespaceFailurePolicy: config.namespaceFailurePolicy } : {}),
+      },
+      'listening',
+    );
+    // The first preflight once this replica answers: its own probe can then reach it.
+    rollout?.begin();
+    return running;
+  };
+  return { start, shutdown };
 }
