@@ -93,6 +93,22 @@ test('forged FailedCreate Events in a namespace that lists first cannot crowd ou
   );
 });
 
+test('every kind whose controller creates pods counts: a ReplicationController refused is read from the core API; a kind that creates none (a Deployment) is not followed', async (t) => {
+  const api = new FakeApiServer();
+  await api.start();
+  t.teardown(() => api.stop());
+  api.addObject('replicationcontrollers', { namespace: 'legacy', name: 'web' }, { template: { metadata: { labels: { app: 'web' } } } });
+  api.coreEvents.push(failedCreate('legacy', 'web.1', 'ReplicationController', 'web', 'Error creating: pods "web-x" is forbidden: denied'));
+  api.addObject('deployments', { namespace: 'legacy', name: 'api' }, { template: { metadata: { labels: { app: 'api' } } } });
+  api.coreEvents.push(failedCreate('legacy', 'api.1', 'Deployment', 'api', 'forged: a Deployment creates no pods'));
+  const refused = await refusedWorkloads(await api.kubeConfig(), { now });
+  t.deepEqual(
+    refused.map((w) => `${w.kind} ${w.namespace}/${w.name}`),
+    ['ReplicationController legacy/web'],
+  );
+  t.deepEqual(api.objectGets, ['/api/v1/namespaces/legacy/replicationcontrollers/web']);
+});
+
 test('round the namespaces: each namespace’s first workload, then each one’s second, up to the bound', (t) => {
   const named = (ns: string, n: number) =>
     new Map(Array.from({ length: n }, (_, i) => [`Job/${ns}-${i}`, { kind: 'Job', namespace: ns, name: `${ns}-${i}`, message: '' }] as const));

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { admitPod, type PodOutcome } from '../src/pipeline/admit.js';
 import { auditPod } from '../src/pipeline/audit.js';
 import { loadTemplateDir } from '../src/templates/load.js';
-import { bucketOf, revisionsFor, stopCandidates, workloadKey } from '../src/templates/rollout.js';
+import { bucketOf, bucketKey, revisionsFor, stopCandidates } from '../src/templates/rollout.js';
 import type { TemplateSet } from '../src/templates/set.js';
 import { TemplateError } from '../src/errors.js';
 import { optedIn, pod } from './helpers/pods.js';
@@ -160,9 +160,9 @@ test('raising a share only adds workloads; the bucket is per template and worklo
     labels: (owner?.hash ? { 'pod-template-hash': owner.hash } : {}) as Record<string, string>,
     ...(owner ? { owner } : {}),
   });
-  t.is(workloadKey(subject({ kind: 'ReplicaSet', name: 'web-5d8f9c', hash: '5d8f9c' })), 'shop/Deployment/web');
-  t.is(workloadKey(subject({ kind: 'ReplicaSet', name: 'web-5d8f9c' })), 'shop/ReplicaSet/web-5d8f9c', 'no hash label: the ReplicaSet itself');
-  t.is(workloadKey(subject(undefined, 'batch-')), 'shop/Pod/batch-');
+  t.is(bucketKey(subject({ kind: 'ReplicaSet', name: 'web-5d8f9c', hash: '5d8f9c' })), 'shop/Deployment/web');
+  t.is(bucketKey(subject({ kind: 'ReplicaSet', name: 'web-5d8f9c' })), 'shop/ReplicaSet/web-5d8f9c', 'no hash label: the ReplicaSet itself');
+  t.is(bucketKey(subject(undefined, 'batch-')), 'shop/Pod/batch-');
   t.not(bucketOf('log-shipper', 'shop/Deployment/web'), bucketOf('proxy', 'shop/Deployment/web'));
 });
 

@@ -17,7 +17,7 @@ import type { ObjectReference } from '../k8s/object-reference.js';
 import { isJsonObject, type JsonObject } from '../k8s/json.js';
 import { podFromTemplate, podTemplateOf } from '../k8s/workloads.js';
 import { getJson } from '../kube-api/request.js';
-import { isWorkloadKind, workloadPath } from '../k8s/workload-paths.js';
+import { isWorkloadKind, workloadPath } from '../k8s/workloads.js';
 
 /** What deciding needs: admission's own inputs. */
 export interface DecisionInputs {

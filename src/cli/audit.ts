@@ -16,7 +16,6 @@ import {
   lacksTemplates,
   podStates,
   refineVerdict,
-  restartable,
   restartedForAnnotation,
   restartPlan,
   restartRecord,
@@ -32,6 +31,7 @@ import {
 import { loadTemplateDir } from '../templates/load.js';
 import { getJson, listPages, metadataOnly, requestJson } from '../kube-api/request.js';
 import { controllingOwner } from '../k8s/object-reference.js';
+import { collectionPath, kindsWhere, workloadKinds } from '../k8s/workloads.js';
 import { PodTemplateDecisions } from '../audit/pod-template-decisions.js';
 import { overrideAnnotations, type NamespaceLabelSource } from '../namespaces/source.js';
 import { decideVersion, parseKubernetesVersion, type VersionDecision } from '../k8s/version.js';
@@ -92,22 +92,17 @@ export async function auditCluster(kubeConfig: KubeConfig, set: TemplateSet, nam
   const uids = new Map<string, string>();
   const parents = new Map<string, Owner & { uid?: string }>();
   const restartedFor = new Map<string, string>();
-  for (const [group, resource, kind] of [
-    ['/apis/apps/v1', 'deployments', 'Deployment'],
-    ['/apis/apps/v1', 'statefulsets', 'StatefulSet'],
-    ['/apis/apps/v1', 'daemonsets', 'DaemonSet'],
-    ['/apis/apps/v1', 'replicasets', 'ReplicaSet'],
-    ['/apis/batch/v1', 'jobs', 'Job'],
-  ] as const) {
-    await listPages<{ metadata?: ListedMetadata & { uid?: string } }>(kubeConfig, scope(group, resource), options, (page) => {
+  for (const workload of kindsWhere((k) => k.listedByAudit)) {
+    const { kind } = workload;
+    await listPages<{ metadata?: ListedMetadata & { uid?: string } }>(kubeConfig, collectionPath(workload, namespace), options, (page) => {
       for (const { metadata } of page) {
         if (typeof metadata?.name !== 'string' || typeof metadata.namespace !== 'string' || typeof metadata.uid !== 'string') continue;
         const key = workloadKey({ kind, namespace: metadata.namespace, name: metadata.name });
         uids.set(key, metadata.uid);
         const restarted = stringMap(metadata.annotations)[restartedForAnnotation];
-        if (restarted !== undefined && Object.hasOwn(restartable, kind)) restartedFor.set(key, restarted.slice(0, 4096));
+        if (restarted !== undefined && workload.restartable) restartedFor.set(key, restarted.slice(0, 4096));
         const parent = controllingOwner(metadata.ownerReferences, metadata.namespace);
-        if (parent && (kind === 'ReplicaSet' || kind === 'Job')) parents.set(key, parent);
+        if (parent && workload.ownedBy) parents.set(key, parent);
       }
     });
   }
@@ -234,7 +229,7 @@ async function restartAll(
       continue;
     }
     if (i > 0) await delay(60_000 / perMinute);
-    const path = `/apis/apps/v1/namespaces/${encodeURIComponent(owner.namespace)}/${restartable[owner.kind]}/${encodeURIComponent(owner.name)}`;
+    const path = `${collectionPath(workloadKinds.get(owner.kind)!, owner.namespace)}/${encodeURIComponent(owner.name)}`;
     // The template revisions it is restarted for, on the workload itself (not its pod template, which would roll it again).
     const body = {
       metadata: { annotations: { [restartedForAnnotation]: restartRecord(owner, restartedFor.get(workloadKey(owner))) } },

@@ -15,7 +15,7 @@ import { isJsonObject, type JsonObject } from '../k8s/json.js';
 import { isDns1123Label } from '../k8s/label-syntax.js';
 import type { ListedMetadata } from '../pipeline/audit.js';
 import { loadTemplateDir } from '../templates/load.js';
-import { rolloutSubject, workloadKey, type Rollout } from '../templates/rollout.js';
+import { rolloutSubject, bucketKey, type Rollout } from '../templates/rollout.js';
 import type { TemplateSet } from '../templates/set.js';
 import { rolloutOptions } from './usage.js';
 import { loadKubeConfig } from '../kube-api/kubeconfig.js';
@@ -134,7 +134,7 @@ export class RevisionCounter {
     if (typeof status !== 'string') return;
     const { ledger } = parseLedger(status);
     const labels = metadata.labels && typeof metadata.labels === 'object' ? metadata.labels : {};
-    const workload = workloadKey(rolloutSubject(metadata, metadata.namespace, labels));
+    const workload = bucketKey(rolloutSubject(metadata, metadata.namespace, labels));
     for (const [template, { hash }] of Object.entries(ledger.templates)) {
       // Only the templates of the directory: a pod can write any ledger.
       if (!this.set.byName.has(template)) continue;

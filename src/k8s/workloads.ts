@@ -1,19 +1,116 @@
 /**
- * Where the workload kinds keep the pod template their controller creates pods from, and the
- * pod such a template makes: what `render` injects offline and what the auditors decide on.
+ * The workload kinds, in one table for every reader: where each lives in the API, where its pod
+ * template sits, and what the injector does with it (the audit's lists and restarts, the halt's
+ * refused workloads, the Events' owners, `render`, a pod template decided as admission would).
+ * Also the pod such a template makes.
  */
 import { isJsonObject, type JsonObject } from './json.js';
 
-/** The path of the pod template in each workload kind that has one. */
-export const podTemplatePaths: Readonly<Record<string, readonly string[]>> = {
-  Deployment: ['spec', 'template'],
-  StatefulSet: ['spec', 'template'],
-  DaemonSet: ['spec', 'template'],
-  ReplicaSet: ['spec', 'template'],
-  ReplicationController: ['spec', 'template'],
-  Job: ['spec', 'template'],
-  CronJob: ['spec', 'jobTemplate', 'spec', 'template'],
-};
+/** What the injector knows of a workload kind. */
+export interface WorkloadKind {
+  readonly kind: string;
+  /** The apiVersion its objects are named by. */
+  readonly apiVersion: 'apps/v1' | 'batch/v1' | 'v1';
+  /** Its collection's name in the API (plural). */
+  readonly resource: string;
+  /** Where its pod template sits in the object. */
+  readonly podTemplatePath: readonly string[];
+  /**
+   * Its controller creates pods from the template: the pods' controlling owner, whose pod
+   * template admission decides again, and on which a refused create is recorded (a
+   * `FailedCreate` Event).
+   */
+  readonly createsPods: boolean;
+  /** `kubectl rollout restart` gives its pods their sidecars again. */
+  readonly restartable: boolean;
+  /** The audit lists it (metadata only), so that an ownerReference to it is believed only when its uid matches. */
+  readonly listedByAudit: boolean;
+  /** The kind whose controller owns objects of this kind (a Deployment its ReplicaSets, a CronJob its Jobs). */
+  readonly ownedBy?: string;
+}
+
+const template = ['spec', 'template'] as const;
+const kinds: WorkloadKind[] = [
+  { kind: 'Deployment', apiVersion: 'apps/v1', resource: 'deployments', podTemplatePath: template, createsPods: false, restartable: true, listedByAudit: true },
+  {
+    kind: 'StatefulSet',
+    apiVersion: 'apps/v1',
+    resource: 'statefulsets',
+    podTemplatePath: template,
+    createsPods: true,
+    restartable: true,
+    listedByAudit: true,
+  },
+  { kind: 'DaemonSet', apiVersion: 'apps/v1', resource: 'daemonsets', podTemplatePath: template, createsPods: true, restartable: true, listedByAudit: true },
+  {
+    kind: 'ReplicaSet',
+    apiVersion: 'apps/v1',
+    resource: 'replicasets',
+    podTemplatePath: template,
+    createsPods: true,
+    restartable: false,
+    listedByAudit: true,
+    ownedBy: 'Deployment',
+  },
+  {
+    kind: 'ReplicationController',
+    apiVersion: 'v1',
+    resource: 'replicationcontrollers',
+    podTemplatePath: template,
+    createsPods: true,
+    restartable: false,
+    listedByAudit: false,
+  },
+  {
+    kind: 'Job',
+    apiVersion: 'batch/v1',
+    resource: 'jobs',
+    podTemplatePath: template,
+    createsPods: true,
+    restartable: false,
+    listedByAudit: true,
+    ownedBy: 'CronJob',
+  },
+  {
+    kind: 'CronJob',
+    apiVersion: 'batch/v1',
+    resource: 'cronjobs',
+    podTemplatePath: ['spec', 'jobTemplate', 'spec', 'template'],
+    createsPods: false,
+    restartable: false,
+    listedByAudit: false,
+  },
+];
+
+/** Every workload kind the injector knows, by kind (a Map: a kind from request data never reaches a prototype). */
+export const workloadKinds: ReadonlyMap<string, WorkloadKind> = new Map(kinds.map((k) => [k.kind, k]));
+
+/** The kinds that fit `pick`, in the table's order. */
+export const kindsWhere = (pick: (kind: WorkloadKind) => boolean): WorkloadKind[] => kinds.filter(pick);
+
+/** Whether `kind`'s controller creates pods from a pod template (the pods' owner that admission's decision is about). */
+export function isWorkloadKind(kind: string): boolean {
+  return workloadKinds.get(kind)?.createsPods === true;
+}
+
+/** The API path of `kind`'s collection (in `namespace`, or across the cluster). */
+export function collectionPath(kind: WorkloadKind, namespace?: string): string {
+  const group = kind.apiVersion === 'v1' ? '/api/v1' : `/apis/${kind.apiVersion}`;
+  return namespace === undefined ? `${group}/${kind.resource}` : `${group}/namespaces/${encodeURIComponent(namespace)}/${kind.resource}`;
+}
+
+/** The API path of one workload whose controller creates pods, or undefined for any other kind. */
+export function workloadPath(kind: string, namespace: string, name: string): string | undefined {
+  const known = workloadKinds.get(kind);
+  if (!known?.createsPods) return undefined;
+  return `${collectionPath(known, namespace)}/${encodeURIComponent(name)}`;
+}
+
+/** The apiVersion objects of a pod-creating workload kind are named by, or undefined for any other kind. */
+export function workloadApiVersion(kind: string): string | undefined {
+  const known = workloadKinds.get(kind);
+  return known?.createsPods ? known.apiVersion : undefined;
+}
 
 /** The object at `path`, when every step is an object. */
 export function objectAt(object: JsonObject, path: readonly string[]): JsonObject | undefined {
@@ -22,9 +119,9 @@ export function objectAt(object: JsonObject, path: readonly string[]): JsonObjec
   return isJsonObject(node) ? node : undefined;
 }
 
-/** The pod template of a workload of `kind` (own keys only: a kind of `__proto__` is no workload), if it has one. */
+/** The pod template of a workload of `kind` (a kind of `__proto__` is no workload), if it has one. */
 export function podTemplateOf(kind: string, object: JsonObject): { readonly path: readonly string[]; readonly template: JsonObject } | undefined {
-  const path = Object.hasOwn(podTemplatePaths, kind) ? podTemplatePaths[kind] : undefined;
+  const path = workloadKinds.get(kind)?.podTemplatePath;
   const template = path && objectAt(object, path);
   return path && template ? { path, template } : undefined;
 }

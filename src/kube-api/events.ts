@@ -11,7 +11,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { systemClock, type Clock, type Timer } from '../clock.js';
 import { getJson, metadataOnly, microTime, requestJson } from './request.js';
-import { workloadApiVersion, workloadPath } from '../k8s/workload-paths.js';
+import { workloadApiVersion, workloadPath } from '../k8s/workloads.js';
 import type { ObjectReference } from '../k8s/object-reference.js';
 import { isDns1123Subdomain } from '../k8s/label-syntax.js';
 import { KubernetesApiError } from '../errors.js';

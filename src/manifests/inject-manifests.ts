@@ -10,7 +10,7 @@ import { podItemKinds, type LedgerEntry } from '../inject/ledger.js';
 import { isJsonObject, type JsonObject } from '../k8s/json.js';
 import { AnnotationKeys, LabelKeys } from '../k8s/keys.js';
 import { clusterWarning } from '../pipeline/cluster-warnings.js';
-import { podFromTemplate, podTemplateOf, podTemplatePaths } from '../k8s/workloads.js';
+import { podFromTemplate, podTemplateOf, workloadKinds } from '../k8s/workloads.js';
 
 /** What happened to one object. */
 export interface InjectedManifest {
@@ -122,7 +122,7 @@ export async function injectManifest(object: unknown, options: ManifestOptions, 
     };
   }
   // Own keys only: a kind of `constructor` or `__proto__` is no workload.
-  if (!Object.hasOwn(podTemplatePaths, kind)) return { object, changed: false, refused: false, label, explanation: ['not a workload; left as is'] };
+  if (!workloadKinds.has(kind)) return { object, changed: false, refused: false, label, explanation: ['not a workload; left as is'] };
   const found = podTemplateOf(kind, object);
   if (!found) return { object, changed: false, refused: false, label, explanation: ['has no pod template; left as is'] };
   const { path, template } = found;

@@ -5,6 +5,7 @@
  */
 import { isJsonObject } from '../k8s/json.js';
 import type { PodOutcome } from './admit.js';
+import { isWorkloadKind } from '../k8s/workloads.js';
 import type { WarningId } from './warnings.js';
 import { leftOutRules, type LeftOutRule } from './decision.js';
 import { controllingOwner, namespaceReference, type ObjectReference } from '../k8s/object-reference.js';
@@ -23,7 +24,6 @@ export interface AdmissionEvent {
 }
 
 /** Kinds whose pods an event about injection helps: the workload controllers. Other owners get it on the namespace. */
-const workloadKinds = new Set(['ReplicaSet', 'StatefulSet', 'DaemonSet', 'Job', 'ReplicationController']);
 
 /**
  * The pod's controlling owner (a workload controller, well-formed, with the uid every owner
@@ -32,7 +32,7 @@ const workloadKinds = new Set(['ReplicaSet', 'StatefulSet', 'DaemonSet', 'Job', 
 export function eventSubject(pod: unknown, namespace: string): EventSubject {
   const metadata = isJsonObject(pod) && isJsonObject(pod.metadata) ? pod.metadata : {};
   const owner = controllingOwner(metadata.ownerReferences, namespace);
-  return owner?.uid && workloadKinds.has(owner.kind) ? owner : namespaceReference(namespace);
+  return owner?.uid && isWorkloadKind(owner.kind) ? owner : namespaceReference(namespace);
 }
 
 /**

@@ -9,6 +9,7 @@
  * new pods are then injected and checked as at any creation.
  */
 import { AnnotationKeys, LabelKeys, LabelValues } from '../k8s/keys.js';
+import { workloadKinds } from '../k8s/workloads.js';
 import { controllingOwner } from '../k8s/object-reference.js';
 import { indexLedger, parseLedger } from '../inject/ledger.js';
 import { select } from '../selection/select.js';
@@ -213,19 +214,17 @@ export function workloadOf(pod: { readonly namespace: string; readonly name: str
   const owner = controllingOwner(pod.ownerReferences, pod.namespace);
   if (!owner) return own;
   const key = `${owner.kind}/${pod.namespace}/${owner.name}`;
-  if (!listedKinds.has(owner.kind)) return { kind: owner.kind, name: owner.name };
+  const ownerKind = workloadKinds.get(owner.kind);
+  if (!ownerKind?.listedByAudit) return { kind: owner.kind, name: owner.name };
   if (!owner.uid || known.uids.get(key) !== owner.uid) return own;
-  if (owner.kind !== 'ReplicaSet' && owner.kind !== 'Job') return { kind: owner.kind, name: owner.name };
+  if (!ownerKind.ownedBy) return { kind: owner.kind, name: owner.name };
   const parent = known.parents.get(key);
   if (!parent) return { kind: owner.kind, name: owner.name };
-  // A Deployment must exist with that uid too; a CronJob (not listed, never restarted) is taken as named.
-  if (parent.kind === 'Deployment' && (!parent.uid || known.uids.get(`Deployment/${pod.namespace}/${parent.name}`) !== parent.uid))
+  // A listed parent (a Deployment) must exist with that uid too; one not listed (a CronJob, never restarted) is taken as named.
+  if (workloadKinds.get(parent.kind)?.listedByAudit && (!parent.uid || known.uids.get(`${parent.kind}/${pod.namespace}/${parent.name}`) !== parent.uid))
     return { kind: owner.kind, name: owner.name };
   return { kind: parent.kind, name: parent.name };
 }
-
-/** The kinds the auditor lists, so that an owner of these kinds is checked by uid. */
-export const listedKinds: ReadonlySet<string> = new Set(['ReplicaSet', 'Job', 'Deployment', 'StatefulSet', 'DaemonSet']);
 
 /** The command that gives a workload's pods their sidecars again (a new rollout), or what to do instead. */
 export function fixFor(namespace: string, owner: Owner): string {
@@ -286,9 +285,6 @@ export function groupByOwner(pods: readonly AuditedPod[]): AuditedOwner[] {
   return [...groups.values()].map((g) => ({ ...g, restartFor: [...g.restartFor].sort() })).sort(order);
 }
 
-/** Workload kinds a restart (`kubectl rollout restart`) applies to, with their API paths. */
-export const restartable: Readonly<Record<string, string>> = { Deployment: 'deployments', StatefulSet: 'statefulsets', DaemonSet: 'daemonsets' };
-
 /** What `audit --restart` does: the workloads it restarts, and those it only lists, with why. */
 export interface RestartPlan {
   readonly restart: readonly AuditedOwner[];
@@ -334,7 +330,7 @@ export function restartPlan(owners: readonly AuditedOwner[], states: readonly Po
         owner,
         why: `restarted once already for ${owner.restartFor.join(', ')} and its pods are still as they were: the injector is not reached for these pods, another webhook changes them, or the workload's own pod template carries what the audit reports; check the webhooks' namespaceSelector and matchConditions, and the injector's log for this namespace`,
       });
-    } else if (Object.hasOwn(restartable, owner.kind)) restart.push(owner);
+    } else if (workloadKinds.get(owner.kind)?.restartable) restart.push(owner);
     else
       untouched.push({
         owner,

@@ -16,7 +16,7 @@ import { skeletonOf } from '../templates/render.js';
 import { templateInForm } from '../templates/forms.js';
 import { containsContainer } from '../k8s/contains.js';
 import { matches, type Labels } from '../k8s/selector.js';
-import { takesCandidate, workloadKey, type Rollout } from '../templates/rollout.js';
+import { takesCandidate, bucketKey, type Rollout } from '../templates/rollout.js';
 
 /** Waiting reasons of a container that mean the sidecar does not start. */
 export const stuckReasons: ReadonlySet<string> = new Set([
@@ -247,7 +247,7 @@ export class HealthCount {
       if (!takesCandidate(rollout, subject) || !matches(rollout.candidate!.objectSelector, workload.labels)) continue;
       const keys = this.refusedKeys.get(h.template) ?? new Set<string>();
       this.refusedKeys.set(h.template, keys);
-      const key = workloadKey(subject);
+      const key = bucketKey(subject);
       if (keys.has(key)) continue;
       keys.add(key);
       h.refused++;

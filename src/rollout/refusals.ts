@@ -1,6 +1,6 @@
 /**
  * Workloads whose controller cannot create pods, for the automatic halt (halt.ts): what the
- * controllers record. Each of the ReplicaSet, StatefulSet, DaemonSet and Job controllers writes
+ * controllers record. The controller of each kind that creates pods (k8s/workloads.ts) writes
  * a Warning Event with reason `FailedCreate` on its object when a pod create is refused (the
  * message quotes the API server); the ReplicaSet controller also sets the status condition
  * `ReplicaFailure` with reason `FailedCreate` until a create succeeds again. So: the
@@ -20,11 +20,8 @@ import { KubernetesApiError } from '../errors.js';
 import { isJsonObject, type JsonObject } from '../k8s/json.js';
 import { isDns1123Label, isDns1123Subdomain } from '../k8s/label-syntax.js';
 import { getJson, listPages } from '../kube-api/request.js';
-import { workloadPath } from '../k8s/workload-paths.js';
+import { isWorkloadKind, workloadPath } from '../k8s/workloads.js';
 import type { RefusedWorkload } from './halt.js';
-
-/** The workload kinds whose controllers write `FailedCreate`. */
-const refusingKinds: ReadonlySet<string> = new Set(['ReplicaSet', 'StatefulSet', 'DaemonSet', 'Job']);
 
 export interface RefusalOptions {
   /** Events last seen longer ago than this do not count. @default 600000 */
@@ -112,7 +109,7 @@ export async function refusedWorkloads(kubeConfig: KubeConfig, options: RefusalO
         if (!isJsonObject(event) || event.reason !== 'FailedCreate' || event.type !== 'Warning') continue;
         const about = isJsonObject(event.involvedObject) ? event.involvedObject : {};
         const { kind, namespace, name } = about;
-        if (typeof kind !== 'string' || !refusingKinds.has(kind) || typeof namespace !== 'string' || typeof name !== 'string') continue;
+        if (typeof kind !== 'string' || !isWorkloadKind(kind) || typeof namespace !== 'string' || typeof name !== 'string') continue;
         // Names an object could have, or nothing: an Event's fields are whatever its writer chose.
         if (namespace.length > 63 || !isDns1123Label(namespace) || name.length > 253 || !isDns1123Subdomain(name)) continue;
         // A controller records a workload's Event in the workload's own namespace. The API server

@@ -200,7 +200,7 @@ export const rolloutLabelKeys: readonly string[] = [podTemplateHashLabel];
  * without `-<pod-template-hash>`), so that a restart keeps its revision; other owned pods by
  * their controlling owner; a bare pod by its name.
  */
-export function workloadKey(subject: RolloutSubject): string {
+export function bucketKey(subject: RolloutSubject): string {
   const { owner } = subject;
   if (!owner) return `${subject.namespace}/Pod/${subject.name}`;
   const hash = Object.hasOwn(subject.labels, podTemplateHashLabel) ? subject.labels[podTemplateHashLabel]! : '';
@@ -222,7 +222,7 @@ export function takesCandidate(rollout: Rollout, subject: RolloutSubject): boole
   if (!rollout.candidate || !stanza || rollout.stopped !== undefined || stanza.share === 0) return false;
   if (stanza.namespaces && !stanza.namespaces.has(subject.namespace)) return false;
   if (!matches(stanza.podSelector, subject.labels)) return false;
-  return bucketOf(rollout.name, workloadKey(subject)) < Math.round(stanza.share * (buckets / 100));
+  return bucketOf(rollout.name, bucketKey(subject)) < Math.round(stanza.share * (buckets / 100));
 }
 
 /**

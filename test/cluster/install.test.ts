@@ -7,7 +7,7 @@ import test from 'ava';
 import { X509Certificate } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { deploy, injectorPods, joinWorld, type Json } from './helpers.js';
+import { deploy, healthyInstall, injectorPods, joinWorld, type Json } from './helpers.js';
 
 test('the README’s install gives a healthy install: both replicas ready behind the Service, kubectl says so', async (t) => {
   const { kube, kubectl } = joinWorld();
@@ -88,7 +88,7 @@ test('a fresh install injects nothing: a pod of an opted-in namespace came throu
   );
 });
 
-test('make deploy pinned the image to the pushed digest; deploying again changes nothing and leaves the templates alone (the ConfigMap is the user’s)', async (t) => {
+test('make deploy pinned the image to the pushed digest; deploying again leaves the Deployment as it is and the templates alone (the ConfigMap is the user’s)', async (t) => {
   const { kube, file } = joinWorld();
   const deploymentPath = '/apis/apps/v1/namespaces/sidecar-injector/deployments/sidecar-injector';
   const configMapPath = '/api/v1/namespaces/sidecar-injector/configmaps/sidecar-injector-templates';
@@ -102,4 +102,7 @@ test('make deploy pinned the image to the pushed digest; deploying again changes
   t.regex(applied, /deployment\.apps\/sidecar-injector unchanged/);
   t.is((await kube.get(deploymentPath)).metadata.generation, before.deployment.metadata.generation);
   t.is((await kube.get(configMapPath)).metadata.resourceVersion, before.configMap.metadata.resourceVersion);
+  // The apply set the webhooks back to the shipped Ignore and emptied the armed record: the
+  // injector arms the required one again (a later test must find it armed).
+  await healthyInstall();
 });

@@ -30,7 +30,10 @@ interface NodeObject {
 }
 
 type Collection = 'namespaces' | 'nodes' | 'pods';
-type Resource = 'pods' | 'replicasets' | 'jobs' | 'deployments' | 'statefulsets' | 'daemonsets';
+type Resource = 'pods' | 'replicasets' | 'jobs' | 'deployments' | 'statefulsets' | 'daemonsets' | 'replicationcontrollers';
+/** The API group path of a resource's collection. */
+const groupOf = (resource: Resource) =>
+  resource === 'pods' || resource === 'replicationcontrollers' ? '/api/v1' : resource === 'jobs' ? '/apis/batch/v1' : '/apis/apps/v1';
 const kinds: Record<Resource, string> = {
   pods: 'Pod',
   replicasets: 'ReplicaSet',
@@ -38,6 +41,7 @@ const kinds: Record<Resource, string> = {
   deployments: 'Deployment',
   statefulsets: 'StatefulSet',
   daemonsets: 'DaemonSet',
+  replicationcontrollers: 'ReplicationController',
 };
 
 interface WatchEvent {
@@ -128,6 +132,7 @@ export class FakeApiServer {
     deployments: new Map(),
     statefulsets: new Map(),
     daemonsets: new Map(),
+    replicationcontrollers: new Map(),
   };
   /** `Accept` headers of the workload lists seen (the auditor asks for metadata only). */
   readonly workloadAccepts: string[] = [];
@@ -418,7 +423,9 @@ export class FakeApiServer {
    */
   addObject(resource: Resource, metadata: Record<string, any>, spec: Record<string, any> = {}): void {
     const kind = kinds[resource];
-    const apiVersion = resource === 'pods' ? 'v1' : resource === 'jobs' ? 'batch/v1' : 'apps/v1';
+    const apiVersion = groupOf(resource)
+      .replace(/^\/api\/v1$/, 'v1')
+      .replace(/^\/apis\//, '');
     const object = {
       kind,
       apiVersion,
@@ -499,12 +506,13 @@ export class FakeApiServer {
 
   /** Lists of pods, ReplicaSets and Jobs, all namespaces or one, paginated; metadata only when asked by `Accept`. */
   private handleWorkloads(url: URL, req: IncomingMessage, res: ServerResponse): boolean {
-    const match = /^\/(?:api\/v1|apis\/apps\/v1|apis\/batch\/v1)(?:\/namespaces\/([^/]+))?\/(pods|replicasets|jobs|deployments|statefulsets|daemonsets)$/.exec(
-      url.pathname,
-    );
+    const match =
+      /^\/(?:api\/v1|apis\/apps\/v1|apis\/batch\/v1)(?:\/namespaces\/([^/]+))?\/(pods|replicasets|jobs|deployments|statefulsets|daemonsets|replicationcontrollers)$/.exec(
+        url.pathname,
+      );
     if (!match || req.method !== 'GET') return false;
     const [, namespace, resource] = match as unknown as [string, string | undefined, Resource];
-    const group = resource === 'pods' ? '/api/v1' : resource === 'jobs' ? '/apis/batch/v1' : '/apis/apps/v1';
+    const group = groupOf(resource);
     if (!url.pathname.startsWith(group)) {
       this.send(res, 404, status(404, 'NotFound', 'the server could not find the requested resource'));
       return true;
@@ -524,7 +532,9 @@ export class FakeApiServer {
     const page = limit > 0 ? all.slice(start, start + limit) : all.slice(start);
     const more = limit > 0 && start + limit < all.length;
     const metadata = { resourceVersion: String(this.rv), ...(more ? { continue: Buffer.from(String(start + limit)).toString('base64') } : {}) };
-    const apiVersion = resource === 'pods' ? 'v1' : resource === 'jobs' ? 'batch/v1' : 'apps/v1';
+    const apiVersion = groupOf(resource)
+      .replace(/^\/api\/v1$/, 'v1')
+      .replace(/^\/apis\//, '');
     this.sendList(req, res, `${kinds[resource]}List`, apiVersion, metadata, page);
     return true;
   }
@@ -702,12 +712,12 @@ export class FakeApiServer {
     if (proxied && req.method === 'GET')
       return this.proxy(req, res, `${decodeURIComponent(proxied[1]!)}/${decodeURIComponent(proxied[2]!)}`, proxied[3]!, url.search);
     const single =
-      /^\/(?:api\/v1|apis\/apps\/v1|apis\/batch\/v1)\/namespaces\/([^/]+)\/(pods|jobs|replicasets|deployments|statefulsets|daemonsets)\/([^/]+)$/.exec(
+      /^\/(?:api\/v1|apis\/apps\/v1|apis\/batch\/v1)\/namespaces\/([^/]+)\/(pods|jobs|replicasets|deployments|statefulsets|daemonsets|replicationcontrollers)\/([^/]+)$/.exec(
         url.pathname,
       );
     if (single && req.method === 'GET') {
       const resource = single[2] as Resource;
-      const group = resource === 'pods' ? '/api/v1/' : resource === 'jobs' ? '/apis/batch/v1/' : '/apis/apps/v1/';
+      const group = `${groupOf(resource)}/`;
       if (!url.pathname.startsWith(group)) return this.send(res, 404, status(404, 'NotFound', 'the server could not find the requested resource'));
       this.objectGets.push(url.pathname);
       const found = this.workloads[resource].get(`${decodeURIComponent(single[1]!)}/${decodeURIComponent(single[3]!)}`);
