@@ -8,10 +8,10 @@
 // copied into the chart. `node scripts/chart.mjs --check` fails when the committed chart is not
 // what this generates (test/chart.test.ts runs it).
 //   node scripts/chart.mjs [--check] [--out DIR]
-import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { parseAllDocuments, stringify } from 'yaml';
+import { kustomize } from './kustomize.mjs';
 
 const args = process.argv.slice(2);
 const check = args.includes('--check');
@@ -19,19 +19,8 @@ const outIndex = args.indexOf('--out');
 const chart = outIndex >= 0 ? args[outIndex + 1] : join('charts', 'sidecar-injector');
 const version = JSON.parse(readFileSync('package.json', 'utf8')).version;
 
-/** `kubectl kustomize` of a kustomization made here: the given resources and components. */
-function render(resources, components = []) {
-  mkdirSync('build', { recursive: true });
-  const dir = mkdtempSync(join('build', 'chart-'));
-  try {
-    const list = (items) => items.map((i) => `  - ${relative(dir, i)}`).join('\n');
-    writeFileSync(join(dir, 'kustomization.yaml'), `resources:\n${list(resources)}\n${components.length ? `components:\n${list(components)}\n` : ''}`);
-    const text = execFileSync('kubectl', ['kustomize', dir], { encoding: 'utf8', maxBuffer: 64 << 20 });
-    return parseAllDocuments(text).map((d) => d.toJS());
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-}
+/** The objects `kubectl kustomize` renders for these resources and components. */
+const render = (resources, components = []) => parseAllDocuments(kustomize({ resources, components })).map((d) => d.toJS());
 
 const key = (o) => `${o.kind}/${o.metadata.namespace ?? ''}/${o.metadata.name}`;
 const byKey = (objects) => new Map(objects.map((o) => [key(o), o]));

@@ -5,10 +5,11 @@
 // not the one pushed, and a kustomization that sets the injector's image itself (the pin would
 // not take). Writes OUT (or standard output).
 //   node scripts/image/install-yaml.mjs IMAGE DIGEST_FILE [KUSTOMIZATION_DIR] [OUT]
-import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { dirname, join, relative } from 'node:path';
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { parseAllDocuments } from 'yaml';
+import { imageProblem, repositoryOf } from './image-name.mjs';
+import { kustomize } from '../kustomize.mjs';
 
 const [image, digestFile, kustomization = 'manifests', out] = process.argv.slice(2);
 const fail = (message) => {
@@ -16,12 +17,9 @@ const fail = (message) => {
   process.exit(2);
 };
 if (!image || !digestFile) fail('usage: install-yaml.mjs IMAGE DIGEST_FILE [KUSTOMIZATION_DIR] [OUT]');
-// The repository without tag or digest: a colon after the last slash starts the tag (a colon
-// before it is a registry port).
-const slash = image.lastIndexOf('/');
-const repository = image.slice(0, slash + 1) + image.slice(slash + 1).replace(/[@:].*$/, '');
-if (slash < 0 || !/[.:]|^localhost$/.test(image.slice(0, image.indexOf('/'))))
-  fail(`IMAGE=${image} names no registry: give the one make push pushed to, e.g. IMAGE=registry.example.com/platform/sidecar-injector:TAG`);
+const problem = imageProblem('deploy', image);
+if (problem) fail(problem);
+const repository = repositoryOf(image);
 let pushed;
 try {
   pushed = readFileSync(digestFile, 'utf8').trim();
@@ -33,36 +31,10 @@ if (!match) fail(`${digestFile} does not say what was pushed (REPOSITORY@sha256:
 if (match[1] !== repository) fail(`${digestFile} says ${match[1]} was pushed, not ${repository}: make push IMAGE=${image} first`);
 const digest = match[2];
 const pinned = `${repository}@${digest}`;
-// kustomize takes only relative paths, and only from a folder of its own.
-mkdirSync('build', { recursive: true });
-const dir = mkdtempSync(join('build', 'install-yaml-'));
-let text;
-try {
-  writeFileSync(
-    join(dir, 'kustomization.yaml'),
-    [
-      'apiVersion: kustomize.config.k8s.io/v1beta1',
-      'kind: Kustomization',
-      'resources:',
-      `  - ${relative(dir, kustomization)}`,
-      'images:',
-      '  - name: sidecar-injector',
-      `    newName: ${repository}`,
-      `    digest: ${digest}`,
-      '',
-    ].join('\n'),
-  );
-  text = execFileSync('kubectl', ['kustomize', dir], { encoding: 'utf8', maxBuffer: 64 << 20 });
-} finally {
-  rmSync(dir, { recursive: true, force: true });
-}
+const text = kustomize({ resources: [kustomization], extra: { images: [{ name: 'sidecar-injector', newName: repository, digest }] } });
 // Every container of the injector's image (the Deployment, the audit CronJob) must carry the pin:
 // an overlay's own `images:` entry renames the image before this one could match.
 const podSpecs = (o) => [o?.spec?.template?.spec, o?.spec?.jobTemplate?.spec?.template?.spec].filter(Boolean);
-const repositoryOf = (ref) => {
-  const cut = ref.lastIndexOf('/');
-  return ref.slice(0, cut + 1) + ref.slice(cut + 1).replace(/[@:].*$/, '');
-};
 const lastSegment = (ref) => repositoryOf(ref).split('/').pop();
 const isInjector = (ref) => repositoryOf(ref) === repository || lastSegment(ref) === lastSegment(repository) || lastSegment(ref) === 'sidecar-injector';
 const unpinned = [];

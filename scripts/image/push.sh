@@ -14,18 +14,8 @@ if [ ! -f "$archive" ]; then
   echo "make push: no image archive at $archive: build it first (make image IMAGE=$image)" >&2
   exit 2
 fi
-# A name without a registry host would go to Docker Hub's library/: say so rather than try.
-case "${image%%/*}" in
-  *.* | *:* | localhost) case "$image" in */*) ;; *) host_missing=1 ;; esac ;;
-  *) host_missing=1 ;;
-esac
-if [ "${host_missing:-}" = 1 ]; then
-  echo "make push: IMAGE=$image names no registry: give one, e.g. make push IMAGE=registry.example.com/platform/sidecar-injector:TAG" >&2
-  exit 2
-fi
-case "$image" in
-  *@*) echo "make push: IMAGE=$image names a digest: give the tag to push to (the digest is the archive's)" >&2; exit 2 ;;
-esac
+# A name without a registry would go to Docker Hub's library/: say so rather than try.
+repository=$(node "$(dirname "$0")/image-name.mjs" push "$image")
 mkdir -p "$(dirname "$digest_file")"
 rm -f "$digest_file"
 pushed=$(mktemp)
@@ -33,8 +23,5 @@ trap 'rm -f "$pushed"' EXIT
 # --preserve-digests: the registry gets the archive's manifest as it is, so the digest pushed is
 # the digest built (and recorded in the SBOM), or the push fails.
 skopeo copy --quiet --preserve-digests --digestfile "$pushed" "$@" "oci-archive:$archive" "docker://$image"
-# The repository: IMAGE without its tag (a colon after the last slash).
-last=${image##*/}
-repository=${image%/*}/${last%%:*}
 echo "$repository@$(cat "$pushed")" > "$digest_file"
 echo "pushed $image as $(cat "$digest_file")"

@@ -61,7 +61,6 @@ export class ServingCertificate implements Runnable {
       this.devCa = bundle.caCert;
       this.pair = checkKeyPair(bundle.cert, bundle.key);
     }
-    this.metrics.certificateExpiry.set(this.pair.notAfter.getTime() / 1000);
   }
 
   /** The pair to serve now. */
@@ -75,7 +74,7 @@ export class ServingCertificate implements Runnable {
    * calls `apply` with every later pair (a renewed Secret, swapped files).
    */
   async listening(apply: (pair: KeyPair) => void): Promise<void> {
-    const { config, log, metrics } = this;
+    const { config, log } = this;
     if (this.devCa !== undefined) {
       const caFile = join(config.devCertDir, 'ca.crt');
       try {
@@ -90,25 +89,25 @@ export class ServingCertificate implements Runnable {
       );
     }
     const pair = this.current();
-    log.info({ notAfter: pair.notAfter.toISOString(), fingerprint256: pair.fingerprint256 }, 'serving certificate');
-    const served = (next: KeyPair, message: string) => {
-      this.pair = next;
-      apply(next);
-      metrics.certificateExpiry.set(next.notAfter.getTime() / 1000);
-      log.info({ notAfter: next.notAfter.toISOString(), fingerprint256: next.fingerprint256 }, message);
-    };
+    this.serving(pair, 'serving certificate');
     if (config.tlsCertFile && config.tlsKeyFile) {
       // A Secret update swaps the mounted files: new handshakes get the new pair, open connections keep theirs.
       this.reloader = new CertificateReloader(config.tlsCertFile, config.tlsKeyFile, pair, (next) => apply(next));
-      this.reloader.on('reload', (next: KeyPair) => {
-        this.pair = next;
-        metrics.certificateExpiry.set(next.notAfter.getTime() / 1000);
-        log.info({ notAfter: next.notAfter.toISOString(), fingerprint256: next.fingerprint256 }, 'serving certificate reloaded');
-      });
+      this.reloader.on('reload', (next: KeyPair) => this.serving(next, 'serving certificate reloaded'));
       this.reloader.on('rejected', (err: Error) => log.warn({ err: err.message }, 'serving certificate files hold no valid pair; keeping the current one'));
       this.reloader.start();
     }
-    this.selfManaged?.follow(pair, (next) => served(next, 'serving certificate renewed from the Secret'));
+    this.selfManaged?.follow(pair, (next) => {
+      apply(next);
+      this.serving(next, 'serving certificate renewed from the Secret');
+    });
+  }
+
+  /** A pair the server serves from now: kept, its expiry measured, logged. */
+  private serving(pair: KeyPair, message: string): void {
+    this.pair = pair;
+    this.metrics.certificateExpiry.set(pair.notAfter.getTime() / 1000);
+    this.log.info({ notAfter: pair.notAfter.toISOString(), fingerprint256: pair.fingerprint256 }, message);
   }
 
   /** At a stop, before the lease goes: the self-managed rounds end (one under way finishes); the pair stays served. */

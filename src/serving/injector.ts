@@ -17,6 +17,7 @@ import { checkTemplateFiles, samplePod } from '../pipeline/template-check.js';
 import { servingReviewer } from '../reviewer.js';
 import { Manager } from '../runtime/manager.js';
 import type { Runnable } from '../runtime/runnable.js';
+import type { LeaderElector } from '../kube-api/lease.js';
 import { startServer, type RunningServer } from '../server.js';
 import type { TemplateSet } from '../templates/set.js';
 import { TemplateStore } from '../templates/store.js';
@@ -42,18 +43,18 @@ async function templateSource(config: Config, log: Logger, metrics: Metrics): Pr
     (files, dir) => checkTemplateFiles(files, dir, {}, { allowEmpty: true }),
     config.templateCheckIntervalMs,
   );
-  const warnIfEmpty = () => {
+  const measure = () => {
     metrics.templates.set(store.current().templates.length);
     if (store.current().templates.length === 0) log.warn({ dir: config.templatesDir }, 'no templates: no pod gets a sidecar until templates are added');
   };
   metrics.templateGeneration.set(store.generation);
   metrics.templateSetCurrent.set(1);
-  warnIfEmpty();
+  measure();
   store.on('reload', () => {
     metrics.templateGeneration.set(store.generation);
     metrics.templateSetCurrent.set(1);
     log.info(store.status(), 'templates reloaded');
-    warnIfEmpty();
+    measure();
   });
   store.on('rejected', (err: Error) => {
     metrics.templateReloadFailures.inc();
@@ -97,18 +98,19 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
     view.cluster?.kubeConfig ??
     (config.selfManaged ? await (await import('../kube-api/kubeconfig.js')).loadKubeConfig(config.kubeconfig, { inPod: config.inPod }) : undefined);
   const auditing = config.audit && view.cluster !== undefined;
-  const { LeaderElector } = await import('../kube-api/lease.js');
-  const election =
-    kubeConfig && (auditing || config.selfManaged)
-      ? new LeaderElector({
-          kubeConfig,
-          log: log.child({ component: 'leader' }),
-          namespace: config.namespace,
-          name: leaseName,
-          identity: config.replica,
-          clock,
-        })
-      : undefined;
+  // Loaded only when there is an election: a local run needs no part of the Kubernetes client.
+  let election: LeaderElector | undefined;
+  if (kubeConfig && (auditing || config.selfManaged)) {
+    const { LeaderElector } = await import('../kube-api/lease.js');
+    election = new LeaderElector({
+      kubeConfig,
+      log: log.child({ component: 'leader' }),
+      namespace: config.namespace,
+      name: leaseName,
+      identity: config.replica,
+      clock,
+    });
+  }
   const leaderOnly: Runnable[] = [];
   if (auditing && view.cluster && election) {
     const { ContinuousAudit } = await import('../audit/continuous.js');
