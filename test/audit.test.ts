@@ -8,7 +8,8 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { audit } from '../src/cli/audit.js';
-import { auditPod, workloadOf, type Owner } from '../src/pipeline/audit.js';
+import { auditPod, reportOwner } from '../src/pipeline/audit.js';
+import { readOwnersLookup, type OwnerFacts } from '../src/k8s/owners.js';
 import { loadTemplateDir } from '../src/templates/load.js';
 import type { TemplateSet } from '../src/templates/set.js';
 import { FakeApiServer } from './helpers/fake-apiserver.js';
@@ -58,24 +59,22 @@ test('every state of a pod, from its metadata and its ledger', (t) => {
 });
 
 test('the workload of a pod: owners count only when an object of that kind, name and uid exists', (t) => {
-  const known = {
-    uids: new Map([
-      ['ReplicaSet/shop/web-5d8f', 'rs-1'],
-      ['Deployment/shop/web', 'd-1'],
-      ['Job/shop/backup-2901', 'j-1'],
-      ['ReplicaSet/shop/orphan-rs', 'rs-2'],
-      ['StatefulSet/shop/db', 's-1'],
-    ]),
-    parents: new Map<string, Owner & { uid?: string }>([
-      ['ReplicaSet/shop/web-5d8f', { kind: 'Deployment', name: 'web', uid: 'd-1' }],
-      ['Job/shop/backup-2901', { kind: 'CronJob', name: 'backup', uid: 'c-1' }],
-    ]),
-  };
-  const of = (ownerReferences: unknown) => workloadOf({ namespace: 'shop', name: 'p-1', ownerReferences }, known);
+  const read = new Map<string, OwnerFacts>([
+    ['ReplicaSet/shop/web-5d8f', { uid: 'rs-1', owner: { apiVersion: 'apps/v1', kind: 'Deployment', namespace: 'shop', name: 'web', uid: 'd-1' } }],
+    ['Deployment/shop/web', { uid: 'd-1' }],
+    ['Job/shop/backup-2901', { uid: 'j-1', owner: { apiVersion: 'batch/v1', kind: 'CronJob', namespace: 'shop', name: 'backup', uid: 'c-1' } }],
+    ['ReplicaSet/shop/orphan-rs', { uid: 'rs-2' }],
+    ['ReplicaSet/shop/stray-rs', { uid: 'rs-3', owner: { apiVersion: 'apps/v1', kind: 'Deployment', namespace: 'shop', name: 'gone', uid: 'd-9' } }],
+    ['StatefulSet/shop/db', { uid: 's-1' }],
+  ]);
+  const listed = new Set(['Deployment', 'StatefulSet', 'DaemonSet', 'ReplicaSet', 'Job']);
+  const of = (ownerReferences: unknown) => reportOwner({ namespace: 'shop', name: 'p-1', ownerReferences }, readOwnersLookup(read, listed));
   const controller = (kind: string, name: string, uid: string) => [{ apiVersion: 'apps/v1', kind, name, uid, controller: true }];
   t.deepEqual(of(controller('ReplicaSet', 'web-5d8f', 'rs-1')), { kind: 'Deployment', name: 'web' });
   t.deepEqual(of(controller('Job', 'backup-2901', 'j-1')), { kind: 'CronJob', name: 'backup' });
   t.deepEqual(of(controller('ReplicaSet', 'orphan-rs', 'rs-2')), { kind: 'ReplicaSet', name: 'orphan-rs' });
+  // A ReplicaSet naming a Deployment that is not there is its own workload.
+  t.deepEqual(of(controller('ReplicaSet', 'stray-rs', 'rs-3')), { kind: 'ReplicaSet', name: 'stray-rs' });
   t.deepEqual(of(controller('StatefulSet', 'db', 's-1')), { kind: 'StatefulSet', name: 'db' });
   // A claim no object backs: another uid, a name that does not exist, a kind with a newline.
   t.deepEqual(of(controller('StatefulSet', 'db', 'forged')), { kind: 'Pod', name: 'p-1' });

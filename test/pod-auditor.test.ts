@@ -98,6 +98,28 @@ test('the gauge follows every pod through list, watch, change, deletion and a te
   t.like(events[1], { reason: 'SidecarsMissing', regarding: { apiVersion: 'apps/v1', kind: 'Deployment', name: 'api', namespace: 'shop', uid: 'd-2' } });
   t.is(events[1]!.note, 'pod e lacks log-shipper; kubectl -n shop rollout restart deployment/api');
   api.deletePod('shop', 'e');
+  // A Job's pod: the event goes on the CronJob that owns the Job.
+  api.addObject('jobs', {
+    namespace: 'shop',
+    name: 'backup-2901',
+    uid: 'j-1',
+    ownerReferences: [{ apiVersion: 'batch/v1', kind: 'CronJob', name: 'backup', uid: 'c-1', controller: true }],
+  });
+  api.addObject(
+    'pods',
+    {
+      namespace: 'shop',
+      name: 'f',
+      labels: {},
+      annotations: {},
+      ownerReferences: [{ apiVersion: 'batch/v1', kind: 'Job', name: 'backup-2901', uid: 'j-1', controller: true }],
+    },
+    { containers: [] },
+  );
+  await until(() => events.length === 3);
+  t.like(events[2], { reason: 'SidecarsMissing', regarding: { apiVersion: 'batch/v1', kind: 'CronJob', name: 'backup', namespace: 'shop', uid: 'c-1' } });
+  t.is(events[2]!.note, 'pod f lacks log-shipper; the next run of cronjob/backup gets them');
+  api.deletePod('shop', 'f');
   // b gets its ledger (a stale one), d is deleted.
   api.updatePod('shop', 'b', { annotations: { 'sidecar-injector.io/status': ledger.replace(hash, '000000000000') } });
   api.deletePod('shop', 'd');

@@ -35,6 +35,9 @@ import {
 } from '../pipeline/audit.js';
 import { PodTemplateDecisions, type DecisionInputs } from './pod-template-decisions.js';
 import { controllingOwner, namespaceReference } from '../k8s/object-reference.js';
+import { ownerFactsOf, ownerKey, readOwnersLookup, workloadOfOwner, type OwnerFacts } from '../k8s/owners.js';
+import { objectPath, workloadKinds } from '../k8s/workloads.js';
+import { isJsonObject } from '../k8s/json.js';
 import type { AdmissionEvent } from '../pipeline/admission-events.js';
 import type { TemplateSet } from '../templates/set.js';
 
@@ -195,7 +198,7 @@ export class PodAuditor extends EventEmitter {
     this.counts.clear();
     this.gaugeNamespaces.clear();
     this.pods.clear();
-    this.replicaSetOwners.clear();
+    this.ownersRead.clear();
     this.decisions?.clear();
     this.synced = false;
   }
@@ -387,40 +390,35 @@ export class PodAuditor extends EventEmitter {
     });
   }
 
-  /** ReplicaSet → its Deployment (checked by uid), as last read; bounded, oldest first out. */
-  private readonly replicaSetOwners = new Map<string, ObjectReference | undefined>();
+  /** The owners read for Events (ReplicaSets, Jobs: whose own owner is the workload), by ownerKey; bounded, oldest first out. */
+  private readonly ownersRead = new Map<string, OwnerFacts>();
 
   /**
-   * The workload to tell: a ReplicaSet's Deployment (one metadata-only GET per ReplicaSet,
-   * remembered; its uid must be the one the ReplicaSet names), else the pod's owner, else its namespace.
+   * The workload to tell (resolveWorkload): a ReplicaSet's Deployment or a Job's CronJob (one
+   * metadata-only GET per owner, remembered), else the pod's owner, else its namespace.
    */
   private async workloadOf(pod: StoredPod): Promise<ObjectReference> {
     const owner = pod.owner;
     if (!owner) return namespaceReference(pod.namespace);
-    if (owner.kind !== 'ReplicaSet' || owner.apiVersion !== 'apps/v1') return owner;
-    const key = `${owner.namespace}/${owner.name}/${owner.uid ?? ''}`;
-    if (!this.replicaSetOwners.has(key)) {
-      let parent: ObjectReference | undefined;
+    const kind = workloadKinds.get(owner.kind);
+    const key = ownerKey(owner);
+    if (kind?.ownedBy && kind.apiVersion === owner.apiVersion && !this.ownersRead.has(key)) {
+      let facts: OwnerFacts = {};
       try {
-        const rs = (await getJson(
-          this.options.kubeConfig,
-          `/apis/apps/v1/namespaces/${encodeURIComponent(owner.namespace)}/replicasets/${encodeURIComponent(owner.name)}`,
-          5000,
-          metadataOnly,
-        )) as { metadata?: { uid?: unknown; ownerReferences?: unknown } };
-        if (!owner.uid || rs.metadata?.uid === owner.uid) {
-          const found = controllingOwner(rs.metadata?.ownerReferences, owner.namespace);
-          if (found?.kind === 'Deployment') parent = found;
-        }
+        const read = (await getJson(this.options.kubeConfig, objectPath(kind, owner.namespace, owner.name), 5000, metadataOnly)) as { metadata?: unknown };
+        if (isJsonObject(read.metadata)) facts = ownerFactsOf(read.metadata, owner.namespace);
       } catch {
-        // Gone or unreadable: the ReplicaSet itself is told.
+        // Gone or unreadable: the owner itself is told.
       }
-      if (this.replicaSetOwners.size >= 1000) this.replicaSetOwners.delete(this.replicaSetOwners.keys().next().value as string);
-      this.replicaSetOwners.set(key, parent);
+      if (this.ownersRead.size >= 1000) this.ownersRead.delete(this.ownersRead.keys().next().value as string);
+      this.ownersRead.set(key, facts);
     }
-    return this.replicaSetOwners.get(key) ?? owner;
+    return workloadOfOwner(owner, readOwnersLookup(this.ownersRead, noKinds)) ?? namespaceReference(pod.namespace);
   }
 }
+
+/** The Events' reads are single GETs: no kind is read in full, so no owner is known absent. */
+const noKinds: ReadonlySet<string> = new Set();
 
 function labelsOf(key: string): { namespace: string; template: string; state: string } {
   const [namespace, template, state] = key.split('\0') as [string, string, string];

@@ -19,19 +19,18 @@ import {
   restartedForAnnotation,
   restartPlan,
   restartRecord,
-  workloadKey,
-  workloadOf,
+  reportOwner,
   type AuditedOwner,
   type ListedMetadata,
   type AuditedPod,
-  type Owner,
   type PodState,
   type RestartPlan,
 } from '../pipeline/audit.js';
 import { loadTemplateDir } from '../templates/load.js';
 import { getJson, listPages, metadataOnly, requestJson } from '../kube-api/request.js';
 import { controllingOwner } from '../k8s/object-reference.js';
-import { collectionPath, kindsWhere, workloadKinds } from '../k8s/workloads.js';
+import { ownerFactsOf, ownerKey, readOwnersLookup, type OwnerFacts } from '../k8s/owners.js';
+import { collectionPath, kindsWhere, objectPath, workloadKinds } from '../k8s/workloads.js';
 import { PodTemplateDecisions } from '../audit/pod-template-decisions.js';
 import { overrideAnnotations, type NamespaceLabelSource } from '../namespaces/source.js';
 import { decideVersion, parseKubernetesVersion, type VersionDecision } from '../k8s/version.js';
@@ -87,26 +86,24 @@ export async function auditCluster(kubeConfig: KubeConfig, set: TemplateSet, nam
     await listPages<{ metadata?: ListedMetadata }>(kubeConfig, '/api/v1/namespaces', { ...options, onRestart: () => namespaceLabels.clear() }, (page) =>
       page.forEach((o) => keepNamespace(o.metadata)),
     );
-  // The workloads that exist (uids), and the owners of ReplicaSets and Jobs: pod → ReplicaSet →
-  // Deployment, pod → Job → CronJob. A pod's ownerReference counts only when it names one of these.
-  const uids = new Map<string, string>();
-  const parents = new Map<string, Owner & { uid?: string }>();
+  // The workloads that exist (their uids), and the owners of ReplicaSets and Jobs: pod →
+  // ReplicaSet → Deployment, pod → Job → CronJob. A pod's ownerReference counts only when it names one of these.
+  const read = new Map<string, OwnerFacts>();
+  const listed = kindsWhere((k) => k.listedByAudit);
   const restartedFor = new Map<string, string>();
-  for (const workload of kindsWhere((k) => k.listedByAudit)) {
+  for (const workload of listed) {
     const { kind } = workload;
     await listPages<{ metadata?: ListedMetadata & { uid?: string } }>(kubeConfig, collectionPath(workload, namespace), options, (page) => {
       for (const { metadata } of page) {
         if (typeof metadata?.name !== 'string' || typeof metadata.namespace !== 'string' || typeof metadata.uid !== 'string') continue;
-        const key = workloadKey({ kind, namespace: metadata.namespace, name: metadata.name });
-        uids.set(key, metadata.uid);
+        const key = ownerKey({ kind, namespace: metadata.namespace, name: metadata.name });
+        read.set(key, ownerFactsOf(workload.ownedBy ? metadata : { uid: metadata.uid }, metadata.namespace));
         const restarted = stringMap(metadata.annotations)[restartedForAnnotation];
         if (restarted !== undefined && workload.restartable) restartedFor.set(key, restarted.slice(0, 4096));
-        const parent = controllingOwner(metadata.ownerReferences, metadata.namespace);
-        if (parent && workload.ownedBy) parents.set(key, parent);
       }
     });
   }
-  const known = { uids, parents };
+  const owners = readOwnersLookup(read, new Set(listed.map((k) => k.kind)));
   const labelsOf = (ns: string) => namespaceLabels.get(ns) ?? { [metadataNameLabel]: ns };
   // Admission's own decision for a new pod of each workload whose pods metadata says lack a template.
   const namespaces: NamespaceLabelSource = {
@@ -149,7 +146,7 @@ export async function auditCluster(kubeConfig: KubeConfig, set: TemplateSet, nam
         const audited: AuditedPod = {
           namespace: pod.namespace,
           name: pod.name,
-          owner: workloadOf(pod, known),
+          owner: reportOwner(pod, owners),
           ...auditPod(pod, labelsOf(pod.namespace), set),
         };
         const index = pods.push(audited) - 1;
@@ -229,10 +226,10 @@ async function restartAll(
       continue;
     }
     if (i > 0) await delay(60_000 / perMinute);
-    const path = `${collectionPath(workloadKinds.get(owner.kind)!, owner.namespace)}/${encodeURIComponent(owner.name)}`;
+    const path = objectPath(workloadKinds.get(owner.kind)!, owner.namespace, owner.name);
     // The template revisions it is restarted for, on the workload itself (not its pod template, which would roll it again).
     const body = {
-      metadata: { annotations: { [restartedForAnnotation]: restartRecord(owner, restartedFor.get(workloadKey(owner))) } },
+      metadata: { annotations: { [restartedForAnnotation]: restartRecord(owner, restartedFor.get(ownerKey(owner))) } },
       spec: { template: { metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': now().toISOString() } } } },
     };
     try {

@@ -99,11 +99,15 @@ export function collectionPath(kind: WorkloadKind, namespace?: string): string {
   return namespace === undefined ? `${group}/${kind.resource}` : `${group}/namespaces/${encodeURIComponent(namespace)}/${kind.resource}`;
 }
 
+/** The API path of one object of `kind`. */
+export function objectPath(kind: WorkloadKind, namespace: string, name: string): string {
+  return `${collectionPath(kind, namespace)}/${encodeURIComponent(name)}`;
+}
+
 /** The API path of one workload whose controller creates pods, or undefined for any other kind. */
 export function workloadPath(kind: string, namespace: string, name: string): string | undefined {
   const known = workloadKinds.get(kind);
-  if (!known?.createsPods) return undefined;
-  return `${collectionPath(known, namespace)}/${encodeURIComponent(name)}`;
+  return known?.createsPods ? objectPath(known, namespace, name) : undefined;
 }
 
 /** The apiVersion objects of a pod-creating workload kind are named by, or undefined for any other kind. */

@@ -10,7 +10,7 @@
  */
 import { AnnotationKeys, LabelKeys, LabelValues } from '../k8s/keys.js';
 import { workloadKinds } from '../k8s/workloads.js';
-import { controllingOwner } from '../k8s/object-reference.js';
+import { ownerKey, resolveWorkload, type OwnerLookup } from '../k8s/owners.js';
 import { indexLedger, parseLedger } from '../inject/ledger.js';
 import { select } from '../selection/select.js';
 import type { TemplateSet } from '../templates/set.js';
@@ -194,36 +194,14 @@ export interface Owner {
 }
 
 /**
- * The workloads that exist, as metadata-only lists show them: `kind/namespace/name` → its uid,
- * and for ReplicaSets and Jobs their own controlling owner. An ownerReference is a pod's claim:
- * it counts only when an object of that kind, name and uid exists.
- */
-export interface KnownWorkloads {
-  readonly uids: ReadonlyMap<string, string>;
-  readonly parents: ReadonlyMap<string, Owner & { readonly uid?: string }>;
-}
-
-/**
- * The workload that owns a pod: pod → ReplicaSet → Deployment, Job → CronJob, StatefulSet and
- * DaemonSet directly; a pod without a controlling owner is its own. A claimed owner that no
- * known object matches by uid (a pod can name any owner) is treated as no owner: the pod is its own.
+ * The workload that owns a pod in the report (resolveWorkload over what the audit's lists read):
+ * pod → ReplicaSet → Deployment, Job → CronJob, StatefulSet and DaemonSet directly; a pod with no
+ * owner it can be believed to have (none, or one no listed object backs by uid) is its own.
  * Kinds the auditor does not list (a custom controller) are taken as named, and never restarted.
  */
-export function workloadOf(pod: { readonly namespace: string; readonly name: string; readonly ownerReferences?: unknown }, known: KnownWorkloads): Owner {
-  const own = { kind: 'Pod', name: pod.name };
-  const owner = controllingOwner(pod.ownerReferences, pod.namespace);
-  if (!owner) return own;
-  const key = `${owner.kind}/${pod.namespace}/${owner.name}`;
-  const ownerKind = workloadKinds.get(owner.kind);
-  if (!ownerKind?.listedByAudit) return { kind: owner.kind, name: owner.name };
-  if (!owner.uid || known.uids.get(key) !== owner.uid) return own;
-  if (!ownerKind.ownedBy) return { kind: owner.kind, name: owner.name };
-  const parent = known.parents.get(key);
-  if (!parent) return { kind: owner.kind, name: owner.name };
-  // A listed parent (a Deployment) must exist with that uid too; one not listed (a CronJob, never restarted) is taken as named.
-  if (workloadKinds.get(parent.kind)?.listedByAudit && (!parent.uid || known.uids.get(`${parent.kind}/${pod.namespace}/${parent.name}`) !== parent.uid))
-    return { kind: owner.kind, name: owner.name };
-  return { kind: parent.kind, name: parent.name };
+export function reportOwner(pod: { readonly namespace: string; readonly name: string; readonly ownerReferences?: unknown }, owners: OwnerLookup): Owner {
+  const workload = resolveWorkload(pod, pod.namespace, owners);
+  return workload ? { kind: workload.kind, name: workload.name } : { kind: 'Pod', name: pod.name };
 }
 
 /** The command that gives a workload's pods their sidecars again (a new rollout), or what to do instead. */
@@ -297,9 +275,6 @@ export interface RestartPlan {
  */
 export const restartedForAnnotation = 'sidecar-injector.io/restarted-for';
 
-/** How a workload is known in the restart records: `kind/namespace/name`. */
-export const workloadKey = (w: { readonly kind: string; readonly namespace: string; readonly name: string }): string => `${w.kind}/${w.namespace}/${w.name}`;
-
 /**
  * The record a restart writes: what it is for, with what earlier restarts were for that still
  * concerns the same templates; bounded, so that alternating revisions are each restarted once.
@@ -324,7 +299,7 @@ export function restartPlan(owners: readonly AuditedOwner[], states: readonly Po
   const untouched: { owner: AuditedOwner; why: string }[] = [];
   for (const owner of owners) {
     if (!states.some((s) => s !== 'left-out' && (owner.states[s] ?? 0) > 0)) continue;
-    const before = new Set((restartedFor.get(workloadKey(owner)) ?? '').split(','));
+    const before = new Set((restartedFor.get(ownerKey(owner)) ?? '').split(','));
     if (owner.restartFor.length > 0 && owner.restartFor.every((t) => before.has(t))) {
       untouched.push({
         owner,

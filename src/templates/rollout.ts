@@ -13,6 +13,7 @@ import { isJsonObject } from '../k8s/json.js';
 import { isDns1123Label } from '../k8s/label-syntax.js';
 import { matches, parseSelector, type Labels, type Selector } from '../k8s/selector.js';
 import { controllingOwner } from '../k8s/object-reference.js';
+import { labelsLookup, podTemplateHashLabel, workloadOfOwner } from '../k8s/owners.js';
 import { quote } from '../quote.js';
 import { createTemplateSet, type TemplateSet } from './set.js';
 import type { Template } from './template.js';
@@ -189,23 +190,18 @@ export function rolloutSubject(
   return { namespace, name, labels, ...(owner ? { owner: { kind: owner.kind, name: owner.name } } : {}), ...(probe ? { probe } : {}) };
 }
 
-/** The label a Deployment's ReplicaSet and its pods carry: the ReplicaSet's name is the Deployment's plus `-<hash>`. */
-const podTemplateHashLabel = 'pod-template-hash';
-
-/** Label keys the choice reads beyond the stanzas' podSelectors. */
+/** Label keys the choice reads beyond the stanzas' podSelectors: what names a Deployment's ReplicaSet. */
 export const rolloutLabelKeys: readonly string[] = [podTemplateHashLabel];
 
 /**
- * The workload a pod is bucketed by: a Deployment's pods by the Deployment (its ReplicaSet's name
- * without `-<pod-template-hash>`), so that a restart keeps its revision; other owned pods by
- * their controlling owner; a bare pod by its name.
+ * The workload a pod is bucketed by (resolveWorkload, from the pod's labels alone: admission
+ * reads nothing else): a Deployment's pods by the Deployment (its ReplicaSet's name without
+ * `-<pod-template-hash>`), so that a restart keeps its revision; other owned pods by their
+ * controlling owner; a bare pod by its name.
  */
 export function bucketKey(subject: RolloutSubject): string {
-  const { owner } = subject;
-  if (!owner) return `${subject.namespace}/Pod/${subject.name}`;
-  const hash = Object.hasOwn(subject.labels, podTemplateHashLabel) ? subject.labels[podTemplateHashLabel]! : '';
-  if (owner.kind === 'ReplicaSet' && hash && owner.name.endsWith(`-${hash}`)) return `${subject.namespace}/Deployment/${owner.name.slice(0, -hash.length - 1)}`;
-  return `${subject.namespace}/${owner.kind}/${owner.name}`;
+  const workload = subject.owner && workloadOfOwner({ ...subject.owner, namespace: subject.namespace }, labelsLookup(subject.labels));
+  return workload ? `${subject.namespace}/${workload.kind}/${workload.name}` : `${subject.namespace}/Pod/${subject.name}`;
 }
 
 /**
