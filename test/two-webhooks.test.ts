@@ -99,7 +99,7 @@ for (const { name, namespace, body } of corpus) {
 }
 
 test('a template declares its class; anything but Fail or Ignore is refused at load', async (t) => {
-  const { compileTemplate } = await import('../src/templates/template.js');
+  const { compileTemplate } = await import('../src/templates/compile.js');
   const base = { name: 'a', containers: [{ name: 'a', image: 'a' }] };
   t.is(compileTemplate(base, 'a.yaml').template?.failurePolicy, 'Fail');
   t.is(compileTemplate({ ...base, failurePolicy: 'Ignore' }, 'a.yaml').template?.failurePolicy, 'Ignore');

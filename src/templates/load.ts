@@ -8,7 +8,8 @@ import { LineCounter, parseDocument, type YAMLError } from 'yaml';
 import { TemplateError, type TemplateProblem } from '../errors.js';
 import type { TemplateSet } from './set.js';
 import { createRevisionSet, splitRollout, type RevisionFile, type RolloutStanza } from './rollout.js';
-import { compileTemplate, type Template } from './template.js';
+import { compileTemplate } from './compile.js';
+import type { Template } from './template.js';
 
 /** True for a file name the loader reads as a template. */
 export function isTemplateFileName(name: string): boolean {

@@ -4,7 +4,8 @@ import type { RenderContext } from './placeholders.js';
 import { PlaceholderError } from '../errors.js';
 import { parseSegments } from './placeholders.js';
 import { render } from './render.js';
-import { compileTemplate, type Template } from './template.js';
+import { compileTemplate } from './compile.js';
+import type { Template } from './template.js';
 
 function compile(doc: unknown): Template {
   const { template, problems } = compileTemplate(doc, 't.yaml');

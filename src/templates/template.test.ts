@@ -1,6 +1,6 @@
 import test from 'ava';
 import { parseTemplateText } from './load.js';
-import { compileTemplate } from './template.js';
+import { compileTemplate } from './compile.js';
 
 const minimal = {
   name: 'agent',

@@ -1,6 +1,7 @@
 /** Builds template sets for tests from inline documents or directories. */
 import { createTemplateSet, type TemplateSet } from '../../src/templates/set.js';
-import { compileTemplate, type Template } from '../../src/templates/template.js';
+import { compileTemplate } from '../../src/templates/compile.js';
+import type { Template } from '../../src/templates/template.js';
 
 /** Compiles documents into a set; throws with the problems when one is invalid. */
 export function templateSet(...docs: unknown[]): TemplateSet {

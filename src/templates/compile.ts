@@ -1,0 +1,276 @@
+/**
+ * Compiling a template document: validated (validate.ts), its values compiled to static JSON or
+ * placeholder segments, its overridable values kept to harmless fields (override-reach.ts), and
+ * its revision hashed from its content. Pure: takes a parsed YAML document, returns a compiled
+ * template or the list of problems, each naming the field.
+ */
+import { createHash } from 'node:crypto';
+import { deepFreeze, isJsonObject } from '../k8s/json.js';
+import type { TemplateProblem } from '../errors.js';
+import { PlaceholderError } from '../errors.js';
+import { isDns1123Label } from '../k8s/label-syntax.js';
+import { hasPlaceholder, parseSegments, type ParamValue, type Reference, type Segment } from './placeholders.js';
+import { compileDeclaration, type ParamDeclaration } from './parameters.js';
+import { schemaFieldProblems } from '../k8s/schema-fields.js';
+import {
+  appContainerFields,
+  templateFailurePolicies,
+  topLevelFields,
+  type Compiled,
+  type InjectionMode,
+  type Placement,
+  type Template,
+  type TemplateBody,
+  type TemplateFailurePolicy,
+} from './template.js';
+import type { GuaranteedMode } from '../k8s/qos.js';
+import {
+  checkContainers,
+  checkEnv,
+  checkEnvFrom,
+  checkMounts,
+  checkNamedList,
+  checkNativeSidecars,
+  checkOs,
+  checkSelector,
+  checkStringMap,
+  Problems,
+} from './validate.js';
+import { overrideReachProblems, type Use } from './override-reach.js';
+
+/** JSON with object keys sorted, so that the hash does not depend on key order in the file. */
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (isJsonObject(value)) {
+    return `{${Object.keys(value)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonicalJson(value[k])}`)
+      .join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+/** The references that depend on the pod or namespace (not literals, not parameters), each once. */
+function uniqueReferences(references: readonly Reference[]): Reference[] {
+  const seen = new Map<string, Reference>();
+  for (const ref of references) {
+    if (ref.source === 'literal' || ref.source === 'params') continue;
+    seen.set(JSON.stringify(ref), ref);
+  }
+  return [...seen.values()];
+}
+
+/**
+ * Compiles a value: map keys are always literal; a string with placeholders becomes segments;
+ * a string that is exactly one `{{ params.X }}` keeps the parameter's type.
+ * `literalFields` lists property names whose values must not hold placeholders (they name things).
+ */
+function compileValue(
+  value: unknown,
+  field: string,
+  params: ReadonlySet<string>,
+  problems: Problems,
+  literalFields: ReadonlySet<string>,
+  references: Reference[],
+  uses: Use[] = [],
+): Compiled {
+  if (typeof value === 'string') {
+    let segments: Segment[];
+    try {
+      segments = parseSegments(value, params);
+    } catch (err) {
+      problems.add(field, err instanceof PlaceholderError ? err.message : String(err));
+      return { kind: 'static', value };
+    }
+    if (!hasPlaceholder(segments)) return { kind: 'static', value };
+    for (const segment of segments) {
+      if (segment.kind !== 'placeholder') continue;
+      references.push(segment.ref);
+      if (segment.ref.source === 'params' || segment.ref.source === 'pod.annotations') uses.push({ source: segment.ref.source, key: segment.ref.key, field });
+    }
+    const lastKey = field.slice(field.lastIndexOf('.') + 1);
+    if (literalFields.has(lastKey)) {
+      problems.add(field, 'names a thing and must be literal text: placeholders are not allowed here');
+      return { kind: 'static', value };
+    }
+    const only = segments[0];
+    if (segments.length === 1 && only?.kind === 'placeholder' && only.ref.source === 'params' && only.fallback === undefined) {
+      return { kind: 'param', key: only.ref.key };
+    }
+    return { kind: 'string', segments };
+  }
+  if (Array.isArray(value)) {
+    const items = value.map((item, i) => compileValue(item, `${field}[${i}]`, params, problems, literalFields, references, uses));
+    return items.every((c) => c.kind === 'static') ? { kind: 'static', value: deepFreeze(value) } : { kind: 'array', items };
+  }
+  if (isJsonObject(value)) {
+    const entries = Object.entries(value).map(([k, v]) => {
+      if (k.includes('{{')) problems.add(`${field}.${k}`, 'map keys must be literal: placeholders are not allowed in keys');
+      return [k, compileValue(v, `${field}.${k}`, params, problems, literalFields, references, uses)] as const;
+    });
+    return entries.every(([, c]) => c.kind === 'static') ? { kind: 'static', value: deepFreeze(value) } : { kind: 'object', entries };
+  }
+  if (value === null || typeof value === 'number' || typeof value === 'boolean') return { kind: 'static', value };
+  problems.add(field, `unsupported value of type ${typeof value}`);
+  return { kind: 'static', value: null };
+}
+
+const namingFields = new Set(['name', 'mountPath']);
+
+/**
+ * Validates and compiles one template document from `file`. Returns the template, or every
+ * problem found (each naming the field) so that a person can fix the file in one pass.
+ */
+export function compileTemplate(doc: unknown, file: string): { template?: Template; problems: TemplateProblem[] } {
+  const problems = new Problems(file);
+  if (!isJsonObject(doc)) {
+    problems.add('', 'a template must be a YAML map');
+    return { problems: problems.list };
+  }
+  for (const key of Object.keys(doc)) {
+    if (!topLevelFields.has(key)) problems.add(key, `unknown field (expected one of ${[...topLevelFields].join(', ')})`);
+  }
+  const name = doc.name;
+  if (typeof name !== 'string' || !isDns1123Label(name)) {
+    problems.add('name', 'is required and must be a DNS-1123 label (lowercase letters, digits and "-", at most 63)');
+  }
+  const description = doc.description ?? '';
+  if (typeof description !== 'string') problems.add('description', 'must be a string');
+  const injection = doc.injection ?? 'automatic';
+  if (injection !== 'automatic' && injection !== 'on-request') problems.add('injection', 'must be "automatic" or "on-request"');
+  const placement = doc.placement ?? 'last';
+  if (placement !== 'first' && placement !== 'last') problems.add('placement', 'must be "first" or "last"');
+  if (doc.endsOnItsOwn !== undefined && typeof doc.endsOnItsOwn !== 'boolean') problems.add('endsOnItsOwn', 'must be true or false');
+  const failurePolicy = doc.failurePolicy ?? 'Fail';
+  if (!templateFailurePolicies.includes(failurePolicy as TemplateFailurePolicy)) {
+    problems.add('failurePolicy', 'must be "Fail" (required: pods wait for the injector) or "Ignore" (optional)');
+  }
+  const guaranteedPods = doc.guaranteedPods ?? 'requests-from-limits';
+  if (guaranteedPods !== 'requests-from-limits' && guaranteedPods !== 'limits-from-requests') {
+    problems.add(
+      'guaranteedPods',
+      'must be "requests-from-limits" (in a Guaranteed pod its containers request what they limit) or "limits-from-requests" (they limit what they request)',
+    );
+  }
+
+  const params: Record<string, ParamValue> = {};
+  const declarations = new Map<string, ParamDeclaration>();
+  if (doc.parameters !== undefined && doc.parameters !== null) {
+    if (!isJsonObject(doc.parameters)) problems.add('parameters', 'must be a map of names to values');
+    else {
+      for (const [key, value] of Object.entries(doc.parameters)) {
+        if (!/^[A-Za-z_][A-Za-z0-9_-]*$/.test(key)) problems.add(`parameters.${key}`, 'parameter names are letters, digits, "_" and "-"');
+        if (typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean') {
+          if (typeof value === 'string' && value.includes('{{')) problems.add(`parameters.${key}`, 'parameter values cannot hold placeholders');
+          params[key] = value;
+        } else if (isJsonObject(value)) {
+          const declaration = compileDeclaration(key, value, (field, message) => problems.add(field, message));
+          if (declaration) {
+            if (typeof declaration.default === 'string' && declaration.default.includes('{{'))
+              problems.add(`parameters.${key}.default`, 'cannot hold placeholders');
+            params[key] = declaration.default;
+            declarations.set(key, declaration);
+          } else params[key] = '';
+        } else problems.add(`parameters.${key}`, 'must be a string, number or boolean, or a declaration (default, type, override, …)');
+      }
+    }
+  }
+  const paramNames = new Set(Object.keys(params));
+  const namespaceSelector = checkSelector(doc.namespaceSelector, 'namespaceSelector', problems);
+  const objectSelector = checkSelector(doc.objectSelector, 'objectSelector', problems);
+
+  const containerNames = new Set<string>();
+  const containers = checkNamedList(doc.containers, 'containers', problems, containerNames, 'container');
+  const initContainers = checkNamedList(doc.initContainers, 'initContainers', problems, containerNames, 'container');
+  const volumeNames = new Set<string>();
+  const volumes = checkNamedList(doc.volumes, 'volumes', problems, volumeNames, 'volume');
+  checkContainers(containers, 'containers', volumeNames, problems);
+  checkContainers(initContainers, 'initContainers', volumeNames, problems);
+
+  let appEnv: unknown[] = [];
+  let appEnvFrom: unknown[] = [];
+  let appMounts: unknown[] = [];
+  const app = doc.appContainers;
+  if (app !== undefined && app !== null) {
+    if (!isJsonObject(app)) problems.add('appContainers', 'must be a map with env, envFrom and/or volumeMounts');
+    else {
+      for (const key of Object.keys(app)) {
+        if (!appContainerFields.has(key)) problems.add(`appContainers.${key}`, 'unknown field (expected env, envFrom or volumeMounts)');
+      }
+      appEnv = checkEnv(app.env, 'appContainers.env', problems);
+      appEnvFrom = checkEnvFrom(app.envFrom, 'appContainers.envFrom', problems);
+      if (app.volumeMounts !== undefined && app.volumeMounts !== null) {
+        if (!Array.isArray(app.volumeMounts)) problems.add('appContainers.volumeMounts', 'must be a list');
+        else {
+          appMounts = app.volumeMounts;
+          checkMounts(appMounts, 'appContainers.volumeMounts', volumeNames, problems);
+        }
+      }
+    }
+  }
+  const labels = checkStringMap(doc.labels, 'labels', problems, true);
+  const annotations = checkStringMap(doc.annotations, 'annotations', problems, false);
+  const pullSecrets = checkNamedList(doc.imagePullSecrets, 'imagePullSecrets', problems, new Set(), 'imagePullSecret');
+  // Every field the Kubernetes schema does not have: the API server would refuse it (or drop it).
+  const schemaCheck = (items: readonly unknown[], type: string, field: string) =>
+    items.forEach((item, i) => {
+      for (const problem of schemaFieldProblems(item, type, `${field}[${i}]`)) problems.add(problem.field, problem.message);
+    });
+  schemaCheck(containers, 'V1Container', 'containers');
+  schemaCheck(initContainers, 'V1Container', 'initContainers');
+  schemaCheck(volumes, 'V1Volume', 'volumes');
+  schemaCheck(appEnv, 'V1EnvVar', 'appContainers.env');
+  schemaCheck(appEnvFrom, 'V1EnvFromSource', 'appContainers.envFrom');
+  schemaCheck(appMounts, 'V1VolumeMount', 'appContainers.volumeMounts');
+  schemaCheck(pullSecrets, 'V1LocalObjectReference', 'imagePullSecrets');
+  const os = checkOs(doc.os, [...containers, ...initContainers], problems);
+  const native = checkNativeSidecars(doc.nativeSidecars, initContainers, problems);
+
+  const allReferences: Reference[] = [];
+  const uses: Use[] = [];
+  const compileList = (list: readonly unknown[], field: string) =>
+    list.map((item, i) => compileValue(item, `${field}[${i}]`, paramNames, problems, namingFields, allReferences, uses));
+  const compileMap = (entries: [string, unknown][], field: string) =>
+    entries.map(([k, v]) => [k, compileValue(v, `${field}.${k}`, paramNames, problems, namingFields, allReferences, uses)] as const);
+  const body: TemplateBody = {
+    containers: compileList(containers, 'containers'),
+    initContainers: compileList(initContainers, 'initContainers'),
+    volumes: compileList(volumes, 'volumes'),
+    appEnv: compileList(appEnv, 'appContainers.env'),
+    appEnvFrom: compileList(appEnvFrom, 'appContainers.envFrom'),
+    appVolumeMounts: compileList(appMounts, 'appContainers.volumeMounts'),
+    labels: compileMap(labels, 'labels'),
+    annotations: compileMap(annotations, 'annotations'),
+    imagePullSecrets: compileList(pullSecrets, 'imagePullSecrets'),
+  };
+  const overridable = new Set([...declarations.values()].filter((d) => d.override !== 'none').map((d) => d.name));
+  for (const { field, message } of overrideReachProblems(uses, declarations, doc)) problems.add(field, message);
+  if (problems.list.length > 0) return { problems: problems.list };
+  const canonical = canonicalJson(doc);
+  const hash = createHash('sha256').update(canonical).digest('hex').slice(0, 12);
+  const template: Template = {
+    name: name as string,
+    description: description as string,
+    file,
+    hash,
+    injection: injection as InjectionMode,
+    placement: placement as Placement,
+    namespaceSelector,
+    objectSelector,
+    params: Object.freeze(params),
+    declarations,
+    overridable,
+    body,
+    os,
+    nativeSidecars: native.names,
+    nativeSidecarFallback: native.fallback,
+    form: 'native',
+    failurePolicy: failurePolicy as TemplateFailurePolicy,
+    guaranteedPods: guaranteedPods as GuaranteedMode,
+    endsOnItsOwn: doc.endsOnItsOwn === true,
+    references: uniqueReferences(allReferences),
+    placeholderCount: allReferences.length,
+    staticBytes: canonical.length,
+  };
+  return { template, problems: [] };
+}
