@@ -40,6 +40,7 @@ import { objectPath, workloadKinds } from '../k8s/workloads.js';
 import { isJsonObject } from '../k8s/json.js';
 import type { AdmissionEvent } from '../pipeline/admission-events.js';
 import type { TemplateSet } from '../templates/set.js';
+import { apiPath, apiResources } from '../k8s/api-paths.js';
 
 /** The gauge the auditor sets (prom-client's Gauge fits). */
 export interface PodGauge {
@@ -147,7 +148,7 @@ export class PodAuditor extends EventEmitter {
       // Small pages: each pod's metadata can be large.
       listPageSize: 100,
       ...options,
-      path: '/api/v1/pods',
+      path: apiPath(apiResources.pods),
       what: 'pod',
       accept: metadataOnly,
       replace: () => {},

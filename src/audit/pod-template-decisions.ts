@@ -18,6 +18,7 @@ import { isJsonObject, type JsonObject } from '../k8s/json.js';
 import { podFromTemplate, podTemplateOf } from '../k8s/workloads.js';
 import { getJson } from '../kube-api/request.js';
 import { isWorkloadKind, workloadPath } from '../k8s/workloads.js';
+import { apiPath, apiResources } from '../k8s/api-paths.js';
 
 /** What deciding needs: admission's own inputs. */
 export interface DecisionInputs {
@@ -98,7 +99,6 @@ export class PodTemplateDecisions {
   }
 
   private async decide(pod: AuditedPodRef, owner: ObjectReference | undefined): Promise<Decisions | undefined> {
-    const ns = encodeURIComponent(pod.namespace);
     let subject: JsonObject;
     if (owner) {
       const object = await getJson(this.kubeConfig, workloadPath(owner.kind, pod.namespace, owner.name)!, this.timeoutMs);
@@ -113,7 +113,7 @@ export class PodTemplateDecisions {
         owner: { apiVersion: owner.apiVersion, kind: owner.kind, name: owner.name, ...(owner.uid ? { uid: owner.uid } : {}), controller: true },
       });
     } else {
-      const object = await getJson(this.kubeConfig, `/api/v1/namespaces/${ns}/pods/${encodeURIComponent(pod.name)}`, this.timeoutMs);
+      const object = await getJson(this.kubeConfig, apiPath(apiResources.pods, { namespace: pod.namespace, name: pod.name }), this.timeoutMs);
       if (!isJsonObject(object)) return undefined;
       subject = object;
     }

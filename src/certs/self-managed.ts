@@ -26,6 +26,7 @@ import {
   webhookPatch,
   type CertificatePlan,
 } from './plan.js';
+import { apiPath, apiResources } from '../k8s/api-paths.js';
 
 export interface SelfManagedCertificatesOptions {
   readonly kubeConfig: KubeConfig;
@@ -70,12 +71,8 @@ export interface CertificateElection {
  */
 export async function readyEndpointBehind(kubeConfig: KubeConfig, namespace: string, service: string): Promise<boolean> {
   const query = new URLSearchParams({ labelSelector: `kubernetes.io/service-name=${service}` });
-  const list = (await requestJson(
-    kubeConfig,
-    'GET',
-    `/apis/discovery.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/endpointslices?${query}`,
-    requestTimeoutMs,
-  )) as { items?: { endpoints?: { conditions?: { ready?: boolean } }[] }[] } | undefined;
+  const list = (await requestJson(kubeConfig, 'GET', `${apiPath(apiResources.endpointSlices, { namespace })}?${query}`, requestTimeoutMs)) as
+    { items?: { endpoints?: { conditions?: { ready?: boolean } }[] }[] } | undefined;
   return (list?.items ?? []).some((slice) => (slice.endpoints ?? []).some((e) => e.conditions?.ready !== false));
 }
 
@@ -122,8 +119,8 @@ export class SelfManagedCertificates extends EventEmitter {
     super();
     this.now = options.now ?? Date.now;
     this.dnsNames = serviceDnsNames(options.serviceName, options.namespace);
-    this.secretPath = `/api/v1/namespaces/${encodeURIComponent(options.namespace)}/secrets`;
-    this.configurationPath = `/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/${encodeURIComponent(options.webhookConfigurationName)}`;
+    this.secretPath = apiPath(apiResources.secrets, { namespace: options.namespace });
+    this.configurationPath = apiPath(apiResources.mutatingWebhookConfigurations, { name: options.webhookConfigurationName });
   }
 
   /** A new leader reconciles at once: a missing Secret is made without waiting a round. */
@@ -283,7 +280,7 @@ export class SelfManagedCertificates extends EventEmitter {
       return (await requestJson(
         this.options.kubeConfig,
         'GET',
-        `${this.secretPath}/${encodeURIComponent(this.options.secretName)}`,
+        apiPath(apiResources.secrets, { namespace: this.options.namespace, name: this.options.secretName }),
         requestTimeoutMs,
       )) as Record<string, any>;
     } catch (err) {
@@ -304,9 +301,15 @@ export class SelfManagedCertificates extends EventEmitter {
     const { namespace, secretName } = this.options;
     try {
       if (existing) {
-        await requestJson(this.options.kubeConfig, 'PUT', `${this.secretPath}/${encodeURIComponent(secretName)}`, requestTimeoutMs, {
-          body: { ...existing, data: { ...existing.data, ...data } },
-        });
+        await requestJson(
+          this.options.kubeConfig,
+          'PUT',
+          apiPath(apiResources.secrets, { namespace: this.options.namespace, name: secretName }),
+          requestTimeoutMs,
+          {
+            body: { ...existing, data: { ...existing.data, ...data } },
+          },
+        );
       } else {
         await requestJson(this.options.kubeConfig, 'POST', this.secretPath, requestTimeoutMs, {
           body: {

@@ -39,6 +39,7 @@ import { kubernetesVersionProblem } from '../config.js';
 import { auditOptions } from './usage.js';
 import type { Labels } from '../k8s/selector.js';
 import type { TemplateSet } from '../templates/set.js';
+import { apiPath, apiResources } from '../k8s/api-paths.js';
 
 /** Output streams, so that tests need no process. */
 export interface AuditIo {
@@ -68,7 +69,6 @@ const stringMap = (value: unknown): Record<string, string> => {
 
 /** Reads the cluster and judges every pod (of `namespace`, or all). */
 export async function auditCluster(kubeConfig: KubeConfig, set: TemplateSet, namespace?: string, decide: AuditDecisionOptions = {}): Promise<AuditReport> {
-  const scope = (group: string, resource: string) => `${group}${namespace ? `/namespaces/${encodeURIComponent(namespace)}` : ''}/${resource}`;
   const options = { accept: metadataOnly, pageSize: 500 };
   // Namespace labels: one GET for one namespace, a list for all.
   const namespaceLabels = new Map<string, Labels>();
@@ -80,11 +80,14 @@ export async function auditCluster(kubeConfig: KubeConfig, set: TemplateSet, nam
   };
   if (namespace)
     keepNamespace(
-      ((await getJson(kubeConfig, `/api/v1/namespaces/${encodeURIComponent(namespace)}`, 30_000, metadataOnly)) as { metadata?: ListedMetadata }).metadata,
+      ((await getJson(kubeConfig, apiPath(apiResources.namespaces, { name: namespace }), 30_000, metadataOnly)) as { metadata?: ListedMetadata }).metadata,
     );
   else
-    await listPages<{ metadata?: ListedMetadata }>(kubeConfig, '/api/v1/namespaces', { ...options, onRestart: () => namespaceLabels.clear() }, (page) =>
-      page.forEach((o) => keepNamespace(o.metadata)),
+    await listPages<{ metadata?: ListedMetadata }>(
+      kubeConfig,
+      apiPath(apiResources.namespaces),
+      { ...options, onRestart: () => namespaceLabels.clear() },
+      (page) => page.forEach((o) => keepNamespace(o.metadata)),
     );
   // The workloads that exist (their uids), and the owners of ReplicaSets and Jobs: pod →
   // ReplicaSet → Deployment, pod → Job → CronJob. A pod's ownerReference counts only when it names one of these.
@@ -123,7 +126,7 @@ export async function auditCluster(kubeConfig: KubeConfig, set: TemplateSet, nam
   let refinements: Promise<void>[] = [];
   await listPages<{ metadata?: ListedMetadata }>(
     kubeConfig,
-    scope('/api/v1', 'pods'),
+    apiPath(apiResources.pods, namespace ? { namespace } : {}),
     {
       ...options,
       onRestart: () => {

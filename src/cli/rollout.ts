@@ -19,6 +19,7 @@ import { rolloutSubject, bucketKey, type Rollout } from '../templates/rollout.js
 import type { TemplateSet } from '../templates/set.js';
 import { rolloutOptions } from './usage.js';
 import { loadKubeConfig } from '../kube-api/kubeconfig.js';
+import { apiPath, apiResources } from '../k8s/api-paths.js';
 
 export interface RolloutIo {
   readonly stdout: { write(text: string): unknown };
@@ -264,7 +265,7 @@ async function injectorRollout(
 ): Promise<InjectorRollout> {
   const from = `${service.namespace}/${service.name}:${service.port}`;
   // As kubectl writes it: `https:NAME:PORT` (both names are DNS labels, nothing to escape).
-  const path = `/api/v1/namespaces/${service.namespace}/services/https:${service.name}:${service.port}/proxy/status`;
+  const path = apiPath(apiResources.services, { namespace: service.namespace, name: `https:${service.name}:${service.port}`, subresource: 'proxy/status' });
   let status: unknown;
   try {
     status = await getJson(kubeConfig, path, 15_000);
@@ -327,7 +328,7 @@ export async function rollout(argv: readonly string[], io: RolloutIo, env: Reado
     let counter = new RevisionCounter(set);
     await listPages<{ metadata?: ListedMetadata }>(
       kubeConfig,
-      `/api/v1${namespace ? `/namespaces/${encodeURIComponent(namespace)}` : ''}/pods`,
+      apiPath(apiResources.pods, namespace ? { namespace } : {}),
       { accept: metadataOnly, pageSize: 500, onRestart: () => (counter = new RevisionCounter(set)) },
       (page) => page.forEach((pod) => pod.metadata && counter.add(pod.metadata)),
     );

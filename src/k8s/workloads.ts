@@ -4,6 +4,7 @@
  * refused workloads, the Events' owners, `render`, a pod template decided as admission would).
  * Also the pod such a template makes.
  */
+import { apiPath } from './api-paths.js';
 import { isJsonObject, type JsonObject } from './json.js';
 
 /** What the injector knows of a workload kind. */
@@ -95,13 +96,12 @@ export function isWorkloadKind(kind: string): boolean {
 
 /** The API path of `kind`'s collection (in `namespace`, or across the cluster). */
 export function collectionPath(kind: WorkloadKind, namespace?: string): string {
-  const group = kind.apiVersion === 'v1' ? '/api/v1' : `/apis/${kind.apiVersion}`;
-  return namespace === undefined ? `${group}/${kind.resource}` : `${group}/namespaces/${encodeURIComponent(namespace)}/${kind.resource}`;
+  return apiPath(kind, namespace === undefined ? {} : { namespace });
 }
 
 /** The API path of one object of `kind`. */
 export function objectPath(kind: WorkloadKind, namespace: string, name: string): string {
-  return `${collectionPath(kind, namespace)}/${encodeURIComponent(name)}`;
+  return apiPath(kind, { namespace, name });
 }
 
 /** The API path of one workload whose controller creates pods, or undefined for any other kind. */

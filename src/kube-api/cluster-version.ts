@@ -11,6 +11,7 @@ import { systemClock, type Clock, type Timer } from '../clock.js';
 import { decideVersion, type KubernetesVersion, type NodeVersion, type VersionDecision } from '../k8s/version.js';
 import { Reflector, type ReflectorTuning } from './reflector.js';
 import { getJson } from './request.js';
+import { apiPath, apiResources } from '../k8s/api-paths.js';
 
 export interface ClusterVersionOptions extends ReflectorTuning {
   readonly kubeConfig: KubeConfig;
@@ -68,7 +69,7 @@ export class ClusterVersionSource extends EventEmitter {
     this.clock = options.clock ?? systemClock;
     this.reflector = new Reflector<NodeObject>({
       ...options,
-      path: '/api/v1/nodes',
+      path: apiPath(apiResources.nodes),
       what: 'node',
       // Decided on `reload`, once the reflector counts as synced (a list of zero nodes is an answer too).
       replace: (items) => {

@@ -16,6 +16,7 @@ import type { ObjectReference } from '../k8s/object-reference.js';
 import { isDns1123Subdomain } from '../k8s/label-syntax.js';
 import { KubernetesApiError } from '../errors.js';
 import { randomInt } from 'node:crypto';
+import { apiPath, apiResources } from '../k8s/api-paths.js';
 
 /**
  * An Event's name as client-go's recorder makes it: the object's name, a dot, and the time in
@@ -304,15 +305,9 @@ export class EventRecorder {
       },
     };
     try {
-      const created = (await requestJson(
-        this.options.kubeConfig,
-        'POST',
-        `/apis/events.k8s.io/v1/namespaces/${encodeURIComponent(regarding.namespace)}/events`,
-        5000,
-        {
-          body,
-        },
-      )) as { metadata?: { name?: string } } | undefined;
+      const created = (await requestJson(this.options.kubeConfig, 'POST', apiPath(apiResources.events, { namespace: regarding.namespace }), 5000, {
+        body,
+      })) as { metadata?: { name?: string } } | undefined;
       series.name = created?.metadata?.name;
     } catch (err) {
       this.failed(err, reason, regarding);
@@ -321,7 +316,7 @@ export class EventRecorder {
 
   private async update(series: Series): Promise<void> {
     const { regarding, reason } = series.input;
-    const path = `/apis/events.k8s.io/v1/namespaces/${encodeURIComponent(regarding.namespace)}/events/${encodeURIComponent(series.name!)}`;
+    const path = apiPath(apiResources.events, { namespace: regarding.namespace, name: series.name! });
     try {
       await requestJson(this.options.kubeConfig, 'PATCH', path, 5000, {
         body: { series: { count: series.count, lastObservedTime: microTime(series.last) } },

@@ -19,6 +19,7 @@ import type { Logger } from 'pino';
 import { systemClock, type Clock, type Timer } from '../clock.js';
 import { KubernetesApiError } from '../errors.js';
 import { microTime, requestJson } from './request.js';
+import { apiPath, apiResources } from '../k8s/api-paths.js';
 
 export interface LeaderElectionOptions {
   readonly kubeConfig: KubeConfig;
@@ -71,7 +72,7 @@ export class LeaderElector extends EventEmitter {
     this.retryPeriodMs = options.retryPeriodMs ?? 2000;
     this.followPeriodMs = Math.min(this.retryPeriodMs, options.followPeriodMs ?? 1000);
     this.clock = options.clock ?? systemClock;
-    this.path = `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(options.namespace)}/leases`;
+    this.path = apiPath(apiResources.leases, { namespace: options.namespace });
   }
 
   isLeader(): boolean {
@@ -97,9 +98,14 @@ export class LeaderElector extends EventEmitter {
     if (!this.leading) return;
     this.setLeading(false);
     try {
-      const lease = (await requestJson(this.options.kubeConfig, 'GET', `${this.path}/${encodeURIComponent(this.options.name)}`, 5000)) as Lease;
+      const lease = (await requestJson(
+        this.options.kubeConfig,
+        'GET',
+        apiPath(apiResources.leases, { namespace: this.options.namespace, name: this.options.name }),
+        5000,
+      )) as Lease;
       if (lease.spec?.holderIdentity !== this.options.identity) return;
-      await requestJson(this.options.kubeConfig, 'PUT', `${this.path}/${encodeURIComponent(this.options.name)}`, 5000, {
+      await requestJson(this.options.kubeConfig, 'PUT', apiPath(apiResources.leases, { namespace: this.options.namespace, name: this.options.name }), 5000, {
         body: { ...lease, spec: { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1 } },
       });
     } catch (err) {
@@ -154,7 +160,12 @@ export class LeaderElector extends EventEmitter {
     const record = { holderIdentity: identity, leaseDurationSeconds: Math.ceil(this.leaseDurationMs / 1000), renewTime: microTime(now) };
     let lease: Lease;
     try {
-      lease = (await requestJson(kubeConfig, 'GET', `${this.path}/${encodeURIComponent(name)}`, this.requestTimeout())) as Lease;
+      lease = (await requestJson(
+        kubeConfig,
+        'GET',
+        apiPath(apiResources.leases, { namespace: this.options.namespace, name: name }),
+        this.requestTimeout(),
+      )) as Lease;
     } catch (err) {
       if (!(err instanceof KubernetesApiError && err.statusCode === 404)) throw err;
       await requestJson(kubeConfig, 'POST', this.path, this.requestTimeout(), {
@@ -193,7 +204,9 @@ export class LeaderElector extends EventEmitter {
     };
     if (this.stopped) return this.retryPeriodMs;
     try {
-      await requestJson(kubeConfig, 'PUT', `${this.path}/${encodeURIComponent(name)}`, this.requestTimeout(), { body: next });
+      await requestJson(kubeConfig, 'PUT', apiPath(apiResources.leases, { namespace: this.options.namespace, name: name }), this.requestTimeout(), {
+        body: next,
+      });
     } catch (err) {
       // Someone else wrote first (409): not ours this round.
       if (err instanceof KubernetesApiError && err.statusCode === 409) {

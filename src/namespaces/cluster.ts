@@ -14,6 +14,7 @@ import type { Labels } from '../k8s/selector.js';
 import { isDns1123Label } from '../k8s/label-syntax.js';
 import { Reflector, type ReflectorTuning } from '../kube-api/reflector.js';
 import { getJson } from '../kube-api/request.js';
+import { apiPath, apiResources } from '../k8s/api-paths.js';
 
 /** Tunables of the cluster source. */
 export interface ClusterSourceOptions extends ReflectorTuning {
@@ -84,7 +85,7 @@ export class ClusterNamespaceSource extends EventEmitter implements NamespaceLab
     this.clock = options.clock ?? systemClock;
     this.reflector = new Reflector<NamespaceObject>({
       ...options,
-      path: '/api/v1/namespaces',
+      path: apiPath(apiResources.namespaces),
       what: 'namespace',
       replace: (items) => {
         // A namespace listed as it was keeps its generation; one gone loses it.
@@ -196,7 +197,7 @@ export class ClusterNamespaceSource extends EventEmitter implements NamespaceLab
     // A name no namespace can have (".", "", "a/b") would make the GET another request entirely.
     if (!isDns1123Label(namespace)) throw new NamespaceLabelsUnavailableError(namespace, 'it is not a namespace name', this.options.failurePolicy);
     try {
-      const object = (await getJson(this.options.kubeConfig, `/api/v1/namespaces/${encodeURIComponent(namespace)}`, this.lookupTimeoutMs)) as NamespaceObject;
+      const object = (await getJson(this.options.kubeConfig, apiPath(apiResources.namespaces, { name: namespace }), this.lookupTimeoutMs)) as NamespaceObject;
       // A watch event may have arrived meanwhile; it is at least as new as this answer.
       if (object?.metadata?.name !== namespace) throw new Error(`GET of namespace ${namespace} answered with another object`);
       return this.labels.get(namespace) ?? this.store(object);

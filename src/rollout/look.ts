@@ -9,6 +9,7 @@ import { listPages } from '../kube-api/request.js';
 import type { TemplateSet } from '../templates/set.js';
 import { HealthCount, type HaltThresholds } from './halt.js';
 import { refusedWorkloads } from './refusals.js';
+import { apiPath, apiResources } from '../k8s/api-paths.js';
 
 export interface LookOptions {
   readonly kubeConfig: KubeConfig;
@@ -29,7 +30,7 @@ export async function lookAtCandidates(options: LookOptions): Promise<HealthCoun
   let count = new HealthCount(set, thresholds, now);
   await listPages(
     kubeConfig,
-    '/api/v1/pods',
+    apiPath(apiResources.pods),
     { pageSize: 500, ...(maxPageBytes ? { maxPageBytes } : {}), onRestart: () => (count = new HealthCount(set, thresholds, now)) },
     (page) => page.forEach((pod) => count.add(pod)),
   );

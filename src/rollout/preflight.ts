@@ -16,6 +16,7 @@ import { requestJson } from '../kube-api/request.js';
 import { probeAnnotation, stopCandidates } from '../templates/rollout.js';
 import type { TemplateSet } from '../templates/set.js';
 import type { Template } from '../templates/template.js';
+import { apiPath, apiResources } from '../k8s/api-paths.js';
 
 /** Why a preflight failed: stable ids (the metric's `result` label, `/status`, the Event). */
 export type PreflightFailure = 'refused' | 'not-injected' | 'injected-twice' | 'not-a-fixed-point' | 'unreachable';
@@ -44,7 +45,7 @@ export type DryRunCreate = (namespace: string, pod: JsonObject) => Promise<DryRu
 export function apiServerDryRun(kubeConfig: KubeConfig, timeoutMs = 30_000): DryRunCreate {
   return async (namespace, pod) => {
     try {
-      const answer = await requestJson(kubeConfig, 'POST', `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods?dryRun=All`, timeoutMs, { body: pod });
+      const answer = await requestJson(kubeConfig, 'POST', `${apiPath(apiResources.pods, { namespace })}?dryRun=All`, timeoutMs, { body: pod });
       if (!isJsonObject(answer)) return { admitted: false, status: 0, message: 'the API server answered with no pod' };
       return { admitted: true, pod: answer };
     } catch (err) {

@@ -22,6 +22,7 @@ import { isDns1123Label, isDns1123Subdomain } from '../k8s/label-syntax.js';
 import { getJson, listPages } from '../kube-api/request.js';
 import { isWorkloadKind, workloadPath } from '../k8s/workloads.js';
 import type { RefusedWorkload } from './halt.js';
+import { apiPath, apiResources } from '../k8s/api-paths.js';
 
 export interface RefusalOptions {
   /** Events last seen longer ago than this do not count. @default 600000 */
@@ -102,7 +103,7 @@ export async function refusedWorkloads(kubeConfig: KubeConfig, options: RefusalO
   const byNamespace = new Map<string, Map<string, NamedWorkload>>();
   await listPages<unknown>(
     kubeConfig,
-    `/api/v1/events?${new URLSearchParams({ fieldSelector: 'reason=FailedCreate' })}`,
+    `${apiPath(apiResources.coreEvents)}?${new URLSearchParams({ fieldSelector: 'reason=FailedCreate' })}`,
     { pageSize: 500, timeoutMs, ...(options.maxPageBytes ? { maxPageBytes: options.maxPageBytes } : {}), onRestart: () => byNamespace.clear() },
     (page) => {
       for (const event of page) {
