@@ -22,6 +22,8 @@ import {
   renderUsage,
   rolloutOptions,
   rolloutUsage,
+  whyOptions,
+  whyUsage,
 } from '../src/cli/usage.js';
 import { serveOptions, serveUsage } from '../src/config.js';
 import type { AdmissionErrorCode, RequestErrorCode } from '../src/errors.js';
@@ -58,6 +60,7 @@ const commands = [
   ['audit', auditOptions, auditUsage],
   ['rollout', rolloutOptions, rolloutUsage],
   ['policies', policiesOptions, policiesUsage],
+  ['why', whyOptions, whyUsage],
 ] as const satisfies readonly (readonly [string, OptionTable, string])[];
 
 function flagsPage(): string {

@@ -314,3 +314,39 @@ test('-o json writes one object, or a v1 List that kubectl apply reads; another 
   );
   await t.throwsAsync(run(['-f', fixture, '-o', 'wide']), { message: /-o: expected yaml or json \(got "wide"\)/ });
 });
+
+test('--explain names the selector requirement that failed with the value seen, and a label left on the workload instead of its pod template', async (t) => {
+  const manifests = [
+    'apiVersion: apps/v1',
+    'kind: Deployment',
+    'metadata: {name: web, namespace: shop, labels: {logging.example.com/ship: "false"}}',
+    'spec:',
+    '  template:',
+    '    metadata: {labels: {app: web, logging.example.com/ship: "false"}}',
+    '    spec: {containers: [{name: web, image: nginx}]}',
+    '---',
+    'apiVersion: apps/v1',
+    'kind: Deployment',
+    'metadata: {name: api, namespace: shop, labels: {app: api}}',
+    'spec:',
+    '  template:',
+    '    metadata: {labels: {logging.example.com/ship: "false"}}',
+    '    spec: {containers: [{name: api, image: nginx}]}',
+  ].join('\n');
+  const { stderr } = await run(['-f', '-', '--explain', '--namespace-label', 'shop:sidecar-injector.io/injection=enabled'], manifests);
+  const lines = stderr.split('\n');
+  t.true(
+    lines.includes(
+      '  log-shipper: skipped — pod labels do not match its objectSelector: it needs logging.example.com/ship notin (false), and the pod template has logging.example.com/ship="false"',
+    ),
+    stderr,
+  );
+  // web's own labels would not meet it either: only api's line names its own labels.
+  t.is(lines.filter((l) => l.includes('own labels meet it')).length, 1);
+  t.true(
+    lines.includes(
+      '  log-shipper: skipped — pod labels do not match its objectSelector: it needs logging.example.com/ship notin (false), and the pod template has logging.example.com/ship="false"; the Deployment\'s own labels meet it, but its pods get only spec.template.metadata.labels: put the label there',
+    ),
+    stderr,
+  );
+});

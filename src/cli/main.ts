@@ -23,6 +23,7 @@ import {
   rolloutOptions,
   rolloutUsage,
   versionText,
+  whyUsage,
 } from './usage.js';
 
 /** A subcommand: its usage text and how it runs. Code is loaded on demand, so `serve` stays small. */
@@ -95,6 +96,13 @@ const commands: Record<string, Command> = {
     run: async (args) => {
       const { policies } = await import('./policies.js');
       process.exitCode = await policies(args, { stdout: process.stdout, stderr: process.stderr }, process.env);
+    },
+  },
+  why: {
+    usage: whyUsage,
+    run: async (args) => {
+      const { why } = await import('./why.js');
+      process.exitCode = await why(args, { stdout: process.stdout }, process.env);
     },
   },
   version: {

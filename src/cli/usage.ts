@@ -134,6 +134,38 @@ export const policiesOptions = {
   },
 } as const satisfies OptionTable;
 
+export const whyOptions = {
+  kubeconfig: { kind: 'string', value: 'FILE', env: 'KUBECONFIG', help: 'the cluster (default: $KUBECONFIG, ~/.kube/config, or the in-cluster config)' },
+  namespace: { kind: 'string', short: 'n', value: 'NS', help: "the object's namespace (default: the kubeconfig context's, else default)" },
+  filename: { kind: 'string', short: 'f', value: 'FILE', help: 'a manifest (a pod or a workload) instead of an object of the cluster' },
+  templates: {
+    kind: 'string',
+    value: 'DIR',
+    help: "the templates in force (default: the cluster's ConfigMap sidecar-injector-templates, as the injector reads it)",
+  },
+  'injector-namespace': { kind: 'string', value: 'NS', default: 'sidecar-injector', help: "the injector's namespace (where its templates ConfigMap is)" },
+  output: { kind: 'string', short: 'o', value: 'FORMAT', default: 'text', help: 'text | json' },
+  'kubernetes-version': {
+    kind: 'string',
+    value: 'X.Y',
+    env: 'SIDECAR_INJECTOR_KUBERNETES_VERSION',
+    help: "decide as admission does for this Kubernetes version (default: the API server's)",
+  },
+  'pod-security-action': {
+    kind: 'string',
+    value: 'ACTION',
+    env: 'SIDECAR_INJECTOR_POD_SECURITY_ACTION',
+    default: 'skip',
+    help: "skip | deny | inject: the injector's --pod-security-action",
+  },
+} as const satisfies OptionTable;
+
+export const whyUsage = usageText(
+  'why [options] KIND/NAME | -f FILE',
+  whyOptions,
+  'Says, per template in force, why an object has or has not its sidecars: injected, present, not\napplicable (the selector requirement that failed and the value seen), left out by a rule, would be\nrefused; for a running pod that lacks one a new pod would get, what most likely happened and the\ncommand that fixes it. KIND is pod or a workload kind (deployment, deploy, sts, ds, rs, rc, job, cj).\nReads only (docs/why.md lists the permissions).\n',
+);
+
 export const policiesUsage = usageText(
   'policies [options]',
   policiesOptions,
@@ -151,6 +183,7 @@ Commands:
   audit       report pods whose sidecars are missing or stale, per workload
   rollout     show each template's stable and candidate revisions and the pods on each (rollout status)
   policies    print ValidatingAdmissionPolicies that hold the required sidecars (YAML)
+  why         say why a pod or workload has or has not each sidecar (why -n NS deployment/web)
   version     print the version, the Node.js version and the Kubernetes versions this build knows
   help        print this, or one command's options (help COMMAND)
   completion  print a bash or zsh completion script (completion bash|zsh)

@@ -15,6 +15,7 @@ export const apiResources = {
   nodes: { apiVersion: 'v1', resource: 'nodes' },
   pods: { apiVersion: 'v1', resource: 'pods' },
   secrets: { apiVersion: 'v1', resource: 'secrets' },
+  configMaps: { apiVersion: 'v1', resource: 'configmaps' },
   services: { apiVersion: 'v1', resource: 'services' },
   /** core/v1 Events: what controllers record (a `FailedCreate`). */
   coreEvents: { apiVersion: 'v1', resource: 'events' },

@@ -90,23 +90,50 @@ function parseExpression(expr: unknown, field: string): Requirement {
 
 /** True when `labels` satisfies every requirement of `selector` (R-13). */
 export function matches(selector: Selector, labels: Labels): boolean {
-  for (const { key, operator, values } of selector.requirements) {
+  return unmetRequirement(selector, labels) === undefined;
+}
+
+/** The first requirement of `selector` that `labels` do not meet, or undefined when they match. */
+export function unmetRequirement(selector: Selector, labels: Labels): Requirement | undefined {
+  for (const requirement of selector.requirements) {
+    const { key, operator, values } = requirement;
     const present = Object.hasOwn(labels, key);
     switch (operator) {
       case 'In':
-        if (!present || !values.has(labels[key]!)) return false;
+        if (!present || !values.has(labels[key]!)) return requirement;
         break;
       case 'NotIn':
         // An absent key satisfies NotIn (R-13).
-        if (present && values.has(labels[key]!)) return false;
+        if (present && values.has(labels[key]!)) return requirement;
         break;
       case 'Exists':
-        if (!present) return false;
+        if (!present) return requirement;
         break;
       case 'DoesNotExist':
-        if (present) return false;
+        if (present) return requirement;
         break;
     }
   }
-  return true;
+  return undefined;
+}
+
+/** A requirement as kubectl writes one (`app in (api,web)`, `app notin (x)`, `app`, `!app`). */
+export function requirementText({ key, operator, values }: Requirement): string {
+  const list = () => [...values].sort().join(',');
+  switch (operator) {
+    case 'In':
+      return values.size === 1 ? `${key}=${list()}` : `${key} in (${list()})`;
+    case 'NotIn':
+      return `${key} notin (${list()})`;
+    case 'Exists':
+      return key;
+    case 'DoesNotExist':
+      return `!${key}`;
+  }
+}
+
+/** What `labels` (of `whose`: "the pod", "namespace shop") hold for an unmet requirement, quoted and bounded. */
+export function unmetBecause(requirement: Requirement, labels: Labels, whose: string): string {
+  const { key } = requirement;
+  return Object.hasOwn(labels, key) ? `${whose} has ${key}=${quote(labels[key], 80)}` : `${whose} has no label ${key}`;
 }

@@ -28,13 +28,25 @@ export interface WorkloadKind {
   readonly listedByAudit: boolean;
   /** The kind whose controller owns objects of this kind (a Deployment its ReplicaSets, a CronJob its Jobs). */
   readonly ownedBy?: string;
+  /** kubectl's short name for it (`deploy/web`). */
+  readonly shortName: string;
 }
 
 const template = ['spec', 'template'] as const;
 const kinds: WorkloadKind[] = [
-  { kind: 'Deployment', apiVersion: 'apps/v1', resource: 'deployments', podTemplatePath: template, createsPods: false, restartable: true, listedByAudit: true },
+  {
+    kind: 'Deployment',
+    shortName: 'deploy',
+    apiVersion: 'apps/v1',
+    resource: 'deployments',
+    podTemplatePath: template,
+    createsPods: false,
+    restartable: true,
+    listedByAudit: true,
+  },
   {
     kind: 'StatefulSet',
+    shortName: 'sts',
     apiVersion: 'apps/v1',
     resource: 'statefulsets',
     podTemplatePath: template,
@@ -42,9 +54,19 @@ const kinds: WorkloadKind[] = [
     restartable: true,
     listedByAudit: true,
   },
-  { kind: 'DaemonSet', apiVersion: 'apps/v1', resource: 'daemonsets', podTemplatePath: template, createsPods: true, restartable: true, listedByAudit: true },
+  {
+    kind: 'DaemonSet',
+    shortName: 'ds',
+    apiVersion: 'apps/v1',
+    resource: 'daemonsets',
+    podTemplatePath: template,
+    createsPods: true,
+    restartable: true,
+    listedByAudit: true,
+  },
   {
     kind: 'ReplicaSet',
+    shortName: 'rs',
     apiVersion: 'apps/v1',
     resource: 'replicasets',
     podTemplatePath: template,
@@ -55,6 +77,7 @@ const kinds: WorkloadKind[] = [
   },
   {
     kind: 'ReplicationController',
+    shortName: 'rc',
     apiVersion: 'v1',
     resource: 'replicationcontrollers',
     podTemplatePath: template,
@@ -64,6 +87,7 @@ const kinds: WorkloadKind[] = [
   },
   {
     kind: 'Job',
+    shortName: 'job',
     apiVersion: 'batch/v1',
     resource: 'jobs',
     podTemplatePath: template,
@@ -74,6 +98,7 @@ const kinds: WorkloadKind[] = [
   },
   {
     kind: 'CronJob',
+    shortName: 'cj',
     apiVersion: 'batch/v1',
     resource: 'cronjobs',
     podTemplatePath: ['spec', 'jobTemplate', 'spec', 'template'],
@@ -151,4 +176,10 @@ export function podFromTemplate(
     },
     spec: template.spec as JsonObject,
   };
+}
+
+/** The kind kubectl means by `name` (`deployment`, `deployments`, `deploy`, any case), if it is a workload kind. */
+export function kindNamed(name: string): WorkloadKind | undefined {
+  const lower = name.toLowerCase();
+  return kinds.find((k) => lower === k.kind.toLowerCase() || lower === k.resource || lower === k.shortName);
 }

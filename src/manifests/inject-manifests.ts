@@ -11,6 +11,8 @@ import { isJsonObject, type JsonObject } from '../k8s/json.js';
 import { AnnotationKeys, LabelKeys } from '../k8s/keys.js';
 import { clusterWarning } from '../pipeline/cluster-warnings.js';
 import { podFromTemplate, podTemplateOf, workloadKinds } from '../k8s/workloads.js';
+import { requirementText, unmetBecause, unmetRequirement, type Labels } from '../k8s/selector.js';
+import type { TemplateSkip } from '../selection/select.js';
 
 /** What happened to one object. */
 export interface InjectedManifest {
@@ -42,8 +44,30 @@ function describeEntry(entry: LedgerEntry | undefined): string {
   return parts.length ? ` (${parts.join('; ')})` : '';
 }
 
+/** A workload whose pod template was decided: its kind, its own labels, and where its pod template sits. */
+export interface WorkloadContext {
+  readonly kind: string;
+  readonly labels: Labels;
+  readonly path: readonly string[];
+}
+
+/**
+ * Why a template was skipped, down to the selector requirement that failed and the value seen;
+ * for a workload, whether its own labels would have met it (pods get only their template's).
+ */
+export function skipDetail(skip: TemplateSkip, workload?: WorkloadContext): string {
+  const detail = skip.message.replace(`${skip.template}: `, '');
+  if (!skip.unmet) return detail;
+  const { requirement, labels } = skip.unmet;
+  const namespaceSide = skip.reason === 'namespace-selector';
+  const whose = namespaceSide ? 'the namespace' : workload ? 'the pod template' : 'the pod';
+  const because = `${detail}: it needs ${requirementText(requirement)}, and ${unmetBecause(requirement, labels, whose)}`;
+  if (namespaceSide || !workload || unmetRequirement({ requirements: [requirement] }, workload.labels)) return because;
+  return `${because}; the ${workload.kind}'s own labels meet it, but its pods get only ${[...workload.path, 'metadata', 'labels'].join('.')}: put the label there`;
+}
+
 /** The sentences explaining an outcome. */
-function explain(outcome: PodOutcome, assumedOptIn: boolean): string[] {
+function explain(outcome: PodOutcome, assumedOptIn: boolean, workload?: WorkloadContext): string[] {
   const lines: string[] = [];
   if (outcome.decision === 'denied') {
     lines.push(`refused: ${outcome.message}`);
@@ -65,7 +89,7 @@ function explain(outcome: PodOutcome, assumedOptIn: boolean): string[] {
   for (const [template, parameters] of outcome.parameters ?? []) {
     lines.push(`${template}: parameters ${parameters.map((p) => `${p.name}=${JSON.stringify(p.value)} (${p.source})`).join(', ')}`);
   }
-  for (const skip of outcome.selection?.skipped ?? []) lines.push(`${skip.template}: skipped — ${skip.message.replace(`${skip.template}: `, '')}`);
+  for (const skip of outcome.selection?.skipped ?? []) lines.push(`${skip.template}: skipped — ${skipDetail(skip, workload)}`);
   if (outcome.decision === 'patched') {
     const from = qosClass(isJsonObject(outcome.original.spec) ? outcome.original.spec : {});
     const to = qosClass(isJsonObject(outcome.injection.pod.spec) ? outcome.injection.pod.spec : {});
@@ -130,7 +154,8 @@ export async function injectManifest(object: unknown, options: ManifestOptions, 
   const misplaced = misplacedOptIn(kind, metadata, templateMetadata, path);
   const pod = podFromTemplate(template, { name, namespace });
   const outcome = await admitPod({ pod, namespace, name: '' }, deps);
-  const explanation = [...explain(outcome, options.assumedOptIn), ...misplaced];
+  const workloadLabels = isJsonObject(metadata.labels) ? (metadata.labels as Labels) : {};
+  const explanation = [...explain(outcome, options.assumedOptIn, { kind, labels: workloadLabels, path }), ...misplaced];
   if (outcome.decision !== 'patched') return { object, changed: false, refused: outcome.decision === 'denied', label, explanation };
   explanation.push(...previewedPodName(kind, name, outcome.injection.injected, deps));
   const injected = outcome.injection.pod;

@@ -138,7 +138,8 @@ async function checkKustomization(dir: string, files: readonly string[]): Promis
 }
 
 /** The ConfigMap the Deployment mounts: a folder that makes any other is one the injector never reads. */
-const templatesConfigMap = { name: 'sidecar-injector-templates', namespace: 'sidecar-injector' } as const;
+/** The ConfigMap the injector mounts its templates from. */
+export const templatesConfigMap = { name: 'sidecar-injector-templates', namespace: 'sidecar-injector' } as const;
 
 /**
  * Whether the kustomization makes exactly the ConfigMap the injector mounts: its name, its

@@ -4,7 +4,7 @@
 import { AnnotationKeys, LabelKeys, LabelValues } from '../k8s/keys.js';
 import type { TemplateSet } from '../templates/set.js';
 import type { PodOs, Template } from '../templates/template.js';
-import { matches, type Labels } from '../k8s/selector.js';
+import { unmetRequirement, type Labels, type Requirement } from '../k8s/selector.js';
 
 /** Why a pod gets no template at all; each id is a reason of pipeline/reasons.ts, which holds its sentence. */
 export type PodSkipReason = 'pod-opted-out' | 'namespace-not-enabled' | 'no-template-matched' | 'unknown-template';
@@ -16,6 +16,8 @@ export interface TemplateSkip {
   readonly template: string;
   readonly reason: TemplateSkipReason;
   readonly message: string;
+  /** With a selector reason: its first requirement the labels (the namespace's, or the pod's own) do not meet. */
+  readonly unmet?: { readonly requirement: Requirement; readonly labels: Labels };
 }
 
 /** The outcome of selection: the templates to render (sorted by name) and every skip explained. */
@@ -81,15 +83,25 @@ export function select(input: SelectionInput, set: TemplateSet): Selection {
         reason: 'os',
         message: `${template.name} is not injected: it supports ${template.os.join(', ')} and the pod runs on ${input.podOs ?? 'linux'}`,
       });
-    } else if (!matches(template.namespaceSelector, namespaceLabels)) {
-      skipped.push({
-        template: template.name,
-        reason: 'namespace-selector',
-        message: `${template.name}: namespace ${namespace} does not match its namespaceSelector`,
-      });
-    } else if (!matches(template.objectSelector, podLabels)) {
-      skipped.push({ template: template.name, reason: 'object-selector', message: `${template.name}: pod labels do not match its objectSelector` });
-    } else templates.push(template);
+    } else {
+      const namespaceUnmet = unmetRequirement(template.namespaceSelector, namespaceLabels);
+      const objectUnmet = namespaceUnmet ? undefined : unmetRequirement(template.objectSelector, podLabels);
+      if (namespaceUnmet)
+        skipped.push({
+          template: template.name,
+          reason: 'namespace-selector',
+          message: `${template.name}: namespace ${namespace} does not match its namespaceSelector`,
+          unmet: { requirement: namespaceUnmet, labels: namespaceLabels },
+        });
+      else if (objectUnmet)
+        skipped.push({
+          template: template.name,
+          reason: 'object-selector',
+          message: `${template.name}: pod labels do not match its objectSelector`,
+          unmet: { requirement: objectUnmet, labels: podLabels },
+        });
+      else templates.push(template);
+    }
   }
   return templates.length === 0 ? { templates, skipped, reason: 'no-template-matched', unknown: [] } : { templates, skipped, unknown: [] };
 }

@@ -161,6 +161,8 @@ export class FakeApiServer {
   readonly leaseRequests: string[] = [];
   /** Secrets by `namespace/name`: create refuses a name taken (409), update needs the current resourceVersion. */
   readonly secrets = new Map<string, Record<string, any>>();
+  /** ConfigMaps by `namespace/name` (read only: GET). */
+  readonly configMaps = new Map<string, Record<string, any>>();
   /** MutatingWebhookConfigurations by name: get, and strategic merge patches (webhooks merged by name). */
   readonly webhookConfigurations = new Map<string, Record<string, any>>();
   /** Writes to Secrets and webhook configurations, in order (`POST secrets/NAME`, `PATCH mutatingwebhookconfigurations/NAME`). */
@@ -769,6 +771,13 @@ export class FakeApiServer {
               },
             ];
       return this.send(res, 200, { kind: 'EndpointSliceList', apiVersion: 'discovery.k8s.io/v1', metadata: { resourceVersion: String(this.rv) }, items });
+    }
+    const configMap = /^\/api\/v1\/namespaces\/([^/]+)\/configmaps\/([^/]+)$/.exec(url.pathname);
+    if (configMap && req.method === 'GET') {
+      const key = `${decodeURIComponent(configMap[1]!)}/${decodeURIComponent(configMap[2]!)}`;
+      const found = this.configMaps.get(key);
+      if (!found) return this.send(res, 404, status(404, 'NotFound', `configmaps "${decodeURIComponent(configMap[2]!)}" not found`));
+      return this.send(res, 200, found);
     }
     const secret = /^\/api\/v1\/namespaces\/([^/]+)\/secrets(?:\/([^/]+))?$/.exec(url.pathname);
     if (secret) return this.handleSecret(req, res, decodeURIComponent(secret[1]!), secret[2] === undefined ? undefined : decodeURIComponent(secret[2]));

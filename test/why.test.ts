@@ -1,0 +1,221 @@
+/**
+ * `sidecar-injector why` against the in-process API server: per template, the decision for a
+ * workload's next pod and for a running pod, the selector requirement that failed with the value
+ * seen and where it lives, what most likely happened to a pod that lacks a sidecar, and the fix;
+ * templates from the cluster's ConfigMap or a folder; clear refusals.
+ */
+import test from 'ava';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { why, type WhyReport } from '../src/cli/why.js';
+import { ConfigError } from '../src/errors.js';
+import { loadTemplateDir } from '../src/templates/load.js';
+import { FakeApiServer } from './helpers/fake-apiserver.js';
+
+const agent = `name: metrics-agent
+objectSelector:
+  matchLabels:
+    metrics: enabled
+containers:
+  - name: metrics-agent
+    image: agent:1
+`;
+const shipper = `name: log-shipper
+namespaceSelector:
+  matchExpressions:
+    - key: team
+      operator: In
+      values: [payments, shop]
+containers:
+  - name: log-shipper
+    image: shipper:1
+`;
+
+async function world(t: { teardown: (fn: () => unknown) => void }) {
+  const api = new FakeApiServer();
+  await api.start();
+  t.teardown(() => api.stop());
+  const dir = await mkdtemp(join(tmpdir(), 'why-'));
+  await writeFile(join(dir, 'metrics-agent.yaml'), agent);
+  await writeFile(join(dir, 'log-shipper.yaml'), shipper);
+  const set = await loadTemplateDir(dir);
+  api.configMaps.set('sidecar-injector/sidecar-injector-templates', {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: {
+      name: 'sidecar-injector-templates',
+      namespace: 'sidecar-injector',
+      creationTimestamp: '2026-11-20T00:00:00Z',
+      managedFields: [{ manager: 'kubectl', operation: 'Apply', time: '2026-11-23T12:00:00Z', fieldsV1: { 'f:data': {} } }],
+    },
+    data: { 'metrics-agent.yaml': agent, 'log-shipper.yaml': shipper },
+  });
+  api.create('shop', { 'sidecar-injector.io/injection': 'enabled', team: 'shop' });
+  api.create('plain', { 'sidecar-injector.io/injection': 'enabled' });
+  const kubeconfig = join(dir, 'kubeconfig');
+  const kc = await api.kubeConfig();
+  await writeFile(kubeconfig, kc.exportConfig());
+  const run = async (...args: string[]) => {
+    let out = '';
+    const code = await why([...args, '--kubeconfig', kubeconfig], { stdout: { write: (s: string) => (out += s) } });
+    return { code, out };
+  };
+  const json = async (...args: string[]) => JSON.parse((await run(...args, '-o', 'json')).out) as WhyReport;
+  return { api, set, run, json, dir };
+}
+
+const byTemplate = (report: WhyReport) => Object.fromEntries(report.templates.map((t) => [t.template, t]));
+
+test("a workload: its next pod's decision per template, the failed requirement with the value seen, and a label left on the Deployment", async (t) => {
+  const { api, json, run } = await world(t);
+  api.addObject(
+    'deployments',
+    { namespace: 'shop', name: 'web', labels: { metrics: 'enabled' } },
+    { template: { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'web', image: 'nginx' }] } } },
+  );
+  const report = await json('-n', 'shop', 'deploy/web');
+  t.is(report.subject, 'Deployment shop/web');
+  t.is(report.templatesFrom, 'ConfigMap sidecar-injector/sidecar-injector-templates');
+  const answers = byTemplate(report);
+  t.is(answers['log-shipper']!.state, 'injected');
+  t.like(answers['metrics-agent'], { state: 'not-applicable' });
+  t.is(
+    answers['metrics-agent']!.reason,
+    "pod labels do not match its objectSelector: it needs metrics=enabled, and the pod template has no label metrics; the Deployment's own labels meet it, but its pods get only spec.template.metadata.labels: put the label there",
+  );
+  // The same in text, one line per template.
+  const { code, out } = await run('-n', 'shop', 'deployment/web');
+  t.is(code, 0);
+  t.regex(out, /^Deployment shop\/web: 2 template\(s\) in force, from ConfigMap sidecar-injector\/sidecar-injector-templates\n/);
+  t.regex(out, /\n {2}log-shipper: injected — admission injects it into a new pod of this Deployment \(revision [0-9a-f]{12}\)\n/);
+  // In another namespace the namespaceSelector fails, with the namespace's value.
+  api.addObject(
+    'deployments',
+    { namespace: 'plain', name: 'api' },
+    { template: { metadata: { labels: { metrics: 'enabled' } }, spec: { containers: [{ name: 'a', image: 'a' }] } } },
+  );
+  const plain = byTemplate(await json('-n', 'plain', 'deployments/api'));
+  t.is(
+    plain['log-shipper']!.reason,
+    'namespace plain does not match its namespaceSelector: it needs team in (payments,shop), and the namespace has no label team',
+  );
+  t.is(plain['metrics-agent']!.state, 'injected');
+});
+
+test('a running pod: current, and a missing sidecar explained from when the pod was created, with the fix for its Deployment', async (t) => {
+  const { api, set, json } = await world(t);
+  api.addObject(
+    'deployments',
+    { namespace: 'shop', name: 'web' },
+    { template: { metadata: { labels: { metrics: 'enabled' } }, spec: { containers: [{ name: 'web', image: 'nginx' }] } } },
+  );
+  api.addObject(
+    'replicasets',
+    {
+      namespace: 'shop',
+      name: 'web-5d8f',
+      ownerReferences: [{ apiVersion: 'apps/v1', kind: 'Deployment', name: 'web', uid: 'uid-deployments-shop-web', controller: true }],
+    },
+    { template: { metadata: { labels: { metrics: 'enabled', 'pod-template-hash': '5d8f' } }, spec: { containers: [{ name: 'web', image: 'nginx' }] } } },
+  );
+  const owner = [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-5d8f', uid: 'uid-replicasets-shop-web-5d8f', controller: true }];
+  const ledger = JSON.stringify({ v: 1, templates: { 'log-shipper': { hash: set.byName.get('log-shipper')!.hash, containers: ['log-shipper'] } } });
+  // Created after the templates last changed, with one of two sidecars: another selection then.
+  api.addObject(
+    'pods',
+    {
+      namespace: 'shop',
+      name: 'web-5d8f-a',
+      creationTimestamp: '2026-11-24T00:00:00Z',
+      labels: { metrics: 'enabled', 'pod-template-hash': '5d8f' },
+      annotations: { 'sidecar-injector.io/status': ledger },
+      ownerReferences: owner,
+    },
+    {
+      containers: [
+        { name: 'web', image: 'nginx' },
+        { name: 'log-shipper', image: 'shipper:1' },
+      ],
+    },
+  );
+  const a = byTemplate(await json('-n', 'shop', 'pod/web-5d8f-a'));
+  t.like(a['log-shipper'], { state: 'current' });
+  t.like(a['metrics-agent'], { state: 'missing', fix: 'kubectl -n shop rollout restart deployment/web' });
+  t.regex(a['metrics-agent']!.reason, /though it carries other templates of ours: it was created 2026-11-24T00:00:00Z with another selection/);
+  // Created before the templates last changed, with nothing of ours.
+  api.addObject(
+    'pods',
+    {
+      namespace: 'shop',
+      name: 'web-5d8f-b',
+      creationTimestamp: '2026-11-22T00:00:00Z',
+      labels: { metrics: 'enabled', 'pod-template-hash': '5d8f' },
+      ownerReferences: owner,
+    },
+    { containers: [{ name: 'web', image: 'nginx' }] },
+  );
+  const b = byTemplate(await json('-n', 'shop', 'po/web-5d8f-b'));
+  t.regex(
+    b['metrics-agent']!.reason,
+    /created 2026-11-22T00:00:00Z, before the templates last changed \(2026-11-23T12:00:00Z\), so the template did not exist or did not select it then/,
+  );
+  // Created after, with nothing of ours: the injector did not answer.
+  api.addObject(
+    'pods',
+    {
+      namespace: 'shop',
+      name: 'web-5d8f-c',
+      creationTimestamp: '2026-11-25T00:00:00Z',
+      labels: { metrics: 'enabled', 'pod-template-hash': '5d8f' },
+      ownerReferences: owner,
+    },
+    { containers: [{ name: 'web', image: 'nginx' }] },
+  );
+  const c = byTemplate(await json('-n', 'shop', 'pod/web-5d8f-c'));
+  t.regex(
+    c['log-shipper']!.reason,
+    /carries nothing of ours: it was created 2026-11-25T00:00:00Z, after the templates and the namespace's labels last changed, so the injector did not answer/,
+  );
+  // A stale revision.
+  api.addObject(
+    'pods',
+    {
+      namespace: 'shop',
+      name: 'web-5d8f-d',
+      labels: { metrics: 'enabled' },
+      annotations: {
+        'sidecar-injector.io/status': JSON.stringify({ v: 1, templates: { 'log-shipper': { hash: '000000000000', containers: ['log-shipper'] } } }),
+      },
+      ownerReferences: owner,
+    },
+    { containers: [{ name: 'web', image: 'nginx' }] },
+  );
+  const d = byTemplate(await json('-n', 'shop', 'pod/web-5d8f-d'));
+  t.like(d['log-shipper'], { state: 'stale', fix: 'kubectl -n shop rollout restart deployment/web' });
+  t.regex(d['log-shipper']!.reason, /^carries revision 000000000000; the revision in force is [0-9a-f]{12}/);
+});
+
+test('a manifest with -f, templates from a folder, and clear refusals', async (t) => {
+  const { api, run, json, dir } = await world(t);
+  const manifest = join(await mkdtemp(join(tmpdir(), 'why-manifest-')), 'job.yaml');
+  await writeFile(
+    manifest,
+    'apiVersion: batch/v1\nkind: Job\nmetadata: {name: once, namespace: shop}\nspec:\n  template:\n    metadata: {labels: {metrics: enabled}}\n    spec:\n      restartPolicy: Never\n      containers: [{name: job, image: busybox}]\n',
+  );
+  const answers = byTemplate(await json('-f', manifest, '--templates', dir, '--kubernetes-version', '1.28'));
+  // A required template (failurePolicy: Fail) that a rule keeps out: the Job's pods would be refused.
+  t.is(answers['metrics-agent']!.state, 'would-deny');
+  t.regex(answers['metrics-agent']!.reason, /^runs-to-completion: /);
+  t.truthy(answers['metrics-agent']!.fix);
+  // No templates ConfigMap: nothing is in force, and it says so.
+  api.configMaps.clear();
+  const none = await json('-f', manifest);
+  t.deepEqual(none.templates, []);
+  t.deepEqual(none.notes, ['no template is in force (ConfigMap sidecar-injector/sidecar-injector-templates (not there: no template is in force))']);
+  await t.throwsAsync(run('deployment'), { instanceOf: ConfigError, message: /expected KIND\/NAME with KIND pod or a workload kind/ });
+  await t.throwsAsync(run('service/web'), { instanceOf: ConfigError, message: /expected KIND\/NAME/ });
+  await t.throwsAsync(run('-n', 'shop', 'deploy/nope'), { instanceOf: ConfigError, message: /Deployment shop\/nope not found/ });
+  await t.throwsAsync(run('deploy/a', '-f', manifest), { instanceOf: ConfigError, message: /give one object/ });
+  t.truthy(await readFile(manifest, 'utf8'));
+});
