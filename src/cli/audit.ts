@@ -33,10 +33,10 @@ import { ownerFactsOf, ownerKey, readOwnersLookup, type OwnerFacts } from '../k8
 import { collectionPath, kindsWhere, objectPath, workloadKinds } from '../k8s/workloads.js';
 import { PodTemplateDecisions } from '../audit/pod-template-decisions.js';
 import { overrideAnnotations, type NamespaceLabelSource } from '../namespaces/source.js';
-import { decideVersion, parseKubernetesVersion, type VersionDecision } from '../k8s/version.js';
-import { podSecurityActionProblem, type PodSecurityAction } from '../pipeline/pod-security-fit.js';
-import { kubernetesVersionProblem } from '../config.js';
+import type { VersionDecision } from '../k8s/version.js';
+import type { PodSecurityAction } from '../pipeline/pod-security-fit.js';
 import { auditOptions } from './usage.js';
+import { decideFlags, versionDecision } from './decide-flags.js';
 import type { Labels } from '../k8s/selector.js';
 import type { TemplateSet } from '../templates/set.js';
 import { apiPath, apiResources } from '../k8s/api-paths.js';
@@ -263,12 +263,7 @@ export async function audit(
     problems.push(`--max-per-minute: expected a whole number from 1 to 60000 (got ${JSON.stringify(String(values['max-per-minute'])).slice(0, 40)})`);
   }
   if (values['dry-run'] && restartStates.length === 0) problems.push('--dry-run goes with --restart');
-  const versionText = values['kubernetes-version'] as string | undefined;
-  const flagVersion = versionText === undefined ? undefined : parseKubernetesVersion(versionText);
-  if (versionText !== undefined && !flagVersion) problems.push(kubernetesVersionProblem(versionText));
-  const podSecurity = (values['pod-security-action'] as string | undefined) ?? 'skip';
-  const actionProblem = podSecurityActionProblem(podSecurity);
-  if (actionProblem) problems.push(actionProblem);
+  const { flagVersion, podSecurity } = decideFlags(values, problems);
   if (restartStates.length > 0 && output === 'json') problems.push('--restart writes what it does as text: leave out -o json');
   if (problems.length > 0) throw new ConfigError(problems);
   const kubeConfig = await loadKubeConfig(values.kubeconfig as string | undefined, { fallback: 'default' });
@@ -278,14 +273,8 @@ export async function audit(
   if (set.templates.length === 0) io.stderr.write(`audit: no templates in ${templatesDir}: no pod can lack a sidecar\n`);
   let report: AuditReport;
   try {
-    // The version admission decides by: the flag, else the API server's (the server also reads the kubelets').
-    const apiServer = flagVersion
-      ? undefined
-      : ((await getJson(kubeConfig, '/version', 30_000).catch(() => undefined)) as { gitVersion?: unknown } | undefined);
-    const kubernetesVersion = decideVersion(
-      flagVersion ? { flag: flagVersion } : typeof apiServer?.gitVersion === 'string' ? { apiServer: apiServer.gitVersion } : {},
-    );
-    report = await auditCluster(kubeConfig, set, values.namespace as string | undefined, { kubernetesVersion, podSecurity: podSecurity as PodSecurityAction });
+    const kubernetesVersion = await versionDecision(kubeConfig, flagVersion, 30_000);
+    report = await auditCluster(kubeConfig, set, values.namespace as string | undefined, { kubernetesVersion, podSecurity });
   } catch (err) {
     throw new ConfigError([`cannot read the cluster: ${(err as Error).message}`]);
   }

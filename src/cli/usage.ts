@@ -4,6 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { usageText, type OptionTable } from '../options.js';
+import { decideAsAdmissionOptions } from './decide-flags.js';
 import { podSchemaKubernetesVersion } from '../k8s/pod-schema.js';
 import { newestPolicyRules } from '../k8s/pod-security.js';
 import { formatVersion, nativeSidecarsSince } from '../k8s/version.js';
@@ -83,19 +84,7 @@ export const auditOptions = {
   restart: { kind: 'string', value: 'STATES', help: 'restart the Deployments, StatefulSets and DaemonSets with pods in these states (e.g. missing,stale)' },
   'max-per-minute': { kind: 'string', value: 'N', default: '10', help: 'restarts per minute at most' },
   'dry-run': { kind: 'boolean', help: 'say what --restart would restart, restart nothing' },
-  'kubernetes-version': {
-    kind: 'string',
-    value: 'X.Y',
-    env: 'SIDECAR_INJECTOR_KUBERNETES_VERSION',
-    help: "decide as admission does for this Kubernetes version (default: the API server's)",
-  },
-  'pod-security-action': {
-    kind: 'string',
-    value: 'ACTION',
-    env: 'SIDECAR_INJECTOR_POD_SECURITY_ACTION',
-    default: 'skip',
-    help: "skip | deny | inject: the injector's --pod-security-action, so the audit decides as admission does",
-  },
+  ...decideAsAdmissionOptions,
 } as const satisfies OptionTable;
 
 export const auditUsage = usageText(
@@ -145,19 +134,7 @@ export const whyOptions = {
   },
   'injector-namespace': { kind: 'string', value: 'NS', default: 'sidecar-injector', help: "the injector's namespace (where its templates ConfigMap is)" },
   output: { kind: 'string', short: 'o', value: 'FORMAT', default: 'text', help: 'text | json' },
-  'kubernetes-version': {
-    kind: 'string',
-    value: 'X.Y',
-    env: 'SIDECAR_INJECTOR_KUBERNETES_VERSION',
-    help: "decide as admission does for this Kubernetes version (default: the API server's)",
-  },
-  'pod-security-action': {
-    kind: 'string',
-    value: 'ACTION',
-    env: 'SIDECAR_INJECTOR_POD_SECURITY_ACTION',
-    default: 'skip',
-    help: "skip | deny | inject: the injector's --pod-security-action",
-  },
+  ...decideAsAdmissionOptions,
 } as const satisfies OptionTable;
 
 export const whyUsage = usageText(

@@ -13,7 +13,6 @@ import { isJsonObject, type JsonObject } from '../k8s/json.js';
 import { controllingOwner } from '../k8s/object-reference.js';
 import { ownerFactsOf, ownerKey, readOwnersLookup, type OwnerFacts } from '../k8s/owners.js';
 import type { Labels } from '../k8s/selector.js';
-import { decideVersion, parseKubernetesVersion } from '../k8s/version.js';
 import { kindNamed, objectPath, podFromTemplate, podTemplateOf, workloadKinds } from '../k8s/workloads.js';
 import { loadKubeConfig } from '../kube-api/kubeconfig.js';
 import { getJson } from '../kube-api/request.js';
@@ -23,12 +22,11 @@ import { overrideAnnotations } from '../namespaces/source.js';
 import { parseOptions } from '../options.js';
 import { admitPod, type AdmitDeps } from '../pipeline/admit.js';
 import { auditPod, fixFor, reportOwner } from '../pipeline/audit.js';
-import { podSecurityActionProblem, type PodSecurityAction } from '../pipeline/pod-security-fit.js';
 import { templatesConfigMap } from '../pipeline/template-check.js';
 import { compileTemplateFiles, loadTemplateDir } from '../templates/load.js';
 import type { TemplateSet } from '../templates/set.js';
-import { kubernetesVersionProblem } from '../config.js';
 import { whyOptions } from './usage.js';
+import { decideFlags, versionDecision } from './decide-flags.js';
 
 export interface WhyIo {
   readonly stdout: { write(text: string): unknown };
@@ -104,12 +102,7 @@ export async function why(argv: readonly string[], io: WhyIo, env: Readonly<Reco
   if ((file === undefined) === (target === undefined)) problems.push('give one object: KIND/NAME (why -n shop deployment/web) or -f FILE');
   const output = (values.output as string | undefined) ?? 'text';
   if (output !== 'text' && output !== 'json') problems.push(`-o: expected text or json (got ${JSON.stringify(output).slice(0, 80)})`);
-  const versionText = values['kubernetes-version'] as string | undefined;
-  const flagVersion = versionText === undefined ? undefined : parseKubernetesVersion(versionText);
-  if (versionText !== undefined && !flagVersion) problems.push(kubernetesVersionProblem(versionText));
-  const podSecurity = (values['pod-security-action'] as string | undefined) ?? 'skip';
-  const actionProblem = podSecurityActionProblem(podSecurity);
-  if (actionProblem) problems.push(actionProblem);
+  const { flagVersion, podSecurity } = decideFlags(values, problems);
   let kind: string | undefined;
   let name = '';
   if (target !== undefined) {
@@ -170,10 +163,7 @@ export async function why(argv: readonly string[], io: WhyIo, env: Readonly<Reco
   if (!namespaceObject) notes.push(`namespace ${namespace} does not exist`);
   const namespaceMetadata = isJsonObject(namespaceObject?.metadata) ? namespaceObject.metadata : {};
   const namespaceLabels: Labels = { ...stringMap(namespaceMetadata.labels), [metadataNameLabel]: namespace };
-  const apiServer = flagVersion
-    ? undefined
-    : ((await getJson(kubeConfig, '/version', timeoutMs).catch(() => undefined)) as { gitVersion?: unknown } | undefined);
-  const version = decideVersion(flagVersion ? { flag: flagVersion } : typeof apiServer?.gitVersion === 'string' ? { apiServer: apiServer.gitVersion } : {});
+  const version = await versionDecision(kubeConfig, flagVersion, timeoutMs);
   const namespaces: NamespaceLabelSource = {
     kind: 'why',
     labelsOf: async () => namespaceLabels,
@@ -182,7 +172,7 @@ export async function why(argv: readonly string[], io: WhyIo, env: Readonly<Reco
     status: () => ({}),
   };
   const set: TemplateSet = templates.set;
-  const deps: AdmitDeps = { templates: () => set, namespaces, kubernetesVersion: () => version, podSecurity: podSecurity as PodSecurityAction };
+  const deps: AdmitDeps = { templates: () => set, namespaces, kubernetesVersion: () => version, podSecurity };
 
   let answers: TemplateAnswer[];
   const subject = `${kind} ${namespace}/${name}`;
