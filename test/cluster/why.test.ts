@@ -1,0 +1,85 @@
+/**
+ * `sidecar-injector why` on the real cluster, run as a ServiceAccount holding exactly the
+ * permissions docs/why.md lists: a Deployment's next pod gets the installed log-shipper and not
+ * the on-request proxy; its pod created before the namespace opted in lacks log-shipper, and
+ * `why` says so, dates it before the namespace's labels changed, and gives the restart that fixes
+ * it; every read succeeds with the docs' permissions (a refused read is an error, never an answer).
+ */
+import test from 'ava';
+import { mkdtemp, readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { writeKubeconfig } from './world/pki.js';
+import { cli, eventually, joinWorld, testNamespace, type Json } from './helpers.js';
+
+/** The docs' RBAC, bound to the ServiceAccount `why-reader` of `namespace` instead of the group. */
+async function docsRbac(namespace: string): Promise<string> {
+  const doc = await readFile(join('docs', 'why.md'), 'utf8');
+  const block = /## The permissions it needs[^]*?```yaml\n([^]*?)```/.exec(doc)?.[1];
+  if (!block) throw new Error('docs/why.md shows no RBAC block');
+  const group = '  - apiGroup: rbac.authorization.k8s.io\n    kind: Group\n    name: platform-team\n';
+  if (block.split(group).length !== 3) throw new Error('docs/why.md: the RBAC block binds the group twice');
+  return block.replaceAll(group, `  - kind: ServiceAccount\n    name: why-reader\n    namespace: ${namespace}\n`);
+}
+
+test("why, with the docs' read-only permissions: a workload's next pod, and a pod created before its namespace opted in", async (t) => {
+  const { kube, kubectl, file } = joinWorld();
+  const namespace = await testNamespace(t, 'why');
+  await kube.create(`/apis/apps/v1/namespaces/${namespace}/deployments`, {
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name: 'web' },
+    spec: {
+      replicas: 1,
+      selector: { matchLabels: { app: 'web' } },
+      template: { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'web', image: 'registry.example/web:1' }] } },
+    },
+  });
+  const pod = await eventually('the pod of web', async () => (await kube.get(`/api/v1/namespaces/${namespace}/pods?labelSelector=app%3Dweb`)).items[0] as Json);
+  const created = Date.parse(pod.metadata.creationTimestamp as string);
+  // The API server's times are whole seconds: the namespace opts in a second after the pod was created.
+  await eventually('a second past the pod creation', () => Date.now() >= created + 2000);
+  await kube.mergePatch(`/api/v1/namespaces/${namespace}`, { metadata: { labels: { 'sidecar-injector.io/injection': 'enabled' } } });
+
+  // The reader: a ServiceAccount with the docs' RBAC, and a token for it.
+  await kube.create(`/api/v1/namespaces/${namespace}/serviceaccounts`, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'why-reader' } });
+  const token = (
+    await kube.create(`/api/v1/namespaces/${namespace}/serviceaccounts/why-reader/token`, {
+      apiVersion: 'authentication.k8s.io/v1',
+      kind: 'TokenRequest',
+      spec: { expirationSeconds: 3600 },
+    })
+  ).status.token as string;
+  const kubeconfig = join(await mkdtemp(join(tmpdir(), 'why-')), 'kubeconfig');
+  writeKubeconfig(kubeconfig, file.server, file.caFile, `system:serviceaccount:${namespace}:why-reader`, token);
+  // Without the permissions, a refused read is an error that says what could not be read.
+  const refused = await cli(['why', '-n', namespace, 'deployment/web', '--kubeconfig', kubeconfig]);
+  t.not(refused.code, 0);
+  t.regex(refused.stderr, /cannot read|forbidden/);
+  await kubectl(['apply', '-f', '-'], await docsRbac(namespace));
+  t.teardown(async () => {
+    await kubectl(['delete', '--ignore-not-found', '-f', '-'], await docsRbac(namespace));
+  });
+  const why = async (...args: string[]) => {
+    const run = await cli(['why', '-n', namespace, ...args, '-o', 'json', '--kubeconfig', kubeconfig]);
+    t.is(run.code, 0, run.stderr);
+    return Object.fromEntries((JSON.parse(run.stdout).templates as Json[]).map((a) => [a.template, a])) as Record<string, Json>;
+  };
+
+  // The next pod of web: log-shipper injected, the on-request proxy not.
+  const next = await eventually('why answers as the reader', async () => {
+    const run = await cli(['why', '-n', namespace, 'deployment/web', '-o', 'json', '--kubeconfig', kubeconfig]);
+    return run.code === 0 ? run : undefined;
+  });
+  const forNext = Object.fromEntries((JSON.parse(next.stdout).templates as Json[]).map((a) => [a.template, a])) as Record<string, Json>;
+  t.is(forNext['log-shipper']!.state, 'injected');
+  t.like(forNext.proxy, { state: 'not-applicable', reason: 'proxy is on request and the pod does not name it in sidecar-injector.io/templates' });
+
+  // The running pod, created before the namespace opted in.
+  const running = await why(`pod/${pod.metadata.name as string}`);
+  t.like(running['log-shipper'], { state: 'missing', fix: `kubectl -n ${namespace} rollout restart deployment/web` });
+  t.regex(running['log-shipper']!.reason as string, /before its namespace's labels last changed \(.*\), so the namespace may not have been opted in then/);
+
+  // The templates were read from the installed ConfigMap: a 403 on any read is an error, not an answer.
+  t.is(JSON.parse(next.stdout).templatesFrom, 'ConfigMap sidecar-injector/sidecar-injector-templates');
+});
