@@ -82,7 +82,7 @@ test('select: a namespace not opted in, a pod that names an unknown template, a 
   t.like(outcome(await run(pod(), deps(), 'plain')), { decision: 'allowed', reason: 'namespace-not-enabled' });
   const unknown = outcome(await run(pod({ annotations: { [AnnotationKeys.request]: 'proxxy' } })));
   t.like(unknown, { decision: 'denied', reason: 'unknown-template' });
-  t.regex(unknown.message, /names "proxxy", which is not a sidecar template here \(available: agent, logs, proxy\)/);
+  t.regex(unknown.message, /names "proxxy", which is not a sidecar template here \(did you mean proxy\? available: agent, logs, proxy\)/);
   // The required webhook's call for a pod that only optional templates apply to.
   const { templates } = deps();
   const optionalOnly = { templates, namespaces: optedIn('shop'), failurePolicy: 'Fail' as const };

@@ -123,7 +123,7 @@ test("a namespace's bad override is a warning on each pod, and the default appli
 test('an override on the pod for a template that does not exist is a warning; for one not selected, nothing', async (t) => {
   const { after, warnings } = await create(t, pod({ annotations: { 'nosuch.sidecar-injector.io/x': '1', 'proxy.sidecar-injector.io/logLevel': 'debug' } }));
   t.truthy(shipper(after));
-  t.deepEqual(warnings, ['annotation nosuch.sidecar-injector.io/… names no template here; ignored']);
+  t.deepEqual(warnings, ['annotation nosuch.sidecar-injector.io/x names no template here; ignored']);
 });
 
 test('an integer parameter overridden renders as an integer; a boolean as a boolean', async (t) => {

@@ -82,10 +82,29 @@ export function schemaFieldProblems(value: unknown, type: string, field: string)
   return problems.slice(0, maxFieldProblems);
 }
 
-function walk(value: unknown, type: string, field: string, problems: FieldProblem[]): void {
+/** The schema type of field `key` of `type`, as an object (a list's item type). */
+function objectTypeOf(type: string, key: string): string | undefined {
+  const fields = Object.hasOwn(podSchemaTypes, type) ? podSchemaTypes[type]! : undefined;
+  const child = fields && Object.hasOwn(fields, key) ? fields[key]! : undefined;
+  return child?.replace(/\[\]$/, '');
+}
+
+/**
+ * Where a field that `type` does not have would belong, one level away: a field of the
+ * enclosing object (indented too far) or of one of this object's own fields (not indented enough).
+ */
+function indentationHint(key: string, type: string, parent: { readonly type: string; readonly field: string } | undefined): string {
+  const has = (t: string | undefined) => t !== undefined && Object.hasOwn(podSchemaTypes, t) && Object.hasOwn(podSchemaTypes[t]!, key);
+  if (parent && has(parent.type)) return `; indented too far? ${key} is a field of ${typeName(parent.type)} (${parent.field}), one level up`;
+  const fields = Object.hasOwn(podSchemaTypes, type) ? Object.keys(podSchemaTypes[type]!) : [];
+  const under = fields.find((f) => has(objectTypeOf(type, f)));
+  return under ? `; not indented enough? ${key} is a field of ${under}` : '';
+}
+
+function walk(value: unknown, type: string, field: string, problems: FieldProblem[], parent?: { readonly type: string; readonly field: string }): void {
   if (problems.length >= maxFieldProblems) return;
   if (type.endsWith('[]')) {
-    if (Array.isArray(value)) value.forEach((item, i) => walk(item, type.slice(0, -2), `${field}[${i}]`, problems));
+    if (Array.isArray(value)) value.forEach((item, i) => walk(item, type.slice(0, -2), `${field}[${i}]`, problems, parent));
     return;
   }
   const fields = Object.hasOwn(podSchemaTypes, type) ? podSchemaTypes[type] : undefined;
@@ -95,7 +114,11 @@ function walk(value: unknown, type: string, field: string, problems: FieldProble
     if (problems.length >= maxFieldProblems) return;
     const path = `${field}.${cut(key, 80)}`;
     if (!Object.hasOwn(fields, key)) {
-      problems.push({ field: path, message: `${unknownNameMessage('field', key, names)}: not a field of ${typeName(type)}` });
+      const near = nearestName(key, names);
+      problems.push({
+        field: path,
+        message: `${unknownNameMessage('field', key, names)}: not a field of ${typeName(type)}${near ? '' : indentationHint(key, type, parent)}`,
+      });
       continue;
     }
     if (type === 'V1ResourceRequirements' && (key === 'limits' || key === 'requests') && isJsonObject(child)) {
@@ -105,6 +128,6 @@ function walk(value: unknown, type: string, field: string, problems: FieldProble
       }
       continue;
     }
-    walk(child, fields[key]!, path, problems);
+    walk(child, fields[key]!, path, problems, { type, field });
   }
 }

@@ -7,6 +7,7 @@ import { AnnotationKeys, LabelKeys, LabelValues } from '../k8s/keys.js';
 import { maxAnnotationBytes } from '../k8s/pod-validation.js';
 import type { AdmissionErrorCode } from '../errors.js';
 import { quoteList } from '../quote.js';
+import { nearestName } from '../k8s/schema-fields.js';
 
 /** `patched`: allowed with a patch; `allowed`: allowed unchanged; `denied`: allowed false. */
 export type Decision = 'patched' | 'allowed' | 'denied';
@@ -20,6 +21,12 @@ interface ReasonSpec {
   readonly otherwise?: string;
   /** The sentence. */
   readonly say: (...args: never[]) => string;
+}
+
+/** `did you mean proxy? ` for the requested names one typo away from a template's. */
+function nearTemplates(unknown: readonly string[], available: readonly string[]): string {
+  const near = [...new Set(unknown.slice(0, 5).flatMap((name) => nearestName(name, available) ?? []))];
+  return near.length > 0 ? `did you mean ${near.join(', ')}? ` : '';
 }
 
 export const reasons = {
@@ -64,7 +71,7 @@ export const reasons = {
     decision: 'denied',
     code: 400,
     say: (unknown: readonly string[], available: readonly string[]) =>
-      `annotation ${AnnotationKeys.request} names ${quoteList(unknown)}, which ${unknown.length === 1 ? 'is' : 'are'} not a sidecar template here (available: ${available.join(', ') || 'none'}); fix the annotation or add the template`,
+      `annotation ${AnnotationKeys.request} names ${quoteList(unknown)}, which ${unknown.length === 1 ? 'is' : 'are'} not a sidecar template here (${nearTemplates(unknown, available)}available: ${available.join(', ') || 'none'}); fix the annotation or add the template`,
   },
   'invalid-override': { decision: 'denied', code: 400, say: (message: string) => `${message}; fix or remove the annotation` },
   'native-sidecars-unsupported': { decision: 'denied', code: 400, say: (message: string) => message },

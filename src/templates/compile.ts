@@ -11,7 +11,8 @@ import { PlaceholderError } from '../errors.js';
 import { isDns1123Label } from '../k8s/label-syntax.js';
 import { hasPlaceholder, parseSegments, type ParamValue, type Reference, type Segment } from './placeholders.js';
 import { compileDeclaration, type ParamDeclaration } from './parameters.js';
-import { schemaFieldProblems } from '../k8s/schema-fields.js';
+import { nearestName, schemaFieldProblems } from '../k8s/schema-fields.js';
+import { cut } from '../quote.js';
 import {
   appContainerFields,
   templateFailurePolicies,
@@ -127,8 +128,15 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
     problems.add('', 'a template must be a YAML map');
     return { problems: problems.list };
   }
+  // A Kubernetes object in the templates folder (a Deployment, the kustomization's ConfigMap): one problem, not one per field.
+  if (typeof doc.kind === 'string' && typeof doc.apiVersion === 'string' && !topLevelFields.has('kind')) {
+    problems.add('', `this is a Kubernetes ${cut(doc.kind, 60)}, not a sidecar template (a template has name, containers and the fields of docs/templates.md)`);
+    return { problems: problems.list };
+  }
   for (const key of Object.keys(doc)) {
-    if (!topLevelFields.has(key)) problems.add(key, `unknown field (expected one of ${[...topLevelFields].join(', ')})`);
+    if (topLevelFields.has(key)) continue;
+    const near = nearestName(key, [...topLevelFields]);
+    problems.add(key, near ? `unknown field (did you mean ${near}?)` : `unknown field (expected one of ${[...topLevelFields].join(', ')})`);
   }
   const name = doc.name;
   if (typeof name !== 'string' || !isDns1123Label(name)) {
@@ -195,7 +203,10 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
     if (!isJsonObject(app)) problems.add('appContainers', 'must be a map with env, envFrom and/or volumeMounts');
     else {
       for (const key of Object.keys(app)) {
-        if (!appContainerFields.has(key)) problems.add(`appContainers.${key}`, 'unknown field (expected env, envFrom or volumeMounts)');
+        if (!appContainerFields.has(key)) {
+          const near = nearestName(key, [...appContainerFields]);
+          problems.add(`appContainers.${key}`, `unknown field (${near ? `did you mean ${near}? ` : ''}expected env, envFrom or volumeMounts)`);
+        }
       }
       appEnv = checkEnv(app.env, 'appContainers.env', problems);
       appEnvFrom = checkEnvFrom(app.envFrom, 'appContainers.envFrom', problems);
@@ -244,7 +255,11 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
     imagePullSecrets: compileList(pullSecrets, 'imagePullSecrets'),
   };
   const overridable = new Set([...declarations.values()].filter((d) => d.override !== 'none').map((d) => d.name));
-  for (const { field, message } of overrideReachProblems(uses, declarations, doc)) problems.add(field, message);
+  // A value under a field already refused (an unknown or misplaced field) is not blamed again: where it would end up is unknown.
+  const refused = problems.list.map((p) => p.field).filter(Boolean);
+  const under = (field: string) => refused.some((f) => field === f || field.startsWith(`${f}.`) || field.startsWith(`${f}[`));
+  const placed = uses.filter((use) => !under(use.field));
+  for (const { field, message } of overrideReachProblems(placed, declarations, doc)) problems.add(field, message);
   if (problems.list.length > 0) return { problems: problems.list };
   const canonical = canonicalJson(doc);
   const hash = createHash('sha256').update(canonical).digest('hex').slice(0, 12);

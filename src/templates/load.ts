@@ -4,7 +4,7 @@
  */
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { LineCounter, parseDocument, type YAMLError } from 'yaml';
+import { isCollection, LineCounter, parseDocument, visit, type Document, type YAMLError } from 'yaml';
 import { TemplateError, type TemplateProblem } from '../errors.js';
 import type { TemplateSet } from './set.js';
 import { createRevisionSet, splitRollout, type RevisionFile, type RolloutStanza } from './rollout.js';
@@ -28,6 +28,8 @@ export function parseTemplateText(text: string, file: string): { template?: Temp
   const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: false, lineCounter });
   const issues = doc.errors.length > 0 ? doc.errors : doc.warnings;
   if (issues.length > 0) return { problems: issues.map((e) => ({ file, field: yamlPosition(e, lineCounter), message: `YAML: ${e.message.split('\n')[0]}` })) };
+  const unquoted = unquotedPlaceholders(doc, text, lineCounter, file);
+  if (unquoted.length > 0) return { problems: unquoted };
   let value: unknown;
   try {
     value = doc.toJS({ maxAliasCount: 100 });
@@ -39,6 +41,31 @@ export function parseTemplateText(text: string, file: string): { template?: Temp
   const problems = [...split.problems, ...compiled.problems];
   if (!compiled.template || problems.length > 0) return { problems };
   return { template: compiled.template, ...(split.stanza ? { stanza: split.stanza } : {}), problems };
+}
+
+/**
+ * Values that start with an unquoted `{{` (`image: {{ params.image }}`, the Helm habit): YAML
+ * reads `{` as the start of a map, so the value becomes a map whose key is a map. Named as
+ * such, with the quoted form, before the document is read into values (which would only warn).
+ */
+function unquotedPlaceholders(doc: Document, text: string, lineCounter: LineCounter, file: string): TemplateProblem[] {
+  const problems: TemplateProblem[] = [];
+  visit(doc, {
+    Pair: (_, pair, path) => {
+      if (!isCollection(pair.key)) return undefined;
+      const outer = path[path.length - 1] as { range?: [number, number, number] } | undefined;
+      const start = outer?.range?.[0] ?? (pair.key as { range?: [number] }).range?.[0] ?? 0;
+      const source = text.slice(start, outer?.range?.[1] ?? start).trim();
+      const { line, col } = lineCounter.linePos(start);
+      problems.push({
+        file,
+        field: `line ${line}, column ${col}`,
+        message: `YAML: ${source.length <= 120 && source.startsWith('{{') ? source : 'a value starting with {{'} is read as a map: YAML takes { as the start of one; quote the value (${source.length <= 120 && source.startsWith('{{') ? JSON.stringify(source) : '"{{ … }}"'})`,
+      });
+      return visit.SKIP;
+    },
+  });
+  return problems;
 }
 
 /** The template files of a directory, as text. */

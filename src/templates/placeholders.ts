@@ -5,6 +5,7 @@
  * templates load; rendering only looks values up and concatenates strings.
  */
 import { PlaceholderError } from '../errors.js';
+import { nearestName } from '../k8s/schema-fields.js';
 
 /** A parameter value: a scalar, so that even a parameter cannot add structure. */
 export type ParamValue = string | number | boolean;
@@ -73,14 +74,21 @@ function parsePath(input: string, raw: string): string[] {
 function parseReference(expr: string, raw: string, params: ReadonlySet<string>): Reference {
   const quoted = quotedRe.exec(expr);
   if (quoted && quoted[0].length === expr.length) return { source: 'literal', text: quoted[1] ?? quoted[2] ?? '' };
+  const unquotedDefault = /\|\s*default\s+([^'"\s].*)$/.exec(expr);
+  if (unquotedDefault)
+    throw new PlaceholderError(`${raw}: the default is quoted text: | default '${unquotedDefault[1]!.trim().slice(0, 80).replace(/'/g, '')}'`);
   const parts = parsePath(expr, raw);
-  const unknown = () => new PlaceholderError(`unknown placeholder ${raw}: expected one of ${knownReferences}`);
   const [root, field, key, ...extra] = parts;
+  const unknown = () => new PlaceholderError(`unknown placeholder ${raw}${nearReference(root, field, params)}: expected one of ${knownReferences}`);
   if (extra.length > 0 || root === undefined || field === undefined) throw unknown();
   if (root === 'params') {
     if (key !== undefined) throw unknown();
     if (!params.has(field)) {
-      throw new PlaceholderError(`${raw}: parameter ${JSON.stringify(field)} is not declared under parameters`);
+      const near = nearestName(field, [...params]);
+      const declared = params.size > 0 ? `declared: ${[...params].join(', ')}` : 'none is declared';
+      throw new PlaceholderError(
+        `${raw}: parameter ${JSON.stringify(field)} is not declared under parameters (${near ? `did you mean ${near}? ` : ''}${declared})`,
+      );
     }
     return { source: 'params', key: field };
   }
@@ -88,6 +96,21 @@ function parseReference(expr: string, raw: string, params: ReadonlySet<string>):
   if (scalarSources.has(source) && key === undefined) return { source } as Reference;
   if (mapSources.has(source) && key !== undefined) return { source, key } as Reference;
   throw unknown();
+}
+
+/** ` (did you mean pod.name?)` for a reference one typo away from one a template may use. */
+function nearReference(root: string | undefined, field: string | undefined, params: ReadonlySet<string>): string {
+  if (root === undefined) return '';
+  const roots = ['pod', 'namespace', 'params'];
+  const nearRoot = roots.includes(root) ? root : nearestName(root, roots);
+  if (!nearRoot || field === undefined) return '';
+  const fields =
+    nearRoot === 'params'
+      ? [...params]
+      : [...scalarSources, ...mapSources].filter((s) => s.startsWith(`${nearRoot}.`)).map((s) => s.slice(nearRoot.length + 1));
+  const nearField = fields.includes(field) ? field : nearestName(field, fields);
+  if (!nearField || (nearRoot === root && nearField === field)) return '';
+  return ` (did you mean ${nearRoot}.${nearField}${mapSources.has(`${nearRoot}.${nearField}`) ? "['KEY']" : ''}?)`;
 }
 
 const placeholderRe = /\{\{([\s\S]*?)\}\}/g;

@@ -236,3 +236,72 @@ test('unknown fields: a hostile key is quoted cut, and a flood of them is report
   t.is(problems.length, 20);
   t.true(problems.every((p) => p.field.length < 200 && p.message.length < 400));
 });
+
+test('every template mistake names its fix: did you mean, the declared parameters, a quoted default, a Kubernetes object in the folder', (t) => {
+  const withValue = (value: string, extra: Record<string, unknown> = {}) =>
+    problemsOf({
+      name: 'agent',
+      parameters: { image: 'x', memoryLimit: '64Mi' },
+      containers: [{ name: 'agent', image: 'x', env: [{ name: 'A', value }] }],
+      ...extra,
+    }).map((p) => p.message);
+  t.regex(withValue('{{ pod.nmae }}')[0]!, /^unknown placeholder \{\{ pod\.nmae \}\} \(did you mean pod\.name\?\): expected one of/);
+  t.regex(withValue('{{ param.image }}')[0]!, /\(did you mean params\.image\?\)/);
+  t.regex(withValue("{{ pod.lables['app'] }}")[0]!, /\(did you mean pod\.labels\['KEY'\]\?\)/);
+  t.deepEqual(withValue('{{ params.memorylimit }}'), [
+    '{{ params.memorylimit }}: parameter "memorylimit" is not declared under parameters (did you mean memoryLimit? declared: image, memoryLimit)',
+  ]);
+  t.deepEqual(withValue('{{ params.other }}'), ['{{ params.other }}: parameter "other" is not declared under parameters (declared: image, memoryLimit)']);
+  t.deepEqual(withValue('{{ params.image | default unknown }}'), ["{{ params.image | default unknown }}: the default is quoted text: | default 'unknown'"]);
+  // Nothing near: the list, no guess.
+  t.notRegex(withValue('{{ zzz.qqq }}')[0]!, /did you mean/);
+  t.deepEqual(problemsOf({ ...minimal, objectSelecter: {} }), [{ field: 'objectSelecter', message: 'unknown field (did you mean objectSelector?)' }]);
+  t.regex(problemsOf({ ...minimal, zzzzzzzz: 1 })[0]!.message, /^unknown field \(expected one of name, description/);
+  t.deepEqual(problemsOf({ apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'web' }, spec: {} }), [
+    { field: '', message: 'this is a Kubernetes Deployment, not a sidecar template (a template has name, containers and the fields of docs/templates.md)' },
+  ]);
+  t.regex(problemsOf({ ...minimal, appContainers: { volumMounts: [] } })[0]!.message, /did you mean volumeMounts\?/);
+});
+
+test('a misplaced field: an indentation hint, and no knock-on blame on the override that reaches it', (t) => {
+  const overridable = { memoryLimit: { default: '64Mi', override: 'pod' } };
+  // limits one level too high: one problem, the field's, with where it belongs; the parameter is not blamed.
+  t.deepEqual(
+    problemsOf({ name: 'agent', parameters: overridable, containers: [{ name: 'agent', image: 'x', limits: { memory: '{{ params.memoryLimit }}' } }] }),
+    [{ field: 'containers[0].limits', message: 'unknown field "limits": not a field of Container; not indented enough? limits is a field of resources' }],
+  );
+  // securityContext one level too deep, under resources.
+  t.deepEqual(problemsOf({ name: 'agent', containers: [{ name: 'agent', image: 'x', resources: { securityContext: { runAsNonRoot: true } } }] }), [
+    {
+      field: 'containers[0].resources.securityContext',
+      message:
+        'unknown field "securityContext": not a field of ResourceRequirements; indented too far? securityContext is a field of Container (containers[0]), one level up',
+    },
+  ]);
+  // Where the field is right, an unconstrained override reaching it is still refused.
+  t.regex(
+    problemsOf({ name: 'agent', parameters: overridable, containers: [{ name: 'agent', image: 'x', workingDir: '{{ params.memoryLimit }}' }] })[0]!.message,
+    /is overridable \(override: pod\) and reaches containers\[0\]\.workingDir/,
+  );
+});
+
+test('an unquoted {{ is named as YAML reads it, with the quoted form, and no library warning', async (t) => {
+  const warnings: unknown[] = [];
+  const onWarning = (w: unknown) => warnings.push(w);
+  process.on('warning', onWarning);
+  try {
+    const { problems } = parseTemplateText('name: agent\nparameters:\n  image: x\ncontainers:\n  - name: agent\n    image: {{ params.image }}\n', 'agent.yaml');
+    t.deepEqual(problems, [
+      {
+        file: 'agent.yaml',
+        field: 'line 6, column 12',
+        message: 'YAML: {{ params.image }} is read as a map: YAML takes { as the start of one; quote the value ("{{ params.image }}")',
+      },
+    ]);
+    // Node emits warnings on a later tick.
+    await new Promise((resolve) => setImmediate(resolve));
+  } finally {
+    process.off('warning', onWarning);
+  }
+  t.deepEqual(warnings, []);
+});

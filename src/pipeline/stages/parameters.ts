@@ -4,6 +4,7 @@
  * outside its declaration on the pod refuses the pod.
  */
 import { cut } from '../../quote.js';
+import { nearestName } from '../../k8s/schema-fields.js';
 import type { ParamValue } from '../../templates/placeholders.js';
 import { overrideDomain, overridesByTemplate, resolveParameters, type ResolvedParameters } from '../overrides.js';
 import { say } from '../reasons.js';
@@ -22,9 +23,19 @@ export interface Parameterised {
 export function resolveOverrides(s: Selected, deps: AdmitDeps, at: Progress): Step<Parameterised> {
   const fromPod = overridesByTemplate(s.prepared.own.annotations);
   const fromNamespace = overridesByTemplate(deps.namespaces.overridesOf?.(at.namespace) ?? {});
-  for (const name of fromPod.keys())
-    if (!s.set.byName.has(name))
-      s.warnings.push(warning('override-ignored', `annotation ${cut(`${name}${overrideDomain}…`, 100)} names no template here; ignored`));
+  let suggested = 0;
+  for (const [name, values] of fromPod) {
+    if (s.set.byName.has(name)) continue;
+    // A typo gets the nearest name; a pod naming hundreds of templates gets no search for each (the answer keeps 20 warnings).
+    const near = suggested++ < 3 ? nearestName(name, [...s.set.byName.keys()]) : undefined;
+    const [parameter = ''] = values.keys();
+    s.warnings.push(
+      warning(
+        'override-ignored',
+        `annotation ${cut(`${name}${overrideDomain}${parameter}`, 120)} names no template here${near ? ` (did you mean ${near}?)` : ''}; ignored`,
+      ),
+    );
+  }
   const overrides = new Map<string, Readonly<Record<string, ParamValue>> | undefined>();
   const parameters = new Map<string, ResolvedParameters['explained']>();
   for (const template of s.ours) {
