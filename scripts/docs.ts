@@ -24,6 +24,8 @@ import {
   rolloutUsage,
   whyOptions,
   whyUsage,
+  simulateOptions,
+  simulateUsage,
 } from '../src/cli/usage.js';
 import { serveOptions, serveUsage } from '../src/config.js';
 import type { AdmissionErrorCode, RequestErrorCode } from '../src/errors.js';
@@ -61,6 +63,7 @@ const commands = [
   ['rollout', rolloutOptions, rolloutUsage],
   ['policies', policiesOptions, policiesUsage],
   ['why', whyOptions, whyUsage],
+  ['simulate', simulateOptions, simulateUsage],
 ] as const satisfies readonly (readonly [string, OptionTable, string])[];
 
 function flagsPage(): string {
@@ -230,6 +233,7 @@ const reasonWhen = {
     'every selected (optional) template was left out by a rule: native sidecars, a pod that runs to completion, Pod Security (the warnings say which)',
   'operation-not-create': 'the review is not a CREATE',
   'not-a-pod': 'the object is not a core Pod',
+  simulation: 'a dry run of `sidecar-injector simulate`: the pod already carries the sidecars being simulated, and the rest of the admission chain judges it',
   subresource: 'the review is about a subresource, not the pod',
   'invalid-pod': 'the API server would reject the pod',
   'pod-too-large': 'the pod is over the injector’s cost limits',

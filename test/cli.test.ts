@@ -116,7 +116,7 @@ test('an unknown command exits 2 in one line, naming the commands and the neares
   t.is(unknown.code, 2);
   t.is(
     unknown.stderr,
-    'sidecar-injector "frobnicate": unknown command; the commands are audit, rollout, serve, render, check, certs, policies, why, version, help, completion; see sidecar-injector --help\n',
+    'sidecar-injector "frobnicate": unknown command; the commands are audit, rollout, serve, render, check, certs, policies, simulate, why, version, help, completion; see sidecar-injector --help\n',
   );
   const typo = await runCli(['rendr', '-f', 'x.yaml']);
   t.is(typo.code, 2);

@@ -6,7 +6,8 @@
 import { diff } from '../inject/diff.js';
 import { admissionEvents, type AdmissionEvent } from '../pipeline/admission-events.js';
 import { admitPod, type AdmitDeps, type PodOutcome } from '../pipeline/admit.js';
-import type { JsonTextScan, KeyPaths } from '../k8s/json.js';
+import { isJsonObject, type JsonTextScan, type KeyPaths } from '../k8s/json.js';
+import { AnnotationKeys } from '../k8s/keys.js';
 import { say, type Decision, type Reason } from '../pipeline/reasons.js';
 import { cut } from '../quote.js';
 import {
@@ -131,7 +132,16 @@ async function review(version: ReviewVersion, request: AdmissionRequest, deps: M
           ? (['subresource', say('subresource', cut(request.subResource, 60))] as const)
           : undefined;
   if (notOurs) return { ...base, response: allowed(version, request.uid), decision: 'allowed', reason: notOurs[0], message: notOurs[1] };
+  // A simulation's dry run carries the sidecars of the templates it simulates: the rest of the chain judges that pod as it is.
+  if (request.dryRun && isSimulation(request.object))
+    return { ...base, response: allowed(version, request.uid), decision: 'allowed', reason: 'simulation', message: say('simulation') };
   return decide(version, request, deps, base);
+}
+
+/** Whether a pod carries the annotation of a `simulate` dry run. */
+function isSimulation(pod: unknown): boolean {
+  const metadata = isJsonObject(pod) && isJsonObject(pod.metadata) ? pod.metadata : undefined;
+  return isJsonObject(metadata?.annotations) && Object.hasOwn(metadata.annotations, AnnotationKeys.simulation);
 }
 
 /** Answers one review body, parsed and decided by mutate's rules. */

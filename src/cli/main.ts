@@ -24,6 +24,7 @@ import {
   rolloutUsage,
   versionText,
   whyUsage,
+  simulateUsage,
 } from './usage.js';
 
 /** A subcommand: its usage text and how it runs. Code is loaded on demand, so `serve` stays small. */
@@ -96,6 +97,13 @@ const commands: Record<string, Command> = {
     run: async (args) => {
       const { policies } = await import('./policies.js');
       process.exitCode = await policies(args, { stdout: process.stdout, stderr: process.stderr }, process.env);
+    },
+  },
+  simulate: {
+    usage: simulateUsage,
+    run: async (args) => {
+      const { simulate } = await import('./simulate.js');
+      process.exitCode = await simulate(args, { stdout: process.stdout, stderr: process.stderr }, process.env);
     },
   },
   why: {

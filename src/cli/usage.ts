@@ -143,6 +143,23 @@ export const whyUsage = usageText(
   'Says, per template in force, why an object has or has not its sidecars: injected, present, not\napplicable (the selector requirement that failed and the value seen), left out by a rule, would be\nrefused; for a running pod that lacks one a new pod would get, what most likely happened and the\ncommand that fixes it. KIND is pod or a workload kind (deployment, deploy, sts, ds, rs, rc, job, cj).\nReads only (docs/why.md lists the permissions).\n',
 );
 
+export const simulateOptions = {
+  kubeconfig: { kind: 'string', value: 'FILE', env: 'KUBECONFIG', help: 'the cluster (default: $KUBECONFIG, ~/.kube/config, or the in-cluster config)' },
+  templates: { kind: 'string', value: 'DIR', help: 'the new templates (required)' },
+  namespace: { kind: 'string', short: 'n', value: 'NS', help: 'one namespace (default: all)' },
+  'injector-namespace': { kind: 'string', value: 'NS', default: 'sidecar-injector', help: "the injector's namespace (where the templates in force are)" },
+  output: { kind: 'string', short: 'o', value: 'FORMAT', default: 'text', help: 'text | json' },
+  rate: { kind: 'string', value: 'N', default: '20', help: 'dry-run creates per second at most' },
+  'max-failures': { kind: 'string', value: 'N', help: 'stop after N workloads would be refused' },
+  ...decideAsAdmissionOptions,
+} as const satisfies OptionTable;
+
+export const simulateUsage = usageText(
+  'simulate --templates DIR [options]',
+  simulateOptions,
+  "For every workload in scope, decides the pod its controller would create with the templates in\nforce and with DIR's, and sends the new pod as a dry-run create through the cluster's admission\nchain (nothing is stored): what changes (sidecars, QoS class, whether a Job completes) and the\nverdict (admitted, refused and by whom, not a fixed point). Exit 0, or 3 when any workload would\nbe refused. Needs create on pods (dry runs) and list on the workload kinds (docs/rollout.md).\n",
+);
+
 export const policiesUsage = usageText(
   'policies [options]',
   policiesOptions,
@@ -161,6 +178,7 @@ Commands:
   rollout     show each template's stable and candidate revisions and the pods on each (rollout status)
   policies    print ValidatingAdmissionPolicies that hold the required sidecars (YAML)
   why         say why a pod or workload has or has not each sidecar (why -n NS deployment/web)
+  simulate    what a change of templates does to every workload, through the cluster's admission chain (dry runs)
   version     print the version, the Node.js version and the Kubernetes versions this build knows
   help        print this, or one command's options (help COMMAND)
   completion  print a bash or zsh completion script (completion bash|zsh)

@@ -5,9 +5,8 @@
  * the same decision code (manifests/why.ts). Only reads.
  */
 import { readFile } from 'node:fs/promises';
-import type { KubeConfig } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
-import { ConfigError, KubernetesApiError, TemplateError } from '../errors.js';
+import { ConfigError } from '../errors.js';
 import { apiPath, apiResources } from '../k8s/api-paths.js';
 import { isJsonObject, type JsonObject } from '../k8s/json.js';
 import { controllingOwner } from '../k8s/object-reference.js';
@@ -15,17 +14,15 @@ import { ownerFactsOf, ownerKey, readOwnersLookup, type OwnerFacts } from '../k8
 import type { Labels } from '../k8s/selector.js';
 import { kindNamed, objectPath, podFromTemplate, podTemplateOf, workloadKinds } from '../k8s/workloads.js';
 import { loadKubeConfig } from '../kube-api/kubeconfig.js';
-import { getJson } from '../kube-api/request.js';
 import { answersForNewPod, answersForRunningPod, type TemplateAnswer } from '../manifests/why.js';
 import { metadataNameLabel, type NamespaceLabelSource } from '../namespaces/source.js';
 import { overrideAnnotations } from '../namespaces/source.js';
 import { parseOptions } from '../options.js';
 import { admitPod, type AdmitDeps } from '../pipeline/admit.js';
 import { auditPod, fixFor, reportOwner } from '../pipeline/audit.js';
-import { templatesConfigMap } from '../pipeline/template-check.js';
-import { compileTemplateFiles, loadTemplateDir } from '../templates/load.js';
 import type { TemplateSet } from '../templates/set.js';
 import { whyOptions } from './usage.js';
+import { lastChanged, readObject, stringMap, templatesInForce } from './cluster-reads.js';
 import { decideFlags, versionDecision } from './decide-flags.js';
 
 export interface WhyIo {
@@ -43,55 +40,6 @@ export interface WhyReport {
 }
 
 const timeoutMs = 15_000;
-
-/** The newest time in an object's managedFields (optionally only of entries that touch `field`), else its creationTimestamp. */
-function lastChanged(metadata: JsonObject, field?: string): string | undefined {
-  let newest: string | undefined;
-  for (const entry of Array.isArray(metadata.managedFields) ? metadata.managedFields : []) {
-    if (!isJsonObject(entry) || typeof entry.time !== 'string') continue;
-    if (field && !JSON.stringify(entry.fieldsV1 ?? {}).includes(field)) continue;
-    if (newest === undefined || entry.time > newest) newest = entry.time;
-  }
-  return newest ?? (typeof metadata.creationTimestamp === 'string' ? metadata.creationTimestamp : undefined);
-}
-
-const stringMap = (value: unknown): Record<string, string> => {
-  const out: Record<string, string> = Object.create(null);
-  if (isJsonObject(value)) for (const [k, v] of Object.entries(value)) if (typeof v === 'string') out[k] = v;
-  return out;
-};
-
-/** GET, with a 404 as undefined and any other failure a ConfigError that says what could not be read. */
-async function read(kubeConfig: KubeConfig, path: string, what: string): Promise<JsonObject | undefined> {
-  try {
-    const object = await getJson(kubeConfig, path, timeoutMs);
-    return isJsonObject(object) ? object : undefined;
-  } catch (err) {
-    if (err instanceof KubernetesApiError && err.statusCode === 404) return undefined;
-    throw new ConfigError([`cannot read ${what}: ${(err as Error).message}`]);
-  }
-}
-
-/** The templates in force: a folder, or the injector's ConfigMap (one key per file, as the injector mounts it). */
-async function templatesInForce(kubeConfig: KubeConfig, dir: string | undefined, injectorNamespace: string) {
-  if (dir !== undefined) return { set: await loadTemplateDir(dir, { allowEmpty: true }), from: dir, changed: undefined };
-  const where = `ConfigMap ${injectorNamespace}/${templatesConfigMap.name}`;
-  const configMap = await read(kubeConfig, apiPath(apiResources.configMaps, { namespace: injectorNamespace, name: templatesConfigMap.name }), where);
-  if (!configMap)
-    return { set: compileTemplateFiles([], where, { allowEmpty: true }), from: `${where} (not there: no template is in force)`, changed: undefined };
-  const files = Object.entries(stringMap(configMap.data)).map(([name, text]) => ({ name, text }));
-  try {
-    const metadata = isJsonObject(configMap.metadata) ? configMap.metadata : {};
-    return { set: compileTemplateFiles(files, where, { allowEmpty: true }), from: where, changed: lastChanged(metadata) };
-  } catch (err) {
-    if (err instanceof TemplateError)
-      throw new ConfigError([
-        `${where} holds templates the injector refuses (it keeps serving its last good set; --templates DIR decides with a folder):`,
-        ...err.problems.map((p) => `${p.file}: ${p.field ? `${p.field}: ` : ''}${p.message}`),
-      ]);
-    throw err;
-  }
-}
 
 /** Runs `why`; returns the exit code. */
 export async function why(argv: readonly string[], io: WhyIo, env: Readonly<Record<string, string | undefined>> = {}): Promise<number> {
@@ -145,7 +93,7 @@ export async function why(argv: readonly string[], io: WhyIo, env: Readonly<Reco
     'default';
   if (object === undefined) {
     const path = kind === 'Pod' ? apiPath(apiResources.pods, { namespace, name }) : objectPath(workloadKinds.get(kind!)!, namespace, name);
-    object = await read(kubeConfig, path, `${kind} ${namespace}/${name}`);
+    object = await readObject(kubeConfig, path, `${kind} ${namespace}/${name}`);
     if (!object) throw new ConfigError([`${kind} ${namespace}/${name} not found`]);
   }
   const metadata = isJsonObject(object.metadata) ? object.metadata : {};
@@ -158,7 +106,7 @@ export async function why(argv: readonly string[], io: WhyIo, env: Readonly<Reco
     values.templates as string | undefined,
     (values['injector-namespace'] as string | undefined) ?? 'sidecar-injector',
   );
-  const namespaceObject = await read(kubeConfig, apiPath(apiResources.namespaces, { name: namespace }), `namespace ${namespace}`);
+  const namespaceObject = await readObject(kubeConfig, apiPath(apiResources.namespaces, { name: namespace }), `namespace ${namespace}`);
   const notes: string[] = [];
   if (!namespaceObject) notes.push(`namespace ${namespace} does not exist`);
   const namespaceMetadata = isJsonObject(namespaceObject?.metadata) ? namespaceObject.metadata : {};
@@ -192,7 +140,7 @@ export async function why(argv: readonly string[], io: WhyIo, env: Readonly<Reco
     const ownerKind = owner && workloadKinds.get(owner.kind);
     const ownerObject =
       live && owner && ownerKind?.createsPods && ownerKind.apiVersion === owner.apiVersion
-        ? await read(kubeConfig, objectPath(ownerKind, namespace, owner.name), `${owner.kind} ${namespace}/${owner.name}`)
+        ? await readObject(kubeConfig, objectPath(ownerKind, namespace, owner.name), `${owner.kind} ${namespace}/${owner.name}`)
         : undefined;
     const ownerMetadata = isJsonObject(ownerObject?.metadata) ? ownerObject.metadata : {};
     const ownerTemplate = ownerObject && (!owner?.uid || ownerMetadata.uid === owner.uid) ? podTemplateOf(owner!.kind, ownerObject) : undefined;

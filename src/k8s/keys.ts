@@ -27,6 +27,11 @@ export const AnnotationKeys = {
   mirror: 'kubernetes.io/config.mirror',
   /** The container `kubectl logs` and `kubectl exec` use when none is named (else the first in `containers`). */
   defaultContainer: 'kubectl.kubernetes.io/default-container',
+  /**
+   * On a dry-run pod of `simulate`: it already carries the sidecars of the templates simulated,
+   * so the injector stands aside (honoured on dry runs only, which store nothing).
+   */
+  simulation: 'sidecar-injector.io/simulation',
 } as const;
 
 /** The Pod Security Admission labels of a namespace (CONTRACT R-71), per mode: level and version. */

@@ -57,6 +57,10 @@ export const reasons = {
   // Reviews that are not ours.
   'operation-not-create': { decision: 'allowed', say: (operation: string) => `operation ${operation} is not CREATE` },
   'not-a-pod': { decision: 'allowed', say: (kind: string) => `kind ${kind} is not a core Pod` },
+  simulation: {
+    decision: 'allowed',
+    say: () => `a dry run of sidecar-injector simulate (annotation ${AnnotationKeys.simulation}): the pod carries the sidecars simulated; left as it is`,
+  },
   subresource: { decision: 'allowed', say: (subresource: string) => `subresource ${subresource} is not the pod itself` },
   // Pods refused.
   'invalid-pod': { decision: 'denied', code: 400, say: (problem: string) => problem },

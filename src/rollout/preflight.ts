@@ -97,7 +97,7 @@ export function probePod(candidate: Template): JsonObject {
 }
 
 /** What a create may set on a pod, left out of the second dry run (as a client resubmitting it would). */
-function resubmittable(pod: JsonObject): JsonObject {
+export function resubmittable(pod: JsonObject): JsonObject {
   const metadata = isJsonObject(pod.metadata) ? { ...pod.metadata } : {};
   for (const key of ['uid', 'resourceVersion', 'creationTimestamp', 'managedFields', 'generation', 'selfLink']) delete metadata[key];
   const { status: _status, ...rest } = pod;

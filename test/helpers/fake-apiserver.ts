@@ -30,14 +30,19 @@ interface NodeObject {
 }
 
 type Collection = 'namespaces' | 'nodes' | 'pods';
-type Resource = 'pods' | 'replicasets' | 'jobs' | 'deployments' | 'statefulsets' | 'daemonsets' | 'replicationcontrollers';
+type Resource = 'pods' | 'replicasets' | 'jobs' | 'cronjobs' | 'deployments' | 'statefulsets' | 'daemonsets' | 'replicationcontrollers';
 /** The API group path of a resource's collection. */
 const groupOf = (resource: Resource) =>
-  resource === 'pods' || resource === 'replicationcontrollers' ? '/api/v1' : resource === 'jobs' ? '/apis/batch/v1' : '/apis/apps/v1';
+  resource === 'pods' || resource === 'replicationcontrollers'
+    ? '/api/v1'
+    : resource === 'jobs' || resource === 'cronjobs'
+      ? '/apis/batch/v1'
+      : '/apis/apps/v1';
 const kinds: Record<Resource, string> = {
   pods: 'Pod',
   replicasets: 'ReplicaSet',
   jobs: 'Job',
+  cronjobs: 'CronJob',
   deployments: 'Deployment',
   statefulsets: 'StatefulSet',
   daemonsets: 'DaemonSet',
@@ -133,6 +138,7 @@ export class FakeApiServer {
     statefulsets: new Map(),
     daemonsets: new Map(),
     replicationcontrollers: new Map(),
+    cronjobs: new Map(),
   };
   /** `Accept` headers of the workload lists seen (the auditor asks for metadata only). */
   readonly workloadAccepts: string[] = [];
@@ -509,7 +515,7 @@ export class FakeApiServer {
   /** Lists of pods, ReplicaSets and Jobs, all namespaces or one, paginated; metadata only when asked by `Accept`. */
   private handleWorkloads(url: URL, req: IncomingMessage, res: ServerResponse): boolean {
     const match =
-      /^\/(?:api\/v1|apis\/apps\/v1|apis\/batch\/v1)(?:\/namespaces\/([^/]+))?\/(pods|replicasets|jobs|deployments|statefulsets|daemonsets|replicationcontrollers)$/.exec(
+      /^\/(?:api\/v1|apis\/apps\/v1|apis\/batch\/v1)(?:\/namespaces\/([^/]+))?\/(pods|replicasets|jobs|cronjobs|deployments|statefulsets|daemonsets|replicationcontrollers)$/.exec(
         url.pathname,
       );
     if (!match || req.method !== 'GET') return false;
@@ -714,7 +720,7 @@ export class FakeApiServer {
     if (proxied && req.method === 'GET')
       return this.proxy(req, res, `${decodeURIComponent(proxied[1]!)}/${decodeURIComponent(proxied[2]!)}`, proxied[3]!, url.search);
     const single =
-      /^\/(?:api\/v1|apis\/apps\/v1|apis\/batch\/v1)\/namespaces\/([^/]+)\/(pods|jobs|replicasets|deployments|statefulsets|daemonsets|replicationcontrollers)\/([^/]+)$/.exec(
+      /^\/(?:api\/v1|apis\/apps\/v1|apis\/batch\/v1)\/namespaces\/([^/]+)\/(pods|jobs|cronjobs|replicasets|deployments|statefulsets|daemonsets|replicationcontrollers)\/([^/]+)$/.exec(
         url.pathname,
       );
     if (single && req.method === 'GET') {
