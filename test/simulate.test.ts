@@ -93,7 +93,10 @@ test('per workload: the sidecars that change, the verdict of the cluster chain w
   t.true(chain.calls.length === 3 && chain.calls.every((c) => c.dryRun && c.pod.metadata.annotations['sidecar-injector.io/simulation'] === 'true'));
   // The text form: counts, the failure first with its refuser.
   const text = (await run('--templates', nextDir)).out;
-  t.regex(text, /^4 workload\(s\): admitted 2, refused 1, unchanged 1\n {2}REFUSED Deployment strict\/api by policy no-blocked-images: /);
+  t.regex(
+    text,
+    /^4 workload\(s\): admitted 2, refused 1, unchanged 1\n {2}REFUSED by policy no-blocked-images: 1 workload\(s\), e\.g\.\n {4}Deployment strict\/api: /,
+  );
 });
 
 test('the same templates change nothing; --max-failures stops early; bad flags are refused', async (t) => {

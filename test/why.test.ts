@@ -173,9 +173,10 @@ test('a running pod: current, and a missing sidecar explained from when the pod 
     { containers: [{ name: 'web', image: 'nginx' }] },
   );
   const c = byTemplate(await json('-n', 'shop', 'pod/web-5d8f-c'));
+  // A required template (failurePolicy: Fail, the default) is not lost to an unreachable injector: its webhook did not see the pod.
   t.regex(
     c['log-shipper']!.reason,
-    /carries nothing of ours: it was created 2026-11-25T00:00:00Z, after the templates and the namespace's labels last changed, so the injector did not answer/,
+    /carries nothing of ours: it was created 2026-11-25T00:00:00Z, after the templates and the namespace's labels last changed, and the template is required \(failurePolicy: Fail\), so the injector's required webhook did not see it/,
   );
   // A stale revision.
   api.addObject(
@@ -218,4 +219,66 @@ test('a manifest with -f, templates from a folder, and clear refusals', async (t
   await t.throwsAsync(run('-n', 'shop', 'deploy/nope'), { instanceOf: ConfigError, message: /Deployment shop\/nope not found/ });
   await t.throwsAsync(run('deploy/a', '-f', manifest), { instanceOf: ConfigError, message: /give one object/ });
   t.truthy(await readFile(manifest, 'utf8'));
+});
+
+test('what a review found: names that are no names, several documents, owners not confirmed, a folder tells no story, NotIn advice', async (t) => {
+  const { api, run, json, dir, set } = await world(t);
+  for (const target of ['pod/..', 'pod/.', 'deploy/a/b'])
+    await t.throwsAsync(run('-n', 'shop', target), { instanceOf: ConfigError, message: /not the name of a/ }, target);
+  await t.throwsAsync(run('-n', '..', 'pod/x'), { instanceOf: ConfigError, message: /-n: "\.\." is not a namespace name/ });
+  await t.throwsAsync(run('--injector-namespace', 'a/b', 'pod/x'), { instanceOf: ConfigError, message: /--injector-namespace/ });
+  const manifests = await mkdtemp(join(tmpdir(), 'why-docs-'));
+  const two = join(manifests, 'two.yaml');
+  await writeFile(
+    two,
+    '---\n# Source: chart\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {containers: [{name: a, image: a}]}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: b}\n',
+  );
+  await t.throwsAsync(run('-f', two), { instanceOf: ConfigError, message: /2 documents; why answers for one object/ });
+  // kubectl's KIND.GROUP form.
+  api.addObject(
+    'deployments',
+    { namespace: 'shop', name: 'web' },
+    { template: { metadata: { labels: { metrics: 'enabled' } }, spec: { containers: [{ name: 'web', image: 'nginx' }] } } },
+  );
+  t.is((await json('-n', 'shop', 'deployment.apps/web')).subject, 'Deployment shop/web');
+  // A pod naming a ReplicaSet of another uid: not its owner; decided for the pod itself, and the fix is for a bare pod.
+  api.addObject(
+    'replicasets',
+    { namespace: 'shop', name: 'other-1' },
+    { template: { metadata: { labels: {} }, spec: { containers: [{ name: 'x', image: 'x' }] } } },
+  );
+  api.addObject(
+    'pods',
+    {
+      namespace: 'shop',
+      name: 'forged',
+      labels: { metrics: 'enabled' },
+      ownerReferences: [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'other-1', uid: 'not-its-uid', controller: true }],
+    },
+    { containers: [{ name: 'app', image: 'app' }] },
+  );
+  const forged = await json('-n', 'shop', 'pod/forged');
+  t.true(forged.notes.some((n) => n.startsWith('its owner ReplicaSet other-1 could not be confirmed')));
+  t.is(byTemplate(forged)['metrics-agent']!.fix, 'recreate pod forged (a bare pod: delete it and create it again)');
+  // With a folder, no story about when the pod was created.
+  const folder = byTemplate(await json('-n', 'shop', 'pod/forged', '--templates', dir));
+  t.regex(folder['metrics-agent']!.reason, /with the folder's templates \(--templates\); whether the cluster's have it/);
+  t.truthy(set);
+});
+
+test('render --explain and why: a NotIn requirement is not told to move the label to the pod template', async (t) => {
+  const { api, json } = await world(t);
+  api.configMaps.set('sidecar-injector/sidecar-injector-templates', {
+    metadata: { name: 'sidecar-injector-templates', namespace: 'sidecar-injector' },
+    data: {
+      'a.yaml': 'name: a\nobjectSelector:\n  matchExpressions:\n    - {key: canary, operator: DoesNotExist}\ncontainers:\n  - name: a\n    image: a:1\n',
+    },
+  });
+  api.addObject(
+    'deployments',
+    { namespace: 'shop', name: 'web' },
+    { template: { metadata: { labels: { canary: 'true' } }, spec: { containers: [{ name: 'web', image: 'nginx' }] } } },
+  );
+  const reason = byTemplate(await json('-n', 'shop', 'deploy/web')).a!.reason;
+  t.is(reason, 'pod labels do not match its objectSelector: it needs !canary, and the pod template has canary="true"');
 });

@@ -8,8 +8,9 @@ import { ConfigError, KubernetesApiError, TemplateError } from '../errors.js';
 import { apiPath, apiResources } from '../k8s/api-paths.js';
 import { isJsonObject, type JsonObject } from '../k8s/json.js';
 import { getJson } from '../kube-api/request.js';
-import { templatesConfigMap } from '../pipeline/template-check.js';
-import { compileTemplateFiles, loadTemplateDir } from '../templates/load.js';
+import { checkTemplateFiles, templatesConfigMap } from '../pipeline/template-check.js';
+import { compileTemplateFiles, isTemplateFileName, loadTemplateDir } from '../templates/load.js';
+import type { TemplateSet } from '../templates/set.js';
 
 const timeoutMs = 15_000;
 
@@ -37,21 +38,38 @@ export async function readObject(kubeConfig: KubeConfig, path: string, what: str
     return isJsonObject(object) ? object : undefined;
   } catch (err) {
     if (err instanceof KubernetesApiError && err.statusCode === 404) return undefined;
-    throw new ConfigError([`cannot read ${what}: ${(err as Error).message}`]);
+    const detail = err instanceof KubernetesApiError && err.detail ? ` (${err.detail.slice(0, 300)})` : '';
+    throw new ConfigError([`cannot read ${what}: ${(err as Error).message}${detail}`]);
   }
 }
 
-/** The templates in force: a folder, or the injector's ConfigMap (one key per file, as the injector mounts it). */
-export async function templatesInForce(kubeConfig: KubeConfig, dir: string | undefined, injectorNamespace: string) {
-  if (dir !== undefined) return { set: await loadTemplateDir(dir, { allowEmpty: true }), from: dir, changed: undefined };
+/** Where the templates in force were read, and when they last changed (a ConfigMap's data; unknown for a folder). */
+export interface TemplatesInForce {
+  readonly set: TemplateSet;
+  readonly from: string;
+  readonly fromCluster: boolean;
+  readonly changed?: string;
+}
+
+/**
+ * The templates in force: a folder, or the injector's ConfigMap read as the injector reads its
+ * mounted files (the same file names, the same checks: a set it would refuse is refused here).
+ */
+export async function templatesInForce(kubeConfig: KubeConfig, dir: string | undefined, injectorNamespace: string): Promise<TemplatesInForce> {
+  if (dir !== undefined) return { set: await loadTemplateDir(dir, { allowEmpty: true }), from: dir, fromCluster: false };
   const where = `ConfigMap ${injectorNamespace}/${templatesConfigMap.name}`;
   const configMap = await readObject(kubeConfig, apiPath(apiResources.configMaps, { namespace: injectorNamespace, name: templatesConfigMap.name }), where);
   if (!configMap)
-    return { set: compileTemplateFiles([], where, { allowEmpty: true }), from: `${where} (not there: no template is in force)`, changed: undefined };
-  const files = Object.entries(stringMap(configMap.data)).map(([name, text]) => ({ name, text }));
+    return { set: compileTemplateFiles([], where, { allowEmpty: true }), from: `${where} (not there: no template is in force)`, fromCluster: true };
+  const files = Object.entries(stringMap(configMap.data))
+    .filter(([name]) => isTemplateFileName(name))
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([name, text]) => ({ name, text }));
+  const metadata = isJsonObject(configMap.metadata) ? configMap.metadata : {};
+  const changed = lastChanged(metadata, 'f:data');
   try {
-    const metadata = isJsonObject(configMap.metadata) ? configMap.metadata : {};
-    return { set: compileTemplateFiles(files, where, { allowEmpty: true }), from: where, changed: lastChanged(metadata) };
+    const set = await checkTemplateFiles(files, where, {}, { allowEmpty: true });
+    return { set, from: where, fromCluster: true, ...(changed ? { changed } : {}) };
   } catch (err) {
     if (err instanceof TemplateError)
       throw new ConfigError([

@@ -5,8 +5,9 @@
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import { kubernetesVersionProblem } from '../config.js';
-import { decideVersion, parseKubernetesVersion, type KubernetesVersion, type VersionDecision } from '../k8s/version.js';
-import { getJson } from '../kube-api/request.js';
+import { apiPath, apiResources } from '../k8s/api-paths.js';
+import { decideVersion, parseKubernetesVersion, type KubernetesVersion, type NodeVersion, type VersionDecision } from '../k8s/version.js';
+import { getJson, listPages } from '../kube-api/request.js';
 import { podSecurityActionProblem, type PodSecurityAction } from '../pipeline/pod-security-fit.js';
 
 /** The two flags, as an option table's entries. */
@@ -40,9 +41,33 @@ export function decideFlags(
   return { ...(flagVersion ? { flagVersion } : {}), podSecurity: podSecurity as PodSecurityAction };
 }
 
-/** The version admission decides by: the flag, else the API server's (the server also reads the kubelets'); none when it cannot be read. */
+/**
+ * The version admission decides by, as the injector decides it: the flag, else the oldest
+ * kubelet's (listing nodes) and the API server's; what cannot be read is said in the decision's reason.
+ */
 export async function versionDecision(kubeConfig: KubeConfig, flagVersion: KubernetesVersion | undefined, timeoutMs: number): Promise<VersionDecision> {
   if (flagVersion) return decideVersion({ flag: flagVersion });
   const apiServer = (await getJson(kubeConfig, '/version', timeoutMs).catch(() => undefined)) as { gitVersion?: unknown } | undefined;
-  return decideVersion(typeof apiServer?.gitVersion === 'string' ? { apiServer: apiServer.gitVersion } : {});
+  const nodes: NodeVersion[] = [];
+  let nodesProblem: string | undefined;
+  try {
+    await listPages<{ metadata?: { name?: unknown }; status?: { nodeInfo?: { kubeletVersion?: unknown } } }>(
+      kubeConfig,
+      apiPath(apiResources.nodes),
+      { pageSize: 500, timeoutMs, accept: 'object', onRestart: () => nodes.splice(0) },
+      (page) => {
+        for (const node of page)
+          nodes.push({
+            node: typeof node.metadata?.name === 'string' ? node.metadata.name.slice(0, 253) : '',
+            kubeletVersion: typeof node.status?.nodeInfo?.kubeletVersion === 'string' ? node.status.nodeInfo.kubeletVersion.slice(0, 100) : '',
+          });
+      },
+    );
+  } catch (err) {
+    nodesProblem = `nodes could not be listed (${(err as Error).message.slice(0, 200)})`;
+  }
+  return decideVersion({
+    ...(typeof apiServer?.gitVersion === 'string' ? { apiServer: apiServer.gitVersion } : {}),
+    ...(nodesProblem ? { nodesProblem } : { nodes }),
+  });
 }

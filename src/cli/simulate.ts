@@ -234,12 +234,17 @@ export function formatSimulation(report: SimulateReport): string {
     .map(([verdict, n]) => `${verdict} ${n}`)
     .join(', ');
   lines.push(`${report.workloads.length} workload(s): ${counts || 'none'}${report.stoppedEarly ? ' (stopped early: --max-failures)' : ''}`);
-  const failed = report.workloads.filter((w) => w.verdict === 'refused' || w.verdict === 'not-fixed-point');
-  for (const w of failed.slice(0, 10))
-    lines.push(
-      `  ${w.verdict.toUpperCase()} ${w.kind} ${w.namespace}/${w.name}${w.refusedBy ? ` by ${w.refusedBy}${w.refuser ? ` ${w.refuser}` : ''}` : ''}: ${w.message ?? ''}`,
-    );
-  if (failed.length > 10) lines.push(`  … and ${failed.length - 10} more`);
+  // The first examples of each failure: by verdict and who refused.
+  const groups = new Map<string, SimulatedWorkload[]>();
+  for (const w of report.workloads) {
+    if (w.verdict !== 'refused' && w.verdict !== 'not-fixed-point') continue;
+    const key = `${w.verdict.toUpperCase()}${w.refusedBy ? ` by ${w.refusedBy}${w.refuser ? ` ${w.refuser}` : ''}` : ''}`;
+    groups.set(key, [...(groups.get(key) ?? []), w]);
+  }
+  for (const [key, members] of groups) {
+    lines.push(`  ${key}: ${members.length} workload(s), e.g.`);
+    for (const w of members.slice(0, 2)) lines.push(`    ${w.kind} ${w.namespace}/${w.name}: ${w.message ?? ''}`);
+  }
   for (const w of report.workloads) {
     if (w.verdict === 'unchanged') continue;
     const change = [...w.sidecars.added.map((s) => `+${s}`), ...w.sidecars.removed.map((s) => `-${s}`), ...w.sidecars.changed.map((s) => `~${s}`)].join(' ');

@@ -9,8 +9,9 @@ import { parseAllDocuments } from 'yaml';
 import { ConfigError } from '../errors.js';
 import { apiPath, apiResources } from '../k8s/api-paths.js';
 import { isJsonObject, type JsonObject } from '../k8s/json.js';
+import { isDns1123Label } from '../k8s/label-syntax.js';
 import { controllingOwner } from '../k8s/object-reference.js';
-import { ownerFactsOf, ownerKey, readOwnersLookup, type OwnerFacts } from '../k8s/owners.js';
+import { ownerFactsOf, ownerKey, readOwnersLookup, resolveWorkload, type OwnerFacts } from '../k8s/owners.js';
 import type { Labels } from '../k8s/selector.js';
 import { kindNamed, objectPath, podFromTemplate, podTemplateOf, workloadKinds } from '../k8s/workloads.js';
 import { loadKubeConfig } from '../kube-api/kubeconfig.js';
@@ -41,6 +42,9 @@ export interface WhyReport {
 
 const timeoutMs = 15_000;
 
+/** An object's name as the API server allows it (a DNS subdomain): `.` and `..` never, nor `/`. */
+const objectNameRe = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
+
 /** Runs `why`; returns the exit code. */
 export async function why(argv: readonly string[], io: WhyIo, env: Readonly<Record<string, string | undefined>> = {}): Promise<number> {
   const { values, positionals } = parseOptions('why', whyOptions, argv, env, ['KIND/NAME']);
@@ -55,14 +59,22 @@ export async function why(argv: readonly string[], io: WhyIo, env: Readonly<Reco
   let name = '';
   if (target !== undefined) {
     const at = target.indexOf('/');
-    const kindText = at > 0 ? target.slice(0, at) : '';
+    // kubectl's forms: deployment/web, deployments/web, deploy/web, deployment.apps/web.
+    const kindText = at > 0 ? target.slice(0, at).replace(/\.(?:apps|batch)$/, '') : '';
     name = at > 0 ? target.slice(at + 1) : '';
     kind = ['pod', 'pods', 'po'].includes(kindText.toLowerCase()) ? 'Pod' : kindNamed(kindText)?.kind;
     if (!kind || !name)
       problems.push(
-        `${JSON.stringify(target.slice(0, 100))}: expected KIND/NAME with KIND pod or a workload kind (${[...workloadKinds.values()].map((k) => `${k.kind.toLowerCase()} or ${k.shortName}`).join(', ')})`,
+        `${JSON.stringify(target.slice(0, 100))}: expected KIND/NAME with KIND pod or a workload kind (${[...workloadKinds.values()].map((k) => [...new Set([k.kind.toLowerCase(), k.shortName])].join(' or ')).join(', ')})`,
       );
+    else if (!objectNameRe.test(name))
+      problems.push(`${JSON.stringify(name.slice(0, 100))}: not the name of a ${kind} (a DNS subdomain: lowercase letters, digits, '-' and '.')`);
   }
+  for (const [flag, value] of [
+    ['-n', values.namespace],
+    ['--injector-namespace', values['injector-namespace']],
+  ] as const)
+    if (typeof value === 'string' && !isDns1123Label(value)) problems.push(`${flag}: ${JSON.stringify(value.slice(0, 100))} is not a namespace name`);
   if (problems.length > 0) throw new ConfigError(problems);
   const kubeConfig = await loadKubeConfig(values.kubeconfig as string | undefined, { fallback: 'default' });
   const contextNamespace = kubeConfig.getContextObject(kubeConfig.getCurrentContext())?.namespace;
@@ -76,8 +88,13 @@ export async function why(argv: readonly string[], io: WhyIo, env: Readonly<Reco
     } catch (err) {
       throw new ConfigError([`-f ${file}: ${(err as Error).message}`]);
     }
-    const [doc] = parseAllDocuments(text, { uniqueKeys: true }) as unknown as { errors: { message: string }[]; toJS(): unknown }[];
+    const docs = (parseAllDocuments(text, { uniqueKeys: true }) as unknown as { errors: { message: string }[]; contents: unknown; toJS(): unknown }[]).filter(
+      // A document of comments only (helm's `# Source:` headers) is no object.
+      (d) => d.errors.length > 0 || (d.contents !== null && d.toJS() !== null),
+    );
+    const doc = docs[0];
     if (!doc || doc.errors.length > 0) throw new ConfigError([`-f ${file}: ${doc?.errors[0]?.message.split('\n')[0] ?? 'no document'}`]);
+    if (docs.length > 1) throw new ConfigError([`-f ${file}: ${docs.length} documents; why answers for one object (split the file, or ask for each)`]);
     const parsed = doc.toJS();
     if (!isJsonObject(parsed)) throw new ConfigError([`-f ${file}: not an object`]);
     object = parsed;
@@ -95,6 +112,8 @@ export async function why(argv: readonly string[], io: WhyIo, env: Readonly<Reco
     const path = kind === 'Pod' ? apiPath(apiResources.pods, { namespace, name }) : objectPath(workloadKinds.get(kind!)!, namespace, name);
     object = await readObject(kubeConfig, path, `${kind} ${namespace}/${name}`);
     if (!object) throw new ConfigError([`${kind} ${namespace}/${name} not found`]);
+    if (object.kind !== kind)
+      throw new ConfigError([`${kind} ${namespace}/${name}: the API server answered with a ${JSON.stringify(String(object.kind).slice(0, 60))}`]);
   }
   const metadata = isJsonObject(object.metadata) ? object.metadata : {};
   name = typeof metadata.name === 'string' ? metadata.name : name;
@@ -135,23 +154,52 @@ export async function why(argv: readonly string[], io: WhyIo, env: Readonly<Reco
     const outcome = await admitPod({ pod, namespace, name: '' }, deps);
     answers = answersForNewPod(outcome, set, { kind: kind!, labels: stringMap(metadata.labels), path: found.path });
   } else {
-    // A pod: the decision for a new pod of its workload (its owner's pod template), or for the pod itself.
+    // A pod: the decision for a new pod of its workload (the pod template its controller, or the
+    // controller's owner, creates pods from: what a restart uses), or for the pod itself.
+    const read = new Map<string, OwnerFacts>();
+    const objects = new Map<string, JsonObject>();
+    const readKinds = new Set<string>();
+    const readOwner = async (ref: { readonly kind: string; readonly name: string; readonly apiVersion: string }) => {
+      const known = workloadKinds.get(ref.kind);
+      if (!live || !known || known.apiVersion !== ref.apiVersion) return;
+      readKinds.add(ref.kind);
+      const found = await readObject(kubeConfig, objectPath(known, namespace, ref.name), `${ref.kind} ${namespace}/${ref.name}`);
+      if (!found || found.kind !== ref.kind) return;
+      const key = ownerKey({ kind: ref.kind, namespace, name: ref.name });
+      read.set(key, ownerFactsOf(isJsonObject(found.metadata) ? found.metadata : {}, namespace));
+      objects.set(key, found);
+    };
     const owner = controllingOwner(metadata.ownerReferences, namespace);
-    const ownerKind = owner && workloadKinds.get(owner.kind);
-    const ownerObject =
-      live && owner && ownerKind?.createsPods && ownerKind.apiVersion === owner.apiVersion
-        ? await readObject(kubeConfig, objectPath(ownerKind, namespace, owner.name), `${owner.kind} ${namespace}/${owner.name}`)
-        : undefined;
-    const ownerMetadata = isJsonObject(ownerObject?.metadata) ? ownerObject.metadata : {};
-    const ownerTemplate = ownerObject && (!owner?.uid || ownerMetadata.uid === owner.uid) ? podTemplateOf(owner!.kind, ownerObject) : undefined;
-    const newPod = ownerTemplate
-      ? podFromTemplate(ownerTemplate.template, { name: owner!.name, namespace, owner: { ...owner!, controller: true } as unknown as JsonObject })
-      : object;
-    const outcome = await admitPod({ pod: newPod, namespace, name: ownerTemplate ? '' : name }, deps);
+    if (owner) {
+      await readOwner(owner);
+      const parent = read.get(ownerKey(owner))?.owner;
+      if (parent && workloadKinds.get(owner.kind)?.ownedBy) await readOwner(parent);
+    }
+    // An owner is believed only when it exists with the uid the pod names (resolveWorkload).
+    const lookup = readOwnersLookup(read, readKinds);
+    const workloadRef = resolveWorkload(metadata, namespace, lookup);
+    const workloadObject = workloadRef && objects.get(ownerKey(workloadRef));
+    const found = workloadRef && workloadObject ? podTemplateOf(workloadRef.kind, workloadObject) : undefined;
+    const newPod =
+      workloadRef && found
+        ? podFromTemplate(found.template, {
+            name: workloadRef.name,
+            namespace,
+            owner: {
+              apiVersion: workloadRef.apiVersion,
+              kind: workloadRef.kind,
+              name: workloadRef.name,
+              ...(workloadRef.uid ? { uid: workloadRef.uid } : {}),
+              controller: true,
+            },
+          })
+        : object;
+    const outcome = await admitPod({ pod: newPod, namespace, name: found ? '' : name }, deps);
+    const workloadMetadata = isJsonObject(workloadObject?.metadata) ? workloadObject.metadata : {};
     const forNewPod = answersForNewPod(
       outcome,
       set,
-      ownerTemplate ? { kind: owner!.kind, labels: stringMap(ownerMetadata.labels), path: ownerTemplate.path } : undefined,
+      workloadRef && found ? { kind: workloadRef.kind, labels: stringMap(workloadMetadata.labels), path: found.path } : undefined,
     );
     if (!live) answers = forNewPod;
     else {
@@ -163,16 +211,17 @@ export async function why(argv: readonly string[], io: WhyIo, env: Readonly<Reco
         ...(typeof metadata.generateName === 'string' ? { generateName: metadata.generateName } : {}),
         ownerReferences: metadata.ownerReferences,
       };
-      const read = new Map<string, OwnerFacts>();
-      if (owner && ownerObject) read.set(ownerKey(owner), ownerFactsOf(ownerMetadata, namespace));
-      const workload = reportOwner(podMetadata, readOwnersLookup(read, new Set()));
-      answers = answersForRunningPod(auditPod(podMetadata, namespaceLabels, set), forNewPod, {
+      const namespaceLabelsChanged = lastChanged(namespaceMetadata, 'f:labels');
+      answers = answersForRunningPod(auditPod(podMetadata, namespaceLabels, set), forNewPod, set, {
         ...(typeof metadata.creationTimestamp === 'string' ? { podCreated: metadata.creationTimestamp } : {}),
         ...(templates.changed ? { templatesChanged: templates.changed } : {}),
-        ...(lastChanged(namespaceMetadata, 'f:labels') ? { namespaceLabelsChanged: lastChanged(namespaceMetadata, 'f:labels')! } : {}),
-        fix: fixFor(namespace, workload),
+        ...(namespaceLabelsChanged ? { namespaceLabelsChanged } : {}),
+        templatesFromCluster: templates.fromCluster,
+        fix: fixFor(namespace, reportOwner(podMetadata, lookup)),
       });
-      if (ownerTemplate) notes.push(`decided for a new pod of ${owner!.kind} ${owner!.name} (its pod template), as admission would decide the next one`);
+      if (found) notes.push(`decided for a new pod of ${workloadRef!.kind} ${workloadRef!.name} (its pod template), as admission would decide the next one`);
+      else if (owner)
+        notes.push(`its owner ${owner.kind} ${owner.name} could not be confirmed (not there with the uid the pod names): decided for the pod itself`);
     }
   }
   if (set.templates.length === 0) notes.push(`no template is in force (${templates.from})`);

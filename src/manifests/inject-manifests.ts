@@ -62,7 +62,9 @@ export function skipDetail(skip: TemplateSkip, workload?: WorkloadContext): stri
   const namespaceSide = skip.reason === 'namespace-selector';
   const whose = namespaceSide ? 'the namespace' : workload ? 'the pod template' : 'the pod';
   const because = `${detail}: it needs ${requirementText(requirement)}, and ${unmetBecause(requirement, labels, whose)}`;
-  if (namespaceSide || !workload || unmetRequirement({ requirements: [requirement] }, workload.labels)) return because;
+  // Only a label the pod lacks can be moved to it: for NotIn and DoesNotExist the fix is removing one.
+  const positive = requirement.operator === 'In' || requirement.operator === 'Exists';
+  if (namespaceSide || !workload || !positive || unmetRequirement({ requirements: [requirement] }, workload.labels)) return because;
   return `${because}; the ${workload.kind}'s own labels meet it, but its pods get only ${[...workload.path, 'metadata', 'labels'].join('.')}: put the label there`;
 }
 

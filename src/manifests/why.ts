@@ -40,8 +40,11 @@ export function answersForNewPod(outcome: PodOutcome, set: TemplateSet, workload
       return { template: name, state: 'would-deny', reason: `admission refuses ${subject}: ${outcome.message}` };
     if (!decision) return { template: name, state: 'not-applicable', reason: outcome.message };
     switch (decision.kind) {
-      case 'inject':
-        return { template: name, state: 'injected', reason: `admission injects it into ${subject} (revision ${template.hash})` };
+      case 'inject': {
+        // The revision admission chose (a candidate's share may take the pod).
+        const revision = outcome.templates.find((t) => t.name === name)?.hash ?? template.hash;
+        return { template: name, state: 'injected', reason: `admission injects it into ${subject} (revision ${revision})` };
+      }
       case 'present':
         return { template: name, state: 'present', reason: `${subject} already carries it` };
       case 'left-out':
@@ -50,7 +53,8 @@ export function answersForNewPod(outcome: PodOutcome, set: TemplateSet, workload
         return { template: name, state: 'would-deny', reason: `${decision.rule}: ${decision.text}`, fix: leftOutRules[decision.rule].remedy };
       case 'not-applicable': {
         const skip = skips.get(name);
-        return { template: name, state: 'not-applicable', reason: skip ? skipDetail(skip, workload) : outcome.message };
+        const why = skip ? skipDetail(skip, workload) : decision.why === outcome.reason ? outcome.message : `not applicable to ${subject} (${decision.why})`;
+        return { template: name, state: 'not-applicable', reason: why };
       }
     }
   });
@@ -64,6 +68,8 @@ export interface CreationContext {
   readonly templatesChanged?: string;
   /** The last change of the namespace's labels (its managedFields). */
   readonly namespaceLabelsChanged?: string;
+  /** Whether the templates were read from the cluster (else a folder: no history to tell). */
+  readonly templatesFromCluster: boolean;
   /** The command that gives the pod's workload its sidecars again (audit's fixFor). */
   readonly fix: string;
 }
@@ -73,20 +79,27 @@ export interface CreationContext {
  * the decision for a new pod of its workload (`forNewPod`); a template it lacks that a new pod
  * would get is explained from when the pod was created.
  */
-export function answersForRunningPod(verdict: PodVerdict, forNewPod: readonly TemplateAnswer[], context: CreationContext): TemplateAnswer[] {
+export function answersForRunningPod(verdict: PodVerdict, forNewPod: readonly TemplateAnswer[], set: TemplateSet, context: CreationContext): TemplateAnswer[] {
   const judged = new Map(verdict.templates.map((t) => [t.name, t]));
   const carriesAny = verdict.templates.some((t) => t.have !== null);
   return forNewPod.map((answer): TemplateAnswer => {
     const t = judged.get(answer.template);
     if (!t) return answer;
+    // What the running pod carries must not hide what its next pod meets.
+    const next = answer.state === 'would-deny' || answer.state === 'left-out' ? `; a new pod: ${answer.state} — ${answer.reason}` : '';
     switch (t.state) {
       case 'current':
-        return { template: t.name, state: 'current', reason: `carries revision ${t.have}, the one in force` };
+        return {
+          template: t.name,
+          state: 'current',
+          reason: `carries revision ${t.have}, the one in force${next}`,
+          ...(answer.fix && next ? { fix: answer.fix } : {}),
+        };
       case 'stale':
         return {
           template: t.name,
           state: 'stale',
-          reason: `carries revision ${t.have}; the revision in force is ${t.want} (the pod was created before the template changed, or while another revision was rolled out)`,
+          reason: `carries revision ${t.have}; the revision in force is ${t.want} (the pod was created before the template changed, or while another revision was rolled out)${next}`,
           fix: context.fix,
         };
       case 'orphaned':
@@ -100,21 +113,35 @@ export function answersForRunningPod(verdict: PodVerdict, forNewPod: readonly Te
         return answer.state === 'left-out' ? answer : { ...answer, state: 'left-out' };
       case 'missing':
         if (answer.state !== 'injected') return answer;
-        return { template: t.name, state: 'missing', reason: missingBecause(carriesAny, context), fix: context.fix };
+        return {
+          template: t.name,
+          state: 'missing',
+          reason: missingBecause(carriesAny, set.byName.get(t.name)?.failurePolicy === 'Fail', context),
+          fix: context.fix,
+        };
     }
   });
 }
 
 /** What most likely happened to a pod created without a template a new pod gets. */
-function missingBecause(carriesAny: boolean, context: CreationContext): string {
+function missingBecause(carriesAny: boolean, required: boolean, context: CreationContext): string {
   const { podCreated, templatesChanged, namespaceLabelsChanged } = context;
-  const before = (time: string | undefined) => podCreated !== undefined && time !== undefined && podCreated < time;
+  const lacks = 'a new pod gets it and this one lacks it';
+  if (!context.templatesFromCluster)
+    return `${lacks} with the folder's templates (--templates); whether the cluster's have it, and had it when the pod was created, is not known here`;
   const created = podCreated ? `created ${podCreated}` : 'created at a time the cluster does not say';
+  // The API server's times are whole seconds: a tie says nothing.
+  const before = (time: string | undefined) => podCreated !== undefined && time !== undefined && podCreated < time;
+  const same = (time: string | undefined) => podCreated !== undefined && time === podCreated;
   if (before(templatesChanged))
-    return `a new pod gets it and this one lacks it: it was ${created}, before the templates last changed (${templatesChanged}), so the template did not exist or did not select it then`;
+    return `${lacks}: it was ${created}, before the templates last changed (${templatesChanged}), so the template did not exist or did not select it then`;
   if (before(namespaceLabelsChanged))
-    return `a new pod gets it and this one lacks it: it was ${created}, before its namespace's labels last changed (${namespaceLabelsChanged}), so the namespace may not have been opted in then`;
+    return `${lacks}: it was ${created}, before its namespace's labels last changed (${namespaceLabelsChanged}), so the namespace may not have been opted in then`;
+  if (same(templatesChanged) || same(namespaceLabelsChanged))
+    return `${lacks}: it was ${created}, the second the templates or the namespace's labels last changed: either could have decided it`;
   if (carriesAny)
-    return `a new pod gets it and this one lacks it, though it carries other templates of ours: it was ${created} with another selection (its labels or annotations then, or a revision without this template)`;
-  return `a new pod gets it and this one carries nothing of ours: it was ${created}, after the templates and the namespace's labels last changed, so the injector did not answer its admission (unreachable or too slow: an optional template, failurePolicy: Ignore, lets the pod through without its sidecar) — see the injector's logs and sidecar_injector_reviews_total around that time`;
+    return `${lacks}, though it carries other templates of ours: it was ${created} with another selection (its labels or annotations then, or a revision without this template)`;
+  if (required)
+    return `${lacks} and carries nothing of ours: it was ${created}, after the templates and the namespace's labels last changed, and the template is required (failurePolicy: Fail), so the injector's required webhook did not see it — it was not yet installed, its configuration did not match the pod then, or the pod was created bypassing it`;
+  return `${lacks} and carries nothing of ours: it was ${created}, after the templates and the namespace's labels last changed, so the injector did not answer its admission (unreachable or too slow: an optional template, failurePolicy: Ignore, lets the pod through without its sidecar) — see the injector's logs and sidecar_injector_reviews_total around that time`;
 }

@@ -223,9 +223,14 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
   const annotations = checkStringMap(doc.annotations, 'annotations', problems, false);
   const pullSecrets = checkNamedList(doc.imagePullSecrets, 'imagePullSecrets', problems, new Set(), 'imagePullSecret');
   // Every field the Kubernetes schema does not have: the API server would refuse it (or drop it).
+  // The fields the schema refuses: a value under one is not blamed again for where it reaches (below).
+  const unknownFields: string[] = [];
   const schemaCheck = (items: readonly unknown[], type: string, field: string) =>
     items.forEach((item, i) => {
-      for (const problem of schemaFieldProblems(item, type, `${field}[${i}]`)) problems.add(problem.field, problem.message);
+      for (const problem of schemaFieldProblems(item, type, `${field}[${i}]`)) {
+        problems.add(problem.field, problem.message);
+        unknownFields.push(problem.field);
+      }
     });
   schemaCheck(containers, 'V1Container', 'containers');
   schemaCheck(initContainers, 'V1Container', 'initContainers');
@@ -255,9 +260,8 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
     imagePullSecrets: compileList(pullSecrets, 'imagePullSecrets'),
   };
   const overridable = new Set([...declarations.values()].filter((d) => d.override !== 'none').map((d) => d.name));
-  // A value under a field already refused (an unknown or misplaced field) is not blamed again: where it would end up is unknown.
-  const refused = problems.list.map((p) => p.field).filter(Boolean);
-  const under = (field: string) => refused.some((f) => field === f || field.startsWith(`${f}.`) || field.startsWith(`${f}[`));
+  // A value under a field the schema refused (unknown or misplaced) is not blamed again: where it would end up is unknown.
+  const under = (field: string) => unknownFields.some((f) => field === f || field.startsWith(`${f}.`) || field.startsWith(`${f}[`));
   const placed = uses.filter((use) => !under(use.field));
   for (const { field, message } of overrideReachProblems(placed, declarations, doc)) problems.add(field, message);
   if (problems.list.length > 0) return { problems: problems.list };

@@ -27,7 +27,14 @@ export function parseTemplateText(text: string, file: string): { template?: Temp
   const lineCounter = new LineCounter();
   const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: false, lineCounter });
   const issues = doc.errors.length > 0 ? doc.errors : doc.warnings;
-  if (issues.length > 0) return { problems: issues.map((e) => ({ file, field: yamlPosition(e, lineCounter), message: `YAML: ${e.message.split('\n')[0]}` })) };
+  if (issues.length > 0)
+    return {
+      problems: issues.map((e) => {
+        const { line } = lineCounter.linePos(e.pos[0]);
+        const hint = text.split('\n')[line - 1]?.includes('{{') ? '; a value with {{ must be quoted' : '';
+        return { file, field: yamlPosition(e, lineCounter), message: `YAML: ${e.message.split('\n')[0]}${hint}` };
+      }),
+    };
   const unquoted = unquotedPlaceholders(doc, text, lineCounter, file);
   if (unquoted.length > 0) return { problems: unquoted };
   let value: unknown;
@@ -54,13 +61,24 @@ function unquotedPlaceholders(doc: Document, text: string, lineCounter: LineCoun
     Pair: (_, pair, path) => {
       if (!isCollection(pair.key)) return undefined;
       const outer = path[path.length - 1] as { range?: [number, number, number] } | undefined;
-      const start = outer?.range?.[0] ?? (pair.key as { range?: [number] }).range?.[0] ?? 0;
+      const start = outer?.range?.[0] ?? 0;
       const source = text.slice(start, outer?.range?.[1] ?? start).trim();
       const { line, col } = lineCounter.linePos(start);
+      // `{{ x }}` alone is a map inside a map with no value: the unquoted placeholder. Any other
+      // key that is a map or a list (`{{ x }}: v`, `? [a, b]`) cannot be a template's: keys are literal.
+      if (!source.startsWith('{{') || pair.value !== null) {
+        problems.push({
+          file,
+          field: `line ${line}, column ${col}`,
+          message: 'YAML: a map key that is a map or a list; map keys are literal text (no placeholders in keys)',
+        });
+        return visit.SKIP;
+      }
+      const shown = source.length <= 120 ? source : `${source.slice(0, 117)}...`;
       problems.push({
         file,
         field: `line ${line}, column ${col}`,
-        message: `YAML: ${source.length <= 120 && source.startsWith('{{') ? source : 'a value starting with {{'} is read as a map: YAML takes { as the start of one; quote the value (${source.length <= 120 && source.startsWith('{{') ? JSON.stringify(source) : '"{{ … }}"'})`,
+        message: `YAML: ${shown} is read as a map: YAML takes { as the start of one; quote the value (${JSON.stringify(shown)})`,
       });
       return visit.SKIP;
     },

@@ -305,3 +305,20 @@ test('an unquoted {{ is named as YAML reads it, with the quoted form, and no lib
   }
   t.deepEqual(warnings, []);
 });
+
+test('what a review found: a junk key hides no override problem; map keys that are maps; a YAML error on a line with {{', (t) => {
+  const overridable = { image: { default: 'x:1', override: 'pod' } };
+  const problems = problemsOf({ name: 'agent', parameters: overridable, 'containers[0]': 1, containers: [{ name: 'agent', image: '{{ params.image }}' }] });
+  t.true(problems.some((p) => p.field === 'parameters.image' && /reaches containers\[0\]\.image/.test(p.message)));
+  const parse = (text: string) => parseTemplateText(text, 'agent.yaml').problems.map((p) => p.message);
+  t.deepEqual(parse('name: agent\nlabels:\n  {{ params.k }}: v\ncontainers:\n  - name: agent\n    image: x\n'), [
+    'YAML: a map key that is a map or a list; map keys are literal text (no placeholders in keys)',
+  ]);
+  t.deepEqual(parse('name: agent\n? [a, b]\n: c\ncontainers:\n  - name: agent\n    image: x\n'), [
+    'YAML: a map key that is a map or a list; map keys are literal text (no placeholders in keys)',
+  ]);
+  t.regex(
+    parse('name: agent\ncontainers:\n  - name: agent\n    image: x\n    args:\n      - {{ pod.name }}-suffix\n')[0]!,
+    /; a value with \{\{ must be quoted$/,
+  );
+});
