@@ -83,6 +83,9 @@ test('per workload: the sidecars that change, the verdict of the cluster chain w
   const byName = Object.fromEntries(report.workloads.map((w) => [`${w.namespace}/${w.kind}/${w.name}`, w]));
   t.like(byName['shop/Deployment/web'], { verdict: 'admitted', qos: { before: 'Burstable', after: 'Burstable' } });
   t.is(byName['shop/Deployment/web']!.sidecars.changed.length, 1);
+  // The same limits (the agent's resources did not change): before and after alike; the app requests nothing.
+  t.deepEqual(byName['shop/Deployment/web']!.resources.after, { requests: { cpu: '100m', memory: '64Mi' }, limits: { cpu: '100m', memory: '64Mi' } });
+  t.deepEqual(byName['shop/Deployment/web']!.resources.before, byName['shop/Deployment/web']!.resources.after);
   t.regex(byName['shop/Deployment/web']!.sidecars.changed[0]!, /^agent: [0-9a-f]{12} → [0-9a-f]{12}$/);
   t.like(byName['strict/Deployment/api'], { verdict: 'refused', refusedBy: 'policy', refuser: 'no-blocked-images' });
   t.like(byName['shop/Job/once'], { verdict: 'admitted', completes: true });

@@ -17,7 +17,17 @@ import type { Labels } from '../k8s/selector.js';
 import { collectionPath, kindsWhere, podFromTemplate, podTemplateOf } from '../k8s/workloads.js';
 import { loadKubeConfig } from '../kube-api/kubeconfig.js';
 import { listPages } from '../kube-api/request.js';
-import { podOf, qosOf, refusedBy, sidecarChange, stillCompletes, type RefusedBy, type SidecarChange } from '../manifests/simulate.js';
+import {
+  podOf,
+  podResources,
+  qosOf,
+  refusedBy,
+  sidecarChange,
+  stillCompletes,
+  type PodResources,
+  type RefusedBy,
+  type SidecarChange,
+} from '../manifests/simulate.js';
 import { metadataNameLabel, overrideAnnotations, type NamespaceLabelSource } from '../namespaces/source.js';
 import { parseOptions } from '../options.js';
 import { admitPod, type AdmitDeps } from '../pipeline/admit.js';
@@ -40,6 +50,8 @@ export interface SimulatedWorkload {
   readonly name: string;
   readonly sidecars: SidecarChange;
   readonly qos: { readonly before: string; readonly after: string };
+  /** The pod's cpu and memory, requested and limited, before and after (what quotas and LimitRanges count). */
+  readonly resources: { readonly before: PodResources; readonly after: PodResources };
   /** `admitted`; `refused` (by whom, the API server's message); `not-fixed-point` (decided again, the admitted pod gets another patch); `unchanged` (no sidecar changes: not sent). */
   readonly verdict: 'admitted' | 'refused' | 'not-fixed-point' | 'unchanged';
   readonly refusedBy?: RefusedBy;
@@ -176,6 +188,7 @@ export async function simulate(argv: readonly string[], io: SimulateIo, env: Rea
       name: subject.name,
       sidecars,
       qos: { before: qosOf(podOf(was, subject.pod)), after: qosOf(newPod) },
+      resources: { before: podResources(podOf(was, subject.pod)), after: podResources(newPod) },
       ...(runsToCompletion.has(subject.kind) ? { completes: stillCompletes(now) } : {}),
     };
     if (now.decision === 'denied') {
@@ -249,8 +262,14 @@ export function formatSimulation(report: SimulateReport): string {
     if (w.verdict === 'unchanged') continue;
     const change = [...w.sidecars.added.map((s) => `+${s}`), ...w.sidecars.removed.map((s) => `-${s}`), ...w.sidecars.changed.map((s) => `~${s}`)].join(' ');
     const qos = w.qos.before === w.qos.after ? '' : `; QoS ${w.qos.before} → ${w.qos.after}`;
+    const { before, after } = w.resources;
+    const resources = (['requests', 'limits'] as const)
+      .flatMap((kind) =>
+        (['cpu', 'memory'] as const).filter((r) => before[kind][r] !== after[kind][r]).map((r) => `${kind} ${r} ${before[kind][r]} → ${after[kind][r]}`),
+      )
+      .join(', ');
     const completes = w.completes === false ? '; its pods would never complete' : '';
-    lines.push(`${w.namespace} ${w.kind}/${w.name}: ${w.verdict}; ${change || 'no sidecar change'}${qos}${completes}`);
+    lines.push(`${w.namespace} ${w.kind}/${w.name}: ${w.verdict}; ${change || 'no sidecar change'}${resources ? `; ${resources}` : ''}${qos}${completes}`);
   }
   return `${lines.join('\n')}\n`;
 }

@@ -6,6 +6,7 @@
  */
 import { isJsonObject, type JsonObject } from '../k8s/json.js';
 import { qosClass } from '../k8s/qos.js';
+import { addQuantities, formatQuantity, parseQuantity, type Quantity } from '../k8s/quantity.js';
 import type { PodOutcome } from '../pipeline/admit.js';
 
 /** A workload's sidecars by template: `template@revision`. */
@@ -52,6 +53,35 @@ export function stillCompletes(outcome: PodOutcome): boolean {
   if (outcome.decision !== 'patched') return true;
   const ledger = outcome.injection.ledger.templates;
   return outcome.templates.every((t) => t.endsOnItsOwn || !(ledger[t.name]?.containers?.length ?? 0));
+}
+
+/** A pod's cpu and memory, requested and limited, summed over what runs at once: its containers and native sidecars (requests defaulted from limits, as the API server does). */
+export interface PodResources {
+  readonly requests: { readonly cpu: string; readonly memory: string };
+  readonly limits: { readonly cpu: string; readonly memory: string };
+}
+
+export function podResources(pod: JsonObject): PodResources {
+  const spec = isJsonObject(pod.spec) ? pod.spec : {};
+  const list = (value: unknown) => (Array.isArray(value) ? value.filter(isJsonObject) : []);
+  const running = [...list(spec.containers), ...list(spec.initContainers).filter((c) => c.restartPolicy === 'Always')];
+  const zero: Quantity = parseQuantity('0')!;
+  const total = (kind: 'requests' | 'limits', resource: 'cpu' | 'memory') => {
+    let sum = zero;
+    for (const c of running) {
+      const resources = isJsonObject(c.resources) ? c.resources : {};
+      const values = isJsonObject(resources[kind]) ? resources[kind] : {};
+      const limits = isJsonObject(resources.limits) ? resources.limits : {};
+      // As the API server defaults them: a request not stated is the limit, when there is one.
+      const q = parseQuantity(values[resource]) ?? (kind === 'requests' ? parseQuantity(limits[resource]) : undefined);
+      if (q) sum = addQuantities(sum, q);
+    }
+    return formatQuantity(sum);
+  };
+  return {
+    requests: { cpu: total('requests', 'cpu'), memory: total('requests', 'memory') },
+    limits: { cpu: total('limits', 'cpu'), memory: total('limits', 'memory') },
+  };
 }
 
 /** Who refused a dry-run create, read from the API server's message. */
