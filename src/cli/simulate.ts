@@ -228,11 +228,12 @@ export async function simulate(argv: readonly string[], io: SimulateIo, env: Rea
       });
     } else workloads.push({ ...common, verdict: 'admitted' });
   }
-  const byVerdict: Record<string, number> = {};
-  const byNamespace: Record<string, Record<string, number>> = {};
+  // Null-prototype maps: a namespace may be called `constructor`.
+  const byVerdict: Record<string, number> = Object.create(null);
+  const byNamespace: Record<string, Record<string, number>> = Object.create(null);
   for (const w of workloads) {
     byVerdict[w.verdict] = (byVerdict[w.verdict] ?? 0) + 1;
-    const ns = (byNamespace[w.namespace] ??= {});
+    const ns = (byNamespace[w.namespace] ??= Object.create(null) as Record<string, number>);
     ns[w.verdict] = (ns[w.verdict] ?? 0) + 1;
   }
   const report: SimulateReport = { workloads, summary: { byVerdict, byNamespace }, ...(stoppedEarly ? { stoppedEarly } : {}) };

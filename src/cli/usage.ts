@@ -75,11 +75,21 @@ export const certsUsage = usageText(
   'Writes DIR/ca.crt, DIR/ca.key, DIR/tls.crt, DIR/tls.key and DIR/kustomization.yaml.\nKeep ca.key secret; it is reused on the next run unless it expires within 30 days.\n',
 );
 
+/** The cluster a command that reads one talks to, as kubectl finds it. */
+const kubeconfigOption = {
+  kind: 'string',
+  value: 'FILE',
+  env: 'KUBECONFIG',
+  help: 'the cluster (default: $KUBECONFIG, ~/.kube/config, or the in-cluster config)',
+} as const;
+/** `-o text | json` of the commands that report. */
+const textOrJsonOption = { kind: 'string', short: 'o', value: 'FORMAT', default: 'text', help: 'text | json' } as const;
+
 export const auditOptions = {
-  kubeconfig: { kind: 'string', value: 'FILE', env: 'KUBECONFIG', help: 'the cluster (default: $KUBECONFIG, ~/.kube/config, or the in-cluster config)' },
+  kubeconfig: kubeconfigOption,
   namespace: { kind: 'string', short: 'n', value: 'NS', help: 'one namespace (default: all)' },
   templates: { kind: 'string', value: 'DIR', default: 'templates', help: 'the templates in force' },
-  output: { kind: 'string', short: 'o', value: 'FORMAT', default: 'text', help: 'text | json' },
+  output: textOrJsonOption,
   'fail-on': { kind: 'string', value: 'STATES', help: 'exit 3 when a pod is in one of these states (e.g. missing,stale)' },
   restart: { kind: 'string', value: 'STATES', help: 'restart the Deployments, StatefulSets and DaemonSets with pods in these states (e.g. missing,stale)' },
   'max-per-minute': { kind: 'string', value: 'N', default: '10', help: 'restarts per minute at most' },
@@ -95,10 +105,10 @@ export const auditUsage = usageText(
 
 export const rolloutOptions = {
   templates: { kind: 'string', value: 'DIR', default: 'templates', help: 'the templates directory in force' },
-  kubeconfig: { kind: 'string', value: 'FILE', env: 'KUBECONFIG', help: 'the cluster (default: $KUBECONFIG, ~/.kube/config, or the in-cluster config)' },
+  kubeconfig: kubeconfigOption,
   namespace: { kind: 'string', short: 'n', value: 'NS', help: 'count pods of one namespace (default: all)' },
   offline: { kind: 'boolean', help: 'the templates directory only: read no cluster' },
-  output: { kind: 'string', short: 'o', value: 'FORMAT', default: 'text', help: 'text | json' },
+  output: textOrJsonOption,
   injector: {
     kind: 'string',
     value: 'NS/SERVICE[:PORT]',
@@ -124,7 +134,7 @@ export const policiesOptions = {
 } as const satisfies OptionTable;
 
 export const whyOptions = {
-  kubeconfig: { kind: 'string', value: 'FILE', env: 'KUBECONFIG', help: 'the cluster (default: $KUBECONFIG, ~/.kube/config, or the in-cluster config)' },
+  kubeconfig: kubeconfigOption,
   namespace: { kind: 'string', short: 'n', value: 'NS', help: "the object's namespace (default: the kubeconfig context's, else default)" },
   filename: { kind: 'string', short: 'f', value: 'FILE', help: 'a manifest (a pod or a workload) instead of an object of the cluster' },
   templates: {
@@ -133,7 +143,7 @@ export const whyOptions = {
     help: "the templates in force (default: the cluster's ConfigMap sidecar-injector-templates, as the injector reads it)",
   },
   'injector-namespace': { kind: 'string', value: 'NS', default: 'sidecar-injector', help: "the injector's namespace (where its templates ConfigMap is)" },
-  output: { kind: 'string', short: 'o', value: 'FORMAT', default: 'text', help: 'text | json' },
+  output: textOrJsonOption,
   ...decideAsAdmissionOptions,
 } as const satisfies OptionTable;
 
@@ -144,11 +154,11 @@ export const whyUsage = usageText(
 );
 
 export const simulateOptions = {
-  kubeconfig: { kind: 'string', value: 'FILE', env: 'KUBECONFIG', help: 'the cluster (default: $KUBECONFIG, ~/.kube/config, or the in-cluster config)' },
+  kubeconfig: kubeconfigOption,
   templates: { kind: 'string', value: 'DIR', help: 'the new templates (required)' },
   namespace: { kind: 'string', short: 'n', value: 'NS', help: 'one namespace (default: all)' },
   'injector-namespace': { kind: 'string', value: 'NS', default: 'sidecar-injector', help: "the injector's namespace (where the templates in force are)" },
-  output: { kind: 'string', short: 'o', value: 'FORMAT', default: 'text', help: 'text | json' },
+  output: textOrJsonOption,
   rate: { kind: 'string', value: 'N', default: '20', help: 'dry-run creates per second at most' },
   'max-failures': { kind: 'string', value: 'N', help: 'stop after N workloads would be refused' },
   ...decideAsAdmissionOptions,
