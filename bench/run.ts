@@ -14,9 +14,9 @@
  * Options: --duration-ms N (per run, default 2500), --runs N (default 2), --skip-micro,
  * --skip-cluster.
  */
-import { readFile, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import https from 'node:https';
-import { cpus, totalmem } from 'node:os';
+import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { pinCores, sendReview, startChild, startInjector } from './serve.js';
@@ -37,6 +37,39 @@ interface RunResult {
   readonly errors: number;
   /** The server's CPU time (user + system) per review answered, in µs. */
   readonly cpuUs: number;
+  /** Bytes the server allocated on V8's heap per review answered (bench/allocation-meter.ts), when metered. */
+  readonly allocatedBytes?: number;
+}
+
+/** A server's allocation meter (bench/allocation-meter.ts): SIGUSR2 opens and closes a window; the count is written to a file. */
+class AllocationMeter {
+  private windows = 0;
+  constructor(
+    readonly pid: number,
+    readonly file: string,
+  ) {}
+
+  open(): void {
+    process.kill(this.pid, 'SIGUSR2');
+  }
+
+  /** Closes the window; resolves with the bytes allocated in it once the server has written them. */
+  async close(): Promise<number> {
+    process.kill(this.pid, 'SIGUSR2');
+    const window = ++this.windows;
+    for (;;) {
+      const text = await readFile(this.file, 'utf8').catch(() => '');
+      const record = text ? (JSON.parse(text) as { window: number; allocatedBytes: number }) : undefined;
+      if (record?.window === window) return record.allocatedBytes;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+}
+
+/** The node arguments and environment that load the allocation meter into a server. */
+function metered(dir: string, name: string): { nodeArgs: string[]; env: Record<string, string>; file: string } {
+  const file = join(dir, `allocation-${name}.json`);
+  return { nodeArgs: ['--import', './dist/bench/allocation-meter.js'], env: { BENCH_ALLOCATION_FILE: file }, file };
 }
 
 /** A process's CPU time so far (user + system), in ms, from /proc (clock ticks of 10 ms). */
@@ -62,6 +95,7 @@ async function drive(
   concurrency: number,
   durationMs: number,
   pid: number,
+  meter?: AllocationMeter,
 ): Promise<RunResult> {
   const agent = new https.Agent({ keepAlive: true, maxSockets: concurrency, ca });
   const bodies = typeof body === 'string' ? [body] : body;
@@ -82,6 +116,7 @@ async function drive(
   const latencies: number[] = [];
   let errors = 0;
   const cpuBefore = await cpuMs(pid);
+  meter?.open();
   const started = performance.now();
   const until = started + durationMs;
   await Promise.all(
@@ -99,13 +134,23 @@ async function drive(
   );
   const elapsed = performance.now() - started;
   const cpuAfter = await cpuMs(pid);
+  const allocated = await meter?.close();
   clearInterval(sampler);
   peak = Math.max(peak, await rssMb(pid));
   agent.destroy();
   latencies.sort((a, b) => a - b);
   const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? 0;
   const cpuUs = latencies.length > 0 ? ((cpuAfter - cpuBefore) * 1000) / latencies.length : 0;
-  return { rps: (latencies.length / elapsed) * 1000, p50Ms: at(0.5), p99Ms: at(0.99), maxMs: latencies.at(-1) ?? 0, peakRssMb: peak, errors, cpuUs };
+  return {
+    rps: (latencies.length / elapsed) * 1000,
+    p50Ms: at(0.5),
+    p99Ms: at(0.99),
+    maxMs: latencies.at(-1) ?? 0,
+    peakRssMb: peak,
+    errors,
+    cpuUs,
+    ...(allocated !== undefined && latencies.length > 0 ? { allocatedBytes: allocated / latencies.length } : {}),
+  };
 }
 
 /**
@@ -177,7 +222,9 @@ async function main(): Promise<void> {
   }
 
   const uid = '11111111-2222-3333-4444-555555555555';
-  const injector = await startInjector('bench');
+  const meterDir = await mkdtemp(join(tmpdir(), 'sidecar-injector-bench-meters-'));
+  const injectorMeter = metered(meterDir, 'injector');
+  const injector = await startInjector('bench', injectorMeter.nodeArgs, [], injectorMeter.env);
   const { dir, cert, key, ca } = injector.files;
   const limit = await startChild(['dist/bench/limit-server.js', cert, key], (r) => r.port as number | undefined);
   // The injector's own answers, computed once, for the limit server that sends the same bytes.
@@ -188,8 +235,22 @@ async function main(): Promise<void> {
     const body = replicaSetReviews(size, uid)[0]!;
     patches[String(Buffer.byteLength(body))] = (await mutate(JSON.parse(body), deps)).response.response.patch ?? '';
   }
+  // Pods that all differ (bare pods, a DaemonSet's pods, dry runs): every review decided afresh.
+  // 2,000 pods in turn, against a cache of 256 answers: each is gone before its turn comes again.
+  // Their answers are one patch (the pods differ in an annotation the patch does not touch).
+  const distinct = Array.from({ length: 2000 }, (_, i) => reviewText('typical', { uid, annotations: { 'bench.example.com/pod': String(i) } }));
+  patches['*'] = (await mutate(JSON.parse(distinct[0]!), deps)).response.response.patch ?? '';
   await writeFile(join(dir, 'patches.json'), JSON.stringify(patches));
-  const limitPatch = await startChild(['dist/bench/limit-server.js', cert, key, join(dir, 'patches.json')], (r) => r.port as number | undefined);
+  const limitMeter = metered(meterDir, 'limit-patch');
+  const limitPatch = await startChild(
+    [...limitMeter.nodeArgs, 'dist/bench/limit-server.js', cert, key, join(dir, 'patches.json')],
+    (r) => r.port as number | undefined,
+    limitMeter.env,
+  );
+  const meters = {
+    injector: new AllocationMeter(injector.child.pid!, injectorMeter.file),
+    limitPatch: new AllocationMeter(limitPatch.child.pid!, limitMeter.file),
+  };
   const results: { size: PodSize; concurrency: number; lim: RunResult; limP: RunResult; inj: RunResult }[] = [];
   try {
     console.log(`\n## over HTTPS, keep-alive, ${durationMs} ms per run, ${runs} runs per configuration (injector logs at info, to a pipe)\n`);
@@ -198,10 +259,14 @@ async function main(): Promise<void> {
         ? "Servers pinned to core 0, the load generator to core 1 (taskset). CPU: the server process's user + system time per review.\n"
         : "Not pinned (no taskset, or one core): CPU figures include the load generator's interference.\n",
     );
-    console.log('"limit+patch" is the limit server answering with the injector\'s own patch bytes (same answer size).\n');
     console.log(
-      'pod      body    conc  run  server       req/s    p50 ms   p99 ms   max ms  peak RSS MB  errors  CPU µs/review   ratio to limit (req/s, p99, CPU)',
+      '"limit" answers a fixed small review; "limit+patch" answers with the injector\'s own patch bytes (the same answer size): the ratios are to limit+patch, so that they are about the work between reading and answering.\n',
     );
+    console.log('"alloc KB" is what the server allocated on V8\'s heap per review (bench/allocation-meter.ts; the body\'s own bytes are outside it).\n');
+    console.log(
+      'pod      body    conc  run  server       req/s    p50 ms   p99 ms   max ms  peak RSS MB  errors  CPU µs/review  alloc KB   ratio to limit+patch (req/s, p99, CPU)',
+    );
+    const allocationText = (r: RunResult) => (r.allocatedBytes === undefined ? '' : fmt(r.allocatedBytes / 1024, 1));
     for (const size of ['small', 'typical', 'large'] as PodSize[]) {
       // Pods of one ReplicaSet: the same pod, its managedFields written a second apart.
       const bodies = replicaSetReviews(size, uid);
@@ -209,49 +274,46 @@ async function main(): Promise<void> {
       for (const concurrency of [1, 32]) {
         for (let run = 1; run <= runs; run++) {
           const lim = await drive(limit.port, ca, bodies, uid, concurrency, durationMs, limit.child.pid!);
-          const limP = await drive(limitPatch.port, ca, bodies, uid, concurrency, durationMs, limitPatch.child.pid!);
-          const inj = await drive(injector.port, ca, bodies, uid, concurrency, durationMs, injector.child.pid!);
+          const limP = await drive(limitPatch.port, ca, bodies, uid, concurrency, durationMs, limitPatch.child.pid!, meters.limitPatch);
+          const inj = await drive(injector.port, ca, bodies, uid, concurrency, durationMs, injector.child.pid!, meters.injector);
           results.push({ size, concurrency, lim, limP, inj });
           const row = (name: string, r: RunResult, ratio: string) =>
-            `${size.padEnd(8)} ${String(Math.round(Buffer.byteLength(body) / 100) / 10).padStart(5)}K ${String(concurrency).padStart(5)} ${String(run).padStart(4)}  ${name.padEnd(11)} ${fmt(r.rps, 0).padStart(8)} ${fmt(r.p50Ms, 3).padStart(9)} ${fmt(r.p99Ms, 3).padStart(8)} ${fmt(r.maxMs, 1).padStart(8)} ${fmt(r.peakRssMb, 1).padStart(12)} ${String(r.errors).padStart(7)} ${fmt(r.cpuUs, 0).padStart(14)}   ${ratio}`;
-          const ratio = (r: RunResult) =>
-            `${fmt((r.rps / lim.rps) * 100, 0)}% of req/s, p99 ×${fmt(r.p99Ms / lim.p99Ms, 2)}, CPU ×${fmt(r.cpuUs / lim.cpuUs, 2)}`;
+            `${size.padEnd(8)} ${String(Math.round(Buffer.byteLength(body) / 100) / 10).padStart(5)}K ${String(concurrency).padStart(5)} ${String(run).padStart(4)}  ${name.padEnd(11)} ${fmt(r.rps, 0).padStart(8)} ${fmt(r.p50Ms, 3).padStart(9)} ${fmt(r.p99Ms, 3).padStart(8)} ${fmt(r.maxMs, 1).padStart(8)} ${fmt(r.peakRssMb, 1).padStart(12)} ${String(r.errors).padStart(7)} ${fmt(r.cpuUs, 0).padStart(14)} ${allocationText(r).padStart(9)}   ${ratio}`;
+          const ratio = (r: RunResult, to: RunResult) =>
+            `${fmt((r.rps / to.rps) * 100, 0)}% of req/s, p99 ×${fmt(r.p99Ms / to.p99Ms, 2)}, CPU ×${fmt(r.cpuUs / to.cpuUs, 2)}`;
           console.log(row('limit', lim, ''));
-          console.log(row('limit+patch', limP, ratio(limP)));
-          console.log(row('injector', inj, `${ratio(inj)}; CPU ×${fmt(inj.cpuUs / limP.cpuUs, 2)} of limit+patch`));
+          console.log(row('limit+patch', limP, ''));
+          console.log(row('injector', inj, `${ratio(inj, limP)}; CPU ×${fmt(inj.cpuUs / lim.cpuUs, 2)} of limit`));
         }
       }
     }
-    // The targets, each from every run of its configuration: ratios to the limit server of the same run.
-    const of = (size: PodSize, concurrency: number) => results.filter((r) => r.size === size && r.concurrency === concurrency);
-    const cpuRatio = (r: { inj: RunResult; lim: RunResult }) => r.inj.cpuUs / r.lim.cpuUs;
-    const targets: [string, string, () => number[], (x: number) => boolean][] = [
-      ['CPU per review, typical pod again, c=32, × limit', '≤ 1.50', () => of('typical', 32).map(cpuRatio), (x) => x <= 1.5],
-      ['throughput, typical pod again, c=32, % of limit', '≥ 65', () => of('typical', 32).map((r) => (r.inj.rps / r.lim.rps) * 100), (x) => x >= 65],
-      ['CPU per review, every pod different, c=32, × limit', '≤ 2.50', () => fresh.map(cpuRatio), (x) => x <= 2.5],
-      ['p99 latency, typical pod, c=1, ms', '≤ 1.00', () => of('typical', 1).map((r) => r.inj.p99Ms), (x) => x <= 1],
-      ['p99 latency, large pod, c=1, ms', '≤ 2.00', () => of('large', 1).map((r) => r.inj.p99Ms), (x) => x <= 2],
-    ];
-    // Pods that all differ (bare pods, a DaemonSet's pods, dry runs): every review decided afresh.
-    // 2,000 pods in turn, against a cache of 256 answers: each is gone before its turn comes again.
-    const distinct = Array.from({ length: 2000 }, (_, i) => reviewText('typical', { uid, annotations: { 'bench.example.com/pod': String(i) } }));
-    const fresh: { lim: RunResult; inj: RunResult }[] = [];
+    const fresh: { lim: RunResult; limP: RunResult; inj: RunResult }[] = [];
     console.log('\n## every review a different typical pod (decided afresh, no answer from the cache), c=32\n');
     for (let run = 1; run <= runs; run++) {
       const lim = await drive(limit.port, ca, distinct, uid, 32, durationMs, limit.child.pid!);
-      const inj = await drive(injector.port, ca, distinct, uid, 32, durationMs, injector.child.pid!);
-      fresh.push({ lim, inj });
+      const limP = await drive(limitPatch.port, ca, distinct, uid, 32, durationMs, limitPatch.child.pid!, meters.limitPatch);
+      const inj = await drive(injector.port, ca, distinct, uid, 32, durationMs, injector.child.pid!, meters.injector);
+      fresh.push({ lim, limP, inj });
       console.log(
-        `run ${run}: limit ${fmt(lim.rps, 0)} req/s, ${fmt(lim.cpuUs, 0)} µs CPU; injector ${fmt(inj.rps, 0)} req/s (${fmt((inj.rps / lim.rps) * 100, 0)}%), p99 ${fmt(inj.p99Ms, 2)} ms, ${fmt(inj.cpuUs, 0)} µs CPU (×${fmt(inj.cpuUs / lim.cpuUs, 2)}), errors ${inj.errors}`,
+        `run ${run}: limit ${fmt(lim.rps, 0)} req/s, ${fmt(lim.cpuUs, 0)} µs CPU; limit+patch ${fmt(limP.rps, 0)} req/s, ${fmt(limP.cpuUs, 0)} µs CPU, ${allocationText(limP)} KB allocated; injector ${fmt(inj.rps, 0)} req/s (${fmt((inj.rps / limP.rps) * 100, 0)}%), p99 ${fmt(inj.p99Ms, 2)} ms, ${fmt(inj.cpuUs, 0)} µs CPU (×${fmt(inj.cpuUs / limP.cpuUs, 2)} of limit+patch, ×${fmt(inj.cpuUs / lim.cpuUs, 2)} of limit), ${allocationText(inj)} KB allocated, errors ${inj.errors}`,
       );
     }
 
+    // The targets, each from every run of its configuration: ratios to the same-size limit server of the same run.
+    const of = (size: PodSize, concurrency: number) => results.filter((r) => r.size === size && r.concurrency === concurrency);
+    const cpuRatio = (r: { inj: RunResult; limP: RunResult }) => r.inj.cpuUs / r.limP.cpuUs;
+    const targets: [string, string, number[], (x: number) => boolean][] = [
+      ['CPU per review, typical pod again, c=32, × limit+patch', '≤ 1.50', of('typical', 32).map(cpuRatio), (x) => x <= 1.5],
+      ['throughput, typical pod again, c=32, % of limit+patch', '≥ 65', of('typical', 32).map((r) => (r.inj.rps / r.limP.rps) * 100), (x) => x >= 65],
+      ['CPU per review, every pod different, c=32, × limit+patch', '≤ 2.50', fresh.map(cpuRatio), (x) => x <= 2.5],
+      ['p99 latency, typical pod, c=1, ms', '≤ 1.00', of('typical', 1).map((r) => r.inj.p99Ms), (x) => x <= 1],
+      ['p99 latency, large pod, c=1, ms', '≤ 2.00', of('large', 1).map((r) => r.inj.p99Ms), (x) => x <= 2],
+    ];
     console.log('\n## targets (every run)\n');
-    console.log('target                                              wanted   measured             met');
-    for (const [name, wanted, measured, ok] of targets) {
-      const values = measured();
+    console.log('target                                                    wanted   measured             met');
+    for (const [name, wanted, values, ok] of targets) {
       console.log(
-        `${name.padEnd(51)} ${wanted.padEnd(8)} ${values
+        `${name.padEnd(57)} ${wanted.padEnd(8)} ${values
           .map((v) => fmt(v, 2))
           .join(', ')
           .padEnd(20)} ${values.every(ok) ? 'yes' : values.some(ok) ? 'in some runs' : 'no'}`,

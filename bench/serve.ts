@@ -35,12 +35,12 @@ export function pinCores(): boolean {
 export async function startChild(
   args: string[],
   pickPort: (record: Record<string, unknown>) => number | undefined,
+  env: Readonly<Record<string, string>> = {},
 ): Promise<{ child: ChildProcess; port: number }> {
+  const options = { stdio: ['ignore', 'pipe', 'inherit'] as ('ignore' | 'pipe' | 'inherit')[], env: { ...process.env, ...env } };
   // taskset execs node in place: the child's pid is node's.
   const child =
-    serverCore === undefined
-      ? spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] })
-      : spawn('taskset', ['-c', String(serverCore), process.execPath, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+    serverCore === undefined ? spawn(process.execPath, args, options) : spawn('taskset', ['-c', String(serverCore), process.execPath, ...args], options);
   const lines = createInterface({ input: child.stdout! });
   for await (const line of lines) {
     let record: Record<string, unknown>;
@@ -69,16 +69,17 @@ export async function servingFiles(prefix: string): Promise<{ dir: string; ca: s
   return { dir, ca: certs.caCert, cert: join(dir, 'tls.crt'), key: join(dir, 'tls.key') };
 }
 
-/** Starts `serve` on the bundled templates; `nodeArgs` go to node (a heap cap, say). */
+/** Starts `serve` on the bundled templates; `nodeArgs` go to node (a heap cap, say), `env` to its environment. */
 export async function startInjector(
   prefix: string,
   nodeArgs: string[] = [],
   serveArgs: string[] = [],
+  env: Readonly<Record<string, string>> = {},
 ): Promise<{ child: ChildProcess; port: number; ca: string; files: Awaited<ReturnType<typeof servingFiles>> }> {
   const files = await servingFiles(prefix);
   const args = [...nodeArgs, 'dist/src/cli/main.js', 'serve', '--host', '127.0.0.1', '--port', '0', '--tls-cert', files.cert, '--tls-key', files.key];
   args.push('--namespace-labels', join(files.dir, 'namespaces.yaml'), '--shutdown-delay-ms', '0', ...serveArgs);
-  const { child, port } = await startChild(args, (r) => (r.msg === 'listening' ? (r.port as number) : undefined));
+  const { child, port } = await startChild(args, (r) => (r.msg === 'listening' ? (r.port as number) : undefined), env);
   return { child, port, ca: files.ca, files };
 }
 
