@@ -6,13 +6,12 @@
 import { diff } from '../inject/diff.js';
 import { admissionEvents, type AdmissionEvent } from '../pipeline/admission-events.js';
 import { admitPod, type AdmitDeps, type PodOutcome } from '../pipeline/admit.js';
-import { isJsonObject, type JsonTextScan, type KeyPaths } from '../k8s/json.js';
+import { compileKeyPaths, isJsonObject, spansAt, type JsonTextScan, type KeyPaths } from '../k8s/json.js';
 import { AnnotationKeys } from '../k8s/keys.js';
 import { say, type Decision, type Reason } from '../pipeline/reasons.js';
 import { cut } from '../quote.js';
 import {
   allowed,
-  answerBytes,
   answerText,
   denied,
   parseReview,
@@ -34,7 +33,37 @@ export type MutateDeps = AdmitDeps;
 export interface ReviewBody {
   readonly bytes: Uint8Array;
   readonly scan: JsonTextScan;
-  json(): unknown;
+  /** The key paths the scan followed. */
+  readonly paths?: KeyPaths;
+  /** The parse, with the values at the `unread` byte spans left out (read as null). */
+  json(unread?: readonly number[]): unknown;
+}
+
+/**
+ * Where in a review the values lie that no decision reads, and that a review is parsed without
+ * (http/body.ts, parseJsonBytesWithout): the pod's managedFields, a third or more of a
+ * controller's pod and thousands of small objects. The answer is the answer of the whole
+ * parse (a property test holds it so); the answer cache cuts the same values out of its key.
+ */
+export const unreadPaths: readonly (readonly string[])[] = [['request', 'object', 'metadata', 'managedFields']];
+
+/**
+ * The byte spans of a body's unread values (unreadPaths), when its scan found them where a
+ * parse finds them: no object key on the way escaped, no followed key repeated.
+ */
+function unreadSpans(body: ReviewBody): number[] | undefined {
+  if (!body.paths || body.scan.escapedKeys || body.scan.repeatedKeys) return undefined;
+  const spans: number[] = [];
+  for (const path of unreadPaths) spans.push(...spansAt(body.scan, body.paths, path));
+  // In text order, as the parse reads them.
+  return unreadPaths.length > 1 ? sortSpans(spans) : spans;
+}
+
+/** Flat [start, end) pairs sorted by start. */
+function sortSpans(spans: readonly number[]): number[] {
+  const pairs: [number, number][] = [];
+  for (let s = 0; s < spans.length; s += 2) pairs.push([spans[s]!, spans[s + 1]!]);
+  return pairs.sort((a, b) => a[0] - b[0]).flat();
 }
 
 /** A review answered: the outcome and the answer's bytes. */
@@ -44,9 +73,10 @@ export interface Answered {
   /**
    * For a pod CREATE decided afresh: the request's uid and namespace as parsed, and the
    * answer's text around the uid. What a layer that remembers answers needs to know that this
-   * answer is one decision about this body.
+   * answer is one decision about this body (its text around the uid made when asked: a layer
+   * remembers few of the answers it sees).
    */
-  readonly decidedPod?: { readonly uid: string; readonly namespace: string; readonly text: AnswerText };
+  readonly decidedPod?: { readonly uid: string; readonly namespace: string; text(): AnswerText };
 }
 
 /**
@@ -146,15 +176,18 @@ function isSimulation(pod: unknown): boolean {
 
 /** Answers one review body, parsed and decided by mutate's rules. */
 export async function answerReview(body: ReviewBody, deps: MutateDeps): Promise<Answered> {
-  const { version, request } = parseReview(body.json());
+  const { version, request } = parseReview(body.json(unreadSpans(body)));
   const { podOutcome, ...outcome } = await review(version, request, deps);
-  const text = answerText(outcome.response);
+  // The answer's text once; its parts around the uid only for a layer that remembers it (the same bytes).
+  const { response } = outcome;
   return {
     outcome,
-    answer: answerBytes(text, request.uid),
-    ...(podOutcome ? { decidedPod: { uid: request.uid, namespace: request.namespace, text } } : {}),
+    answer: Buffer.from(JSON.stringify(response)),
+    ...(podOutcome ? { decidedPod: { uid: request.uid, namespace: request.namespace, text: () => answerText(response) } } : {}),
   };
 }
+
+const freshKeyPaths = compileKeyPaths(unreadPaths);
 
 /** The reviewer deciding every body afresh, each webhook with its own class of templates. */
 export function createReviewer(deps: MutateDeps): Reviewer {
@@ -163,7 +196,7 @@ export function createReviewer(deps: MutateDeps): Reviewer {
     required: { ...deps, failurePolicy: 'Fail' },
     optional: { ...deps, failurePolicy: 'Ignore' },
   };
-  return { answer: (body, webhook) => answerReview(body, byWebhook[webhook]) };
+  return { keyPaths: freshKeyPaths, answer: (body, webhook) => answerReview(body, byWebhook[webhook]) };
 }
 
 /** Decides one pod CREATE afresh (admit, then the answer). */

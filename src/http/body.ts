@@ -2,10 +2,11 @@
  * Reading a review body with limits: declared and actual size (413), media type (415),
  * UTF-8 and JSON syntax (400). Every refusal is a RequestError with a message.
  */
+import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage } from 'node:http';
 import { RequestError } from '../errors.js';
 import { cut, quote } from '../quote.js';
-import { scanJsonText, type JsonLimits, type JsonTextScan, type KeyPaths } from '../k8s/json.js';
+import { isOneJsonValue, scanJsonText, type JsonLimits, type JsonTextScan, type KeyPaths } from '../k8s/json.js';
 
 /**
  * Default body limit: 7 MiB. The API server caps a request at 3 MiB of object (etcd's limit),
@@ -181,8 +182,15 @@ function readBody(req: IncomingMessage, limit: number, budget?: BodyBudget): Pro
 export interface JsonBody {
   readonly bytes: Buffer;
   readonly scan: JsonTextScan;
-  /** The parsed body; throws RequestError (400) when the bytes are not UTF-8 JSON. */
-  json(): unknown;
+  /** The key paths the scan followed (its spans' leaves). */
+  readonly paths?: KeyPaths;
+  /**
+   * The parsed body; throws RequestError (400) when the bytes are not UTF-8 JSON. With
+   * `unread` (flat [start, end) byte spans, in text order, of values the caller never reads:
+   * parseJsonBytesWithout), those values are left out of the parse, and the body is still
+   * refused exactly when a whole parse would refuse it.
+   */
+  json(unread?: readonly number[]): unknown;
 }
 
 /** Parses JSON bytes, refusing (400) what is not UTF-8 JSON. */
@@ -202,6 +210,50 @@ function parseJsonBytes(bytes: Uint8Array): unknown {
 }
 
 /**
+ * Parses JSON bytes as parseJsonBytes does, but with each value at the byte spans `unread`
+ * (flat [start, end) pairs in text order, each a whole value after a key, as a scan finds them)
+ * read as null: nothing is built for them. The result is the whole parse with those values
+ * null, and the bytes are refused exactly when the whole parse refuses them, with the same
+ * message: each span must be one JSON value in UTF-8 (checked in place, without building it),
+ * and on any doubt the whole body is parsed instead.
+ */
+export function parseJsonBytesWithout(bytes: Uint8Array, unread: readonly number[]): unknown {
+  if (unread.length === 0) return parseJsonBytes(bytes);
+  const view = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (!isUtf8(view)) return parseJsonBytes(bytes);
+  // The text put together in a buffer reused from review to review (this runs to its end
+  // without yielding): one decode, and nothing built for what is left out.
+  if (scratch.length < view.length) scratch = Buffer.allocUnsafe(Math.max(view.length, 2 * scratch.length));
+  let at = 0;
+  let written = 0;
+  for (let s = 0; s < unread.length; s += 2) {
+    const start = unread[s]!;
+    const end = unread[s + 1]!;
+    if (start < at || end < start || end > view.length || !isOneJsonValue(view, start, end, maxJsonDepth)) return parseJsonBytes(bytes);
+    written += view.copy(scratch, written, at, start);
+    written += scratch.write('null', written, 'latin1');
+    at = end;
+  }
+  written += view.copy(scratch, written, at);
+  // A byte order mark is dropped by the whole parse's decoder, and then the text parses the same.
+  const from = scratch[0] === 0xef && scratch[1] === 0xbb && scratch[2] === 0xbf ? 3 : 0;
+  const text = scratch.toString('utf8', from, written);
+  // Large bodies do not keep their size in the scratch buffer.
+  if (scratch.length > maxScratchBytes) scratch = Buffer.allocUnsafe(initialScratchBytes);
+  try {
+    return JSON.parse(text);
+  } catch {
+    // The exact refusal, with its position, is the whole parse's.
+    return parseJsonBytes(bytes);
+  }
+}
+
+const initialScratchBytes = 64 * 1024;
+/** The most the scratch buffer keeps between reviews: a typical review is 8 KB, one with a large pod 130 KB. */
+const maxScratchBytes = 256 * 1024;
+let scratch = Buffer.allocUnsafe(initialScratchBytes);
+
+/**
  * JSON bytes checked for their structure's bounds in one scan (400 when out of them), which
  * also finds the values at `paths` (k8s/json.ts); parsed only when asked.
  */
@@ -209,7 +261,7 @@ export function jsonBody(bytes: Buffer, paths?: KeyPaths): JsonBody {
   const scan = scanJsonText(bytes, bodyLimits, paths);
   const structure = structureProblem(scan);
   if (structure) throw new RequestError(400, 'ERR_MALFORMED_JSON', structure);
-  return { bytes, scan, json: () => parseJsonBytes(bytes) };
+  return { bytes, scan, ...(paths ? { paths } : {}), json: (unread) => (unread ? parseJsonBytesWithout(bytes, unread) : parseJsonBytes(bytes)) };
 }
 
 /**

@@ -223,3 +223,137 @@ export function scanJsonText(bytes: Uint8Array, limits: JsonLimits, paths?: KeyP
   }
   return { depth: deepest, containers, keys, widest, escapedKeys, repeatedKeys, unbalanced: false, spans: leaf >= 0 ? noSpans : spans };
 }
+
+/** The spans (flat [start, end) pairs, in text order) a scan found for the leaf at `path` of `paths`; empty when it follows no such leaf. */
+export function spansAt(scan: JsonTextScan, paths: KeyPaths, path: readonly string[]): number[] {
+  const leaf = paths.leaves.findIndex((p) => p.length === path.length && p.every((k, i) => k === path[i]));
+  const out: number[] = [];
+  if (leaf < 0) return out;
+  for (let s = 0; s < scan.spans.length; s += 3) if (scan.spans[s] === leaf) out.push(scan.spans[s + 1]!, scan.spans[s + 2]!);
+  return out;
+}
+
+const isSpace = (b: number) => b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09;
+const isDigit = (b: number) => b >= 0x30 && b <= 0x39;
+const isHexDigit = (b: number) => isDigit(b) || (b >= 0x41 && b <= 0x46) || (b >= 0x61 && b <= 0x66);
+
+/** The index after whitespace from i. */
+function afterSpace(bytes: Uint8Array, i: number, end: number): number {
+  while (i < end && isSpace(bytes[i]!)) i++;
+  return i;
+}
+
+/** The index after the JSON string whose opening quote is at i, or -1 when none ends before `end`. */
+function afterString(bytes: Uint8Array, i: number, end: number): number {
+  for (i++; i < end; i++) {
+    const b = bytes[i]!;
+    if (b === 0x22) return i + 1;
+    if (b < 0x20) return -1;
+    if (b === 0x5c) {
+      if (++i >= end) return -1;
+      const e = bytes[i]!;
+      if (e === 0x75) {
+        if (i + 4 >= end) return -1;
+        for (let k = 1; k <= 4; k++) if (!isHexDigit(bytes[i + k]!)) return -1;
+        i += 4;
+      } else if (e !== 0x22 && e !== 0x5c && e !== 0x2f && e !== 0x62 && e !== 0x66 && e !== 0x6e && e !== 0x72 && e !== 0x74) return -1;
+    }
+  }
+  return -1;
+}
+
+/** The index after the digits from i (i itself when there are none). */
+function afterDigits(bytes: Uint8Array, i: number, end: number): number {
+  while (i < end && isDigit(bytes[i]!)) i++;
+  return i;
+}
+
+/** The index after the JSON number starting at i, or -1 when none does. */
+function afterNumber(bytes: Uint8Array, i: number, end: number): number {
+  if (bytes[i] === 0x2d) i++;
+  if (i < end && bytes[i] === 0x30) i++;
+  else {
+    const from = i;
+    if ((i = afterDigits(bytes, i, end)) === from) return -1;
+  }
+  if (i < end && bytes[i] === 0x2e) {
+    const from = ++i;
+    if ((i = afterDigits(bytes, i, end)) === from) return -1;
+  }
+  if (i < end && (bytes[i] === 0x65 || bytes[i] === 0x45)) {
+    i++;
+    if (i < end && (bytes[i] === 0x2b || bytes[i] === 0x2d)) i++;
+    const from = i;
+    if ((i = afterDigits(bytes, i, end)) === from) return -1;
+  }
+  return i;
+}
+
+/** The index after the literal (`true`, `false`, `null`) at i, or -1 when none is there. */
+function afterLiteral(bytes: Uint8Array, i: number, end: number): number {
+  const literal = bytes[i] === 0x74 ? literalTrue : bytes[i] === 0x66 ? literalFalse : bytes[i] === 0x6e ? literalNull : undefined;
+  if (!literal || i + literal.length > end) return -1;
+  for (let k = 1; k < literal.length; k++) if (bytes[i + k] !== literal[k]) return -1;
+  return i + literal.length;
+}
+const literalTrue = Buffer.from('true', 'latin1');
+const literalFalse = Buffer.from('false', 'latin1');
+const literalNull = Buffer.from('null', 'latin1');
+
+/** The index after an object's key and its colon (whitespace around), from the key's opening quote, or -1. */
+function afterKey(bytes: Uint8Array, i: number, end: number): number {
+  if (i >= end || bytes[i] !== 0x22 || (i = afterString(bytes, i, end)) < 0) return -1;
+  i = afterSpace(bytes, i, end);
+  return i < end && bytes[i] === 0x3a ? i + 1 : -1;
+}
+
+/**
+ * True when bytes[start, end) are one JSON value with whitespace around it, by JSON's grammar
+ * (RFC 8259, what JSON.parse accepts), without building anything. Bytes of 0x80 and above are
+ * accepted inside strings only, and not checked to be UTF-8: the caller checks that (isUtf8).
+ * Nesting is bounded by `maxDepth`: deeper text is refused.
+ */
+export function isOneJsonValue(bytes: Uint8Array, start: number, end: number, maxDepth: number): boolean {
+  // Whether each open container is an object (1) or an array (0).
+  const stack = new Uint8Array(Math.min(maxDepth, end - start) + 1);
+  let depth = 0;
+  let i = start;
+  // At the top of the loop a value is expected; after it, closes, then a comma or the end.
+  for (;;) {
+    i = afterSpace(bytes, i, end);
+    if (i >= end) return false;
+    const b = bytes[i]!;
+    if (b === 0x7b || b === 0x5b) {
+      if (depth >= maxDepth) return false;
+      stack[depth++] = b === 0x7b ? 1 : 0;
+      i = afterSpace(bytes, i + 1, end);
+      if (i < end && bytes[i] === (b === 0x7b ? 0x7d : 0x5d)) {
+        // An empty container is a whole value.
+        depth--;
+        i++;
+      } else {
+        if (b === 0x7b && (i = afterKey(bytes, i, end)) < 0) return false;
+        continue;
+      }
+    } else if (b === 0x22) i = afterString(bytes, i, end);
+    else if (b === 0x2d || isDigit(b)) i = afterNumber(bytes, i, end);
+    else i = afterLiteral(bytes, i, end);
+    if (i < 0) return false;
+    for (;;) {
+      i = afterSpace(bytes, i, end);
+      if (depth === 0) return i === end;
+      if (i >= end) return false;
+      const c = bytes[i]!;
+      const inObject = stack[depth - 1] === 1;
+      if (c === (inObject ? 0x7d : 0x5d)) {
+        depth--;
+        i++;
+        continue;
+      }
+      if (c !== 0x2c) return false;
+      i++;
+      if (inObject && (i = afterKey(bytes, afterSpace(bytes, i, end), end)) < 0) return false;
+      break;
+    }
+  }
+}

@@ -16,40 +16,46 @@ export type QosClass = 'Guaranteed' | 'Burstable' | 'BestEffort';
 /** The resources the QoS class is computed from. */
 export const qosResources = ['cpu', 'memory'] as const;
 
-/** The cpu and memory values above zero of one `requests` or `limits` map. */
-function positive(values: unknown): Map<string, Quantity> {
-  const out = new Map<string, Quantity>();
+/** The cpu and memory values (in qosResources' order) above zero of one `requests` or `limits` map, undefined where unset. */
+type Values = [Quantity | undefined, Quantity | undefined];
+
+function positive(values: unknown): Values {
+  const out: Values = [undefined, undefined];
   if (!isJsonObject(values)) return out;
-  for (const name of qosResources) {
+  for (let r = 0; r < qosResources.length; r++) {
+    const name = qosResources[r]!;
     const q = Object.hasOwn(values, name) ? parseQuantity(values[name]) : undefined;
-    if (q && q.num > 0n) out.set(name, q);
+    if (q && q.num > 0n) out[r] = q;
   }
   return out;
 }
 
+const count = (values: Values) => (values[0] ? 1 : 0) + (values[1] ? 1 : 0);
+
 const equal = (a: Quantity, b: Quantity) => a.num * b.den === b.num * a.den;
 
 /** `requests` with each unset one defaulted from `limits`, as the API server does. */
-function defaulted(requests: Map<string, Quantity>, limits: ReadonlyMap<string, Quantity>): Map<string, Quantity> {
-  for (const [name, q] of limits) if (!requests.has(name)) requests.set(name, q);
+function defaulted(requests: Values, limits: Values): Values {
+  for (let r = 0; r < requests.length; r++) requests[r] ??= limits[r];
   return requests;
 }
 
 /** The class of requests and limits summed as the kubelet sums them; `allLimited`: every container limits cpu and memory. */
-function classOf(requests: ReadonlyMap<string, Quantity>, limits: ReadonlyMap<string, Quantity>, allLimited: boolean): QosClass {
-  if (requests.size === 0 && limits.size === 0) return 'BestEffort';
+function classOf(requests: Values, limits: Values, allLimited: boolean): QosClass {
+  if (count(requests) === 0 && count(limits) === 0) return 'BestEffort';
   if (!allLimited) return 'Burstable';
-  for (const [name, request] of requests) {
-    const limit = limits.get(name);
-    if (!limit || !equal(limit, request)) return 'Burstable';
+  for (let r = 0; r < requests.length; r++) {
+    const request = requests[r];
+    const limit = limits[r];
+    if (request && (!limit || !equal(limit, request))) return 'Burstable';
   }
-  return requests.size === limits.size ? 'Guaranteed' : 'Burstable';
+  return count(requests) === count(limits) ? 'Guaranteed' : 'Burstable';
 }
 
 /** Whether the pod sets pod-level resources the class is computed from. */
 export function podLevelResources(spec: JsonObject): boolean {
   const resources = spec.resources;
-  return isJsonObject(resources) && (positive(resources.requests).size > 0 || positive(resources.limits).size > 0);
+  return isJsonObject(resources) && (count(positive(resources.requests)) > 0 || count(positive(resources.limits)) > 0);
 }
 
 /** The QoS class of a pod with `spec`. */
@@ -57,18 +63,23 @@ export function qosClass(spec: JsonObject): QosClass {
   if (podLevelResources(spec)) {
     const resources = spec.resources as JsonObject;
     const limits = positive(resources.limits);
-    return classOf(defaulted(positive(resources.requests), limits), limits, limits.size === qosResources.length);
+    return classOf(defaulted(positive(resources.requests), limits), limits, count(limits) === qosResources.length);
   }
-  const requests = new Map<string, Quantity>();
-  const limits = new Map<string, Quantity>();
+  const requests: Values = [undefined, undefined];
+  const limits: Values = [undefined, undefined];
   let allLimited = true;
   for (const list of [spec.containers, spec.initContainers]) {
     for (const container of Array.isArray(list) ? list : []) {
       const resources = isJsonObject(container) && isJsonObject(container.resources) ? container.resources : {};
       const own = positive(resources.limits);
-      for (const [name, q] of defaulted(positive(resources.requests), own)) requests.set(name, requests.has(name) ? addQuantities(requests.get(name)!, q) : q);
-      for (const [name, q] of own) limits.set(name, limits.has(name) ? addQuantities(limits.get(name)!, q) : q);
-      if (own.size < qosResources.length) allLimited = false;
+      const wanted = defaulted(positive(resources.requests), own);
+      for (let r = 0; r < qosResources.length; r++) {
+        const request = wanted[r];
+        const limit = own[r];
+        if (request) requests[r] = requests[r] ? addQuantities(requests[r]!, request) : request;
+        if (limit) limits[r] = limits[r] ? addQuantities(limits[r]!, limit) : limit;
+      }
+      if (count(own) < qosResources.length) allLimited = false;
     }
   }
   return classOf(requests, limits, allLimited);

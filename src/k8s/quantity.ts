@@ -14,10 +14,27 @@ export interface Quantity {
   readonly binary: boolean;
 }
 
+/**
+ * Quantities read lately, by their text: pods and templates write the same few (`250m`,
+ * `64Mi`) in every review, and a decision reads each several times (QoS before and after,
+ * resource growth). Bounded; cleared when full. A Map: the keys are request data.
+ */
+const parsed = new Map<string, Quantity | undefined>();
+const maxParsed = 1024;
+
 /** The quantity `value` writes, or undefined when it is not one (numbers are read as their decimal text). */
 export function parseQuantity(value: unknown): Quantity | undefined {
   const text = typeof value === 'number' && Number.isFinite(value) ? String(value) : value;
   if (typeof text !== 'string' || text.length > 64) return undefined;
+  const known = parsed.get(text);
+  if (known !== undefined || parsed.has(text)) return known;
+  if (parsed.size >= maxParsed) parsed.clear();
+  const quantity = readQuantity(text);
+  parsed.set(text, quantity);
+  return quantity;
+}
+
+function readQuantity(text: string): Quantity | undefined {
   const m = quantityRe.exec(text);
   if (!m) return undefined;
   const [, sign, digits, suffix, exponent] = m;
@@ -29,7 +46,7 @@ export function parseQuantity(value: unknown): Quantity | undefined {
   if (isBinary) num *= 2n ** BigInt(binary[suffix]!);
   else if (scale !== undefined && scale > 0) num *= 10n ** BigInt(scale);
   else if (scale !== undefined && scale < 0) den *= 10n ** BigInt(-scale);
-  return { num, den, binary: isBinary };
+  return Object.freeze({ num, den, binary: isBinary });
 }
 
 /** True when both are quantities of the same value. */

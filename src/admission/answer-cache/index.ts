@@ -100,7 +100,7 @@ export function withAnswerCache(inner: Reviewer, state: AnswerState, cache = new
         generationOf(keyText!.namespace, webhook) === generation &&
         cache.admits(key)
       )
-        remember(key, keyText!, answered, decided.text);
+        remember(key, keyText!, answered, decided.text());
       return answered;
     },
   };

@@ -18,13 +18,15 @@
 import { hash } from 'node:crypto';
 import { compileKeyPaths, type JsonTextScan } from '../../k8s/json.js';
 import { isDns1123Label } from '../../k8s/label-syntax.js';
+import { unreadPaths } from '../mutate.js';
 import { uidProblem } from '../review.js';
 
 /** Paths of a review the key follows: read (uid, namespace) or cut out (all but the namespace). */
 export const reviewKeyPaths = compileKeyPaths([
   ['request', 'uid'],
   ['request', 'namespace'],
-  ['request', 'object', 'metadata', 'managedFields'],
+  // What no decision reads (managedFields): a fresh decision's parse leaves it out too.
+  ...unreadPaths,
   ['request', 'object', 'metadata', 'creationTimestamp'],
   ['request', 'object', 'metadata', 'uid'],
   ['request', 'object', 'metadata', 'resourceVersion'],
