@@ -231,3 +231,24 @@ test('property: the answer from the parse without managedFields is the answer fr
   t.true(compared >= 2 * corpus.length + 300, `compared ${compared}`);
   t.true(patched > compared / 3, `${patched} of ${compared} patched`);
 });
+
+test('a value left out that is shorter than null loses nothing of the body: bytes after the document are refused at every size', (t) => {
+  // `"managedFields":1` is replaced by four bytes where one stood: the text grows by three.
+  for (const size of [1_000, 65_533, 65_536, 140_000, 200_000, 300_000]) {
+    for (const [value, tail] of [
+      ['1', 'abc'],
+      ['[]', '\u00a0'],
+      ['"a"', '\u000b'],
+      ['[1]', 'x'],
+    ] as const) {
+      const head = `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"","version":"v1","kind":"Pod"},"operation":"CREATE","namespace":"shop","object":{"apiVersion":"v1","kind":"Pod","metadata":{"generateName":"web-","annotations":{"pad":"`;
+      const rest = `"},"managedFields":${value}},"spec":{"containers":[{"name":"web","image":"nginx"}]}}}}${tail}`;
+      const bytes = Buffer.from(head + 'p'.repeat(Math.max(0, size - head.length - rest.length)) + rest);
+      const spans = spansAt(jsonBody(bytes, paths).scan, paths, unreadPaths[0]!);
+      t.is(spans.length, 2, `the value was found (${size} bytes)`);
+      const whole = wholeParse(bytes);
+      t.truthy(whole.refusal, 'the whole parse refuses bytes after the document');
+      t.throws(() => parseJsonBytesWithout(bytes, spans), { message: whole.refusal }, `${size} bytes, ${JSON.stringify(value)} then ${JSON.stringify(tail)}`);
+    }
+  }
+});

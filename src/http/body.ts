@@ -223,7 +223,9 @@ export function parseJsonBytesWithout(bytes: Uint8Array, unread: readonly number
   if (!isUtf8(view)) return parseJsonBytes(bytes);
   // The text put together in a buffer reused from review to review (this runs to its end
   // without yielding): one decode, and nothing built for what is left out.
-  if (scratch.length < view.length) scratch = Buffer.allocUnsafe(Math.max(view.length, 2 * scratch.length));
+  // `null` may be longer than the value it stands for (`1`, `[]`): room for four bytes a value.
+  const textBytes = view.length + 2 * unread.length;
+  if (scratch.length < textBytes) scratch = Buffer.allocUnsafe(Math.max(textBytes, 2 * scratch.length));
   let at = 0;
   let written = 0;
   for (let s = 0; s < unread.length; s += 2) {
