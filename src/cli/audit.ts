@@ -40,12 +40,10 @@ import { decideFlags, versionDecision } from './decide-flags.js';
 import type { Labels } from '../k8s/selector.js';
 import type { TemplateSet } from '../templates/set.js';
 import { apiPath, apiResources } from '../k8s/api-paths.js';
+import type { CommandIo } from './io.js';
 
 /** Output streams, so that tests need no process. */
-export interface AuditIo {
-  readonly stdout: { write(text: string): unknown };
-  readonly stderr: { write(text: string): unknown };
-}
+export type AuditIo = CommandIo;
 
 /** The whole report, as `-o json` prints it. */
 export interface AuditReport {

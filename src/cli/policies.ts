@@ -8,12 +8,10 @@ import { parseOptions } from '../options.js';
 import { loadTemplateDir } from '../templates/load.js';
 import { defaultValidationActions, parseValidationActions, policiesYaml, requiredPolicies } from '../manifests/required-policies.js';
 import { policiesOptions } from './usage.js';
+import type { CommandIo } from './io.js';
 
 /** Where `policies` writes. */
-export interface PoliciesIo {
-  readonly stdout: { write(text: string): unknown };
-  readonly stderr: { write(text: string): unknown };
-}
+export type PoliciesIo = CommandIo;
 
 /** Runs `policies`; returns the exit code. Throws ConfigError, TemplateError or PolicyError with every problem. */
 export async function policies(argv: readonly string[], io: PoliciesIo, env: Readonly<Record<string, string | undefined>> = {}): Promise<number> {

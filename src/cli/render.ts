@@ -21,12 +21,11 @@ import { kubernetesVersionProblem } from '../config.js';
 import { decideVersion, parseKubernetesVersion } from '../k8s/version.js';
 import type { AdmitDeps } from '../pipeline/admit.js';
 import { podSecurityActionProblem, type PodSecurityAction } from '../pipeline/pod-security-fit.js';
+import type { CommandIo } from './io.js';
 
 /** Output streams and stdin, so that tests need no process. */
-export interface RenderIo {
+export interface RenderIo extends CommandIo {
   readonly stdin: AsyncIterable<Buffer | string>;
-  readonly stdout: { write(text: string): unknown };
-  readonly stderr: { write(text: string): unknown };
 }
 
 /** A source that treats every namespace as opted in (a preview with no labels given). */

@@ -20,10 +20,9 @@ import type { TemplateSet } from '../templates/set.js';
 import { rolloutOptions } from './usage.js';
 import { loadKubeConfig } from '../kube-api/kubeconfig.js';
 import { apiPath, apiResources } from '../k8s/api-paths.js';
+import type { CommandIo } from './io.js';
 
-export interface RolloutIo {
-  readonly stdout: { write(text: string): unknown };
-}
+export type RolloutIo = Pick<CommandIo, 'stdout'>;
 
 /** What a revision is to the templates directory. */
 export type RevisionRole = 'stable' | 'candidate' | 'previous' | 'other';

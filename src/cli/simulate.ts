@@ -37,11 +37,9 @@ import type { TemplateSet } from '../templates/set.js';
 import { stringMap, templatesInForce } from './cluster-reads.js';
 import { decideFlags, versionDecision } from './decide-flags.js';
 import { simulateOptions } from './usage.js';
+import type { CommandIo } from './io.js';
 
-export interface SimulateIo {
-  readonly stdout: { write(text: string): unknown };
-  readonly stderr: { write(text: string): unknown };
-}
+export type SimulateIo = CommandIo;
 
 /** One workload's result. */
 export interface SimulatedWorkload {

@@ -25,10 +25,9 @@ import type { TemplateSet } from '../templates/set.js';
 import { whyOptions } from './usage.js';
 import { lastChanged, readObject, stringMap, templatesInForce } from './cluster-reads.js';
 import { decideFlags, versionDecision } from './decide-flags.js';
+import type { CommandIo } from './io.js';
 
-export interface WhyIo {
-  readonly stdout: { write(text: string): unknown };
-}
+export type WhyIo = Pick<CommandIo, 'stdout'>;
 
 /** The answer, as `-o json` prints it. */
 export interface WhyReport {
