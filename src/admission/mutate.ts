@@ -53,17 +53,7 @@ export const unreadPaths: readonly (readonly string[])[] = [['request', 'object'
  */
 function unreadSpans(body: ReviewBody): number[] | undefined {
   if (!body.paths || body.scan.escapedKeys || body.scan.repeatedKeys) return undefined;
-  const spans: number[] = [];
-  for (const path of unreadPaths) spans.push(...spansAt(body.scan, body.paths, path));
-  // In text order, as the parse reads them.
-  return unreadPaths.length > 1 ? sortSpans(spans) : spans;
-}
-
-/** Flat [start, end) pairs sorted by start. */
-function sortSpans(spans: readonly number[]): number[] {
-  const pairs: [number, number][] = [];
-  for (let s = 0; s < spans.length; s += 2) pairs.push([spans[s]!, spans[s + 1]!]);
-  return pairs.sort((a, b) => a[0] - b[0]).flat();
+  return spansAt(body.scan, body.paths, unreadPaths);
 }
 
 /** A review answered: the outcome and the answer's bytes. */

@@ -224,12 +224,12 @@ export function scanJsonText(bytes: Uint8Array, limits: JsonLimits, paths?: KeyP
   return { depth: deepest, containers, keys, widest, escapedKeys, repeatedKeys, unbalanced: false, spans: leaf >= 0 ? noSpans : spans };
 }
 
-/** The spans (flat [start, end) pairs, in text order) a scan found for the leaf at `path` of `paths`; empty when it follows no such leaf. */
-export function spansAt(scan: JsonTextScan, paths: KeyPaths, path: readonly string[]): number[] {
-  const leaf = paths.leaves.findIndex((p) => p.length === path.length && p.every((k, i) => k === path[i]));
+/** The spans (flat [start, end) pairs, in text order) a scan found for the leaves at `wanted` of `paths`; empty for paths it does not follow. */
+export function spansAt(scan: JsonTextScan, paths: KeyPaths, wanted: readonly (readonly string[])[]): number[] {
+  const leaves = new Set(wanted.map((path) => paths.leaves.findIndex((p) => p.length === path.length && p.every((k, i) => k === path[i]))));
   const out: number[] = [];
-  if (leaf < 0) return out;
-  for (let s = 0; s < scan.spans.length; s += 3) if (scan.spans[s] === leaf) out.push(scan.spans[s + 1]!, scan.spans[s + 2]!);
+  // The scan's spans are in text order: so are these.
+  for (let s = 0; s < scan.spans.length; s += 3) if (leaves.has(scan.spans[s]!)) out.push(scan.spans[s + 1]!, scan.spans[s + 2]!);
   return out;
 }
 
