@@ -177,6 +177,40 @@ export async function withTemplate(t: ExecutionContext, name: string, text: stri
 }
 
 /**
+ * A ValidatingAdmissionPolicy on pod CREATEs with one validation, and its binding (Deny; for the
+ * namespaces `namespaceSelector` selects, else all), for one test: deleted after it.
+ */
+export async function podPolicy(
+  t: ExecutionContext,
+  name: string,
+  validation: { readonly expression: string; readonly message: string },
+  namespaceSelector?: Json,
+): Promise<void> {
+  const { kube } = joinWorld();
+  const apis = '/apis/admissionregistration.k8s.io/v1';
+  await kube.create(`${apis}/validatingadmissionpolicies`, {
+    apiVersion: 'admissionregistration.k8s.io/v1',
+    kind: 'ValidatingAdmissionPolicy',
+    metadata: { name },
+    spec: {
+      failurePolicy: 'Fail',
+      matchConstraints: { resourceRules: [{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['pods'] }] },
+      validations: [validation],
+    },
+  });
+  await kube.create(`${apis}/validatingadmissionpolicybindings`, {
+    apiVersion: 'admissionregistration.k8s.io/v1',
+    kind: 'ValidatingAdmissionPolicyBinding',
+    metadata: { name },
+    spec: { policyName: name, validationActions: ['Deny'], ...(namespaceSelector ? { matchResources: { namespaceSelector } } : {}) },
+  });
+  t.teardown(async () => {
+    await kube.delete(`${apis}/validatingadmissionpolicybindings/${name}`);
+    await kube.delete(`${apis}/validatingadmissionpolicies/${name}`);
+  });
+}
+
+/**
  * The warnings of an API answer, as kubectl prints them: each `Warning: 299 - "…"` header value
  * unquoted (Node reads header bytes as Latin-1; the API server sends UTF-8).
  */

@@ -8,7 +8,19 @@
 import test from 'ava';
 import { readFileSync } from 'node:fs';
 import { bucketOf } from '../../src/templates/rollout.js';
-import { deploy, eventually, everyReplica, healthyInstall, injectorPods, joinWorld, optedInNamespace, plainPod, scaleInjector, type Json } from './helpers.js';
+import {
+  deploy,
+  eventually,
+  everyReplica,
+  healthyInstall,
+  injectorPods,
+  joinWorld,
+  optedInNamespace,
+  plainPod,
+  podPolicy,
+  scaleInjector,
+  type Json,
+} from './helpers.js';
 
 const configMapPath = '/api/v1/namespaces/sidecar-injector/configmaps/sidecar-injector-templates';
 const stable = readFileSync('templates/log-shipper.yaml', 'utf8');
@@ -47,30 +59,9 @@ test.serial(
     const { kube, kubectl } = joinWorld();
     const namespace = await optedInNamespace(t, 'canary');
     const policy = 'deny-unsigned-fluent-bit';
-    await kube.create('/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies', {
-      apiVersion: 'admissionregistration.k8s.io/v1',
-      kind: 'ValidatingAdmissionPolicy',
-      metadata: { name: policy },
-      spec: {
-        failurePolicy: 'Fail',
-        matchConstraints: { resourceRules: [{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['pods'] }] },
-        validations: [
-          {
-            expression: "!has(object.spec.initContainers) || !object.spec.initContainers.exists(c, c.image.startsWith('fluent/fluent-bit:9.'))",
-            message: 'fluent-bit 9 is not signed',
-          },
-        ],
-      },
-    });
-    await kube.create('/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings', {
-      apiVersion: 'admissionregistration.k8s.io/v1',
-      kind: 'ValidatingAdmissionPolicyBinding',
-      metadata: { name: policy },
-      spec: { policyName: policy, validationActions: ['Deny'] },
-    });
-    t.teardown(async () => {
-      await kube.delete(`/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/${policy}`);
-      await kube.delete(`/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/${policy}`);
+    await podPolicy(t, policy, {
+      expression: "!has(object.spec.initContainers) || !object.spec.initContainers.exists(c, c.image.startsWith('fluent/fluent-bit:9.'))",
+      message: 'fluent-bit 9 is not signed',
     });
     // Policies are read through an informer: in force a moment after they are created.
     const signed = (image: string) => ({

@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { formatSimulation, type SimulateReport } from '../../src/cli/simulate.js';
 import { loadTemplateDir } from '../../src/templates/load.js';
-import { cli, eventually, everyReplica, joinWorld, testNamespace, withTemplate, type Json } from './helpers.js';
+import { cli, eventually, everyReplica, joinWorld, podPolicy, testNamespace, withTemplate, type Json } from './helpers.js';
 
 /** The template in force: small enough for every namespace's limits. */
 const agentNow = `name: agent
@@ -97,32 +97,16 @@ test('simulate predicts exactly which of 500 Deployments and a Job a real rollou
     spec: { hard: { 'limits.cpu': '100' } },
   });
   const policy = `sim-no-agent-2-${policed}`;
-  await kube.create('/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies', {
-    apiVersion: 'admissionregistration.k8s.io/v1',
-    kind: 'ValidatingAdmissionPolicy',
-    metadata: { name: policy },
-    spec: {
-      failurePolicy: 'Fail',
-      matchConstraints: { resourceRules: [{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['pods'] }] },
-      validations: [
-        {
-          expression:
-            "object.spec.containers.all(c, c.image != 'registry.example/agent:2') && (!has(object.spec.initContainers) || object.spec.initContainers.all(c, c.image != 'registry.example/agent:2'))",
-          message: 'the image registry.example/agent:2 is not allowed here',
-        },
-      ],
+  await podPolicy(
+    t,
+    policy,
+    {
+      expression:
+        "object.spec.containers.all(c, c.image != 'registry.example/agent:2') && (!has(object.spec.initContainers) || object.spec.initContainers.all(c, c.image != 'registry.example/agent:2'))",
+      message: 'the image registry.example/agent:2 is not allowed here',
     },
-  });
-  await kube.create('/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings', {
-    apiVersion: 'admissionregistration.k8s.io/v1',
-    kind: 'ValidatingAdmissionPolicyBinding',
-    metadata: { name: policy },
-    spec: { policyName: policy, validationActions: ['Deny'], matchResources: { namespaceSelector: { matchLabels: { 'sim-policy': 'strict' } } } },
-  });
-  t.teardown(async () => {
-    await kube.delete(`/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/${policy}`).catch(() => undefined);
-    await kube.delete(`/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/${policy}`).catch(() => undefined);
-  });
+    { matchLabels: { 'sim-policy': 'strict' } },
+  );
   await withTemplate(t, 'agent', agentNow);
 
   // The fleet: 500 Deployments and a Job.
