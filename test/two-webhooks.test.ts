@@ -108,3 +108,28 @@ test('a template declares its class; anything but Fail or Ignore is refused at l
     ['failurePolicy: must be "Fail" (required: pods wait for the injector) or "Ignore" (optional)'],
   );
 });
+
+test('the ledger a second webhook writes keeps the parameters the first one recorded: each call records the overrides of every template it keeps', async (t) => {
+  const start = prepareCreate(
+    pod({
+      annotations: {
+        'sidecar-injector.io/templates': 'proxy',
+        'proxy.sidecar-injector.io/cpuRequest': '100m',
+        'log-shipper.sidecar-injector.io/memoryLimit': '128Mi',
+      },
+    }),
+    'shop',
+  );
+  const ledger = (p: Json) => JSON.parse(p.metadata.annotations['sidecar-injector.io/status']);
+  const single = ledger((await call(t, '/mutate', start, 'shop')).pod);
+  t.deepEqual(single.templates.proxy.params, { cpuRequest: '100m' });
+  t.deepEqual(single.templates['log-shipper'].params, { memoryLimit: '128Mi' });
+  for (const order of [
+    ['/mutate/required', '/mutate/optional'],
+    ['/mutate/optional', '/mutate/required'],
+  ]) {
+    let current = start;
+    for (const path of order) current = (await call(t, path, current, 'shop')).pod;
+    t.is(current.metadata.annotations['sidecar-injector.io/status'], JSON.stringify(single), order.join(' → '));
+  }
+});

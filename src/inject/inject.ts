@@ -327,7 +327,8 @@ function push(entry: LedgerEntry, kind: PodItemKind, key: string): void {
  * Injects rendered templates into a pod. Items already present are never touched: ours (in
  * the ledger) are left as the API server defaulted them, someone else's are skipped with a
  * warning. `sidecars` names containers that are not app containers although the ledger's
- * claim on them was not believed (see trust.ts). When nothing is added the pod object itself is returned and `changed` is false;
+ * claim on them was not believed (see trust.ts); `recordedParams` gives the overridden
+ * parameters of a template in the ledger this call does not inject. When nothing is added the pod object itself is returned and `changed` is false;
  * that is the fixed point reinvocation relies on (R-62).
  */
 export function inject(
@@ -337,6 +338,7 @@ export function inject(
   owner: Ownership,
   rendered: readonly RenderedTemplate[],
   sidecars: ReadonlySet<string> = new Set(),
+  recordedParams: (template: string) => Readonly<Record<string, string>> | undefined = () => undefined,
 ): Injection {
   const builder = new PodBuilder(parts, owner, sidecars);
   const qosBefore = qosClass(parts.spec);
@@ -446,6 +448,17 @@ export function inject(
   }
 
   if (injected.length === 0) return { pod, changed: false, injected, present, conflicts, warnings: builder.warnings, ledger: previous, notes };
+  // Entries of templates this call did not inject (present, or the other webhook's): the
+  // parameters their call recorded, resolved again from the same annotations (trust.ts never
+  // carries a claim of them, and a ledger written without them would lose the record).
+  const injectedNow = new Set(injected);
+  for (const [name, entry] of Object.entries(next.templates)) {
+    if (injectedNow.has(name)) continue;
+    const params = recordedParams(name);
+    if (!params) continue;
+    const { hash, form, ...rest } = entry;
+    next.templates[name] = { hash, ...(form ? { form } : {}), params: { ...params }, ...rest };
+  }
   const newPod = builder.build(pod, serializeLedger(next), growth);
   // A Guaranteed pod never gets here changed (its templates keep it, or are left out); a
   // BestEffort one becomes Burstable as soon as a sidecar requests anything: said, not warned.

@@ -62,7 +62,11 @@ export function injectTemplates(
   const { pod, parts, ledger, owner, own } = prepared;
   const context = contextFor(parts, place.requestName ?? '', place.namespace, own, place.namespaceLabels);
   const rendered = templates.map((t) => render(t, context, overrides?.get(t.name)));
-  return inject(pod, parts, ledger.carried, owner, rendered, ledger.sidecars);
+  const recorded = (name: string) => {
+    const values = overrides?.get(name);
+    return values ? Object.fromEntries(Object.entries(values).map(([k, v]) => [k, String(v)])) : undefined;
+  };
+  return inject(pod, parts, ledger.carried, owner, rendered, ledger.sidecars, recorded);
 }
 
 /** Both steps at once, for a pod whose templates are already chosen (`check`, tests). */

@@ -45,6 +45,14 @@ export function resolveOverrides(s: Selected, deps: AdmitDeps, at: Progress): St
     overrides.set(template.name, resolved.overrides);
     if (resolved.explained.length > 0) parameters.set(template.name, resolved.explained);
   }
+  // The other webhook's templates in the ledger: their overrides too, so that a ledger this call
+  // writes records them as the call that injected them did (the pod's claim of them is never carried).
+  for (const name of Object.keys(s.prepared.ledger.carried.templates)) {
+    const template = s.set.byName.get(name);
+    if (!template || overrides.has(name)) continue;
+    const resolved = resolveParameters(template, fromNamespace.get(name), fromPod.get(name));
+    if (!resolved.denial) overrides.set(name, resolved.overrides);
+  }
   const mine = { ...s.common, templates: s.ours, ...(parameters.size > 0 ? { parameters } : {}) };
   return { next: { selected: s, overrides, mine } };
 }
