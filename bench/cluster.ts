@@ -4,13 +4,18 @@
  * can): pod creates in a namespace that opted in (both webhooks called, and called again after
  * the ServiceAccount plugin mounts its token into the sidecars) against one that did not, at
  * concurrency 1 and 16, a few hundred creates each, twice; latency as the client sees it, and
- * the CPU time of the injector's replicas and of kube-apiserver per create, from /proc.
+ * the CPU time of the injector's replicas and of kube-apiserver per create, from /proc. And the
+ * same creates in a namespace the webhooks do not serve but the templates exported as a
+ * MutatingAdmissionPolicy do (`policies --mutating`, bound to that namespace only): the time
+ * the API server's own injection takes.
  *
  * Options: --creates N (per run, default 300), --runs N (default 2).
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { joinWorld, testNamespaceName, type Json } from '../test/cluster/helpers.js';
+import { mutatingPolicies } from '../src/manifests/mutating-policies.js';
+import { loadTemplateDir } from '../src/templates/load.js';
 
 const { values } = parseArgs({ options: { creates: { type: 'string', default: '300' }, runs: { type: 'string', default: '2' } } });
 const creates = Number(values.creates);
@@ -106,14 +111,33 @@ async function run(namespace: string, concurrency: number, count = creates): Pro
 }
 
 const { kube, file } = joinWorld();
-const namespaces = { 'opted in': testNamespaceName('bench-in'), 'not opted in': testNamespaceName('bench-out') };
+const namespaces = { 'opted in': testNamespaceName('bench-in'), 'not opted in': testNamespaceName('bench-out'), policy: testNamespaceName('bench-map') };
+const policyLabel = { 'sidecar-injector.io/bench-policy': 'true' };
 for (const [kind, name] of Object.entries(namespaces)) {
   await kube.create('/api/v1/namespaces', {
     apiVersion: 'v1',
     kind: 'Namespace',
-    metadata: { name, labels: kind === 'opted in' ? { 'sidecar-injector.io/injection': 'enabled' } : {} },
+    metadata: { name, labels: kind === 'opted in' ? { 'sidecar-injector.io/injection': 'enabled' } : kind === 'policy' ? policyLabel : {} },
   });
   for (let i = 0; i < 600 && !(await kube.find(`/api/v1/namespaces/${name}/serviceaccounts/default`)); i++) await new Promise((r) => setTimeout(r, 50));
+}
+// The installed templates exported, bound to the policy namespace only (the generated binding selects opted-in namespaces).
+const apis = '/apis/admissionregistration.k8s.io/v1';
+const exported = mutatingPolicies(await loadTemplateDir('templates'));
+const policy = exported.objects[0]!;
+const policyName = (policy.metadata as Json).name as string;
+await kube.create(`${apis}/mutatingadmissionpolicies`, policy);
+await kube.create(`${apis}/mutatingadmissionpolicybindings`, {
+  apiVersion: 'admissionregistration.k8s.io/v1',
+  kind: 'MutatingAdmissionPolicyBinding',
+  metadata: { name: policyName },
+  spec: { policyName, matchResources: { namespaceSelector: { matchLabels: policyLabel } } },
+});
+// The API server loads policies about every second: wait until a create is injected.
+for (let i = 0; i < 600; i++) {
+  const probe = await kube.request('POST', `/api/v1/namespaces/${namespaces.policy}/pods?dryRun=All`, typicalPod());
+  if (probe.body.metadata?.annotations?.['sidecar-injector.io/status']) break;
+  await new Promise((r) => setTimeout(r, 50));
 }
 console.log(
   `# Pod creates through kube-apiserver ${file.kubernetesVersion} (the injector's pods from the ${file.containers === 'image' ? 'built image' : "clone's build"})\n`,
@@ -132,16 +156,19 @@ for (const concurrency of [1, 16])
         `${kind.padEnd(13)} ${String(concurrency).padStart(5)} ${String(r).padStart(4)} ${fmt(result.p50).padStart(8)} ${fmt(result.p99).padStart(8)} ${String(result.failures).padStart(9)} ${fmt(result.injectorCpuMs / creates, 3).padStart(23)} ${fmt(result.apiServerCpuMs / creates, 3).padStart(29)}`,
       );
     }
-console.log('\n## what the webhook adds (opted in minus not, same concurrency and run)\n');
-console.log('conc  run  p50 added ms  p99 added ms  injector CPU / kube-apiserver CPU (opted in)');
+console.log('\n## what the webhook and the exported policy add (each minus not opted in, same concurrency and run)\n');
+console.log('conc  run  webhook p50 ms  webhook p99 ms  policy p50 ms  policy p99 ms  policy kube-apiserver CPU ms/create added');
 for (const concurrency of [1, 16])
   for (let r = 0; r < runs; r++) {
     const of = (kind: string) => results.filter((x) => x.kind === kind && x.concurrency === concurrency)[r]!.result;
     const yes = of('opted in');
     const no = of('not opted in');
+    const map = of('policy');
     console.log(
-      `${String(concurrency).padStart(4)} ${String(r + 1).padStart(4)} ${fmt(yes.p50 - no.p50).padStart(13)} ${fmt(yes.p99 - no.p99).padStart(13)}  ${fmt(yes.injectorCpuMs / yes.apiServerCpuMs, 3)}`,
+      `${String(concurrency).padStart(4)} ${String(r + 1).padStart(4)} ${fmt(yes.p50 - no.p50).padStart(15)} ${fmt(yes.p99 - no.p99).padStart(15)} ${fmt(map.p50 - no.p50).padStart(14)} ${fmt(map.p99 - no.p99).padStart(14)} ${fmt((map.apiServerCpuMs - no.apiServerCpuMs) / creates, 3).padStart(15)}`,
     );
   }
+await kube.delete(`${apis}/mutatingadmissionpolicybindings/${policyName}`);
+await kube.delete(`${apis}/mutatingadmissionpolicies/${policyName}`);
 for (const name of Object.values(namespaces)) await kube.delete(`/api/v1/namespaces/${name}`);
 kube.close();

@@ -2,11 +2,14 @@
  * `sidecar-injector policies`: prints, as YAML for GitOps, the ValidatingAdmissionPolicy and
  * binding of every required template in a directory (manifests/required-policies.ts). Notes on
  * what a policy cannot check go to stderr; the YAML on stdout is ready for `kubectl apply -f -`.
+ * With `--mutating`, the MutatingAdmissionPolicy of the exportable templates instead
+ * (manifests/mutating-policies.ts), and on stderr why each other template is not exported.
  */
 import { ConfigError } from '../errors.js';
 import { parseOptions } from '../options.js';
 import { loadTemplateDir } from '../templates/load.js';
 import { defaultValidationActions, parseValidationActions, policiesYaml, requiredPolicies } from '../manifests/required-policies.js';
+import { mutatingPolicies, mutatingPoliciesYaml } from '../manifests/mutating-policies.js';
 import { policiesOptions } from './usage.js';
 import type { CommandIo } from './io.js';
 
@@ -20,6 +23,18 @@ export async function policies(argv: readonly string[], io: PoliciesIo, env: Rea
   const actions = actionsText === undefined ? defaultValidationActions : parseValidationActions(actionsText);
   if (typeof actions === 'string') throw new ConfigError([actions]);
   const set = await loadTemplateDir((values.templates as string | undefined) ?? 'templates');
+  if (values.mutating === true) {
+    const only = (values.template as string | undefined)
+      ?.split(',')
+      .map((n) => n.trim())
+      .filter((n) => n !== '');
+    const exported = mutatingPolicies(set, only);
+    io.stdout.write(mutatingPoliciesYaml(exported));
+    for (const refusal of exported.refused) io.stderr.write(`note: template ${refusal.template} is not exported: ${refusal.reasons.join('; ')}\n`);
+    if (exported.exported.length === 0) io.stderr.write('note: no template can be exported; the webhook injects them all\n');
+    return 0;
+  }
+  if (values.template !== undefined) throw new ConfigError(['--template selects templates to export: it needs --mutating']);
   const generated = requiredPolicies(set, { validationActions: actions });
   io.stdout.write(policiesYaml(generated));
   if (generated.length === 0) io.stderr.write('note: no template has failurePolicy: Fail; there is nothing to guard\n');

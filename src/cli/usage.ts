@@ -131,6 +131,11 @@ export const policiesOptions = {
     default: 'Warn,Audit',
     help: 'what a pod without its required sidecars gets: Warn,Audit (report) or Deny (refuse); Audit may join either',
   },
+  mutating: {
+    kind: 'boolean',
+    help: 'print instead the MutatingAdmissionPolicy that injects the exportable templates inside the API server (Kubernetes 1.36+), see docs/map-export.md',
+  },
+  template: { kind: 'string', value: 'NAMES', help: 'with --mutating: export only these templates (comma-separated); one that cannot be exported is an error' },
 } as const satisfies OptionTable;
 
 export const whyOptions = {

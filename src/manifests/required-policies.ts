@@ -118,7 +118,7 @@ interface RequiredContainer {
 }
 
 /** A CEL string literal: printable ASCII as is, everything else escaped (`\\u00a0`), so the YAML shows no invisible character. */
-const celString = (text: string): string =>
+export const celString = (text: string): string =>
   `'${text.replace(/[\\']/g, '\\$&').replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)}'`;
 
 /** A repository as a regular expression that RE2 and ECMAScript read alike: `.` in a class, nothing else special. */
@@ -179,7 +179,8 @@ function requiredContainers(template: Template): RequiredContainer[] {
     const nameNode = field(node, 'name');
     const name = nameNode?.kind === 'static' ? String(nameNode.value) : '';
     let places: Place[];
-    if (list === 'containers') places = ['container'];
+    // A pod that runs to completion gets a template's ordinary containers as native sidecars (templates/forms.ts, the sidecar form).
+    if (list === 'containers') places = template.endsOnItsOwn ? ['container'] : ['container', 'native-sidecar'];
     else if (!native.has(name)) places = ['init-container'];
     // Clusters below 1.29 get the ordinary-container form of a template whose fallback is container (templates/forms.ts).
     else places = template.nativeSidecarFallback === 'container' ? ['native-sidecar', 'container'] : ['native-sidecar'];
@@ -253,7 +254,7 @@ function remedy(template: Template): string {
 const requiredTerms = 'object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution';
 const selectorOs = (label: string) =>
   `has(object.spec.nodeSelector) && '${label}' in object.spec.nodeSelector && object.spec.nodeSelector['${label}'] in ['linux', 'windows'] ? object.spec.nodeSelector['${label}'] : `;
-const podOs =
+export const podOs =
   '(has(object.spec.os) && has(object.spec.os.name) ? object.spec.os.name : ' +
   osNodeLabels.map(selectorOs).join('') +
   `has(object.spec.affinity) && has(object.spec.affinity.nodeAffinity) && has(${requiredTerms}) && has(${requiredTerms}.nodeSelectorTerms) && size(${requiredTerms}.nodeSelectorTerms) > 0 && ` +
@@ -263,7 +264,7 @@ const podOs =
 const trimmed = '[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]*';
 
 /** The on-request pattern: the comma-separated list names the template, spaces trimmed. */
-const requestPattern = (template: Template) => `(^|,)${trimmed}${template.name}${trimmed}(,|$)`;
+export const requestPattern = (template: Template) => `(^|,)${trimmed}${template.name}${trimmed}(,|$)`;
 
 function conditions(template: Template): JsonObject[] {
   const out: JsonObject[] = webhookMatchConditions.map((c) => ({ name: c.name, expression: c.expression }));
@@ -312,7 +313,7 @@ function conditionCost(template: Template, condition: JsonObject): number {
   return condition.name === 'requests-the-template' ? 30 + matchesCost(maxAnnotationBytes, requestPattern(template).length) : 30;
 }
 
-function selectorJson(...selectors: (Selector | { readonly matchExpressions: readonly JsonObject[] })[]): JsonObject {
+export function selectorJson(...selectors: (Selector | { readonly matchExpressions: readonly JsonObject[] })[]): JsonObject {
   const expressions: JsonObject[] = [];
   const seen = new Set<string>();
   for (const selector of selectors) {

@@ -1,0 +1,812 @@
+/**
+ * Templates exported as a MutatingAdmissionPolicy (admissionregistration.k8s.io/v1, GA and on by
+ * default since Kubernetes 1.36): the injection written in CEL and run inside the API server,
+ * with no webhook call. The policy adds what the webhook adds to the same pod, item for item and
+ * byte for byte in the ledger, so that the audit, `why` and the webhook itself read its work as
+ * their own; docs/map-export.md says what can be exported and why the rest cannot.
+ *
+ * One policy holds every exported template, one mutation each, in the webhooks' order (the
+ * required webhook's templates, then the optional one's, each by name). The API server applies separate policies in no fixed order (k8s.io/apiserver
+ * policy/generic/policy_source.go builds its list from a Go map), and the webhook's pod depends
+ * on the order: the volumes of two templates, two sidecars placed first, the ledger's keys.
+ * Mutations of one policy run in order, each on the pod the previous one made
+ * (policy/mutating/dispatcher.go), and the policy's variables are evaluated again for each.
+ *
+ * Each mutation is the whole decision for its template: in scope (its selectors, the pod's
+ * operating system, the on-request annotation), not already injected (the ledger), none of the
+ * rules that leave it out (a container or volume of the pod's own in its way, a hostNetwork pod
+ * and a declared port, a Guaranteed pod it would make Burstable), its pod overrides valid (the
+ * webhook refuses a pod with a bad one: so does the companion ValidatingAdmissionPolicy), and
+ * none of the cases only the webhook handles exactly (pod-level resources, a container name the
+ * API server will refuse anyway). Pure: a template set in, plain objects and their YAML out.
+ */
+import { Document } from 'yaml';
+import { PolicyError } from '../errors.js';
+import { isJsonObject, type JsonObject } from '../k8s/json.js';
+import { AnnotationKeys } from '../k8s/keys.js';
+import { labelValueProblem } from '../k8s/label-syntax.js';
+import { checkPodSecurity, podSecurityPolicies } from '../k8s/pod-security.js';
+import { podSchemaTypes } from '../k8s/pod-schema.js';
+import { reviewLimits } from '../k8s/pod-validation.js';
+import type { Selector } from '../k8s/selector.js';
+import { overrideDomain, overrideKey } from '../pipeline/overrides.js';
+import { matchConditions as webhookMatchConditions } from '../pipeline/match-conditions.js';
+import { nameOf, templateInForm } from '../templates/forms.js';
+import type { ParamDeclaration } from '../templates/parameters.js';
+import type { Reference, Segment } from '../templates/placeholders.js';
+import { render } from '../templates/render.js';
+import type { TemplateSet } from '../templates/set.js';
+import type { Compiled, Template, TemplateFailurePolicy } from '../templates/template.js';
+import { celString, podOs, requestPattern, selectorJson, webhookScope } from './required-policies.js';
+
+/** The order in which the API server calls the two webhooks: required first, as the configuration lists them. */
+const webhookOrder: readonly TemplateFailurePolicy[] = ['Fail', 'Ignore'];
+
+/** The name of the generated policy, its binding and its companion validating policy. */
+export const exportedPolicyName = 'sidecar-injector-exported';
+
+/** A template that cannot be exported, with every reason. */
+export interface ExportRefusal {
+  readonly template: string;
+  readonly reasons: readonly string[];
+}
+
+/** What `policies --mutating` prints. */
+export interface ExportedPolicies {
+  /** Templates exported, in the policy's order. */
+  readonly exported: readonly string[];
+  readonly refused: readonly ExportRefusal[];
+  /** Empty when nothing is exported. */
+  readonly objects: readonly JsonObject[];
+}
+
+// ---------------------------------------------------------------------------------------------
+// CEL building blocks. `object` is the pod as the previous mutation left it; `namespaceObject`
+// its namespace; `request` the admission request.
+
+const podLabels = 'object.metadata.labels';
+const podAnnotations = 'object.metadata.annotations';
+const nsLabels = 'namespaceObject.metadata.labels';
+const nsAnnotations = 'namespaceObject.metadata.annotations';
+const inMap = (map: string, key: string) => `(has(${map}) && ${celString(key)} in ${map})`;
+const valueIn = (map: string, key: string) => `(${inMap(map, key)} ? ${map}[${celString(key)}] : '')`;
+const escapePointer = (key: string) => key.replace(/~/g, '~0').replace(/\//g, '~1');
+const listOf = (list: string) => `(has(object.spec.${list}) ? object.spec.${list} : [])`;
+
+/** A label selector over a label map, requirement by requirement (selection/select.ts reads them alike). */
+function selectorCel(selector: Selector, map: string): string[] {
+  return selector.requirements.map((r) => {
+    const present = inMap(map, r.key);
+    const among = `${map}[${celString(r.key)}] in [${[...r.values].map(celString).join(', ')}]`;
+    switch (r.operator) {
+      case 'In':
+        return `(${present} && ${among})`;
+      case 'NotIn':
+        return `!(${present} && ${among})`;
+      case 'Exists':
+        return present;
+      case 'DoesNotExist':
+        return `!${present}`;
+    }
+  });
+}
+
+/** A quantity text as the injector reads one (templates/parameters.ts): non-negative, at most 1,024 characters. */
+const isQuantityText = (v: string) => `(size(${v}) <= 1024 && isQuantity(${v}) && quantity(${v}).compareTo(quantity('0')) >= 0)`;
+
+/** The CEL test that `value` passes `declaration` (templates/parameters.ts checkValue), for the types that export. */
+function validValue(declaration: ParamDeclaration, value: string): string {
+  if (declaration.type === 'enum') return `${value} in [${declaration.values!.map(celString).join(', ')}]`;
+  const tests = [isQuantityText(value)];
+  if (declaration.min !== undefined) tests.push(`quantity(${value}).compareTo(quantity(${celString(String(declaration.min))})) >= 0`);
+  if (declaration.max !== undefined) tests.push(`quantity(${value}).compareTo(quantity(${celString(String(declaration.max))})) <= 0`);
+  return tests.join(' && ');
+}
+
+/** The pod's override of `name`, when it is there and valid; the webhook refuses the pod otherwise (validating companion). */
+const podOverride = (template: Template, name: string) => {
+  const key = overrideKey(template.name, name);
+  return { present: inMap(podAnnotations, key), value: `${podAnnotations}[${celString(key)}]` };
+};
+const nsOverride = (template: Template, name: string) => {
+  const key = overrideKey(template.name, name);
+  return { present: inMap(nsAnnotations, key), value: `${nsAnnotations}[${celString(key)}]` };
+};
+
+/**
+ * While a policy is generated: the variable holding each overridable parameter's value, by
+ * template and parameter (an expression would otherwise repeat it wherever the value is used).
+ */
+let paramVariables: Map<string, string> | undefined;
+
+/** The value of parameter `name` for this pod, as the variable that holds it when there is one. */
+function paramCel(template: Template, name: string): string {
+  const variable = paramVariables?.get(`${template.name}\0${name}`);
+  return variable ? `string(variables.${variable})` : paramValueCel(template, name);
+}
+
+/** The value of parameter `name` for this pod: pod > namespace > template (pipeline/overrides.ts). */
+function paramValueCel(template: Template, name: string): string {
+  const declaration = template.declarations.get(name);
+  const fixed = celString(String(template.params[name]));
+  if (!declaration || declaration.override === 'none') return fixed;
+  const ns = nsOverride(template, name);
+  const fromNamespace = `(${ns.present} && ${validValue(declaration, ns.value)} ? ${ns.value} : ${fixed})`;
+  if (declaration.override !== 'pod') return fromNamespace;
+  const pod = podOverride(template, name);
+  return `(${pod.present} ? ${pod.value} : ${fromNamespace})`;
+}
+
+/** Where the value of an overridable parameter came from, for the ledger's `params` (pipeline/overrides.ts). */
+function paramSource(template: Template, name: string): { pod: string; namespace: string } {
+  const declaration = template.declarations.get(name)!;
+  const ns = nsOverride(template, name);
+  const pod = podOverride(template, name);
+  const fromPod = declaration.override === 'pod' ? pod.present : 'false';
+  return { pod: fromPod, namespace: `!(${fromPod}) && ${ns.present} && ${validValue(declaration, ns.value)}` };
+}
+
+/** `metadata.name`, else `generateName` without its trailing dashes, else the request's name (templates/context.ts). */
+const podName =
+  "(has(object.metadata.name) && object.metadata.name != '' ? object.metadata.name : " +
+  "has(object.metadata.generateName) && object.metadata.generateName.find('^.*[^-]') != '' ? object.metadata.generateName.find('^.*[^-]') : string(request.name))";
+
+function referenceCel(ref: Reference, template: Template): string {
+  switch (ref.source) {
+    case 'literal':
+      return celString(ref.text);
+    case 'params':
+      return paramCel(template, ref.key);
+    case 'pod.labels':
+      return valueIn(podLabels, ref.key);
+    case 'pod.annotations':
+      return valueIn(podAnnotations, ref.key);
+    case 'namespace.labels':
+      return valueIn(nsLabels, ref.key);
+    case 'pod.name':
+      return podName;
+    case 'pod.generateName':
+      return "(has(object.metadata.generateName) ? object.metadata.generateName : '')";
+    case 'pod.namespace':
+    case 'namespace.name':
+      return 'string(request.namespace)';
+    case 'pod.serviceAccountName':
+      return "(has(object.spec.serviceAccountName) && object.spec.serviceAccountName != '' ? object.spec.serviceAccountName : has(object.spec.serviceAccount) && object.spec.serviceAccount != '' ? object.spec.serviceAccount : 'default')";
+  }
+}
+
+/** A string with placeholders: an empty or missing value takes the default (templates/placeholders.ts renderSegments). */
+function segmentsCel(segments: readonly Segment[], template: Template): string {
+  const parts = segments.map((s) => {
+    if (s.kind === 'text') return celString(s.text);
+    const value = referenceCel(s.ref, template);
+    return `(${value} == '' ? ${celString(s.fallback ?? '')} : ${value})`;
+  });
+  // string(): the pod's and the request's fields are dynamically typed, and a list literal mixing them with text does not compile.
+  return parts.length === 0 ? "''" : segments.every((s) => s.kind === 'text') ? parts.join(' + ') : `string(${parts.join(' + ')})`;
+}
+
+/** The CEL type of a field: `Object.spec.initContainers.resources` for a container's resources (the API server's naming). */
+type Shape = { readonly kind: 'struct'; readonly type: string; readonly path: string } | { readonly kind: 'map' } | { readonly kind: 'scalar' };
+
+function fieldShape(parent: Shape, key: string): Shape {
+  if (parent.kind !== 'struct') return { kind: 'scalar' };
+  const raw = podSchemaTypes[parent.type]?.[key];
+  if (!raw) return { kind: 'scalar' };
+  const type = raw.endsWith('[]') ? raw.slice(0, -2) : raw;
+  if (type === 'map') return { kind: 'map' };
+  if (podSchemaTypes[type]) return { kind: 'struct', type, path: `${parent.path}.${key}` };
+  return { kind: 'scalar' };
+}
+
+function scalarCel(value: unknown): string {
+  if (typeof value === 'string') return celString(value);
+  if (typeof value === 'boolean') return String(value);
+  if (typeof value === 'number') return Number.isInteger(value) ? String(value) : String(value).includes('.') ? String(value) : `${value}.0`;
+  if (value === null) return 'null';
+  throw new PolicyError([`a value of type ${typeof value} cannot be written in CEL`]);
+}
+
+/** A static JSON value as a typed CEL value of `shape`. */
+function jsonCel(value: unknown, shape: Shape): string {
+  if (Array.isArray(value)) return `[${value.map((v) => jsonCel(v, shape)).join(', ')}]`;
+  if (isJsonObject(value)) {
+    if (shape.kind === 'map')
+      return `{${Object.entries(value)
+        .map(([k, v]) => `${celString(k)}: ${scalarCel(v)}`)
+        .join(', ')}}`;
+    if (shape.kind !== 'struct') throw new PolicyError(['an object where the Pod schema has none']);
+    return `${shape.path}{${Object.entries(value)
+      .map(([k, v]) => `${k}: ${jsonCel(v, fieldShape(shape, k))}`)
+      .join(', ')}}`;
+  }
+  return scalarCel(value);
+}
+
+/** A compiled template value as a typed CEL value of `shape`. */
+function compiledCel(node: Compiled, shape: Shape, template: Template): string {
+  switch (node.kind) {
+    case 'static':
+      return jsonCel(node.value, shape);
+    case 'string':
+      return segmentsCel(node.segments, template);
+    case 'param':
+      return template.overridable.has(node.key) ? paramCel(template, node.key) : scalarCel(template.params[node.key]);
+    case 'array':
+      return `[${node.items.map((item) => compiledCel(item, shape, template)).join(', ')}]`;
+    case 'object':
+      if (shape.kind === 'map') return `{${node.entries.map(([k, v]) => `${celString(k)}: ${compiledCel(v, { kind: 'scalar' }, template)}`).join(', ')}}`;
+      if (shape.kind !== 'struct') throw new PolicyError(['an object where the Pod schema has none']);
+      return `${shape.path}{${node.entries.map(([k, v]) => `${k}: ${compiledCel(v, fieldShape(shape, k), template)}`).join(', ')}}`;
+  }
+}
+
+const containerShape = (list: 'containers' | 'initContainers'): Shape => ({ kind: 'struct', type: 'V1Container', path: `Object.spec.${list}` });
+const volumeShape: Shape = { kind: 'struct', type: 'V1Volume', path: 'Object.spec.volumes' };
+const appShape = (kind: 'env' | 'volumeMounts'): Shape => ({
+  kind: 'struct',
+  type: kind === 'env' ? 'V1EnvVar' : 'V1VolumeMount',
+  path: `Object.spec.containers.${kind}`,
+});
+
+// ---------------------------------------------------------------------------------------------
+// Reading compiled nodes.
+
+function entryOf(node: Compiled, key: string): Compiled | undefined {
+  if (node.kind === 'static') {
+    const value = isJsonObject(node.value) ? node.value[key] : undefined;
+    return value === undefined ? undefined : { kind: 'static', value };
+  }
+  if (node.kind === 'object') return node.entries.find(([k]) => k === key)?.[1];
+  return undefined;
+}
+
+function withEntry(node: Compiled, key: string, value: Compiled): Compiled {
+  if (node.kind === 'static' && isJsonObject(node.value)) {
+    const entries = Object.entries(node.value).map(([k, v]) => [k, { kind: 'static', value: v }] as const);
+    return withEntry({ kind: 'object', entries }, key, value);
+  }
+  if (node.kind !== 'object') return node;
+  const entries = node.entries.some(([k]) => k === key)
+    ? node.entries.map(([k, v]) => [k, k === key ? value : v] as const)
+    : [...node.entries, [key, value] as const];
+  return { kind: 'object', entries };
+}
+
+/** The container as a Guaranteed pod gets it (k8s/qos.ts guaranteedContainer), or undefined when it cannot keep the pod Guaranteed. */
+function guaranteedNode(container: Compiled, template: Template): Compiled | undefined {
+  const resources = entryOf(container, 'resources');
+  const from = template.guaranteedPods === 'requests-from-limits' ? 'limits' : 'requests';
+  const to = template.guaranteedPods === 'requests-from-limits' ? 'requests' : 'limits';
+  const source = resources && entryOf(resources, from);
+  const cpu = source && entryOf(source, 'cpu');
+  const memory = source && entryOf(source, 'memory');
+  if (!resources || !cpu || !memory) return undefined;
+  let target = entryOf(resources, to) ?? { kind: 'object', entries: [] };
+  target = withEntry(withEntry(target, 'cpu', cpu), 'memory', memory);
+  return withEntry(container, 'resources', withEntry(resources, to, target));
+}
+
+function compiledHasPlaceholder(node: Compiled | undefined): boolean {
+  if (!node) return false;
+  if (node.kind === 'string' || node.kind === 'param') return true;
+  if (node.kind === 'array') return node.items.some(compiledHasPlaceholder);
+  if (node.kind === 'object') return node.entries.some(([, v]) => compiledHasPlaceholder(v));
+  return false;
+}
+
+/** A static value as a CEL test that a pod's `subject` holds it (k8s/contains.ts: every field the template sets, the same). */
+function holdsCel(subject: string, value: unknown): string {
+  if (isJsonObject(value)) {
+    const tests = Object.entries(value).map(([k, v]) => `has(${subject}.${k}) && ${holdsCel(`${subject}.${k}`, v)}`);
+    return tests.length === 0 ? 'true' : `(${tests.join(' && ')})`;
+  }
+  if (Array.isArray(value)) return `${subject} == ${jsonCel(value, { kind: 'scalar' })}`;
+  return `${subject} == ${scalarCel(value)}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// What can be exported.
+
+const exportableTypes = new Set(['enum', 'quantity']);
+/** JSON and CEL spell these alike (no quote, backslash or control character): safe to splice into the ledger's text. */
+const plainText = /^[\x20-\x7e]*$/;
+const jsonSafe = (text: string) => plainText.test(text) && !/["\\]/.test(text);
+
+/** The references of a compiled node, for the checks below. */
+function referencesOf(node: Compiled | undefined, out: Reference[] = []): Reference[] {
+  if (!node) return out;
+  if (node.kind === 'string') for (const s of node.segments) if (s.kind === 'placeholder') out.push(s.ref);
+  if (node.kind === 'param') out.push({ source: 'params', key: node.key });
+  if (node.kind === 'array') for (const item of node.items) referencesOf(item, out);
+  if (node.kind === 'object') for (const [, v] of node.entries) referencesOf(v, out);
+  return out;
+}
+
+/** Every reason `template` cannot be exported; empty when it can. */
+export function exportProblems(template: Template, set: TemplateSet): string[] {
+  const problems: string[] = [];
+  const { body } = template;
+  if (body.initContainers.length + body.containers.length === 0) problems.push('it adds no container (nothing a policy could recognise as injected)');
+  if (body.appEnvFrom.length > 0) problems.push('appContainers.envFrom is not exported (its key is built from two references)');
+  if (body.imagePullSecrets.length > 0) problems.push('imagePullSecrets are not exported');
+  if (template.placement === 'first' && body.containers.length > 0)
+    problems.push('ordinary containers placed first are not exported (the webhook also sets kubectl.kubernetes.io/default-container)');
+  if (set.rollouts?.has(template.name)) problems.push('it has a rollout in progress (the webhook picks a revision per pod)');
+  for (const [name, declaration] of template.declarations) {
+    if (declaration.override === 'none') continue;
+    if (!exportableTypes.has(declaration.type))
+      problems.push(
+        `parameter ${name} is overridable and of type ${declaration.type}: only enum and quantity overrides are checked in CEL as the webhook checks them`,
+      );
+    if (declaration.type === 'enum' && !declaration.values!.every(jsonSafe))
+      problems.push(`parameter ${name} has an enum value with a quote, backslash or control character`);
+  }
+  for (const [key, value] of body.labels) {
+    if (value.kind !== 'static') problems.push(`label ${key} has a placeholder (the webhook leaves out a label value the API server would refuse)`);
+    else if (typeof value.value !== 'string' || labelValueProblem(value.value)) problems.push(`label ${key} has a value the API server refuses`);
+  }
+  const addedLabels = new Set(set.templates.flatMap((t) => t.body.labels.map(([k]) => k)));
+  const addedAnnotations = new Set(set.templates.flatMap((t) => t.body.annotations.map(([k]) => k)));
+  const nodes = [...body.initContainers, ...body.containers, ...body.volumes, ...body.appEnv, ...body.appVolumeMounts, ...body.annotations.map(([, v]) => v)];
+  for (const ref of nodes.flatMap((n) => referencesOf(n))) {
+    if (ref.source === 'pod.labels' && addedLabels.has(ref.key)) problems.push(`it reads the pod label ${ref.key}, which a template adds`);
+    if (ref.source === 'pod.annotations' && (addedAnnotations.has(ref.key) || ref.key === AnnotationKeys.status))
+      problems.push(`it reads the pod annotation ${ref.key}, which the injector writes`);
+  }
+  for (const r of template.objectSelector.requirements)
+    if (addedLabels.has(r.key)) problems.push(`its objectSelector reads the label ${r.key}, which a template adds`);
+  // Keys are compared and recorded as text: they must be the template's own.
+  const keyed = [
+    ...body.volumes.map((n) => entryOf(n, 'name')),
+    ...body.appEnv.map((n) => entryOf(n, 'name')),
+    ...body.appVolumeMounts.map((n) => entryOf(n, 'mountPath')),
+  ];
+  if (keyed.some(compiledHasPlaceholder)) problems.push('a volume name, env name or mountPath has a placeholder');
+  for (const node of body.volumes)
+    if (node.kind !== 'static') problems.push(`volume ${String(nameOf(node))} has a placeholder (its sameness is tested field by field)`);
+  for (const text of [
+    ...body.initContainers.map(nameOf),
+    ...body.containers.map(nameOf),
+    ...body.volumes.map(nameOf),
+    ...body.appEnv.map((n) => (entryOf(n, 'name') as { value?: unknown } | undefined)?.value),
+    ...body.appVolumeMounts.map((n) => (entryOf(n, 'mountPath') as { value?: unknown } | undefined)?.value),
+    ...body.labels.map(([k]) => k),
+    ...body.annotations.map(([k]) => k),
+  ]) {
+    if (typeof text !== 'string' || !jsonSafe(text)) problems.push(`the key ${JSON.stringify(text)} has a quote, backslash or control character`);
+  }
+  for (const node of [...body.initContainers, ...body.containers])
+    if (compiledHasPlaceholder(entryOf(node, 'securityContext'))) problems.push(`container ${String(nameOf(node))}'s securityContext has a placeholder`);
+  problems.push(...podSecurityProblems(template));
+  return [...new Set(problems)];
+}
+
+/**
+ * Whether the template's sidecars can ever make a pod violate Pod Security: rendered with its
+ * defaults into a pod that fits "restricted" and into one whose pod-level securityContext does
+ * not, they must add no violation of their own (pipeline/pod-security-fit.ts counts only those).
+ * The webhook's pod-security rule then never leaves the template out, and the policy needs no copy of it.
+ */
+function podSecurityProblems(template: Template): string[] {
+  const restricted = podSecurityPolicies({ 'pod-security.kubernetes.io/enforce': 'restricted' }).enforce!;
+  const app = {
+    name: 'app',
+    image: 'app',
+    securityContext: { allowPrivilegeEscalation: false, runAsNonRoot: true, capabilities: { drop: ['ALL'] }, seccompProfile: { type: 'RuntimeDefault' } },
+  };
+  const context = {
+    pod: { name: 'probe', generateName: '', namespace: 'probe', serviceAccountName: 'default', labels: {}, annotations: {} },
+    namespace: { name: 'probe', labels: {} },
+  };
+  const rendered = render(template, context);
+  const problems: string[] = [];
+  for (const podSecurity of [{}, { runAsNonRoot: false, runAsUser: 0, seccompProfile: { type: 'Unconfined' } }]) {
+    const before = { spec: { securityContext: podSecurity, containers: [app] } };
+    const after = { spec: { ...before.spec, initContainers: rendered.initContainers, containers: [app, ...rendered.containers], volumes: rendered.volumes } };
+    const known = new Set(checkPodSecurity(before, restricted).map((v) => `${v.check}\0${v.detail}`));
+    const added = checkPodSecurity(after, restricted).filter((v) => !known.has(`${v.check}\0${v.detail}`));
+    if (added.length > 0)
+      problems.push(
+        `its sidecars do not fit Pod Security "restricted" whatever the pod sets (${added.map((v) => v.check).join(', ')}); the webhook decides that per namespace`,
+      );
+  }
+  return problems;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The mutation of one template.
+
+/** Names of the containers a template adds to `spec.containers`, by template (what is not an app container). */
+function ordinaryContainers(set: TemplateSet): Map<string, string[]> {
+  return new Map(set.templates.map((t) => [t.name, t.body.containers.map((c) => String(nameOf(c)))]));
+}
+
+const ledgerKey = (name: string) => `"${name}":{"hash":`;
+const statusKey = AnnotationKeys.status;
+/** The ledger as this mutation sees it: absent or not in the webhook's format → '' (inject/ledger.ts parseLedger ignores it alike). */
+const ledgerVariable = `${inMap(podAnnotations, statusKey)} && ${podAnnotations}[${celString(statusKey)}].startsWith('{"v":1,"templates":{') && ${podAnnotations}[${celString(statusKey)}].endsWith('}}') ? ${podAnnotations}[${celString(statusKey)}] : ''`;
+
+/** A quantity field of a resources map as the kubelet counts it: a quantity above zero. */
+const positive = (map: string, name: string) =>
+  `(has(${map}) && '${name}' in ${map} && isQuantity(string(${map}['${name}'])) && quantity(string(${map}['${name}'])).compareTo(quantity('0')) > 0)`;
+const sameQuantity = (a: string, b: string) => `quantity(string(${a})).compareTo(quantity(string(${b}))) == 0`;
+/**
+ * Guaranteed (k8s/qos.ts without pod-level resources, which the policy leaves to the webhook):
+ * every container and init container limits cpu and memory, and requests what it limits where
+ * it requests anything (a request is never above its limit in a pod the API server stores).
+ */
+const guaranteedContainerCel = (c: string) =>
+  ['cpu', 'memory']
+    .map(
+      (r) =>
+        `has(${c}.resources) && ${positive(`${c}.resources.limits`, r)} && (!${positive(`${c}.resources.requests`, r)} || ${sameQuantity(`${c}.resources.requests['${r}']`, `${c}.resources.limits['${r}']`)})`,
+    )
+    .join(' && ');
+const guaranteedVariable = `${listOf('containers')}.all(c, ${guaranteedContainerCel('c')}) && ${listOf('initContainers')}.all(c, ${guaranteedContainerCel('c')})`;
+
+/** A pod that runs to completion (k8s/pod.ts runsToCompletion): a Job's, or restartPolicy Never or OnFailure. */
+const runsToCompletionVariable =
+  "(has(object.spec.restartPolicy) && object.spec.restartPolicy in ['Never', 'OnFailure']) || (has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(o, o.kind == 'Job' && o.apiVersion.startsWith('batch/')))";
+
+const dnsLabel = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$';
+
+interface FormPatch {
+  readonly ops: string;
+  readonly ledgerEntry: string;
+}
+
+/** The patch of `template` in one form, and its ledger entry's text (an expression). */
+function formPatch(
+  template: Template,
+  formTemplate: Template,
+  before: readonly Template[],
+  guaranteed: boolean,
+  appVariable: string,
+  appItems: { name: string; expression: string }[],
+): FormPatch {
+  const { body } = formTemplate;
+  const ops: string[] = [];
+  const record: { key: string; items: string[] }[] = [];
+  const pushRecord = (key: string, item: string) => {
+    let r = record.find((x) => x.key === key);
+    if (!r) record.push((r = { key, items: [] }));
+    r.items.push(item);
+  };
+  const containerValue = (node: Compiled, list: 'containers' | 'initContainers') =>
+    compiledCel(guaranteed ? guaranteedNode(node, formTemplate)! : node, containerShape(list), template);
+  // Containers: the webhook adds every template's "first" containers ahead of the pod's own, in
+  // template order; a later template's go after those an earlier one put there in this call.
+  for (const list of ['initContainers', 'containers'] as const) {
+    const nodes = body[list];
+    if (nodes.length === 0) continue;
+    const values = nodes.map((n) => containerValue(n, list));
+    for (const n of nodes) pushRecord(list, JSON.stringify(String(nameOf(n))));
+    ops.push(`(has(object.spec.${list}) ? [] : [JSONPatch{op: 'add', path: '/spec/${list}', value: []}])`);
+    if (formTemplate.placement === 'last') {
+      ops.push(`[${values.map((v) => `JSONPatch{op: 'add', path: '/spec/${list}/-', value: ${v}}`).join(', ')}]`);
+    } else {
+      const earlier = before
+        .filter((t) => t.placement === 'first')
+        .flatMap((t) => t.body[list].map((c) => String(nameOf(c))).concat(list === 'initContainers' ? t.body.containers.map((c) => String(nameOf(c))) : []));
+      const at =
+        earlier.length === 0
+          ? '0'
+          : `(has(object.spec.${list}) ? (lists.range(size(object.spec.${list})).filter(i, !(object.spec.${list}[i].name in [${earlier.map(celString).join(', ')}])) + [size(object.spec.${list})])[0] : 0)`;
+      ops.push(`[${values.map((v, i) => `JSONPatch{op: 'add', path: '/spec/${list}/' + string(${at} + ${i}), value: ${v}}`).join(', ')}]`);
+    }
+  }
+  // Volumes: added unless the pod has one of that name (the same one: the conflict test ruled out another).
+  if (body.volumes.length > 0) {
+    const parts = body.volumes.map((node) => {
+      const name = String(nameOf(node));
+      const absent = `!${listOf('volumes')}.exists(v, v.name == ${celString(name)})`;
+      pushRecord('volumes', `(${absent} ? [${celString(JSON.stringify(name))}] : [])`);
+      return { absent, value: compiledCel(node, volumeShape, template) };
+    });
+    ops.push(`(has(object.spec.volumes) ? [] : [JSONPatch{op: 'add', path: '/spec/volumes', value: []}])`);
+    ops.push(`[${parts.map((p) => `${p.absent} ? [JSONPatch{op: 'add', path: '/spec/volumes/-', value: ${p.value}}] : []`).join(', ')}].flatten()`);
+  }
+  // Labels and annotations: added where the pod has no such key (never overwritten); the maps
+  // themselves are made by the mutation's first operations when the pod has none (mapsFirst).
+  for (const [kind, map, entries] of [
+    ['labels', podLabels, body.labels],
+    ['annotations', podAnnotations, body.annotations],
+  ] as const) {
+    if (entries.length === 0) continue;
+    const items = entries.map(([key, node]) => ({ key, value: compiledCel(node, { kind: 'scalar' }, template) }));
+    for (const { key } of items) pushRecord(kind, `(!${inMap(map, key)} ? [${celString(JSON.stringify(key))}] : [])`);
+    ops.push(
+      `[${items.map(({ key, value }) => `!${inMap(map, key)} ? [JSONPatch{op: 'add', path: '/metadata/${kind}/${escapePointer(key)}', value: ${value}}] : []`).join(', ')}].flatten()`,
+    );
+  }
+  // App containers (variables.apps): items added by key where the container has none of that key.
+  const appEnv = body.appEnv.map((n) => ({ key: String((entryOf(n, 'name') as { value: unknown }).value), node: n }));
+  const appMounts = body.appVolumeMounts.map((n) => ({ key: String((entryOf(n, 'mountPath') as { value: unknown }).value), node: n }));
+  let appLedger = "''";
+  if (appEnv.length + appMounts.length > 0) {
+    const c = 'object.spec.containers[i]';
+    const kinds = [
+      { kind: 'env', field: 'name', items: appEnv, shape: appShape('env') },
+      { kind: 'volumeMounts', field: 'mountPath', items: appMounts, shape: appShape('volumeMounts') },
+    ].filter((k) => k.items.length > 0);
+    const absent = (kind: string, field: string, key: string) => `!(has(${c}.${kind}) && ${c}.${kind}.exists(x, x.${field} == ${celString(key)}))`;
+    const perContainer = kinds.map(
+      (k) =>
+        `(has(${c}.${k.kind}) ? [] : [JSONPatch{op: 'add', path: '/spec/containers/' + string(i) + '/${k.kind}', value: []}]) + [${k.items.map((it) => `${absent(k.kind, k.field, it.key)} ? [JSONPatch{op: 'add', path: '/spec/containers/' + string(i) + '/${k.kind}/-', value: ${compiledCel(it.node, k.shape, template)}}] : []`).join(', ')}].flatten()`,
+    );
+    ops.push(`variables.apps.map(i, ${perContainer.join(' + ')}).flatten()`);
+    // Per app container, what it gets: '"env":["LOG_DIR"],"volumeMounts":["/var/log/app"]', or '' (a variable: read twice below).
+    const kindTexts = kinds.map((k) => {
+      const list = `[${k.items.map((it) => `${absent(k.kind, k.field, it.key)} ? [${celString(JSON.stringify(it.key))}] : []`).join(', ')}].flatten()`;
+      return `(${list}.size() > 0 ? ['"${k.kind}":[' + ${list}.join(',') + ']'] : [])`;
+    });
+    if (!appItems.some((v) => v.name === appVariable))
+      appItems.push({ name: appVariable, expression: `variables.apps.map(i, (${kindTexts.join(' + ')}).join(','))` });
+    const items = `variables.${appVariable}`;
+    appLedger = `(${items}.exists(s, s != '') ? ',"appContainers":{' + lists.range(size(variables.apps)).filter(j, ${items}[j] != '').map(j, '"' + object.spec.containers[variables.apps[j]].name + '":{' + ${items}[j] + '}').join(',') + '}' : '')`;
+  }
+  // The ledger entry, keys in the webhook's order (inject/inject.ts): hash, form, params, then what was added.
+  const params = [...template.declarations.values()].filter((d) => d.override !== 'none').map((d) => d.name);
+  const paramText = (source: 'pod' | 'namespace') =>
+    [...params].sort().map((name) => {
+      const value = paramCel(template, name);
+      const from = paramSource(template, name)[source];
+      return `(${from} && ${value} != ${celString(String(template.params[name]))} ? ['"${name}":"' + ${value} + '"'] : [])`;
+    });
+  const paramsLedger =
+    params.length === 0
+      ? "''"
+      : `cel_params.size() > 0 ? ',"params":{' + cel_params.join(',') + '}' : ''`.replaceAll(
+          'cel_params',
+          `[${[...paramText('pod'), ...paramText('namespace')].join(', ')}].flatten()`,
+        );
+  const form = formTemplate === template ? '' : `,"form":"${formTemplate.form}"`;
+  const recorded = record.map(({ key, items }) => {
+    const list = items.every((i) => i.startsWith('"'))
+      ? `[${items.map(celString).join(', ')}]`
+      : `[${items.map((i) => (i.startsWith('"') ? `[${celString(i)}]` : i)).join(', ')}].flatten()`;
+    return `(${list}.size() > 0 ? ',"${key}":[' + ${list}.join(',') + ']' : '')`;
+  });
+  const ledgerEntry = [celString(`"${template.name}":{"hash":"${template.hash}"${form}`), `(${paramsLedger})`, ...recorded, appLedger, "'}'"].join(' + ');
+  return { ops: ops.join(' + '), ledgerEntry };
+}
+
+/** The ledger's new text with `entry` in its place: templates sorted by name (inject/ledger.ts serializeLedger). */
+function ledgerPatch(template: Template, set: TemplateSet, entry: string): string {
+  const later = set.templates.filter((t) => t.name > template.name).map((t) => celString(ledgerKey(t.name)));
+  let spliced = `variables.ledger.endsWith('{}}') ? variables.ledger.substring(0, size(variables.ledger) - 2) + ${entry} + '}}' : variables.ledger.substring(0, size(variables.ledger) - 2) + ',' + ${entry} + '}}'`;
+  for (const key of [...later].reverse()) {
+    spliced = `variables.ledger.contains(${key}) ? variables.ledger.substring(0, variables.ledger.indexOf(${key})) + ${entry} + ',' + variables.ledger.substring(variables.ledger.indexOf(${key})) : ${spliced}`;
+  }
+  const text = `(variables.ledger == '' ? '{"v":1,"templates":{' + ${entry} + '}}' : ${spliced})`;
+  return `[JSONPatch{op: 'add', path: '/metadata/annotations/${escapePointer(statusKey)}', value: ${text}}]`;
+}
+
+/** When the template is in scope for the pod: what the webhook's selection decides (selection/select.ts). */
+function scopeCel(template: Template): string[] {
+  const tests = [...selectorCel(template.objectSelector, podLabels), ...selectorCel(template.namespaceSelector, nsLabels)];
+  if (!(template.os.includes('linux') && template.os.includes('windows'))) tests.push(`${podOs} in [${template.os.map((os) => `'${os}'`).join(', ')}]`);
+  if (template.injection === 'on-request')
+    tests.push(
+      `${inMap(podAnnotations, AnnotationKeys.request)} && ${podAnnotations}[${celString(AnnotationKeys.request)}].matches(${celString(requestPattern(template))})`,
+    );
+  return tests;
+}
+
+/** The pod's overrides of `template` are all ones the webhook accepts (pipeline/overrides.ts): else it refuses the pod. */
+function overridesValidCel(template: Template): string {
+  const prefix = `${template.name}${overrideDomain}`;
+  const podParams = [...template.declarations.values()].filter((d) => d.override === 'pod');
+  const known = podParams.map((d) => overrideKey(template.name, d.name));
+  const unknown = `${podAnnotations}.exists(k, k.startsWith(${celString(prefix)}) && !(k in [${known.map(celString).join(', ')}]))`;
+  const bad = podParams.map((d) => {
+    const pod = podOverride(template, d.name);
+    return `(${pod.present} && !(${validValue(d, pod.value)}))`;
+  });
+  return `!(has(${podAnnotations}) && (${[unknown, ...bad].join(' || ')}))`;
+}
+
+/** Empty label and annotation maps where the pod has none: the operations after them add by key. */
+function mapsFirst(template: Template): string {
+  const maps = [...(template.body.labels.length > 0 ? ['labels'] : []), 'annotations'];
+  return maps.map((m) => `(has(object.metadata.${m}) ? [] : [JSONPatch{op: 'add', path: '/metadata/${m}', value: {}}])`).join(' + ');
+}
+
+function mutationCel(
+  template: Template,
+  set: TemplateSet,
+  before: readonly Template[],
+  index: number,
+  appItems: { name: string; expression: string }[],
+): string {
+  const names = [...template.body.initContainers, ...template.body.containers].map((n) => String(nameOf(n)));
+  const volumes = template.body.volumes;
+  const hasPort = [...template.body.initContainers, ...template.body.containers].some((n) => {
+    const ports = entryOf(n, 'ports');
+    return ports !== undefined && !(ports.kind === 'static' && Array.isArray(ports.value) && ports.value.length === 0);
+  });
+  const guaranteedForm = [...template.body.initContainers, ...template.body.containers].every((n) => guaranteedNode(n, template) !== undefined);
+  const conditions = [
+    ...scopeCel(template),
+    `!variables.ledger.contains(${celString(ledgerKey(template.name))})`,
+    // The cases only the webhook does exactly: pod-level resources (their growth), names the API server refuses anyway.
+    '!has(object.spec.resources)',
+    `${listOf('containers')}.all(c, c.name.matches('${dnsLabel}'))`,
+    overridesValidCel(template),
+    // name-conflict: a container of the pod's own with a sidecar's name.
+    `!${listOf('initContainers')}.exists(c, c.name in [${names.map(celString).join(', ')}])`,
+    `!${listOf('containers')}.exists(c, c.name in [${names.map(celString).join(', ')}])`,
+    // volume-conflict: a volume of the pod's own with a volume's name that is something else.
+    ...volumes.map((node) => {
+      const value = (node as { value: JsonObject }).value;
+      const { name, ...rest } = value;
+      return `!${listOf('volumes')}.exists(v, v.name == ${celString(String(name))} && !${holdsCel('v', rest)})`;
+    }),
+    ...(hasPort ? ['!(has(object.spec.hostNetwork) && object.spec.hostNetwork)'] : []),
+    ...(guaranteedForm ? [] : ['!variables.guaranteed']),
+  ];
+  // The app items are the same in every form (one variable); the ledger entry differs by form only (one variable).
+  const appVariable = `appItems${index}`;
+  const entryVariable = `entry${index}`;
+  const sidecarForm = template.endsOnItsOwn ? template : templateInForm(template, 'sidecar');
+  const forms = sidecarForm === template ? [template] : [template, sidecarForm];
+  const entries = forms.map((f) => formPatch(template, f, before, false, appVariable, appItems).ledgerEntry);
+  appItems.push({ name: entryVariable, expression: entries.length === 1 ? entries[0]! : `variables.runsToCompletion ? ${entries[1]} : ${entries[0]}` });
+  const variant = (formTemplate: Template, guaranteed: boolean) => {
+    const { ops } = formPatch(template, formTemplate, before, guaranteed, appVariable, appItems);
+    return `${[mapsFirst(template), ops, ledgerPatch(template, set, `variables.${entryVariable}`)].filter((o) => o !== '').join(' + ')}`;
+  };
+  const byQos = (formTemplate: Template) =>
+    guaranteedForm ? `(variables.guaranteed ? ${variant(formTemplate, true)} : ${variant(formTemplate, false)})` : variant(formTemplate, false);
+  const patch = forms.length === 1 ? byQos(template) : `(variables.runsToCompletion ? ${byQos(sidecarForm)} : ${byQos(template)})`;
+  return `${conditions.join(' &&\n')}\n? ${patch}\n: []`;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+const labels = {
+  'app.kubernetes.io/name': 'sidecar-injector',
+  'app.kubernetes.io/part-of': 'sidecar-injector',
+  'app.kubernetes.io/component': 'exported-templates',
+};
+
+const podRules = { resourceRules: [{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['pods'], scope: 'Namespaced' }] };
+const matchResources = {
+  namespaceSelector: selectorJson(webhookScope.namespaceSelector),
+  objectSelector: selectorJson(webhookScope.objectSelector),
+};
+
+/** The companion ValidatingAdmissionPolicy's validation of `template`: the pod's overrides are ones the webhook accepts. */
+function overrideValidation(template: Template): JsonObject {
+  const scope = scopeCel(template);
+  return {
+    expression: `!(${scope.length === 0 ? 'true' : scope.join(' && ')}) || ${overridesValidCel(template)}`,
+    message: `an annotation ${template.name}${overrideDomain}NAME on the pod names a parameter a pod may not override, or a value its declaration refuses (sidecar-injector check shows the template's parameters); the sidecar injector refuses such a pod`,
+  };
+}
+
+/**
+ * The MutatingAdmissionPolicy of the exportable templates of `set` (or of those named in
+ * `only`), its binding, and the ValidatingAdmissionPolicy that refuses the pods the webhook
+ * refuses for a bad override. Throws PolicyError when a template named in `only` cannot be
+ * exported or does not exist.
+ */
+export function mutatingPolicies(set: TemplateSet, only?: readonly string[]): ExportedPolicies {
+  const refused: ExportRefusal[] = [];
+  const chosen: Template[] = [];
+  for (const name of only ?? []) if (!set.byName.has(name)) throw new PolicyError([`no template named ${JSON.stringify(name)} in the directory`]);
+  for (const template of set.templates) {
+    if (only && !only.includes(template.name)) continue;
+    const reasons = exportProblems(template, set);
+    if (reasons.length > 0) refused.push({ template: template.name, reasons });
+    else chosen.push(template);
+  }
+  if (only && refused.length > 0) throw new PolicyError(refused.flatMap((r) => r.reasons.map((reason) => `template ${r.template}: ${reason}`)));
+  if (chosen.length === 0) return { exported: [], refused, objects: [] };
+  // The webhooks' order: the required one is listed first in the configuration
+  // (manifests/base/mutatingwebhookconfiguration.yaml), so its templates go in before the optional ones.
+  chosen.sort((a, b) => webhookOrder.indexOf(a.failurePolicy) - webhookOrder.indexOf(b.failurePolicy));
+  const appItems: { name: string; expression: string }[] = [];
+  const paramItems: { name: string; expression: string }[] = [];
+  let mutations: JsonObject[];
+  paramVariables = new Map();
+  try {
+    chosen.forEach((t, i) =>
+      [...t.declarations.values()]
+        .filter((d) => d.override !== 'none')
+        .forEach((d, j) => {
+          paramItems.push({ name: `param${i}x${j}`, expression: paramValueCel(t, d.name) });
+          paramVariables!.set(`${t.name}\0${d.name}`, `param${i}x${j}`);
+        }),
+    );
+    // A template placed first goes after the "first" containers of the templates before it in the same webhook call.
+    const sameCall = (t: Template, i: number) => chosen.slice(0, i).filter((e) => e.failurePolicy === t.failurePolicy);
+    mutations = chosen.map((t, i) => ({ patchType: 'JSONPatch', jsonPatch: { expression: mutationCel(t, set, sameCall(t, i), i, appItems) } }));
+  } finally {
+    paramVariables = undefined;
+  }
+  const hashes = Object.fromEntries(chosen.map((t) => [`sidecar-injector.io/template-hash.${t.name}`, t.hash]));
+  const policy: JsonObject = {
+    apiVersion: 'admissionregistration.k8s.io/v1',
+    kind: 'MutatingAdmissionPolicy',
+    metadata: { name: exportedPolicyName, labels, annotations: { 'sidecar-injector.io/templates': chosen.map((t) => t.name).join(','), ...hashes } },
+    spec: {
+      // A mutation that cannot be evaluated: a required template's pod is refused, as the webhook's failurePolicy: Fail does.
+      failurePolicy: chosen.some((t) => t.failurePolicy === 'Fail') ? 'Fail' : 'Ignore',
+      reinvocationPolicy: 'IfNeeded',
+      matchConstraints: podRules,
+      matchConditions: [
+        ...webhookMatchConditions.map((c) => ({ name: c.name, expression: c.expression })),
+        {
+          name: 'within-the-injectors-bounds',
+          expression: `${listOf('containers')}.size() + ${listOf('initContainers')}.size() <= ${reviewLimits.maxContainers}`,
+        },
+      ],
+      variables: [
+        { name: 'ledger', expression: ledgerVariable },
+        { name: 'guaranteed', expression: guaranteedVariable },
+        { name: 'runsToCompletion', expression: runsToCompletionVariable },
+        { name: 'injectedContainers', expression: injectedContainersCel(set) },
+        { name: 'apps', expression: 'lists.range(size(object.spec.containers)).filter(i, !(object.spec.containers[i].name in variables.injectedContainers))' },
+        ...paramItems,
+        ...appItems,
+      ],
+      mutations,
+    },
+  };
+  const binding: JsonObject = {
+    apiVersion: 'admissionregistration.k8s.io/v1',
+    kind: 'MutatingAdmissionPolicyBinding',
+    metadata: { name: exportedPolicyName, labels },
+    spec: { policyName: exportedPolicyName, matchResources },
+  };
+  const guard: JsonObject = {
+    apiVersion: 'admissionregistration.k8s.io/v1',
+    kind: 'ValidatingAdmissionPolicy',
+    metadata: { name: `${exportedPolicyName}-overrides`, labels },
+    spec: {
+      failurePolicy: 'Fail',
+      matchConstraints: podRules,
+      matchConditions: webhookMatchConditions.map((c) => ({ name: c.name, expression: c.expression })),
+      validations: chosen.map(overrideValidation),
+    },
+  };
+  const guardBinding: JsonObject = {
+    apiVersion: 'admissionregistration.k8s.io/v1',
+    kind: 'ValidatingAdmissionPolicyBinding',
+    metadata: { name: `${exportedPolicyName}-overrides`, labels },
+    spec: { policyName: `${exportedPolicyName}-overrides`, validationActions: ['Deny'], matchResources },
+  };
+  return { exported: chosen.map((t) => t.name), refused, objects: [policy, binding, guard, guardBinding] };
+}
+
+/**
+ * The names of the ordinary containers the templates in the ledger added: not app containers
+ * (inject/inject.ts appContainers). Read once per mutation, not once per container: the ledger
+ * is searched per template, and a pod may have 250 containers.
+ */
+function injectedContainersCel(set: TemplateSet): string {
+  const parts = [...ordinaryContainers(set)]
+    .filter(([, names]) => names.length > 0)
+    .map(([t, names]) => `(variables.ledger.contains(${celString(ledgerKey(t))}) ? [${names.map(celString).join(', ')}] : [])`);
+  return parts.length === 0 ? '[]' : parts.join(' + ');
+}
+
+/** The policies as multi-document YAML, under a comment saying what is exported and what is not. */
+export function mutatingPoliciesYaml(result: ExportedPolicies): string {
+  const header = [
+    'Sidecar templates exported as a MutatingAdmissionPolicy (Kubernetes 1.36+): the API server injects them',
+    'itself, with no webhook call. Generated by `sidecar-injector policies --mutating`; do not edit: generate',
+    'them again when a template changes. See docs/map-export.md.',
+    `Exported: ${result.exported.join(', ') || 'none'}.`,
+    ...result.refused.map((r) => `Not exported: ${r.template}: ${r.reasons.join('; ')}.`),
+  ];
+  if (result.objects.length === 0) return `${header.map((l) => `# ${l}`).join('\n')}\n`;
+  const documents = result.objects.map((o, i) => {
+    const doc = new Document(o);
+    if (i === 0) doc.commentBefore = header.map((l) => ` ${l}`).join('\n');
+    return doc;
+  });
+  return documents.map((d) => d.toString({ lineWidth: 0 })).join('---\n');
+}

@@ -1,0 +1,458 @@
+/**
+ * The proof of `policies --mutating` on the real API server: every case (the corpus, peer-shaped
+ * pods, the decision's rules) created in two namespaces, one served by the webhook only, one by
+ * the exported MutatingAdmissionPolicy only (with its companion ValidatingAdmissionPolicy and
+ * the required templates' policies, all in Deny). The stored pods must be identical (spec,
+ * labels, annotations with the ledger), refused alike, and fixed points under reinvocation (a
+ * second policy that edits every pod makes the API server call both again). Then a deliberately
+ * changed patch is shown to be caught, a 250-container pod is injected within the API server's
+ * CEL cost limits, and the time a create takes with each is logged (measured, not asserted).
+ */
+import test, { type ExecutionContext } from 'ava';
+import { mkdtemp, readFile, writeFile, copyFile, readdir } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadCorpus } from '../helpers/corpus.js';
+import { loadTemplateDir } from '../../src/templates/load.js';
+import { mutatingPolicies } from '../../src/manifests/mutating-policies.js';
+import { requiredPolicies } from '../../src/manifests/required-policies.js';
+import { eventually, joinWorld, optedInNamespace, testNamespace, withTemplate, type Json } from './helpers.js';
+
+const apis = '/apis/admissionregistration.k8s.io/v1';
+
+/** The tutorial's template (docs/first-template.md), as the tutorial writes it. */
+async function tutorialTemplate(): Promise<string> {
+  const text = await readFile('docs/first-template.md', 'utf8');
+  const start = text.indexOf("cat > my-templates/otel-agent.yaml <<'EOF'\n");
+  return text.slice(text.indexOf('\n', start) + 1, text.indexOf('\nEOF\n', start) + 1);
+}
+
+/** A stored (or dry-run) pod without what differs between any two creates: identity, time, history, and its namespace's name. */
+function comparable(pod: Json, namespace: string): string {
+  const { uid: _u, resourceVersion: _r, creationTimestamp: _c, managedFields: _m, namespace: _n, name, ...metadata } = pod.metadata;
+  const text = JSON.stringify({ metadata: { ...metadata, ...(pod.metadata.generateName ? {} : { name }) }, spec: pod.spec });
+  // The ServiceAccount plugin names the token volume at random.
+  return text
+    .split(namespace)
+    .join('NAMESPACE')
+    .replace(/kube-api-access-[a-z0-9]{5}/g, 'kube-api-access-XXXXX');
+}
+
+const pod = (name: string, extra: { metadata?: Json; spec?: Json } = {}): Json => ({
+  apiVersion: 'v1',
+  kind: 'Pod',
+  metadata: { name, ...extra.metadata },
+  spec: { containers: [{ name: 'app', image: 'registry.example/app:1' }], ...extra.spec },
+});
+const limited = { resources: { limits: { cpu: '500m', memory: '256Mi' } } };
+const otel = { 'telemetry.example.com/agent': 'enabled' };
+
+/** The decision's rules and the shapes peers test, beside the corpus. */
+const cases: { name: string; body: Json }[] = [
+  { name: 'plain', body: pod('plain') },
+  { name: 'generate-name', body: { ...pod(''), metadata: { generateName: 'web-' } } },
+  { name: 'named-app', body: pod('named', { metadata: { labels: { 'app.kubernetes.io/name': 'shop' } } }) },
+  { name: 'proxy-requested', body: pod('proxied', { metadata: { annotations: { 'sidecar-injector.io/templates': 'proxy' } } }) },
+  { name: 'proxy-requested-spaced', body: pod('spaced', { metadata: { annotations: { 'sidecar-injector.io/templates': ' log-shipper , proxy ' } } }) },
+  {
+    name: 'overrides-valid',
+    body: pod('overrides', {
+      metadata: {
+        annotations: {
+          'sidecar-injector.io/templates': 'proxy',
+          'log-shipper.sidecar-injector.io/memoryLimit': '128Mi',
+          'log-shipper.sidecar-injector.io/logLevel': 'debug',
+          'proxy.sidecar-injector.io/cpuRequest': '100m',
+          'proxy.sidecar-injector.io/memoryLimit': '256Mi',
+        },
+      },
+    }),
+  },
+  { name: 'override-too-large', body: pod('too-large', { metadata: { annotations: { 'log-shipper.sidecar-injector.io/memoryLimit': '10Gi' } } }) },
+  { name: 'override-not-quantity', body: pod('not-quantity', { metadata: { annotations: { 'log-shipper.sidecar-injector.io/memoryLimit': 'lots' } } }) },
+  { name: 'override-unknown', body: pod('unknown', { metadata: { annotations: { 'log-shipper.sidecar-injector.io/colour': 'blue' } } }) },
+  { name: 'override-fixed', body: pod('fixed', { metadata: { annotations: { 'log-shipper.sidecar-injector.io/image': 'evil/image' } } }) },
+  {
+    name: 'override-namespace-only',
+    body: pod('ns-only', { metadata: { labels: otel, annotations: { 'otel-agent.sidecar-injector.io/logLevel': 'debug' } } }),
+  },
+  { name: 'override-bad-enum', body: pod('bad-enum', { metadata: { annotations: { 'log-shipper.sidecar-injector.io/logLevel': 'loud' } } }) },
+  { name: 'opted-out-of-one', body: pod('no-ship', { metadata: { labels: { 'logging.example.com/ship': 'false' } } }) },
+  { name: 'otel', body: pod('otel', { metadata: { labels: { ...otel, 'app.kubernetes.io/name': 'checkout' } } }) },
+  { name: 'otel-override', body: pod('otel-mem', { metadata: { labels: otel, annotations: { 'otel-agent.sidecar-injector.io/memoryLimit': '512Mi' } } }) },
+  { name: 'all-three', body: pod('all', { metadata: { labels: otel, annotations: { 'sidecar-injector.io/templates': 'proxy' } } }) },
+  {
+    name: 'two-apps-and-init',
+    body: pod('two', {
+      metadata: { labels: otel, annotations: { 'sidecar-injector.io/templates': 'proxy' } },
+      spec: {
+        initContainers: [{ name: 'setup', image: 'registry.example/setup:1' }],
+        containers: [
+          { name: 'app', image: 'registry.example/app:1', env: [{ name: 'LOG_DIR', value: '/elsewhere' }] },
+          { name: 'worker', image: 'registry.example/worker:1', volumeMounts: [{ name: 'data', mountPath: '/data' }] },
+        ],
+        volumes: [{ name: 'data', emptyDir: {} }],
+      },
+    }),
+  },
+  {
+    name: 'guaranteed',
+    body: pod('guaranteed', {
+      metadata: { labels: otel, annotations: { 'sidecar-injector.io/templates': 'proxy' } },
+      spec: { containers: [{ name: 'app', image: 'a', ...limited }] },
+    }),
+  },
+  {
+    name: 'guaranteed-requests-equal',
+    body: pod('guaranteed-eq', {
+      spec: {
+        containers: [{ name: 'app', image: 'a', resources: { requests: { cpu: '0.5', memory: '256Mi' }, limits: { cpu: '500m', memory: '268435456' } } }],
+      },
+    }),
+  },
+  {
+    name: 'burstable',
+    body: pod('burstable', { spec: { containers: [{ name: 'app', image: 'a', resources: { requests: { cpu: '100m' }, limits: { cpu: '1' } } }] } }),
+  },
+  { name: 'runs-to-completion', body: pod('job-like', { metadata: { labels: otel }, spec: { restartPolicy: 'Never' } }) },
+  {
+    name: 'on-failure',
+    body: pod('on-failure', { metadata: { labels: otel, annotations: { 'sidecar-injector.io/templates': 'proxy' } }, spec: { restartPolicy: 'OnFailure' } }),
+  },
+  { name: 'host-network-port', body: pod('host-net', { metadata: { labels: otel }, spec: { hostNetwork: true } }) },
+  {
+    name: 'name-conflict-optional',
+    body: pod('conflict', {
+      spec: {
+        containers: [
+          { name: 'app', image: 'a' },
+          { name: 'log-shipper', image: 'mine' },
+        ],
+      },
+    }),
+  },
+  {
+    name: 'name-conflict-required',
+    body: pod('conflict-req', {
+      metadata: { annotations: { 'sidecar-injector.io/templates': 'proxy' } },
+      spec: {
+        containers: [
+          { name: 'app', image: 'a' },
+          { name: 'proxy', image: 'mine' },
+        ],
+      },
+    }),
+  },
+  { name: 'volume-conflict', body: pod('vol-conflict', { spec: { volumes: [{ name: 'app-logs', configMap: { name: 'logs' } }] } }) },
+  { name: 'volume-same', body: pod('vol-same', { spec: { volumes: [{ name: 'app-logs', emptyDir: { sizeLimit: '256Mi' } }] } }) },
+  {
+    name: 'label-present',
+    body: pod('label-present', { metadata: { labels: { 'proxy.example.com/injected': 'no' }, annotations: { 'sidecar-injector.io/templates': 'proxy' } } }),
+  },
+  { name: 'annotation-present', body: pod('ann-present', { metadata: { annotations: { 'logging.example.com/shipper': 'mine' } } }) },
+  {
+    name: 'mount-present',
+    body: pod('mount-present', { spec: { containers: [{ name: 'app', image: 'a', volumeMounts: [{ name: 'app-logs', mountPath: '/var/log/app' }] }] } }),
+  },
+  { name: 'windows', body: pod('windows', { metadata: { labels: otel }, spec: { os: { name: 'windows' } } }) },
+  { name: 'service-account', body: pod('sa', { spec: { serviceAccountName: 'default' } }) },
+  {
+    // The cost limits: every template applies to a pod of 240 containers (with its sidecars, near the injector's bound of 250).
+    name: 'many-containers',
+    body: pod('many', {
+      metadata: { labels: otel, annotations: { 'sidecar-injector.io/templates': 'proxy' } },
+      spec: {
+        containers: Array.from({ length: 240 }, (_, i) => ({
+          name: `c${i}`,
+          image: 'registry.example/app:1',
+          env: [{ name: 'A', value: 'a' }, ...(i % 2 ? [{ name: 'LOG_DIR', value: '/mine' }] : [])],
+          volumeMounts: i % 3 ? [] : [{ name: 'data', mountPath: '/data' }],
+        })),
+        volumes: [{ name: 'data', emptyDir: {} }],
+      },
+    }),
+  },
+];
+
+// --- The decision matrix's axes (test/decision-matrix.test.ts): template classes × pod kinds × Pod Security levels.
+
+interface TemplateClass {
+  readonly required: boolean;
+  readonly onRequest: boolean;
+  readonly native: boolean;
+}
+const classes: TemplateClass[] = [];
+for (const required of [true, false]) for (const onRequest of [false, true]) for (const native of [true, false]) classes.push({ required, onRequest, native });
+const agentName = (c: TemplateClass) => `agent-${c.required ? 'r' : 'o'}${c.onRequest ? 'q' : 'a'}${c.native ? 'n' : 'c'}`;
+
+/** The matrix's agent in each class, fitting Pod Security restricted on its own (what export needs). */
+function agentTemplate(c: TemplateClass): string {
+  const name = agentName(c);
+  const container = [
+    `  - name: ${name}`,
+    '    image: example.com/agent:1.0',
+    ...(c.native ? ['    restartPolicy: Always'] : []),
+    '    resources: { limits: { cpu: 50m, memory: 32Mi } }',
+    '    securityContext:',
+    '      allowPrivilegeEscalation: false',
+    '      runAsNonRoot: true',
+    '      capabilities: { drop: [ALL] }',
+    '      seccompProfile: { type: RuntimeDefault }',
+  ];
+  return [
+    `name: ${name}`,
+    `injection: ${c.onRequest ? 'on-request' : 'automatic'}`,
+    `failurePolicy: ${c.required ? 'Fail' : 'Ignore'}`,
+    "objectSelector: { matchLabels: { 'map-export-test/matrix': 'true' } }",
+    c.native ? 'initContainers:' : 'containers:',
+    ...container,
+    '',
+  ].join('\n');
+}
+
+const podKinds = [
+  'Deployment',
+  'StatefulSet',
+  'DaemonSet',
+  'Job',
+  'CronJob',
+  'bare-Always',
+  'bare-Never',
+  'bare-OnFailure',
+  'mirror',
+  'Windows',
+  'Windows-beta-label',
+  'Windows-affinity',
+] as const;
+type PodKind = (typeof podKinds)[number];
+const levels = ['none', 'baseline', 'restricted'] as const;
+
+/** A pod of `kind` as its controller creates it, asking for every on-request agent. */
+function matrixPod(kind: PodKind): Json {
+  const app = {
+    name: 'app',
+    image: 'example.com/app:2.1',
+    securityContext: { allowPrivilegeEscalation: false, runAsNonRoot: true, capabilities: { drop: ['ALL'] }, seccompProfile: { type: 'RuntimeDefault' } },
+  };
+  const spec: Json = { containers: [app], securityContext: { runAsNonRoot: true } };
+  if (kind === 'Job' || kind === 'CronJob' || kind === 'bare-Never') spec.restartPolicy = 'Never';
+  if (kind === 'bare-OnFailure') spec.restartPolicy = 'OnFailure';
+  if (kind === 'Windows') spec.os = { name: 'windows' };
+  if (kind === 'Windows-beta-label') spec.nodeSelector = { 'beta.kubernetes.io/os': 'windows' };
+  if (kind === 'Windows-affinity')
+    spec.affinity = {
+      nodeAffinity: {
+        requiredDuringSchedulingIgnoredDuringExecution: {
+          nodeSelectorTerms: [{ matchExpressions: [{ key: 'kubernetes.io/os', operator: 'In', values: ['windows'] }] }],
+        },
+      },
+    };
+  if (kind.startsWith('Windows')) spec.containers = [{ name: 'app', image: 'example.com/app:2.1-windows' }];
+  const annotations: Json = {
+    'sidecar-injector.io/templates': classes
+      .filter((c) => c.onRequest)
+      .map(agentName)
+      .join(','),
+  };
+  if (kind === 'mirror') annotations['kubernetes.io/config.mirror'] = 'abc123';
+  const ref = (apiVersion: string, k: string, n: string) => ({ apiVersion, kind: k, name: n, uid: `0000-${k.toLowerCase()}-${n}`, controller: true });
+  const owner: Record<string, Json> = {
+    Deployment: ref('apps/v1', 'ReplicaSet', 'web-5d8f'),
+    StatefulSet: ref('apps/v1', 'StatefulSet', 'db'),
+    DaemonSet: ref('apps/v1', 'DaemonSet', 'node-agent'),
+    Job: ref('batch/v1', 'Job', 'migrate'),
+    CronJob: ref('batch/v1', 'Job', 'nightly-29010'),
+  };
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      name: `m-${kind.toLowerCase()}`,
+      labels: { app: kind.toLowerCase(), 'map-export-test/matrix': 'true' },
+      annotations,
+      ...(owner[kind] ? { ownerReferences: [owner[kind]] } : {}),
+    },
+    spec,
+  };
+}
+
+interface Side {
+  readonly namespace: string;
+  status: number;
+  body: Json;
+}
+
+async function createBoth(webhookNs: string, policyNs: string, body: Json): Promise<[Side, Side]> {
+  const { kube } = joinWorld();
+  const out: Side[] = [];
+  for (const namespace of [webhookNs, policyNs]) {
+    const answer = await kube.request('POST', `/api/v1/namespaces/${namespace}/pods?dryRun=All`, body);
+    out.push({ namespace, status: answer.status, body: answer.body });
+  }
+  return out as [Side, Side];
+}
+
+/** The difference between the two sides, in a sentence; undefined when they agree. */
+function difference(name: string, [webhook, policy]: [Side, Side]): string | undefined {
+  if ((webhook.status === 201) !== (policy.status === 201))
+    return `${name}: webhook ${webhook.status} ${webhook.status === 201 ? '' : webhook.body.message}; policy ${policy.status} ${policy.status === 201 ? '' : policy.body.message}`;
+  if (webhook.status !== 201) return undefined;
+  const a = comparable(webhook.body, webhook.namespace);
+  const b = comparable(policy.body, policy.namespace);
+  if (a === b) return undefined;
+  let at = 0;
+  while (a[at] === b[at]) at++;
+  const ledger = (s: Side) => s.body.metadata.annotations?.['sidecar-injector.io/status'];
+  if (ledger(webhook) !== ledger(policy)) return `${name}: the ledgers differ: ${ledger(webhook)} vs ${ledger(policy)}`;
+  return `${name}: the pods differ at …${a.slice(Math.max(0, at - 120), at + 160)}… vs …${b.slice(Math.max(0, at - 120), at + 160)}…`;
+}
+
+async function apply(kube: ReturnType<typeof joinWorld>['kube'], t: ExecutionContext, object: Json): Promise<void> {
+  const plural = `${object.kind.toLowerCase()}s`.replace(/ys$/, 'ies');
+  await kube.create(`${apis}/${plural}`, object);
+  t.teardown(() => kube.delete(`${apis}/${plural}/${object.metadata.name}`));
+}
+
+test('the exported policy stores the pods the webhook stores, refuses the pods it refuses, and stays a fixed point under reinvocation', async (t) => {
+  const { kube } = joinWorld();
+  // The templates the injector serves: the bundled ones, the tutorial's, and the decision matrix's agents.
+  const dir = await mkdtemp(join(tmpdir(), 'map-export-'));
+  for (const file of await readdir('templates')) if (file !== 'kustomization.yaml') await copyFile(join('templates', file), join(dir, file));
+  const added = [['otel-agent', await tutorialTemplate()] as const, ...classes.map((c) => [agentName(c), agentTemplate(c)] as const)];
+  for (const [name, text] of added) {
+    await writeFile(join(dir, `${name}.yaml`), text);
+    await withTemplate(t, name, text);
+  }
+  const set = await loadTemplateDir(dir);
+  const exported = mutatingPolicies(set);
+  t.deepEqual(exported.refused, []);
+  t.deepEqual(
+    exported.exported.filter((n) => !n.startsWith('agent-')),
+    ['proxy', 'log-shipper', 'otel-agent'],
+    'the bundled templates and the tutorial one export',
+  );
+
+  const id = Math.random().toString(16).slice(2, 8);
+  const annotations = { 'otel-agent.sidecar-injector.io/logLevel': 'warn' };
+  const webhookNs = await optedInNamespace(t, 'map-webhook');
+  const policyNs = await testNamespace(t, 'map-policy', { 'map-export-test': id });
+  for (const ns of [webhookNs, policyNs]) await kube.mergePatch(`/api/v1/namespaces/${ns}`, { metadata: { annotations } });
+  // A pair per Pod Security level, for the matrix.
+  const pairs: { level: string; webhookNs: string; policyNs: string }[] = [];
+  for (const level of levels) {
+    const enforce: Record<string, string> = level === 'none' ? {} : { 'pod-security.kubernetes.io/enforce': level };
+    pairs.push({
+      level,
+      webhookNs: await optedInNamespace(t, `map-w-${level}`, enforce),
+      policyNs: await testNamespace(t, `map-p-${level}`, { 'map-export-test': id, ...enforce }),
+    });
+  }
+  // The generated objects with bindings of their own: the policy namespace only (the generated ones select opted-in namespaces).
+  const onlyPolicyNs = { namespaceSelector: { matchLabels: { 'map-export-test': id } } };
+  const generated: Json[] = [...exported.objects, ...requiredPolicies(set, { validationActions: ['Deny'] }).flatMap((p) => [p.policy, p.binding])];
+  const policies = generated.filter((o) => !String(o.kind).endsWith('Binding'));
+  for (const object of generated) {
+    // Each binding as generated (its pod selector, its actions), for the policy namespaces only.
+    const bound = String(object.kind).endsWith('Binding')
+      ? { ...object, spec: { ...object.spec, matchResources: { ...object.spec.matchResources, ...onlyPolicyNs } } }
+      : object;
+    await apply(kube, t, bound);
+  }
+  // A second policy that edits every pod in both namespaces: the API server then calls the webhook and the exported policy again.
+  await apply(kube, t, {
+    apiVersion: 'admissionregistration.k8s.io/v1',
+    kind: 'MutatingAdmissionPolicy',
+    metadata: { name: `map-export-touch-${id}` },
+    spec: {
+      failurePolicy: 'Fail',
+      reinvocationPolicy: 'IfNeeded',
+      matchConstraints: { resourceRules: [{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['pods'], scope: 'Namespaced' }] },
+      mutations: [
+        {
+          patchType: 'JSONPatch',
+          jsonPatch: {
+            expression:
+              "has(object.metadata.labels) && 'map-export-test/touched' in object.metadata.labels ? [] : (has(object.metadata.labels) ? [] : [JSONPatch{op: 'add', path: '/metadata/labels', value: {}}]) + [JSONPatch{op: 'add', path: '/metadata/labels/map-export-test~1touched', value: 'true'}]",
+          },
+        },
+      ],
+    },
+  });
+  await apply(kube, t, {
+    apiVersion: 'admissionregistration.k8s.io/v1',
+    kind: 'MutatingAdmissionPolicyBinding',
+    metadata: { name: `map-export-touch-${id}` },
+    spec: {
+      policyName: `map-export-touch-${id}`,
+      matchResources: {
+        namespaceSelector: {
+          matchExpressions: [
+            { key: 'kubernetes.io/metadata.name', operator: 'In', values: [webhookNs, policyNs, ...pairs.flatMap((p) => [p.webhookNs, p.policyNs])] },
+          ],
+        },
+      },
+    },
+  });
+  // The API server reloads policies about every second: wait until both sides inject and touch.
+  let last: [Side, Side] | undefined;
+  await eventually('the policies in force', async () => {
+    const [w, p] = (last = await createBoth(webhookNs, policyNs, pod('probe')));
+    const ready = (s: Side) =>
+      s.status === 201 && s.body.metadata.labels?.['map-export-test/touched'] === 'true' && s.body.metadata.annotations?.['sidecar-injector.io/status'];
+    return ready(w) && ready(p);
+  }).catch((err: Error) => {
+    throw new Error(
+      `${err.message}: last answers ${JSON.stringify(last?.map((s) => [s.status, s.body.message ?? s.body.metadata?.annotations]))}`.slice(0, 3000),
+    );
+  });
+
+  const all = [
+    ...loadCorpus().map((c) => ({ name: `corpus/${c.name}`, body: structuredClone(c.body), webhookNs, policyNs })),
+    ...cases.map((c) => ({ ...c, webhookNs, policyNs })),
+    ...pairs.flatMap((p) =>
+      podKinds.map((kind) => ({ name: `matrix/${kind}/${p.level}`, body: matrixPod(kind), webhookNs: p.webhookNs, policyNs: p.policyNs })),
+    ),
+  ];
+  for (const c of all) delete c.body.metadata.namespace;
+  const differences: string[] = [];
+  let refused = 0;
+  let injected = 0;
+  for (const c of all) {
+    const sides = await createBoth(c.webhookNs, c.policyNs, c.body);
+    const problem = difference(c.name, sides);
+    if (problem) differences.push(problem);
+    if (sides[0].status !== 201) refused++;
+    else if (sides[0].body.metadata.annotations?.['sidecar-injector.io/status']) injected++;
+    // The policy's pod created again comes back unchanged: a fixed point.
+    if (sides[1].status === 201) {
+      const again = structuredClone(sides[1].body);
+      for (const field of ['resourceVersion', 'uid', 'creationTimestamp', 'managedFields']) delete again.metadata[field];
+      if (again.metadata.generateName) delete again.metadata.name;
+      const second = await kube.request('POST', `/api/v1/namespaces/${c.policyNs}/pods?dryRun=All`, again);
+      if (second.status !== 201 || comparable(second.body, c.policyNs) !== comparable(sides[1].body, c.policyNs))
+        differences.push(`${c.name}: the policy's pod is not a fixed point`);
+    }
+  }
+  t.log(
+    `${all.length} cases compared (${loadCorpus().length} corpus pods, ${cases.length} rule cases, ${all.length - loadCorpus().length - cases.length} matrix cells): ${injected} injected, ${refused} refused, ${differences.length} differences`,
+  );
+  for (const d of differences) t.log(d);
+  t.deepEqual(differences, []);
+  t.true(injected > 30 && refused >= 5, 'the cases inject and refuse');
+
+  // The proof can fail: a deliberately changed patch (another image for the log shipper) is caught.
+  const changed = structuredClone(policies[0]!);
+  const path = `${apis}/mutatingadmissionpolicies/${changed.metadata.name}`;
+  const current = await kube.call('GET', path);
+  changed.metadata.resourceVersion = current.metadata.resourceVersion;
+  changed.spec.mutations = changed.spec.mutations.map((m: Json) => ({
+    ...m,
+    jsonPatch: { expression: m.jsonPatch.expression.replaceAll('fluent/fluent-bit:3.2.2', 'fluent/fluent-bit:3.2.3') },
+  }));
+  await kube.call('PUT', path, changed);
+  const caught = await eventually('the changed policy in force', async () => {
+    const sides = await createBoth(webhookNs, policyNs, pod('changed'));
+    return difference('changed', sides);
+  });
+  t.regex(caught, /fluent-bit:3\.2\.[23]/);
+});

@@ -1,0 +1,152 @@
+/**
+ * `policies --mutating` (manifests/mutating-policies.ts) without a cluster: which templates
+ * export and, for the others, every reason; the objects' shape (one policy in the webhooks'
+ * order, IfNeeded, the webhooks' scope, the companion that refuses bad overrides); the command's
+ * output and errors. That the policy injects what the webhook injects is proved on the real API
+ * server (test/cluster/map-export.test.ts): no CEL evaluator here has the API server's libraries.
+ */
+import test from 'ava';
+import { mkdtemp, readFile, writeFile, copyFile, readdir } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseAllDocuments } from 'yaml';
+import { policies as policiesCommand } from '../src/cli/policies.js';
+import { ConfigError, PolicyError } from '../src/errors.js';
+import { exportedPolicyName, exportProblems, mutatingPolicies, mutatingPoliciesYaml } from '../src/manifests/mutating-policies.js';
+import { webhookScope } from '../src/manifests/required-policies.js';
+import { matchConditions as webhookMatchConditions } from '../src/pipeline/match-conditions.js';
+import { loadTemplateDir, parseTemplateText } from '../src/templates/load.js';
+import { createTemplateSet } from '../src/templates/set.js';
+import type { Template } from '../src/templates/template.js';
+
+type Json = Record<string, any>;
+
+/** The bundled templates and the tutorial's (docs/first-template.md), in one directory. */
+async function shippedTemplates(): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'map-export-unit-'));
+  for (const file of await readdir('templates')) if (file !== 'kustomization.yaml') await copyFile(join('templates', file), join(dir, file));
+  const text = await readFile('docs/first-template.md', 'utf8');
+  const start = text.indexOf("cat > my-templates/otel-agent.yaml <<'EOF'\n");
+  await writeFile(join(dir, 'otel-agent.yaml'), text.slice(text.indexOf('\n', start) + 1, text.indexOf('\nEOF\n', start) + 1));
+  return dir;
+}
+
+function template(text: string): Template {
+  const { template, problems } = parseTemplateText(text, 'probe.yaml');
+  if (!template) throw new Error(JSON.stringify(problems));
+  return template;
+}
+
+const sidecar = `
+name: probe
+initContainers:
+  - name: probe
+    image: registry.example/probe:1
+    restartPolicy: Always
+    resources: { limits: { cpu: 100m, memory: 64Mi } }
+    securityContext:
+      allowPrivilegeEscalation: false
+      runAsNonRoot: true
+      capabilities: { drop: [ALL] }
+      seccompProfile: { type: RuntimeDefault }
+`;
+
+test('the bundled templates and the tutorial one export, in the webhooks’ order: the required webhook’s first, each by name', async (t) => {
+  const set = await loadTemplateDir(await shippedTemplates());
+  const result = mutatingPolicies(set);
+  t.deepEqual(result.exported, ['proxy', 'log-shipper', 'otel-agent']);
+  t.deepEqual(result.refused, []);
+  const [policy, binding, guard, guardBinding] = result.objects as Json[];
+  t.is(policy!.kind, 'MutatingAdmissionPolicy');
+  t.is(policy!.apiVersion, 'admissionregistration.k8s.io/v1');
+  t.is(policy!.metadata.name, exportedPolicyName);
+  // The v1 API requires it (no default), and it is what makes a second mutation of the pod safe.
+  t.is(policy!.spec.reinvocationPolicy, 'IfNeeded');
+  t.is(policy!.spec.failurePolicy, 'Fail', 'a required template is exported');
+  t.is(policy!.spec.mutations.length, 3);
+  for (const m of policy!.spec.mutations) t.is(m.patchType, 'JSONPatch');
+  t.deepEqual(
+    policy!.spec.matchConditions.map((c: Json) => c.name),
+    [...webhookMatchConditions.map((c) => c.name), 'within-the-injectors-bounds'],
+  );
+  t.is(binding!.kind, 'MutatingAdmissionPolicyBinding');
+  t.deepEqual(binding!.spec.matchResources.namespaceSelector, { matchExpressions: webhookScope.namespaceSelector.matchExpressions });
+  t.deepEqual(binding!.spec.matchResources.objectSelector, { matchExpressions: webhookScope.objectSelector.matchExpressions });
+  t.is(guard!.kind, 'ValidatingAdmissionPolicy');
+  t.is(guard!.spec.validations.length, 3);
+  t.deepEqual(guardBinding!.spec.validationActions, ['Deny']);
+  // Each template's hash, so that an operator sees which revision the policy holds.
+  for (const name of result.exported) t.is(policy!.metadata.annotations[`sidecar-injector.io/template-hash.${name}`], set.byName.get(name)!.hash);
+  // Every variable a mutation reads is declared, and every declared one is read.
+  const declared = new Set(policy!.spec.variables.map((v: Json) => v.name as string));
+  const texts = [...policy!.spec.mutations.map((m: Json) => m.jsonPatch.expression), ...policy!.spec.variables.map((v: Json) => v.expression)].join('\n');
+  const read = new Set([...texts.matchAll(/variables\.([A-Za-z0-9_]+)/g)].map((m) => m[1]!));
+  t.deepEqual([...read].sort(), [...declared].sort());
+});
+
+test('a template that CEL cannot inject as the webhook does is refused with every reason; the others still export', (t) => {
+  const refusedOnes = [
+    {
+      text: `${sidecar.replace('name: probe\n', 'name: strings\n')}parameters:\n  tag:\n    default: "1"\n    type: string\n    override: pod\n`,
+      reason: /parameter tag is overridable and of type string/,
+    },
+    { text: `${sidecar.replace('name: probe\n', 'name: pulls\n')}imagePullSecrets: [{ name: registry }]\n`, reason: /imagePullSecrets are not exported/ },
+    {
+      text: `${sidecar.replace('name: probe\n', 'name: from\n')}appContainers:\n  envFrom: [{ configMapRef: { name: cfg } }]\n`,
+      reason: /envFrom is not exported/,
+    },
+    { text: `${sidecar.replace('name: probe\n', 'name: labelled\n')}labels:\n  team: "{{ pod.namespace }}"\n`, reason: /label team has a placeholder/ },
+    {
+      text: `name: root\ncontainers:\n  - name: root\n    image: registry.example/root:1\n    securityContext: { privileged: true }\n`,
+      reason: /do not fit Pod Security "restricted" whatever the pod sets/,
+    },
+    { text: `name: front\nplacement: first\ncontainers:\n  - name: front\n    image: registry.example/front:1\n`, reason: /ordinary containers placed first/ },
+    { text: `name: empty\nvolumes: [{ name: scratch, emptyDir: {} }]\n`, reason: /adds no container/ },
+  ];
+  const set = createTemplateSet([...refusedOnes.map((r) => template(r.text)), template(sidecar)]);
+  const result = mutatingPolicies(set);
+  t.deepEqual(result.exported, ['probe']);
+  for (const { text, reason } of refusedOnes) {
+    const name = /^name: (\S+)/m.exec(text)![1]!;
+    const refusal = result.refused.find((r) => r.template === name);
+    t.truthy(refusal, name);
+    t.true(
+      refusal!.reasons.some((r) => reason.test(r)),
+      `${name}: ${refusal!.reasons.join('; ')}`,
+    );
+    t.deepEqual(exportProblems(set.byName.get(name)!, set), refusal!.reasons);
+  }
+  // Asked for by name, a template that cannot be exported is an error naming the reason, as is an unknown name.
+  const error = t.throws(() => mutatingPolicies(set, ['probe', 'pulls']), { instanceOf: PolicyError });
+  t.regex(error!.message, /template pulls: imagePullSecrets are not exported/);
+  t.throws(() => mutatingPolicies(set, ['nope']), { instanceOf: PolicyError, message: /no template named "nope"/ });
+  t.deepEqual(mutatingPolicies(set, ['probe']).exported, ['probe']);
+});
+
+test('a template that reads a label another template adds is not exported: the policy would read the pod after that template, the webhook before', (t) => {
+  const reader = template(`${sidecar.replace('name: probe\n', 'name: reader\n')}objectSelector:\n  matchLabels: { team: a }\n`);
+  const writer = template(`${sidecar.replace('name: probe\n', 'name: writer\n').replace(/- name: probe/, '- name: writer')}labels:\n  team: a\n`);
+  const result = mutatingPolicies(createTemplateSet([reader, writer]));
+  t.deepEqual(result.exported, ['writer']);
+  t.regex(result.refused[0]!.reasons.join(), /objectSelector reads the label team, which a template adds/);
+});
+
+test('policies --mutating prints the policy as YAML and says on stderr what is not exported; --template needs --mutating', async (t) => {
+  const dir = await shippedTemplates();
+  await writeFile(join(dir, 'pulls.yaml'), `${sidecar.replace('name: probe\n', 'name: pulls\n')}imagePullSecrets: [{ name: registry }]\n`);
+  let out = '';
+  let err = '';
+  const io = { stdout: { write: (s: string) => (out += s) }, stderr: { write: (s: string) => (err += s) } };
+  t.is(await policiesCommand(['--mutating', '--templates', dir], io), 0);
+  const docs = parseAllDocuments(out).map((d) => d.toJSON() as Json);
+  t.deepEqual(
+    docs.map((d) => d.kind),
+    ['MutatingAdmissionPolicy', 'MutatingAdmissionPolicyBinding', 'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding'],
+  );
+  t.regex(out, /^# Sidecar templates exported as a MutatingAdmissionPolicy/);
+  t.regex(out, /# Not exported: pulls: imagePullSecrets are not exported/);
+  t.regex(err, /note: template pulls is not exported: imagePullSecrets are not exported/);
+  t.deepEqual(parseAllDocuments(mutatingPoliciesYaml(mutatingPolicies(await loadTemplateDir(dir)))).length, 4);
+  await t.throwsAsync(policiesCommand(['--template', 'proxy', '--templates', dir], io), { instanceOf: ConfigError, message: /needs --mutating/ });
+  await t.throwsAsync(policiesCommand(['--mutating', '--template', 'pulls', '--templates', dir], io), { instanceOf: PolicyError });
+});
