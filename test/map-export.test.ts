@@ -12,7 +12,8 @@ import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { policies as policiesCommand } from '../src/cli/policies.js';
 import { ConfigError, PolicyError } from '../src/errors.js';
-import { exportedPolicyName, exportProblems, mutatingPolicies, mutatingPoliciesYaml } from '../src/manifests/mutating-policies.js';
+import { exportedPolicyName, mutatingPolicies, mutatingPoliciesYaml } from '../src/manifests/mutating-policies.js';
+import { exportProblems } from '../src/templates/export-rules.js';
 import { webhookScope } from '../src/manifests/required-policies.js';
 import { matchConditions as webhookMatchConditions } from '../src/pipeline/match-conditions.js';
 import { loadTemplateDir, parseTemplateText } from '../src/templates/load.js';
@@ -149,4 +150,59 @@ test('policies --mutating prints the policy as YAML and says on stderr what is n
   t.deepEqual(parseAllDocuments(mutatingPoliciesYaml(mutatingPolicies(await loadTemplateDir(dir)))).length, 4);
   await t.throwsAsync(policiesCommand(['--template', 'proxy', '--templates', dir], io), { instanceOf: ConfigError, message: /needs --mutating/ });
   await t.throwsAsync(policiesCommand(['--mutating', '--template', 'pulls', '--templates', dir], io), { instanceOf: PolicyError });
+});
+
+test('delivery: policy — the webhooks leave the template to the policy (delivered-by-policy), every other reader still expects it, and the export holds exactly the marked templates', async (t) => {
+  const { startTestServer } = await import('./helpers/server.js');
+  const { createReview, decodePatch, prepareCreate } = await import('./helpers/apiserver.js');
+  const { optedIn, pod } = await import('./helpers/pods.js');
+  const { admitPod } = await import('../src/pipeline/admit.js');
+  const delivered = template(
+    `${sidecar.replace('name: probe\n', 'name: delivered\ndelivery: policy\nfailurePolicy: Ignore\n').replace(/- name: probe/, '- name: delivered')}`,
+  );
+  const served = template(sidecar.replace('name: probe\n', 'name: probe\nfailurePolicy: Ignore\n'));
+  t.is(delivered.delivery, 'policy');
+  t.is(served.delivery, 'webhook');
+  const set = createTemplateSet([delivered, served]);
+  const server = await startTestServer({ templates: set, namespaces: optedIn('shop') });
+  t.teardown(() => server.stop());
+  for (const path of ['/mutate', '/mutate/optional']) {
+    const review = createReview(prepareCreate(pod(), 'shop'), { namespace: 'shop' });
+    const res = await server.post(review, path);
+    const names = decodePatch(res.json.response)
+      .filter((op: Json) => op.path.startsWith('/spec/initContainers'))
+      .flatMap((op: Json) => (Array.isArray(op.value) ? op.value : [op.value]).map((c: Json) => c.name));
+    t.deepEqual(names, ['probe'], `${path}: only the webhook's template`);
+  }
+  // Only the policy's template applies: the webhook answers without a patch, and says why.
+  const alone = createTemplateSet([delivered]);
+  const quiet = await startTestServer({ templates: alone, namespaces: optedIn('shop') });
+  t.teardown(() => quiet.stop());
+  const review = createReview(prepareCreate(pod(), 'shop'), { namespace: 'shop' });
+  const res = await quiet.post(review, '/mutate');
+  t.is(res.json.response.patch, undefined);
+  const line = quiet.logs.find((l) => l.uid === review.request.uid)!;
+  t.is(line.reason, 'delivered-by-policy');
+  t.regex(String(line.detail), /delivered is injected by the API server's MutatingAdmissionPolicy/);
+  // render, the audit and why decide without the flag: they expect the template in the pod.
+  const outcome = await admitPod({ pod: prepareCreate(pod(), 'shop'), namespace: 'shop', name: '' }, { templates: () => alone, namespaces: optedIn('shop') });
+  t.is(outcome.reason, 'injected');
+  // The export holds the marked templates only; unmarked, every exportable one.
+  t.deepEqual(mutatingPolicies(set).exported, ['delivered']);
+  t.deepEqual(mutatingPolicies(createTemplateSet([served])).exported, ['probe']);
+});
+
+test('a template marked delivery: policy that no policy can hold is refused at load, by check and by serve alike', async (t) => {
+  const { checkTemplateFiles } = await import('../src/pipeline/template-check.js');
+  const { TemplateError } = await import('../src/errors.js');
+  const text = `${sidecar.replace('name: probe\n', 'name: pulls\ndelivery: policy\n')}imagePullSecrets: [{ name: registry }]\n`;
+  const error = await t.throwsAsync(checkTemplateFiles([{ name: 'pulls.yaml', text }], 'dir'), { instanceOf: TemplateError });
+  t.regex(error!.message, /delivery.*a MutatingAdmissionPolicy cannot inject it as the webhook does: imagePullSecrets are not exported/);
+  const bad = await t.throwsAsync(
+    checkTemplateFiles([{ name: 'x.yaml', text: sidecar.replace('name: probe\n', 'name: probe\ndelivery: api-server\n') }], 'dir'),
+    {
+      instanceOf: TemplateError,
+    },
+  );
+  t.regex(bad!.message, /delivery.*must be "webhook".*or "policy"/);
 });

@@ -182,9 +182,9 @@ const freshKeyPaths = compileKeyPaths(unreadPaths);
 /** The reviewer deciding every body afresh, each webhook with its own class of templates. */
 export function createReviewer(deps: MutateDeps): Reviewer {
   const byWebhook: Readonly<Record<Webhook, MutateDeps>> = {
-    all: deps,
-    required: { ...deps, failurePolicy: 'Fail' },
-    optional: { ...deps, failurePolicy: 'Ignore' },
+    all: { ...deps, leavesPolicyDelivered: true },
+    required: { ...deps, failurePolicy: 'Fail', leavesPolicyDelivered: true },
+    optional: { ...deps, failurePolicy: 'Ignore', leavesPolicyDelivered: true },
   };
   return { keyPaths: freshKeyPaths, answer: (body, webhook) => answerReview(body, byWebhook[webhook]) };
 }

@@ -80,6 +80,13 @@ const commands: Record<string, Command> = {
         .filter(Boolean)
         .join(', ');
       process.stdout.write(`ok: ${dir}: ${set.templates.map((t) => `${t.name}@${t.hash}`).join(', ')}${against ? ` (checked for ${against})` : ''}\n`);
+      // Whether each template could be injected by the API server itself (docs/map-export.md).
+      const { exportProblems } = await import('../templates/export-rules.js');
+      for (const template of set.templates) {
+        const problems = exportProblems(template, set);
+        const by = template.delivery === 'policy' ? 'delivered by the MutatingAdmissionPolicy' : 'exportable as a MutatingAdmissionPolicy';
+        process.stdout.write(`  ${template.name}: ${problems.length === 0 ? by : `not exportable: ${problems.join('; ')}`}\n`);
+      }
     },
   },
   certs: {

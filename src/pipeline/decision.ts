@@ -8,7 +8,7 @@
 import type { TemplateSkipReason } from '../selection/select.js';
 
 /** Why a template does not apply to a pod at all: scope, not a fault. */
-export type NotApplicable = TemplateSkipReason | 'pod-opted-out' | 'namespace-not-enabled' | 'mirror-pod' | 'other-webhook';
+export type NotApplicable = TemplateSkipReason | 'pod-opted-out' | 'namespace-not-enabled' | 'mirror-pod' | 'other-webhook' | 'delivered-by-policy';
 
 /** A rule that keeps a template that applies out of a pod. */
 export type LeftOutRule = keyof typeof leftOutRules;

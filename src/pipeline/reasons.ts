@@ -50,6 +50,11 @@ export const reasons = {
     say: (templates: readonly string[], policy: string) =>
       `${templates.join(', ')} ${templates.length === 1 ? 'is' : 'are'} injected by the other webhook (this one injects failurePolicy ${policy} templates)`,
   },
+  'delivered-by-policy': {
+    decision: 'allowed',
+    say: (templates: readonly string[]) =>
+      `${templates.join(', ')} ${templates.length === 1 ? 'is' : 'are'} injected by the API server's MutatingAdmissionPolicy (delivery: policy), not by this webhook`,
+  },
   'cluster-unfit': {
     decision: 'allowed',
     say: (templates: readonly string[]) => `not injected: ${templates.join(', ')} left out by a rule (the warnings say which)`,

@@ -20,6 +20,7 @@ import type { Template } from '../templates/template.js';
 import { formatVersion, supportsNativeSidecars, type KubernetesVersion } from '../k8s/version.js';
 import { checkPodSecurity, describeViolations, type PodSecurityPolicy } from '../k8s/pod-security.js';
 import { templateInForm } from '../templates/forms.js';
+import { exportProblems } from '../templates/export-rules.js';
 
 /** What `check` checks about the cluster, besides the templates themselves. */
 export interface ClusterCheck {
@@ -201,6 +202,12 @@ export async function checkTemplateFiles(
     )),
   );
   for (const template of set?.templates ?? []) problems.push(...checkRendered(template, cluster));
+  // A template the webhooks leave to a MutatingAdmissionPolicy that cannot hold it would be injected by no one.
+  for (const template of set?.templates ?? []) {
+    if (template.delivery !== 'policy') continue;
+    for (const reason of exportProblems(template, set!))
+      problems.push({ file: template.file, field: 'delivery', message: `policy: a MutatingAdmissionPolicy cannot inject it as the webhook does: ${reason}` });
+  }
   if (problems.length > 0 || !set) throw new TemplateError(problems);
   return set;
 }

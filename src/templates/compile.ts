@@ -22,6 +22,7 @@ import {
   type Placement,
   type Template,
   type TemplateBody,
+  type TemplateDelivery,
   type TemplateFailurePolicy,
 } from './template.js';
 import type { GuaranteedMode } from '../k8s/qos.js';
@@ -149,6 +150,12 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
   const placement = doc.placement ?? 'last';
   if (placement !== 'first' && placement !== 'last') problems.add('placement', 'must be "first" or "last"');
   if (doc.endsOnItsOwn !== undefined && typeof doc.endsOnItsOwn !== 'boolean') problems.add('endsOnItsOwn', 'must be true or false');
+  const delivery = doc.delivery ?? 'webhook';
+  if (delivery !== 'webhook' && delivery !== 'policy')
+    problems.add(
+      'delivery',
+      'must be "webhook" (the injector injects it) or "policy" (the MutatingAdmissionPolicy of `sidecar-injector policies --mutating` does)',
+    );
   const failurePolicy = doc.failurePolicy ?? 'Fail';
   if (!templateFailurePolicies.includes(failurePolicy as TemplateFailurePolicy)) {
     problems.add('failurePolicy', 'must be "Fail" (required: pods wait for the injector) or "Ignore" (optional)');
@@ -287,6 +294,7 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
     failurePolicy: failurePolicy as TemplateFailurePolicy,
     guaranteedPods: guaranteedPods as GuaranteedMode,
     endsOnItsOwn: doc.endsOnItsOwn === true,
+    delivery: delivery as TemplateDelivery,
     references: uniqueReferences(allReferences),
     placeholderCount: allReferences.length,
     staticBytes: canonical.length,

@@ -30,6 +30,9 @@ export const nativeSidecarFallbacks: readonly NativeSidecarFallback[] = ['contai
 export type TemplateFailurePolicy = 'Fail' | 'Ignore';
 export const templateFailurePolicies: readonly TemplateFailurePolicy[] = ['Fail', 'Ignore'];
 
+/** Who injects a template: the webhook, or a MutatingAdmissionPolicy (manifests/mutating-policies.ts). */
+export type TemplateDelivery = 'webhook' | 'policy';
+
 /**
  * The form a template is injected in: as written (`native`), with its native sidecars as
  * ordinary containers (`container`, clusters below 1.29), or with its ordinary containers as
@@ -117,6 +120,12 @@ export interface Template {
    * be ordinary containers of a pod that runs to completion. @default false
    */
   readonly endsOnItsOwn: boolean;
+  /**
+   * Who injects it: the webhook, or the API server itself through the MutatingAdmissionPolicy
+   * `policies --mutating` generates (then the webhooks leave it alone, and every other reader,
+   * the audit, `render` and `why`, still expects it in the pods it applies to).
+   */
+  readonly delivery: TemplateDelivery;
   /** Every value of the pod or namespace the template reads; a rendering depends on these only. */
   readonly references: readonly Reference[];
   /** Placeholders in the template (each may repeat a value in the output): sizes the render cache's accounting. */
@@ -146,6 +155,7 @@ export const topLevelFields: ReadonlySet<string> = new Set([
   'failurePolicy',
   'endsOnItsOwn',
   'guaranteedPods',
+  'delivery',
 ]);
 /** The fields of `appContainers`. */
 export const appContainerFields: ReadonlySet<string> = new Set(['env', 'envFrom', 'volumeMounts']);

@@ -9,18 +9,10 @@
 import test from 'ava';
 import { prepareCreate } from '../helpers/apiserver.js';
 import { loadCorpus } from '../helpers/corpus.js';
-import { eventually, joinWorld, optedInNamespace, testNamespace, type Json } from './helpers.js';
+import { createCorpusServiceAccounts, eventually, joinWorld, optedInNamespace, testNamespace, type Json } from './helpers.js';
 import { recordingWebhook } from './second-webhook.js';
 
 const corpus = loadCorpus();
-
-/** The ServiceAccounts the corpus pods name: the ServiceAccount plugin refuses a pod whose account does not exist. */
-async function createServiceAccounts(namespace: string): Promise<void> {
-  const { kube } = joinWorld();
-  const names = new Set(corpus.map((p) => p.body.spec.serviceAccountName ?? p.body.spec.serviceAccount).filter((n) => n && n !== 'default'));
-  for (const name of names)
-    await kube.create(`/api/v1/namespaces/${namespace}/serviceaccounts`, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name } });
-}
 
 /** The corpus pod as a client sends it to `namespace`: its own namespace field dropped. */
 function request(body: Json): Json {
@@ -38,7 +30,7 @@ function comparable(pod: Json): Json {
 test('every corpus pod is stored through the real API server with its sidecars once, and created again it is not changed', async (t) => {
   const { kube } = joinWorld();
   const namespace = await optedInNamespace(t, 'corpus');
-  await createServiceAccounts(namespace);
+  await createCorpusServiceAccounts(namespace);
   t.true(corpus.length >= 30);
   for (const { name, body } of corpus) {
     const answer = await kube.request('POST', `/api/v1/namespaces/${namespace}/pods`, request(body));
@@ -73,7 +65,7 @@ test('the helpers that build the fast suites’ reviews send what the real API s
   const { kube } = joinWorld();
   // Not opted in: the recorder sees each pod as the API server prepares it, untouched by the injector.
   const namespace = await testNamespace(t, 'as-sent');
-  await createServiceAccounts(namespace);
+  await createCorpusServiceAccounts(namespace);
   const recorder = await recordingWebhook(t, namespace);
   const differences: string[] = [];
   for (const { name, body } of corpus) {

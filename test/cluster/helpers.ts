@@ -9,6 +9,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { ExecutionContext } from 'ava';
+import { loadCorpus } from '../helpers/corpus.js';
 import { Kube, type Json } from './world/kube.js';
 import { kubectl as worldKubectl, makeDeploy, waitForHealthyInstall, type WorldFile } from './world/world.js';
 
@@ -66,6 +67,18 @@ export async function testNamespace(t: ExecutionContext, prefix: string, labels:
   t.teardown(() => kube.delete(`/api/v1/namespaces/${name}`));
   await eventually(`the default ServiceAccount of ${name}`, () => kube.find(`/api/v1/namespaces/${name}/serviceaccounts/default`));
   return name;
+}
+
+/** The ServiceAccounts the corpus pods name (test/fixtures/corpus): the ServiceAccount plugin refuses a pod whose account does not exist. */
+export async function createCorpusServiceAccounts(namespace: string): Promise<void> {
+  const { kube } = joinWorld();
+  const names = new Set(
+    loadCorpus()
+      .map((p) => p.body.spec.serviceAccountName ?? p.body.spec.serviceAccount)
+      .filter((n) => n && n !== 'default'),
+  );
+  for (const name of names)
+    await kube.create(`/api/v1/namespaces/${namespace}/serviceaccounts`, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name } });
 }
 
 /** A namespace opted in for injection. */

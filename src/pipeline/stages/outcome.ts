@@ -31,6 +31,11 @@ export interface AdmitDeps {
    * path); undefined: every template (one webhook for all).
    */
   readonly failurePolicy?: TemplateFailurePolicy;
+  /**
+   * Leave the templates with `delivery: policy` to the API server's MutatingAdmissionPolicy: the
+   * webhooks do; undefined for every other reader (the audit, render, why), which expect them.
+   */
+  readonly leavesPolicyDelivered?: boolean;
 }
 
 interface Common {

@@ -82,8 +82,25 @@ export async function selectTemplates(read: Read, input: PodInput, deps: AdmitDe
       return done({ ...common, decision: 'allowed', reason: selection.reason, message: say(selection.reason) });
   }
   // Selection ran over every template (a pod may request the other class's); this webhook injects its own class.
-  const ours = deps.failurePolicy ? selection.templates.filter((t) => t.failurePolicy === deps.failurePolicy) : selection.templates;
-  for (const t of selection.templates) if (!ours.includes(t)) byName.set(t.name, { template: t.name, kind: 'not-applicable', why: 'other-webhook' });
+  const ofClass = deps.failurePolicy ? selection.templates.filter((t) => t.failurePolicy === deps.failurePolicy) : selection.templates;
+  // A webhook leaves the templates delivered by the API server's MutatingAdmissionPolicy to it.
+  const ours = deps.leavesPolicyDelivered ? ofClass.filter((t) => t.delivery !== 'policy') : ofClass;
+  for (const t of selection.templates) {
+    if (!ofClass.includes(t)) byName.set(t.name, { template: t.name, kind: 'not-applicable', why: 'other-webhook' });
+    else if (!ours.includes(t)) byName.set(t.name, { template: t.name, kind: 'not-applicable', why: 'delivered-by-policy' });
+  }
+  if (ours.length === 0 && ofClass.length > 0) {
+    return done({
+      ...common,
+      decisions: ordered(set, byName),
+      decision: 'allowed',
+      reason: 'delivered-by-policy',
+      message: say(
+        'delivered-by-policy',
+        ofClass.map((t) => t.name),
+      ),
+    });
+  }
   if (ours.length === 0) {
     return done({
       ...common,
