@@ -323,6 +323,10 @@ const runsToCompletionVariable =
 
 const dnsLabel = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$';
 
+/** The pod budgets pod-level resources (inject/pod-resources.ts): the webhook grows them by the sidecars' share; the policy does not. */
+const podLevelBudget =
+  'has(object.spec.resources) && ((has(object.spec.resources.requests) && size(object.spec.resources.requests) > 0) || (has(object.spec.resources.limits) && size(object.spec.resources.limits) > 0))';
+
 interface FormPatch {
   readonly ops: string;
   readonly ledgerEntry: string;
@@ -503,7 +507,7 @@ function mutationCel(
     ...scopeCel(template),
     `!variables.ledger.contains(${celString(ledgerKey(template.name))})`,
     // The cases only the webhook does exactly: pod-level resources (their growth), names the API server refuses anyway.
-    '!has(object.spec.resources)',
+    `!(${podLevelBudget})`,
     `${listOf('containers')}.all(c, c.name.matches('${dnsLabel}'))`,
     overridesValidCel(template),
     // name-conflict: a container of the pod's own with a sidecar's name.
@@ -549,13 +553,25 @@ const matchResources = {
   objectSelector: selectorJson(webhookScope.objectSelector),
 };
 
-/** The companion ValidatingAdmissionPolicy's validation of `template`: the pod's overrides are ones the webhook accepts. */
-function overrideValidation(template: Template): JsonObject {
+/**
+ * The companion ValidatingAdmissionPolicy's validations of `template`, on the pod as stored:
+ * its overrides are ones the webhook accepts (else the webhook refuses the pod), and a pod
+ * that budgets pod-level resources did not go without it (the policy cannot grow them: such
+ * a pod is refused loudly rather than started without its sidecar).
+ */
+function guardValidations(template: Template): JsonObject[] {
   const scope = scopeCel(template);
-  return {
-    expression: `!(${scope.length === 0 ? 'true' : scope.join(' && ')}) || ${overridesValidCel(template)}`,
-    message: `an annotation ${template.name}${overrideDomain}NAME on the pod names a parameter a pod may not override, or a value its declaration refuses (sidecar-injector check shows the template's parameters); the sidecar injector refuses such a pod`,
-  };
+  const inScope = scope.length === 0 ? 'true' : scope.join(' && ');
+  return [
+    {
+      expression: `!(${inScope}) || ${overridesValidCel(template)}`,
+      message: `an annotation ${template.name}${overrideDomain}NAME on the pod names a parameter a pod may not override, or a value its declaration refuses (sidecar-injector check shows the template's parameters); the sidecar injector refuses such a pod`,
+    },
+    {
+      expression: `!(${inScope}) || !(${podLevelBudget}) || variables.ledger.contains(${celString(ledgerKey(template.name))})`,
+      message: `template ${template.name} is injected by the API server's MutatingAdmissionPolicy, which cannot grow the pod-level resources (spec.resources) by the sidecar's share as the webhook does: remove spec.resources from the pod, or have the webhook inject ${template.name} (delivery: webhook)`,
+    },
+  ];
 }
 
 /**
@@ -639,19 +655,20 @@ export function mutatingPolicies(set: TemplateSet, only?: readonly string[]): Ex
   const guard: JsonObject = {
     apiVersion: 'admissionregistration.k8s.io/v1',
     kind: 'ValidatingAdmissionPolicy',
-    metadata: { name: `${exportedPolicyName}-overrides`, labels },
+    metadata: { name: `${exportedPolicyName}-guard`, labels },
     spec: {
       failurePolicy: 'Fail',
       matchConstraints: podRules,
       matchConditions: webhookMatchConditions.map((c) => ({ name: c.name, expression: c.expression })),
-      validations: chosen.map(overrideValidation),
+      variables: [{ name: 'ledger', expression: ledgerVariable }],
+      validations: chosen.flatMap(guardValidations),
     },
   };
   const guardBinding: JsonObject = {
     apiVersion: 'admissionregistration.k8s.io/v1',
     kind: 'ValidatingAdmissionPolicyBinding',
-    metadata: { name: `${exportedPolicyName}-overrides`, labels },
-    spec: { policyName: `${exportedPolicyName}-overrides`, validationActions: ['Deny'], matchResources },
+    metadata: { name: `${exportedPolicyName}-guard`, labels },
+    spec: { policyName: `${exportedPolicyName}-guard`, validationActions: ['Deny'], matchResources },
   };
   return { exported: chosen.map((t) => t.name), refused, objects: [policy, binding, guard, guardBinding] };
 }
