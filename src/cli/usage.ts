@@ -178,7 +178,7 @@ export const simulateUsage = usageText(
 export const policiesUsage = usageText(
   'policies [options]',
   policiesOptions,
-  'Prints a ValidatingAdmissionPolicy and its binding for every required template (failurePolicy: Fail):\nthe API server itself then checks that each pod the template applies to carries its containers.\nSee docs/required-policies.md.\n',
+  'Prints a ValidatingAdmissionPolicy and its binding for every required template (failurePolicy: Fail):\nthe API server itself then checks that each pod the template applies to carries its containers.\nSee docs/required-policies.md. With --mutating: the MutatingAdmissionPolicy that injects the templates\ninside the API server (Kubernetes 1.36+); see docs/map-export.md.\n',
 );
 
 /** `sidecar-injector --help`: the commands, one line each; each command's options are under `COMMAND --help`. */
@@ -191,7 +191,7 @@ Commands:
   certs       write a CA, a serving certificate and a kustomize overlay for them
   audit       report pods whose sidecars are missing or stale, per workload
   rollout     show each template's stable and candidate revisions and the pods on each (rollout status)
-  policies    print ValidatingAdmissionPolicies that hold the required sidecars (YAML)
+  policies    print the admission policies holding the required sidecars, or injecting the templates (--mutating)
   why         say why a pod or workload has or has not each sidecar (why -n NS deployment/web)
   simulate    what a change of templates does to every workload, through the cluster's admission chain (dry runs)
   version     print the version, the Node.js version and the Kubernetes versions this build knows
