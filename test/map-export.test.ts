@@ -1,7 +1,7 @@
 /**
  * `policies --mutating` (manifests/mutating-policies.ts) without a cluster: which templates
  * export and, for the others, every reason; the objects' shape (one policy in the webhooks'
- * order, IfNeeded, the webhooks' scope, the companion that refuses bad overrides); the command's
+ * order, IfNeeded, the webhooks' scope, the guard that refuses bad overrides and pod-level budgets); the command's
  * output and errors. That the policy injects what the webhook injects is proved on the real API
  * server (test/cluster/map-export.test.ts): no CEL evaluator here has the API server's libraries.
  */

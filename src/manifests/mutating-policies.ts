@@ -3,22 +3,25 @@
  * default since Kubernetes 1.36): the injection written in CEL and run inside the API server,
  * with no webhook call. The policy adds what the webhook adds to the same pod, item for item and
  * byte for byte in the ledger, so that the audit, `why` and the webhook itself read its work as
- * their own; docs/map-export.md says what can be exported and why the rest cannot.
+ * their own; docs/map-export.md says what can be exported and why the rest cannot
+ * (templates/export-rules.ts decides it).
  *
  * One policy holds every exported template, one mutation each, in the webhooks' order (the
- * required webhook's templates, then the optional one's, each by name). The API server applies separate policies in no fixed order (k8s.io/apiserver
- * policy/generic/policy_source.go builds its list from a Go map), and the webhook's pod depends
- * on the order: the volumes of two templates, two sidecars placed first, the ledger's keys.
- * Mutations of one policy run in order, each on the pod the previous one made
- * (policy/mutating/dispatcher.go), and the policy's variables are evaluated again for each.
+ * required webhook's templates, then the optional one's, each by name). The API server applies
+ * separate policies in no fixed order (k8s.io/apiserver policy/generic/policy_source.go builds
+ * its list from a Go map), and the webhook's pod depends on the order: the volumes of two
+ * templates, two sidecars placed first, the ledger's keys. Mutations of one policy run in
+ * order, each on the pod the previous one made (policy/mutating/dispatcher.go), and the
+ * policy's variables are evaluated again for each.
  *
  * Each mutation is the whole decision for its template: in scope (its selectors, the pod's
  * operating system, the on-request annotation), not already injected (the ledger), none of the
  * rules that leave it out (a container or volume of the pod's own in its way, a hostNetwork pod
- * and a declared port, a Guaranteed pod it would make Burstable), its pod overrides valid (the
- * webhook refuses a pod with a bad one: so does the companion ValidatingAdmissionPolicy), and
- * none of the cases only the webhook handles exactly (pod-level resources, a container name the
- * API server will refuse anyway). Pure: a template set in, plain objects and their YAML out.
+ * and a declared port, a Guaranteed pod it would make Burstable), its pod overrides valid, and
+ * none of the cases only the webhook handles exactly (pod-level resources; a container name the
+ * API server refuses anyway). The guard, a ValidatingAdmissionPolicy, refuses what the webhook
+ * refuses and the policy cannot: a bad override, a pod-level budget. Pure: a template set in,
+ * plain objects and their YAML out.
  */
 import { Document } from 'yaml';
 import { PolicyError } from '../errors.js';
@@ -40,7 +43,7 @@ import { celString, podOs, requestPattern, selectorJson, webhookScope } from './
 /** The order in which the API server calls the two webhooks: required first, as the configuration lists them. */
 const webhookOrder: readonly TemplateFailurePolicy[] = ['Fail', 'Ignore'];
 
-/** The name of the generated policy, its binding and its companion validating policy. */
+/** The name of the generated policy and its binding; its guard's is this with `-guard`. */
 export const exportedPolicyName = 'sidecar-injector-exported';
 
 /** A template that cannot be exported, with every reason. */
@@ -101,7 +104,7 @@ function validValue(declaration: ParamDeclaration, value: string): string {
   return tests.join(' && ');
 }
 
-/** The pod's override of `name`, when it is there and valid; the webhook refuses the pod otherwise (validating companion). */
+/** The pod's override of `name`, when it is there and valid; the webhook refuses the pod otherwise (the guard refuses it). */
 const podOverride = (template: Template, name: string) => {
   const key = overrideKey(template.name, name);
   return { present: inMap(podAnnotations, key), value: `${podAnnotations}[${celString(key)}]` };
@@ -489,6 +492,32 @@ function mapsFirst(template: Template): string {
   return maps.map((m) => `(has(object.metadata.${m}) ? [] : [JSONPatch{op: 'add', path: '/metadata/${m}', value: {}}])`).join(' + ');
 }
 
+/**
+ * The rules that leave `template` out of a pod (pipeline/decision.ts leftOutRules), each as the
+ * CEL that is true when it applies: the mutation injects only when none does, and the guard
+ * names the first that did as an audit annotation.
+ */
+function leftOutCel(template: Template): { readonly rule: string; readonly applies: string }[] {
+  const containers = [...template.body.initContainers, ...template.body.containers];
+  const names = `[${containers.map((n) => celString(String(nameOf(n)))).join(', ')}]`;
+  const hasPort = containers.some((n) => {
+    const ports = entryOf(n, 'ports');
+    return ports !== undefined && !(ports.kind === 'static' && Array.isArray(ports.value) && ports.value.length === 0);
+  });
+  const keepsGuaranteed = containers.every((n) => guaranteedNode(n, template) !== undefined);
+  return [
+    // A container of the pod's own with a sidecar's name.
+    { rule: 'name-conflict', applies: `${listOf('initContainers')}.exists(c, c.name in ${names}) || ${listOf('containers')}.exists(c, c.name in ${names})` },
+    // A volume of the pod's own with a volume's name that is something else.
+    ...template.body.volumes.map((node) => {
+      const { name, ...rest } = (node as { value: JsonObject }).value;
+      return { rule: 'volume-conflict', applies: `${listOf('volumes')}.exists(v, v.name == ${celString(String(name))} && !${holdsCel('v', rest)})` };
+    }),
+    ...(hasPort ? [{ rule: 'host-network-port', applies: '(has(object.spec.hostNetwork) && object.spec.hostNetwork)' }] : []),
+    ...(keepsGuaranteed ? [] : [{ rule: 'qos-class', applies: 'variables.guaranteed' }]),
+  ];
+}
+
 function mutationCel(
   template: Template,
   set: TemplateSet,
@@ -496,12 +525,6 @@ function mutationCel(
   index: number,
   appItems: { name: string; expression: string }[],
 ): string {
-  const names = [...template.body.initContainers, ...template.body.containers].map((n) => String(nameOf(n)));
-  const volumes = template.body.volumes;
-  const hasPort = [...template.body.initContainers, ...template.body.containers].some((n) => {
-    const ports = entryOf(n, 'ports');
-    return ports !== undefined && !(ports.kind === 'static' && Array.isArray(ports.value) && ports.value.length === 0);
-  });
   const guaranteedForm = [...template.body.initContainers, ...template.body.containers].every((n) => guaranteedNode(n, template) !== undefined);
   const conditions = [
     ...scopeCel(template),
@@ -510,17 +533,7 @@ function mutationCel(
     `!(${podLevelBudget})`,
     `${listOf('containers')}.all(c, c.name.matches('${dnsLabel}'))`,
     overridesValidCel(template),
-    // name-conflict: a container of the pod's own with a sidecar's name.
-    `!${listOf('initContainers')}.exists(c, c.name in [${names.map(celString).join(', ')}])`,
-    `!${listOf('containers')}.exists(c, c.name in [${names.map(celString).join(', ')}])`,
-    // volume-conflict: a volume of the pod's own with a volume's name that is something else.
-    ...volumes.map((node) => {
-      const value = (node as { value: JsonObject }).value;
-      const { name, ...rest } = value;
-      return `!${listOf('volumes')}.exists(v, v.name == ${celString(String(name))} && !${holdsCel('v', rest)})`;
-    }),
-    ...(hasPort ? ['!(has(object.spec.hostNetwork) && object.spec.hostNetwork)'] : []),
-    ...(guaranteedForm ? [] : ['!variables.guaranteed']),
+    ...leftOutCel(template).map((r) => `!(${r.applies})`),
   ];
   // The app items are the same in every form (one variable); the ledger entry differs by form only (one variable).
   const appVariable = `appItems${index}`;
@@ -553,8 +566,19 @@ const matchResources = {
   objectSelector: selectorJson(webhookScope.objectSelector),
 };
 
+/** The audit annotation `sidecar-injector-exported-guard/TEMPLATE`: the first rule that left the template out of the pod, if one did. */
+function leftOutAnnotation(template: Template): JsonObject {
+  const scope = scopeCel(template);
+  const rules = leftOutCel(template);
+  const which = rules.reduceRight((otherwise, r) => `${r.applies} ? ${celString(r.rule)} : ${otherwise}`, 'null');
+  return {
+    key: template.name,
+    valueExpression: `${scope.length === 0 ? 'true' : scope.join(' && ')} && !variables.ledger.contains(${celString(ledgerKey(template.name))}) ? ${which} : null`,
+  };
+}
+
 /**
- * The companion ValidatingAdmissionPolicy's validations of `template`, on the pod as stored:
+ * The guard's validations of `template`, on the pod as stored:
  * its overrides are ones the webhook accepts (else the webhook refuses the pod), and a pod
  * that budgets pod-level resources did not go without it (the policy cannot grow them: such
  * a pod is refused loudly rather than started without its sidecar).
@@ -660,8 +684,13 @@ export function mutatingPolicies(set: TemplateSet, only?: readonly string[]): Ex
       failurePolicy: 'Fail',
       matchConstraints: podRules,
       matchConditions: webhookMatchConditions.map((c) => ({ name: c.name, expression: c.expression })),
-      variables: [{ name: 'ledger', expression: ledgerVariable }],
+      variables: [
+        { name: 'ledger', expression: ledgerVariable },
+        { name: 'guaranteed', expression: guaranteedVariable },
+      ],
       validations: chosen.flatMap(guardValidations),
+      // In the API server's audit log, per template the pod went without: the rule that left it out.
+      auditAnnotations: chosen.map(leftOutAnnotation),
     },
   };
   const guardBinding: JsonObject = {
