@@ -570,10 +570,12 @@ const matchResources = {
 function leftOutAnnotation(template: Template): JsonObject {
   const scope = scopeCel(template);
   const rules = leftOutCel(template);
-  const which = rules.reduceRight((otherwise, r) => `${r.applies} ? ${celString(r.rule)} : ${otherwise}`, 'null');
+  // Parenthesised: CEL's grammar takes no conditional in a conditional's then-branch.
+  // '' when no rule applies: the API server leaves an empty annotation out (and types a string-or-null conditional as dyn, which it refuses).
+  const which = rules.reduceRight((otherwise, r) => `((${r.applies}) ? ${celString(r.rule)} : ${otherwise})`, "''");
   return {
     key: template.name,
-    valueExpression: `${scope.length === 0 ? 'true' : scope.join(' && ')} && !variables.ledger.contains(${celString(ledgerKey(template.name))}) ? ${which} : null`,
+    valueExpression: `${scope.length === 0 ? 'true' : scope.join(' && ')} && !variables.ledger.contains(${celString(ledgerKey(template.name))}) ? ${which} : ''`,
   };
 }
 

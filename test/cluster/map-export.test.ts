@@ -17,7 +17,17 @@ import { loadCorpus } from '../helpers/corpus.js';
 import { loadTemplateDir } from '../../src/templates/load.js';
 import { mutatingPolicies } from '../../src/manifests/mutating-policies.js';
 import { requiredPolicies } from '../../src/manifests/required-policies.js';
-import { createCorpusServiceAccounts, eventually, everyReplica, joinWorld, optedInNamespace, testNamespace, withTemplate, type Json } from './helpers.js';
+import {
+  auditEvents,
+  createCorpusServiceAccounts,
+  eventually,
+  everyReplica,
+  joinWorld,
+  optedInNamespace,
+  testNamespace,
+  withTemplate,
+  type Json,
+} from './helpers.js';
 
 const apis = '/apis/admissionregistration.k8s.io/v1';
 
@@ -463,6 +473,17 @@ test('the exported policy stores the pods the webhook stores, refuses the pods i
   t.deepEqual(differences, []);
   t.deepEqual(knownSeen, [...knownDifferences.keys()]);
   t.true(injected > 30 && refusedNames.length >= 5, 'the cases inject and refuse');
+
+  // The guard names in the audit log the rule that left a template out (ResponseComplete carries the annotations).
+  const annotated = (name: string, key: string) =>
+    auditEvents().find(
+      (e) =>
+        e.verb === 'create' && e.objectRef?.namespace === policyNs && e.objectRef?.name === name && e.annotations?.[`sidecar-injector-exported-guard/${key}`],
+    )?.annotations?.[`sidecar-injector-exported-guard/${key}`];
+  t.is(await eventually('the guard’s audit annotation', () => annotated('conflict', 'log-shipper')), 'name-conflict');
+  t.is(annotated('vol-conflict', 'log-shipper'), 'volume-conflict');
+  t.is(annotated('host-net', 'otel-agent'), 'host-network-port');
+  t.is(annotated('plain', 'log-shipper'), undefined, 'injected: nothing to say');
 
   // The proof can fail: a deliberately changed patch (another image for the log shipper) is caught.
   const changed = structuredClone(policies[0]!);
