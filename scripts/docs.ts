@@ -229,7 +229,8 @@ const reasonWhen = {
   'namespace-not-enabled': 'the namespace lacks the opt-in label',
   'no-template-matched': 'no template’s selectors match the pod',
   'other-webhook': 'on `/mutate/required` or `/mutate/optional`: every selected template belongs to the other webhook’s class',
-  'delivered-by-policy': 'every selected template of this webhook has `delivery: policy`: the API server’s MutatingAdmissionPolicy injects it (docs/map-export.md)',
+  'delivered-by-policy':
+    'every selected template of this webhook has `delivery: policy`: the API server’s MutatingAdmissionPolicy injects it (docs/map-export.md)',
   'cluster-unfit':
     'every selected (optional) template was left out by a rule: native sidecars, a pod that runs to completion, Pod Security (the warnings say which)',
   'operation-not-create': 'the review is not a CREATE',

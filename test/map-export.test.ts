@@ -74,7 +74,11 @@ test('the bundled templates and the tutorial one export, in the webhooks’ orde
   t.deepEqual(binding!.spec.matchResources.namespaceSelector, { matchExpressions: webhookScope.namespaceSelector.matchExpressions });
   t.deepEqual(binding!.spec.matchResources.objectSelector, { matchExpressions: webhookScope.objectSelector.matchExpressions });
   t.is(guard!.kind, 'ValidatingAdmissionPolicy');
-  t.is(guard!.spec.validations.length, 6, 'per template: its overrides, and no pod-level resources it would have to grow');
+  t.is(
+    guard!.spec.validations.length,
+    2 + 2 * 3 + 1,
+    'the pod: requested names and bounds; per template: its overrides and no pod-level budget; a required one: no rule in its way',
+  );
   t.deepEqual(guardBinding!.spec.validationActions, ['Deny']);
   // Each template's hash, so that an operator sees which revision the policy holds.
   for (const name of result.exported) t.is(policy!.metadata.annotations[`sidecar-injector.io/template-hash.${name}`], set.byName.get(name)!.hash);

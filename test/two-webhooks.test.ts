@@ -133,3 +133,31 @@ test('the ledger a second webhook writes keeps the parameters the first one reco
     t.is(current.metadata.annotations['sidecar-injector.io/status'], JSON.stringify(single), order.join(' → '));
   }
 });
+
+test('a ledger entry is written in one key order, whichever webhook wrote it last: the call that injects adds keys as it goes, the other rebuilds them', async (t) => {
+  const { serializeLedger } = await import('../src/inject/ledger.js');
+  const asInjected = {
+    hash: 'h',
+    params: { a: '1' },
+    initContainers: ['i'],
+    containers: ['c'],
+    annotations: ['x'],
+    volumes: ['v'],
+    appContainers: { app: { env: ['E'] } },
+  };
+  const asRebuilt = {
+    hash: 'h',
+    containers: ['c'],
+    initContainers: ['i'],
+    volumes: ['v'],
+    annotations: ['x'],
+    appContainers: { app: { env: ['E'] } },
+    params: { a: '1' },
+  };
+  const text = serializeLedger({ v: 1, templates: { t: asInjected } });
+  t.is(serializeLedger({ v: 1, templates: { t: asRebuilt } }), text);
+  t.is(
+    text,
+    '{"v":1,"templates":{"t":{"hash":"h","params":{"a":"1"},"initContainers":["i"],"containers":["c"],"volumes":["v"],"annotations":["x"],"appContainers":{"app":{"env":["E"]}}}}}',
+  );
+});

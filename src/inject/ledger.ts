@@ -161,11 +161,35 @@ function readGrowth(raw: unknown, name: string): ResourceGrowth {
   return growth;
 }
 
-/** The annotation text for a ledger: templates sorted by name, so equal ledgers serialise equally. */
+/**
+ * The order of an entry's keys in the annotation: one order whichever call wrote the entry (the
+ * call that injects a template writes its items as it adds them; a later call, of the other
+ * webhook, rebuilds the entry from what it believes), so that equal ledgers are equal text.
+ */
+const entryKeyOrder: readonly (keyof LedgerEntry)[] = [
+  'hash',
+  'form',
+  'params',
+  'initContainers',
+  'containers',
+  'podResources',
+  'volumes',
+  'imagePullSecrets',
+  'labels',
+  'annotations',
+  'appContainers',
+];
+
+/** The annotation text for a ledger: templates sorted by name and each entry's keys in one order, so equal ledgers serialise equally. */
 export function serializeLedger(ledger: Ledger): string {
   // Null prototype: a ledger read from a pod may hold any template name, "__proto__" included.
-  const templates: Record<string, LedgerEntry> = Object.create(null);
-  for (const name of Object.keys(ledger.templates).sort()) templates[name] = ledger.templates[name]!;
+  const templates: Record<string, Partial<LedgerEntry>> = Object.create(null);
+  for (const name of Object.keys(ledger.templates).sort()) {
+    const entry = ledger.templates[name]!;
+    const ordered: Record<string, unknown> = {};
+    for (const key of entryKeyOrder) if (entry[key] !== undefined) ordered[key] = entry[key];
+    templates[name] = ordered;
+  }
   return JSON.stringify({ v: 1, templates });
 }
 

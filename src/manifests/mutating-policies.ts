@@ -27,8 +27,10 @@ import { Document } from 'yaml';
 import { PolicyError } from '../errors.js';
 import { isJsonObject, type JsonObject } from '../k8s/json.js';
 import { AnnotationKeys } from '../k8s/keys.js';
+import { quantityRe } from '../k8s/quantity.js';
 import { podSchemaTypes } from '../k8s/pod-schema.js';
 import { reviewLimits } from '../k8s/pod-validation.js';
+import { maxMetadataEntries } from '../k8s/pod.js';
 import type { Selector } from '../k8s/selector.js';
 import { overrideDomain, overrideKey } from '../pipeline/overrides.js';
 import { matchConditions as webhookMatchConditions } from '../pipeline/match-conditions.js';
@@ -93,7 +95,13 @@ function selectorCel(selector: Selector, map: string): string[] {
 }
 
 /** A quantity text as the injector reads one (templates/parameters.ts): non-negative, at most 1,024 characters. */
-const isQuantityText = (v: string) => `(size(${v}) <= 1024 && isQuantity(${v}) && quantity(${v}).compareTo(quantity('0')) >= 0)`;
+/**
+ * The injector's quantity grammar (k8s/quantity.ts: at most 64 characters, an exponent of at
+ * most three digits), then the API server's: Go reads more spellings as quantities (`.`, `+`,
+ * `4e0008`), which the webhook refuses.
+ */
+const isQuantityText = (v: string) =>
+  `(size(${v}) <= 64 && ${v}.matches(${celString(quantityRe.source)}) && isQuantity(${v}) && quantity(${v}).compareTo(quantity('0')) >= 0)`;
 
 /** The CEL test that `value` passes `declaration` (templates/parameters.ts checkValue), for the types that export. */
 function validValue(declaration: ParamDeclaration, value: string): string {
@@ -279,23 +287,24 @@ function guaranteedNode(container: Compiled, template: Template): Compiled | und
   return withEntry(container, 'resources', withEntry(resources, to, target));
 }
 
-/** A static value as a CEL test that a pod's `subject` holds it (k8s/contains.ts: every field the template sets, the same). */
-function holdsCel(subject: string, value: unknown): string {
+/**
+ * A static value as a CEL test that a pod's `subject` holds it (k8s/contains.ts: every field the
+ * template sets, the same; `sizeLimit` the same quantity, however written; a list of strings the
+ * same list). Lists of objects are not exported (templates/export-rules.ts).
+ */
+function holdsCel(subject: string, value: unknown, key = ''): string {
   if (isJsonObject(value)) {
-    const tests = Object.entries(value).map(([k, v]) => `has(${subject}.${k}) && ${holdsCel(`${subject}.${k}`, v)}`);
+    const tests = Object.entries(value).map(([k, v]) => `has(${subject}.${k}) && ${holdsCel(`${subject}.${k}`, v, k)}`);
     return tests.length === 0 ? 'true' : `(${tests.join(' && ')})`;
   }
   if (Array.isArray(value)) return `${subject} == ${jsonCel(value, { kind: 'scalar' })}`;
+  if (key === 'sizeLimit')
+    return `(string(${subject}) == ${scalarCel(String(value))} || (isQuantity(string(${subject})) && quantity(string(${subject})).compareTo(quantity(${scalarCel(String(value))})) == 0))`;
   return `${subject} == ${scalarCel(value)}`;
 }
 
 // ---------------------------------------------------------------------------------------------
 // The mutation of one template.
-
-/** Names of the containers a template adds to `spec.containers`, by template (what is not an app container). */
-function ordinaryContainers(set: TemplateSet): Map<string, string[]> {
-  return new Map(set.templates.map((t) => [t.name, t.body.containers.map((c) => String(nameOf(c)))]));
-}
 
 const ledgerKey = (name: string) => `"${name}":{"hash":`;
 const statusKey = AnnotationKeys.status;
@@ -365,13 +374,19 @@ function formPatch(
     if (formTemplate.placement === 'last') {
       ops.push(`[${values.map((v) => `JSONPatch{op: 'add', path: '/spec/${list}/-', value: ${v}}`).join(', ')}]`);
     } else {
+      // Only the earlier templates that went in (in the ledger): a container of the pod's own with such a name stays where it is.
       const earlier = before
         .filter((t) => t.placement === 'first')
-        .flatMap((t) => t.body[list].map((c) => String(nameOf(c))).concat(list === 'initContainers' ? t.body.containers.map((c) => String(nameOf(c))) : []));
+        .map((t) => ({
+          key: ledgerKey(t.name),
+          names: t.body[list].map((c) => String(nameOf(c))).concat(list === 'initContainers' ? t.body.containers.map((c) => String(nameOf(c))) : []),
+        }))
+        .filter((e) => e.names.length > 0);
+      const placed = earlier.map((e) => `(variables.ledger.contains(${celString(e.key)}) ? [${e.names.map(celString).join(', ')}] : [])`).join(' + ');
       const at =
         earlier.length === 0
           ? '0'
-          : `(has(object.spec.${list}) ? (lists.range(size(object.spec.${list})).filter(i, !(object.spec.${list}[i].name in [${earlier.map(celString).join(', ')}])) + [size(object.spec.${list})])[0] : 0)`;
+          : `(has(object.spec.${list}) ? (lists.range(size(object.spec.${list})).filter(i, !(object.spec.${list}[i].name in ${placed})) + [size(object.spec.${list})])[0] : 0)`;
       ops.push(`[${values.map((v, i) => `JSONPatch{op: 'add', path: '/spec/${list}/' + string(${at} + ${i}), value: ${v}}`).join(', ')}]`);
     }
   }
@@ -433,13 +448,8 @@ function formPatch(
       const from = paramSource(template, name)[source];
       return `(${from} && ${value} != ${celString(String(template.params[name]))} ? ['"${name}":"' + ${value} + '"'] : [])`;
     });
-  const paramsLedger =
-    params.length === 0
-      ? "''"
-      : `cel_params.size() > 0 ? ',"params":{' + cel_params.join(',') + '}' : ''`.replaceAll(
-          'cel_params',
-          `[${[...paramText('pod'), ...paramText('namespace')].join(', ')}].flatten()`,
-        );
+  const paramList = `[${[...paramText('pod'), ...paramText('namespace')].join(', ')}].flatten()`;
+  const paramsLedger = params.length === 0 ? "''" : `${paramList}.size() > 0 ? ',"params":{' + ${paramList}.join(',') + '}' : ''`;
   const form = formTemplate === template ? '' : `,"form":"${formTemplate.form}"`;
   const recorded = record.map(({ key, items }) => {
     const list = items.every((i) => i.startsWith('"'))
@@ -452,12 +462,12 @@ function formPatch(
 }
 
 /** The ledger's new text with `entry` in its place: templates sorted by name (inject/ledger.ts serializeLedger). */
-function ledgerPatch(template: Template, set: TemplateSet, entry: string): string {
-  const later = set.templates.filter((t) => t.name > template.name).map((t) => celString(ledgerKey(t.name)));
-  let spliced = `variables.ledger.endsWith('{}}') ? variables.ledger.substring(0, size(variables.ledger) - 2) + ${entry} + '}}' : variables.ledger.substring(0, size(variables.ledger) - 2) + ',' + ${entry} + '}}'`;
-  for (const key of [...later].reverse()) {
-    spliced = `variables.ledger.contains(${key}) ? variables.ledger.substring(0, variables.ledger.indexOf(${key})) + ${entry} + ',' + variables.ledger.substring(variables.ledger.indexOf(${key})) : ${spliced}`;
-  }
+function ledgerPatch(template: Template, entry: string): string {
+  // The entries after this one: the ledger's own template keys (any template, in force or not) sorted after its name.
+  const later = `variables.ledger.findAll('"[a-z0-9-]+":\\\\{"hash":').filter(k, k > ${celString(ledgerKey(template.name))}).sort()`;
+  const before = `variables.ledger.indexOf(${later}[0])`;
+  const last = `variables.ledger.endsWith('{}}') ? variables.ledger.substring(0, size(variables.ledger) - 2) + ${entry} + '}}' : variables.ledger.substring(0, size(variables.ledger) - 2) + ',' + ${entry} + '}}'`;
+  const spliced = `${later}.size() > 0 ? variables.ledger.substring(0, ${before}) + ${entry} + ',' + variables.ledger.substring(${before}) : ${last}`;
   const text = `(variables.ledger == '' ? '{"v":1,"templates":{' + ${entry} + '}}' : ${spliced})`;
   return `[JSONPatch{op: 'add', path: '/metadata/annotations/${escapePointer(statusKey)}', value: ${text}}]`;
 }
@@ -544,7 +554,7 @@ function mutationCel(
   appItems.push({ name: entryVariable, expression: entries.length === 1 ? entries[0]! : `variables.runsToCompletion ? ${entries[1]} : ${entries[0]}` });
   const variant = (formTemplate: Template, guaranteed: boolean) => {
     const { ops } = formPatch(template, formTemplate, before, guaranteed, appVariable, appItems);
-    return `${[mapsFirst(template), ops, ledgerPatch(template, set, `variables.${entryVariable}`)].filter((o) => o !== '').join(' + ')}`;
+    return `${[mapsFirst(template), ops, ledgerPatch(template, `variables.${entryVariable}`)].filter((o) => o !== '').join(' + ')}`;
   };
   const byQos = (formTemplate: Template) =>
     guaranteedForm ? `(variables.guaranteed ? ${variant(formTemplate, true)} : ${variant(formTemplate, false)})` : variant(formTemplate, false);
@@ -580,6 +590,27 @@ function leftOutAnnotation(template: Template): JsonObject {
 }
 
 /**
+ * What the webhook refuses of any pod in its scope, which the policy cannot refuse: a request
+ * for a template that does not exist (selection/select.ts), a pod over the injector's bounds
+ * (k8s/pod-validation.ts reviewLimits, k8s/pod.ts maxMetadataEntries).
+ */
+function podGuardValidations(set: TemplateSet): JsonObject[] {
+  const request = `${podAnnotations}[${celString(AnnotationKeys.request)}]`;
+  const count = (list: string) => `(has(object.spec.${list}) ? size(object.spec.${list}) : 0)`;
+  const entries = (map: string) => `(has(${map}) ? size(${map}) : 0)`;
+  return [
+    {
+      expression: `!${inMap(podAnnotations, AnnotationKeys.request)} || ${request}.split(',').all(n, n.trim() == '' || n.trim() in [${set.templates.map((t) => celString(t.name)).join(', ')}])`,
+      message: `the pod's annotation ${AnnotationKeys.request} names a template that does not exist (sidecar-injector check lists them); the sidecar injector refuses such a pod`,
+    },
+    {
+      expression: `${count('containers')} + ${count('initContainers')} + ${count('ephemeralContainers')} <= ${reviewLimits.maxContainers} && ${count('volumes')} <= ${reviewLimits.maxVolumes} && ${entries(podLabels)} <= ${maxMetadataEntries} && ${entries(podAnnotations)} <= ${maxMetadataEntries}`,
+      message: `the pod is over the sidecar injector's bounds (${reviewLimits.maxContainers} containers, ${reviewLimits.maxVolumes} volumes, ${maxMetadataEntries} labels or annotations)`,
+    },
+  ];
+}
+
+/**
  * The guard's validations of `template`, on the pod as stored:
  * its overrides are ones the webhook accepts (else the webhook refuses the pod), and a pod
  * that budgets pod-level resources did not go without it (the policy cannot grow them: such
@@ -588,7 +619,22 @@ function leftOutAnnotation(template: Template): JsonObject {
 function guardValidations(template: Template): JsonObject[] {
   const scope = scopeCel(template);
   const inScope = scope.length === 0 ? 'true' : scope.join(' && ');
+  const required =
+    template.failurePolicy === 'Fail'
+      ? [
+          {
+            // A required template a rule leaves out: the webhook refuses the pod (pipeline/decision.ts cannotInject).
+            expression: `!(${inScope}) || variables.ledger.contains(${celString(ledgerKey(template.name))}) || !(${
+              leftOutCel(template)
+                .map((r) => `(${r.applies})`)
+                .join(' || ') || 'false'
+            })`,
+            message: `required sidecar ${template.name} cannot be injected: a rule leaves it out of this pod (the API server's audit log names it: sidecar-injector-exported-guard/${template.name}; sidecar-injector why explains it)`,
+          },
+        ]
+      : [];
   return [
+    ...required,
     {
       expression: `!(${inScope}) || ${overridesValidCel(template)}`,
       message: `an annotation ${template.name}${overrideDomain}NAME on the pod names a parameter a pod may not override, or a value its declaration refuses (sidecar-injector check shows the template's parameters); the sidecar injector refuses such a pod`,
@@ -664,7 +710,7 @@ export function mutatingPolicies(set: TemplateSet, only?: readonly string[]): Ex
         { name: 'ledger', expression: ledgerVariable },
         { name: 'guaranteed', expression: guaranteedVariable },
         { name: 'runsToCompletion', expression: runsToCompletionVariable },
-        { name: 'injectedContainers', expression: injectedContainersCel(set) },
+        { name: 'injectedContainers', expression: injectedContainersCel },
         { name: 'apps', expression: 'lists.range(size(object.spec.containers)).filter(i, !(object.spec.containers[i].name in variables.injectedContainers))' },
         ...paramItems,
         ...appItems,
@@ -690,7 +736,7 @@ export function mutatingPolicies(set: TemplateSet, only?: readonly string[]): Ex
         { name: 'ledger', expression: ledgerVariable },
         { name: 'guaranteed', expression: guaranteedVariable },
       ],
-      validations: chosen.flatMap(guardValidations),
+      validations: [...podGuardValidations(set), ...chosen.flatMap(guardValidations)],
       // In the API server's audit log, per template the pod went without: the rule that left it out.
       auditAnnotations: chosen.map(leftOutAnnotation),
     },
@@ -705,16 +751,12 @@ export function mutatingPolicies(set: TemplateSet, only?: readonly string[]): Ex
 }
 
 /**
- * The names of the ordinary containers the templates in the ledger added: not app containers
- * (inject/inject.ts appContainers). Read once per mutation, not once per container: the ledger
- * is searched per template, and a pod may have 250 containers.
+ * The names of the containers the ledger lists (every template's, in force or not): never app
+ * containers (inject/trust.ts believes a claimed container present in the pod to be a sidecar).
+ * Read once per mutation, not once per container. Container names are DNS labels in the
+ * ledger's `"containers":[…]` lists; a `"containers":` inside a string is escaped (`\"`).
  */
-function injectedContainersCel(set: TemplateSet): string {
-  const parts = [...ordinaryContainers(set)]
-    .filter(([, names]) => names.length > 0)
-    .map(([t, names]) => `(variables.ledger.contains(${celString(ledgerKey(t))}) ? [${names.map(celString).join(', ')}] : [])`);
-  return parts.length === 0 ? '[]' : parts.join(' + ');
-}
+const injectedContainersCel = `variables.ledger.findAll('"(initC|c)ontainers":\\\\[[^\\\\]]*\\\\]').map(l, l.substring(l.indexOf('[') + 1, size(l) - 1).split(',')).flatten().filter(n, size(n) > 2).map(n, n.substring(1, size(n) - 1))`;
 
 /** The policies as multi-document YAML, under a comment saying what is exported and what is not. */
 export function mutatingPoliciesYaml(result: ExportedPolicies): string {

@@ -6,6 +6,7 @@
 import { AnnotationKeys } from '../k8s/keys.js';
 import { isJsonObject } from '../k8s/json.js';
 import { labelValueProblem } from '../k8s/label-syntax.js';
+import { parseQuantity } from '../k8s/quantity.js';
 import { checkPodSecurity, podSecurityPolicies } from '../k8s/pod-security.js';
 import { nameOf } from './forms.js';
 import type { Reference } from './placeholders.js';
@@ -65,6 +66,8 @@ export function exportProblems(template: Template, set: TemplateSet): string[] {
       );
     if (declaration.type === 'enum' && !declaration.values!.every(jsonSafe))
       problems.push(`parameter ${name} has an enum value with a quote, backslash or control character`);
+    if (declaration.type === 'quantity' && !((parseQuantity(declaration.min)?.num ?? 0n) > 0n))
+      problems.push(`parameter ${name} is an overridable quantity without a min above zero: the API server reads more spellings as zero than the webhook does`);
   }
   for (const [key, value] of body.labels) {
     if (value.kind !== 'static') problems.push(`label ${key} has a placeholder (the webhook leaves out a label value the API server would refuse)`);
@@ -89,6 +92,13 @@ export function exportProblems(template: Template, set: TemplateSet): string[] {
   if (keyed.some(compiledHasPlaceholder)) problems.push('a volume name, env name or mountPath has a placeholder');
   for (const node of body.volumes)
     if (node.kind !== 'static') problems.push(`volume ${String(nameOf(node))} has a placeholder (its sameness is tested field by field)`);
+  const listOfObjects = (value: unknown): boolean =>
+    Array.isArray(value) ? value.some((v) => isJsonObject(v) || Array.isArray(v)) : isJsonObject(value) && Object.values(value).some(listOfObjects);
+  for (const node of body.volumes)
+    if (node.kind === 'static' && listOfObjects(node.value))
+      problems.push(
+        `volume ${String(nameOf(node))} holds a list of objects (projected sources, items): the webhook matches its items in any order, with defaults`,
+      );
   for (const text of [
     ...body.initContainers.map(nameOf),
     ...body.containers.map(nameOf),

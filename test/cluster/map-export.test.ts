@@ -167,6 +167,30 @@ const cases: { name: string; body: Json }[] = [
   },
   { name: 'windows', body: pod('windows', { metadata: { labels: otel }, spec: { os: { name: 'windows' } } }) },
   { name: 'service-account', body: pod('sa', { spec: { serviceAccountName: 'default' } }) },
+  // What a hostile review found the first export did otherwise than the webhook.
+  { name: 'override-go-only-quantity', body: pod('go-quantity', { metadata: { annotations: { 'log-shipper.sidecar-injector.io/memoryLimit': '4e0008' } } }) },
+  {
+    name: 'ledger-of-a-retired-template',
+    body: pod('retired', {
+      metadata: { annotations: { 'sidecar-injector.io/status': '{"v":1,"templates":{"old-agent":{"hash":"x","containers":["old-agent"]}}}' } },
+      spec: {
+        containers: [
+          { name: 'app', image: 'a' },
+          { name: 'old-agent', image: 'registry.example/old-agent:1' },
+        ],
+      },
+    }),
+  },
+  { name: 'volume-same-in-bytes', body: pod('vol-bytes', { spec: { volumes: [{ name: 'app-logs', emptyDir: { sizeLimit: '268435456' } }] } }) },
+  { name: 'unknown-template-requested', body: pod('typo', { metadata: { annotations: { 'sidecar-injector.io/templates': 'proxy,typo' } } }) },
+  { name: 'too-many-labels', body: pod('labels', { metadata: { labels: Object.fromEntries(Array.from({ length: 2001 }, (_, i) => [`l${i}`, 'x'])) } }) },
+  {
+    name: 'required-look-alike',
+    body: pod('look-alike', {
+      metadata: { annotations: { 'sidecar-injector.io/templates': 'proxy' } },
+      spec: { initContainers: [{ name: 'proxy', image: 'envoyproxy/envoy:v1.33.0', restartPolicy: 'Always' }] },
+    }),
+  },
   // Known to differ (knownDifferences): the webhook grows the pod's budget, the policy cannot and the guard refuses the pod.
   {
     name: 'pod-level-resources',
@@ -352,7 +376,8 @@ test('the exported policy stores the pods the webhook stores, refuses the pods i
   );
 
   const id = Math.random().toString(16).slice(2, 8);
-  const annotations = { 'otel-agent.sidecar-injector.io/logLevel': 'warn' };
+  // A namespace override for the agent, and one for the log shipper that only Go reads as a quantity (the webhook ignores it).
+  const annotations = { 'otel-agent.sidecar-injector.io/logLevel': 'warn', 'log-shipper.sidecar-injector.io/memoryLimit': '4e0008' };
   const webhookNs = await optedInNamespace(t, 'map-webhook');
   const policyNs = await testNamespace(t, 'map-policy', { 'map-export-test': id });
   for (const ns of [webhookNs, policyNs]) {
