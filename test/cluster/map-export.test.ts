@@ -167,7 +167,7 @@ const cases: { name: string; body: Json }[] = [
   },
   { name: 'windows', body: pod('windows', { metadata: { labels: otel }, spec: { os: { name: 'windows' } } }) },
   { name: 'service-account', body: pod('sa', { spec: { serviceAccountName: 'default' } }) },
-  // What a hostile review found the first export did otherwise than the webhook.
+  // Where CEL and the webhook read a pod differently unless the export takes care: quantities, retired ledger entries, sameness, refusals.
   { name: 'override-go-only-quantity', body: pod('go-quantity', { metadata: { annotations: { 'log-shipper.sidecar-injector.io/memoryLimit': '4e0008' } } }) },
   {
     name: 'ledger-of-a-retired-template',
