@@ -7,8 +7,9 @@ import Koa from 'koa';
 import Router from '@koa/router';
 import type { Logger } from 'pino';
 import type { Reviewer, Webhook } from './admission/mutate.js';
+import type { Clock } from './clock.js';
 import { RequestError } from './errors.js';
-import { BodyBudget, defaultMaxBodyBytesInFlight, readJsonBody } from './http/body.js';
+import { BodyBudget, defaultMaxBodyBytesInFlight, readJsonBody, type BodyUpload } from './http/body.js';
 import { createObserver } from './http/observe.js';
 import { Liveness } from './liveness.js';
 import { cut } from './quote.js';
@@ -25,6 +26,8 @@ export interface AppDeps {
   readonly maxBodyBytes: number;
   /** Sum of bodies held at once (503 above). @default defaultMaxBodyBytesInFlight */
   readonly maxBodyBytesInFlight?: number;
+  /** Judges how fast uploads arrive (the body budget). @default systemClock */
+  readonly clock?: Clock;
   /** True when the process can serve reviews (templates loaded, namespace source synced, not shutting down). */
   readonly isReady: () => boolean;
   /** True once shutdown has begun: answers carry `Connection: close` so clients move on. */
@@ -51,7 +54,7 @@ export function createApp(deps: AppDeps): Koa {
   const liveness = deps.liveness ?? new Liveness();
   const observer = createObserver(log, metrics, liveness);
 
-  const budget = new BodyBudget(deps.maxBodyBytesInFlight ?? defaultMaxBodyBytesInFlight);
+  const budget = new BodyBudget(deps.maxBodyBytesInFlight ?? defaultMaxBodyBytesInFlight, deps.clock);
   // One path per webhook: /mutate injects every template (one webhook for all); the required and
   // the optional webhook (failurePolicy Fail and Ignore) each inject only their own templates.
   const webhooks = [
@@ -62,9 +65,9 @@ export function createApp(deps: AppDeps): Koa {
   const { reviewer } = deps;
   for (const [path, webhook] of webhooks) {
     router.post(path, async (ctx) => {
-      let held = 0;
+      let upload: BodyUpload | undefined;
       try {
-        const body = await readJsonBody(ctx.req, deps.maxBodyBytes, budget, (budgeted) => (held = budgeted), reviewer.keyPaths);
+        const body = await readJsonBody(ctx.req, deps.maxBodyBytes, budget, (read) => (upload = read), reviewer.keyPaths);
         const started = process.hrtime.bigint();
         const { outcome, answer } = await reviewer.answer(body, webhook);
         // The header itself: the `type` setter looks the media type up every time.
@@ -75,7 +78,7 @@ export function createApp(deps: AppDeps): Koa {
         const recorder = deps.events;
         if (recorder && outcome.events) ctx.res.once('finish', () => outcome.events!().forEach((e) => recorder.record(e)));
       } finally {
-        budget.give(held);
+        upload?.release();
       }
     });
   }

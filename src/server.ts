@@ -25,13 +25,24 @@ export interface ServerTimeouts {
    */
   readonly keepAliveTimeoutMs: number;
   /**
+   * Time a new connection has to complete its TLS handshake. The API server's handshake takes
+   * milliseconds; a connection that never starts one is closed after this. @default 5000
+   */
+  readonly handshakeTimeoutMs?: number;
+  /**
    * Time a written answer may wait for the client to read it. A client that never reads
    * would otherwise hold the connection and the buffered answer forever. @default 10000
    */
   readonly writeTimeoutMs?: number;
 }
 
-export const defaultTimeouts: ServerTimeouts = { headersTimeoutMs: 10_000, requestTimeoutMs: 10_000, keepAliveTimeoutMs: 120_000, writeTimeoutMs: 10_000 };
+export const defaultTimeouts: ServerTimeouts = {
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 10_000,
+  keepAliveTimeoutMs: 120_000,
+  handshakeTimeoutMs: 5_000,
+  writeTimeoutMs: 10_000,
+};
 
 /**
  * Open TLS connections kept at once. The API server keeps a small pool per replica; each idle
@@ -42,6 +53,21 @@ export const defaultTimeouts: ServerTimeouts = { headersTimeoutMs: 10_000, reque
  */
 const defaultMaxConnections = 500;
 
+/**
+ * Connections still in their TLS handshake kept at once, apart from the established ones so that
+ * they never keep a completed client out. Beyond it the oldest handshake is closed: a client's
+ * real handshake takes milliseconds, so only connections that never start one grow old. A
+ * pending handshake holds little (≈ 40 KB with its TLS state): 512 of them about 20 MB.
+ */
+const defaultMaxHandshakes = 512;
+
+/**
+ * Handshakes one source address may have pending: beyond, that source's own oldest is closed,
+ * so that one pod opening connections as fast as it can never pushes out another's. Half the
+ * bound: the API server opening hundreds of connections at once (a burst of creates) still fits.
+ */
+const defaultMaxHandshakesPerSource = 256;
+
 /** What to serve and where. */
 export interface ServerOptions {
   readonly host: string;
@@ -51,6 +77,10 @@ export interface ServerOptions {
   readonly timeouts: ServerTimeouts;
   /** Connections kept; beyond, the least recently used idle one is closed. @default defaultMaxConnections */
   readonly maxConnections?: number;
+  /** Connections in their TLS handshake kept; beyond, the oldest is closed. @default defaultMaxHandshakes */
+  readonly maxHandshakes?: number;
+  /** Handshakes one source address may have pending; beyond, its oldest is closed. @default defaultMaxHandshakesPerSource */
+  readonly maxHandshakesPerSource?: number;
   /** Paces the write-timeout sweep. @default systemClock */
   readonly clock?: Clock;
 }
@@ -59,6 +89,8 @@ export interface ServerOptions {
 export interface RunningServer {
   readonly server: https.Server;
   readonly port: number;
+  /** Connections in their TLS handshake now. */
+  readonly handshakes: () => number;
   /**
    * Stops accepting connections; ends idle ones once their written answers are flushed, and
    * busy ones after their answer; resolves when all are gone. Never cuts an answer short.
@@ -106,6 +138,71 @@ function evictable(connections: ReadonlyMap<TLSSocket, Connection>): TLSSocket |
   return idle ?? upload;
 }
 
+/** The key of a TCP connection, the same for its raw socket and for the TLS socket over it. */
+const connectionKey = (socket: net.Socket) => `${socket.remoteAddress}|${socket.remotePort}|${socket.localAddress}|${socket.localPort}`;
+
+/**
+ * TCP connections whose TLS handshake has not completed, oldest first, bounded in all and per
+ * source address: at a bound, the oldest (of all, or of that source) is closed to make room,
+ * so a flood of connections that never speak can neither fill the server nor keep a real
+ * client's handshake out. A connection leaves when its handshake completes or it closes.
+ */
+class Handshakes {
+  /** Pending connections in arrival order (a Map keeps insertion order). */
+  private readonly pending = new Map<string, { socket: net.Socket; source: string }>();
+  private readonly perSource = new Map<string, number>();
+  constructor(
+    private readonly max: number,
+    private readonly maxPerSource: number,
+  ) {}
+
+  get size(): number {
+    return this.pending.size;
+  }
+
+  add(socket: net.Socket): void {
+    const key = connectionKey(socket);
+    const source = socket.remoteAddress ?? '';
+    if ((this.perSource.get(source) ?? 0) >= this.maxPerSource) {
+      for (const [oldestKey, entry] of this.pending)
+        if (entry.source === source) {
+          this.close(oldestKey);
+          break;
+        }
+    }
+    if (this.pending.size >= this.max) {
+      const oldest = this.pending.keys().next();
+      if (!oldest.done) this.close(oldest.value);
+    }
+    this.pending.set(key, { socket, source });
+    this.perSource.set(source, (this.perSource.get(source) ?? 0) + 1);
+    socket.once('close', () => this.forget(key, socket));
+  }
+
+  /** The handshake over this connection completed. */
+  done(socket: net.Socket): void {
+    const key = connectionKey(socket);
+    const entry = this.pending.get(key);
+    if (entry) this.forget(key, entry.socket);
+  }
+
+  private close(key: string): void {
+    const entry = this.pending.get(key);
+    if (!entry) return;
+    this.forget(key, entry.socket);
+    entry.socket.destroy();
+  }
+
+  private forget(key: string, socket: net.Socket): void {
+    const entry = this.pending.get(key);
+    if (entry?.socket !== socket) return;
+    this.pending.delete(key);
+    const left = (this.perSource.get(entry.source) ?? 1) - 1;
+    if (left > 0) this.perSource.set(entry.source, left);
+    else this.perSource.delete(entry.source);
+  }
+}
+
 /** Starts an HTTPS server with `handler` and resolves once it listens. */
 export async function startServer(
   handler: (req: IncomingMessage, res: ServerResponse) => Promise<void> | void,
@@ -121,7 +218,7 @@ export async function startServer(
       key: options.key,
       cert: options.cert,
       minVersion: 'TLSv1.2',
-      handshakeTimeout: timeouts.headersTimeoutMs,
+      handshakeTimeout: timeouts.handshakeTimeoutMs ?? defaultTimeouts.handshakeTimeoutMs!,
       // Timeouts are enforced by a periodic sweep; check often so that they bite on time.
       connectionsCheckingInterval: Math.min(1000, timeouts.headersTimeoutMs),
       headersTimeout: timeouts.headersTimeoutMs,
@@ -146,9 +243,12 @@ export async function startServer(
     },
   );
   const maxConnections = options.maxConnections ?? defaultMaxConnections;
-  // Connections still in their TLS handshake are bounded too (and time out after the headers timeout).
-  server.maxConnections = 2 * maxConnections;
+  const handshakes = new Handshakes(options.maxHandshakes ?? defaultMaxHandshakes, options.maxHandshakesPerSource ?? defaultMaxHandshakesPerSource);
+  // Raw TCP connections, before TLS: bounded on their own (no server.maxConnections, which
+  // would count them with the established ones and refuse everyone once they fill it).
+  server.on('connection', (socket: net.Socket) => handshakes.add(socket));
   server.on('secureConnection', (socket: TLSSocket) => {
+    handshakes.done(socket);
     if (connections.size >= maxConnections) {
       const victim = evictable(connections);
       if (!victim) {
@@ -191,6 +291,7 @@ export async function startServer(
   return {
     server,
     port,
+    handshakes: () => handshakes.size,
     close: () =>
       new Promise<void>((resolve) => {
         closing = true;

@@ -11,6 +11,7 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ServerResponse } from 'node:http';
+import net from 'node:net';
 import tls from 'node:tls';
 import { Liveness } from '../src/liveness.js';
 import { loadTemplateDir } from '../src/templates/load.js';
@@ -20,6 +21,7 @@ import { createReview, decodePatch, prepareCreate } from './helpers/apiserver.js
 import { FakeClock } from './helpers/fake-clock.js';
 import { startTestServer, testCertificates, type TestServer } from './helpers/server.js';
 import { until } from './helpers/until.js';
+import { httpsCall } from './helpers/https.js';
 import { templateSet } from './helpers/templates.js';
 
 const specialStrings = ['__proto__', 'constructor', 'prototype', 'toString', 'hasOwnProperty', 'valueOf'] as const;
@@ -392,8 +394,69 @@ test('connections beyond the limit push out the oldest idle ones: a hoarder cann
   await until(() => sockets.filter((s) => !s.destroyed).length <= 3, 'the oldest idle ones closed');
 });
 
+/** `count` plain TCP connections to `port` that never start TLS, from `localAddress`. */
+async function silentConnections(port: number, count: number, localAddress = '127.0.0.1'): Promise<net.Socket[]> {
+  const sockets: net.Socket[] = [];
+  for (let i = 0; i < count; i++) {
+    const socket = net.connect({ host: '127.0.0.1', port, localAddress });
+    socket.on('error', () => undefined);
+    await new Promise((resolve) => socket.once('connect', resolve).once('close', resolve));
+    sockets.push(socket);
+  }
+  return sockets;
+}
+
+/** A review over a new connection (no pooled one), as a client that just arrived sends it. */
+async function freshReview(s: TestServer, pod: Record<string, any>): Promise<number> {
+  const { caCert } = await testCertificates();
+  return (await httpsCall({ port: s.port, path: '/mutate', ca: caCert, agent: false, body: JSON.stringify(review(pod)) })).status;
+}
+
+test('silent TCP connections never lock a new client out: a thousand that never start TLS, and every new connection is still served', async (t) => {
+  const own = await startTestServer({ templates: await loadTemplateDir('templates') });
+  t.teardown(() => own.stop());
+  const silent = await silentConnections(own.port, 1100);
+  t.teardown(() => silent.forEach((s) => s.destroy()));
+  // The server has seen every one of them (the listener accepts in order: a TLS client after them is seen after them).
+  await until(async () => (await connections(own)) <= 512 + 1 && silent.filter((s) => s.destroyed).length >= 1100 - 512, 'the oldest handshakes closed');
+  t.true(own.handshakes() <= 512, `${own.handshakes()} handshakes pending`);
+  const statuses: number[] = [];
+  for (let i = 0; i < 24; i++) statuses.push(await freshReview(own, basePod()));
+  t.deepEqual(statuses, Array<number>(24).fill(200), 'every new connection completes its handshake and is answered');
+  t.is((await own.request('GET', '/healthz')).status, 200);
+});
+
+test('a source that floods handshakes closes only its own: another source’s pending handshakes stay', async (t) => {
+  const own = await startTestServer({ templates: await loadTemplateDir('templates'), maxHandshakes: 8, maxHandshakesPerSource: 4 });
+  t.teardown(() => own.stop());
+  const other = await silentConnections(own.port, 4, '127.0.0.2');
+  const flood = await silentConnections(own.port, 40, '127.0.0.1');
+  t.teardown(() => [...other, ...flood].forEach((s) => s.destroy()));
+  await until(() => flood.filter((s) => s.destroyed).length >= 36, 'the flood’s own oldest closed');
+  t.is(own.handshakes(), 8);
+  t.is(other.filter((s) => s.destroyed).length, 0, 'the other source kept its four');
+  t.deepEqual(
+    flood.map((s) => s.destroyed),
+    [...Array<boolean>(36).fill(true), ...Array<boolean>(4).fill(false)],
+    'oldest first',
+  );
+  t.is(await freshReview(own, basePod()), 200);
+});
+
+test('a connection that never starts its handshake is closed after the handshake timeout', async (t) => {
+  const own = await startTestServer({ templates: await loadTemplateDir('templates'), timeouts: { handshakeTimeoutMs: 200 } });
+  t.teardown(() => own.stop());
+  const [silent] = await silentConnections(own.port, 1);
+  t.teardown(() => silent!.destroy());
+  await until(() => own.handshakes() === 1, 'the connection seen by the server');
+  await until(() => silent!.destroyed || silent!.readableEnded, 'closed by the server');
+  await until(() => own.handshakes() === 0, 'forgotten');
+  t.is(await freshReview(own, basePod()), 200);
+});
+
 test('bodies held at once are bounded: a review that does not fit is refused with 503, others go on', async (t) => {
-  const own = await startTestServer({ templates: await loadTemplateDir('templates'), maxBodyBytesInFlight: 200_000 });
+  // The clock stands still: neither upload is slower than the minimum rate, so neither may be cut for the other.
+  const own = await startTestServer({ templates: await loadTemplateDir('templates'), maxBodyBytesInFlight: 200_000, clock: new FakeClock() });
   t.teardown(() => own.stop());
   const { caCert } = await testCertificates();
   // Two slow clients send 200 KB each, without finishing: 134 KB of each count (the first 64 KiB
@@ -538,6 +601,37 @@ test('stalled large uploads cannot starve real reviews: the first 64 KiB of ever
   await until(() => stalled.every((s) => (serverSide(s)?.bytesRead ?? 0) >= 5_592_000), 'the uploads received');
   const answer = await own.post(review(basePod()));
   t.is(answer.status, 200, 'a real review is answered while 16 MiB of uploads stall');
+});
+
+test('stalled large uploads are cut for reviews that need the budget: 25 of 25 reviews of a 150 KB pod answered while three 6 MB uploads stall', async (t) => {
+  const own = await startTestServer({ templates: await loadTemplateDir('templates') });
+  t.teardown(() => own.stop());
+  const { caCert } = await testCertificates();
+  const serverSide = serverSides(own);
+  const answers = new Map<tls.TLSSocket, string>();
+  const stall = async () => {
+    const socket = tls.connect({ host: '127.0.0.1', port: own.port, ca: caCert, servername: 'localhost' });
+    socket.on('error', () => undefined);
+    socket.on('data', (c: Buffer) => answers.set(socket, (answers.get(socket) ?? '') + c.toString('utf8')));
+    await new Promise((resolve) => socket.once('secureConnect', resolve));
+    serverSide(socket);
+    socket.write(`POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 6000000\r\n\r\n${' '.repeat(5_650_000)}`);
+    return socket;
+  };
+  const stalled = [await stall(), await stall(), await stall()];
+  t.teardown(() => stalled.forEach((s) => s.destroy()));
+  await until(() => stalled.every((s) => (serverSide(s)?.bytesRead ?? 0) >= 5_650_000), 'the uploads received: the budget is full');
+  const pod = basePod();
+  pod.metadata.annotations['example.com/config'] = 'x'.repeat(150_000);
+  const statuses: number[] = [];
+  for (let i = 0; i < 25; i++) statuses.push((await own.post(review(pod))).status);
+  t.deepEqual(statuses, Array<number>(25).fill(200));
+  // The uploads that were cut heard why.
+  await until(() => [...answers.values()].filter((a) => a.includes('ERR_OVERLOADED')).length >= 1, 'a cut upload answered');
+  const cut = [...answers.values()].find((a) => a.includes('ERR_OVERLOADED'))!;
+  t.regex(cut, /^HTTP\/1\.1 503/);
+  t.regex(cut, /cut to make room for another review/);
+  t.regex(cut, /Connection: close/i);
 });
 
 test("making room evicts a hoarder's never-used connections before a pooled connection that carries reviews", async (t) => {

@@ -5,6 +5,7 @@
 import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage } from 'node:http';
 import { RequestError } from '../errors.js';
+import { systemClock, type Clock } from '../clock.js';
 import { cut, quote } from '../quote.js';
 import { isOneJsonValue, scanJsonText, type JsonLimits, type JsonTextScan, type KeyPaths } from '../k8s/json.js';
 
@@ -70,28 +71,144 @@ export function isJsonMediaType(header: string | undefined): boolean {
 }
 
 /**
- * Bytes of request bodies held at once, across all requests. Each body is bounded by the body
- * limit; this bounds their sum, so that a hundred clients sending 7 MiB each cannot take the
- * process past its memory limit. A body that does not fit is refused with 503 (the API server
- * then applies the webhook's failurePolicy; a retry a moment later fits again).
+ * How fast an upload must arrive, on average since its first byte, to keep budget another
+ * body needs: 1 MiB/s. The API server sends a review from memory over a connection it keeps
+ * (megabytes in milliseconds); a 7 MiB body at this rate still arrives within the request
+ * timeout. Slower uploads are only cut when the budget is short.
  */
-export class BodyBudget {
-  private held = 0;
-  constructor(readonly maxBytes: number) {}
+export const defaultMinUploadBytesPerSecond = 1024 * 1024;
 
-  /** Takes `bytes` from the budget; false (and nothing taken) when they do not fit. */
-  take(bytes: number): boolean {
-    if (this.held + bytes > this.maxBytes) return false;
-    this.held += bytes;
+/** Time an upload has before its rate is judged: the first second. */
+const uploadRateGraceMs = 1000;
+
+/**
+ * One body's share of the budget, from its first byte until its answer is sent. While the body
+ * is still arriving it may be cut to make room for another (`evict`); once whole it never is.
+ */
+export class BodyUpload {
+  /** Budgeted bytes held. */
+  held = 0;
+  /** Bytes received so far. */
+  received = 0;
+  /** True once the whole body has arrived. */
+  complete = false;
+  private released = false;
+  constructor(
+    private readonly budget: BodyBudget,
+    readonly startedAt: number,
+    /** The size the client declared (Content-Length); undefined for a chunked upload. */
+    readonly declared: number | undefined,
+    /** Called once when the budget cuts this upload to make room for another body. */
+    private readonly onEvicted: (error: RequestError) => void,
+  ) {}
+
+  /** Counts `bytes` more received; false (nothing taken) when the budget cannot make room. */
+  receive(bytes: number): boolean {
+    const counted = budgeted(this.received + bytes) - budgeted(this.received);
+    if (counted > 0 && !this.budget.takeFor(this, counted)) return false;
+    this.received += bytes;
     return true;
   }
 
-  give(bytes: number): void {
-    this.held = Math.max(0, this.held - bytes);
+  /** Gives every held byte back; only the first call counts. */
+  release(): void {
+    if (this.released) return;
+    this.released = true;
+    this.budget.forget(this);
   }
 
+  /** @internal The budget cut this upload: its bytes are back, its reader refuses. */
+  evicted(error: RequestError): void {
+    this.release();
+    this.onEvicted(error);
+  }
+}
+
+/**
+ * Bytes of request bodies held at once, across all requests. Each body is bounded by the body
+ * limit; this bounds their sum, so that a hundred clients sending 7 MiB each cannot take the
+ * process past its memory limit.
+ *
+ * Shared so that no client can hold what a complete review needs: when a body does not fit,
+ * uploads still arriving are cut to make room (their clients get 503) — first those slower than
+ * the minimum rate, then those larger than the asking body (by Content-Length), largest first. A
+ * body that has arrived whole is never cut; a body is refused (503) only when the budget is held
+ * by whole bodies being answered and by uploads no larger than it that arrive at the minimum
+ * rate or faster. The API server applies the webhook's failurePolicy to a 503; a retry fits again.
+ */
+export class BodyBudget {
+  private inFlight = 0;
+  private readonly uploads = new Set<BodyUpload>();
+  constructor(
+    readonly maxBytes: number,
+    private readonly clock: Clock = systemClock,
+    readonly minUploadBytesPerSecond: number = defaultMinUploadBytesPerSecond,
+  ) {}
+
+  /** A new body's share, empty until it receives bytes; `declared` is its Content-Length. */
+  open(onEvicted: (error: RequestError) => void, declared?: number): BodyUpload {
+    const upload = new BodyUpload(this, this.clock.now(), declared, onEvicted);
+    this.uploads.add(upload);
+    return upload;
+  }
+
+  /** @internal Takes `bytes` for `asker`, cutting uploads that may be cut when that makes room. */
+  takeFor(asker: BodyUpload, bytes: number): boolean {
+    if (this.inFlight + bytes <= this.maxBytes) return this.hold(asker, bytes);
+    // Sizes compared are what each body will be (its Content-Length), not how far it has come: a
+    // body that merely started later never cuts an equal one ahead of it.
+    const size = (u: BodyUpload) => u.declared ?? u.received;
+    const askerSize = asker.declared ?? asker.received + bytes;
+    const now = this.clock.now();
+    const slow = (u: BodyUpload) => {
+      const elapsed = now - u.startedAt;
+      return elapsed >= uploadRateGraceMs && (u.received * 1000) / elapsed < this.minUploadBytesPerSecond;
+    };
+    const victims = [...this.uploads]
+      .filter((u) => u !== asker && !u.complete && u.held > 0 && (slow(u) || size(u) > askerSize))
+      .sort((a, b) => Number(slow(b)) - Number(slow(a)) || size(b) - size(a));
+    // Cut only when the cuts make room: otherwise nobody is served by them.
+    let freed = 0;
+    let needed = 0;
+    for (const victim of victims) {
+      if (this.inFlight - freed + bytes <= this.maxBytes) break;
+      freed += victim.held;
+      needed++;
+    }
+    if (this.inFlight - freed + bytes > this.maxBytes) return false;
+    for (const victim of victims.slice(0, needed)) {
+      victim.evicted(
+        new RequestError(
+          503,
+          'ERR_OVERLOADED',
+          `request body cut to make room for another review: the budget for bodies held at once (${this.maxBytes} bytes) was short and this upload ${slow(victim) ? 'arrived slower than the minimum rate' : 'was larger'}; try again`,
+        ),
+      );
+    }
+    return this.hold(asker, bytes);
+  }
+
+  private hold(upload: BodyUpload, bytes: number): boolean {
+    upload.held += bytes;
+    this.inFlight += bytes;
+    return true;
+  }
+
+  /** @internal */
+  forget(upload: BodyUpload): void {
+    if (!this.uploads.delete(upload)) return;
+    this.inFlight = Math.max(0, this.inFlight - upload.held);
+    upload.held = 0;
+  }
+
+  /** Budgeted bytes held now. */
   get inUse(): number {
-    return this.held;
+    return this.inFlight;
+  }
+
+  /** Bodies holding a share now (arriving or being answered). */
+  get bodies(): number {
+    return this.uploads.size;
   }
 }
 
@@ -123,16 +240,23 @@ function overloaded(budget: BodyBudget): RequestError {
   return new RequestError(
     503,
     'ERR_OVERLOADED',
-    `too many large reviews in flight (${budget.inUse} bytes of bodies held, limit ${budget.maxBytes}); try again`,
+    `too many large reviews in flight (${budget.inUse} bytes of bodies held by ${budget.bodies} reviews being answered or arriving fast, limit ${budget.maxBytes}); try again`,
   );
+}
+
+/** A body read whole, and its share of the budget (held until the caller releases it). */
+interface ReadBody {
+  readonly bytes: Buffer;
+  readonly upload?: BodyUpload;
 }
 
 /**
  * Reads the whole body as bytes, refusing (413) as soon as it exceeds `limit`. With a budget,
- * the bytes read are taken from it as they arrive and stay taken until the caller gives them
- * back (after answering); on a refusal they are given back here.
+ * the bytes read are taken from it as they arrive; the caller releases them after answering. On
+ * a refusal, or when the budget cuts the upload to make room for another body (503), they are
+ * given back here.
  */
-function readBody(req: IncomingMessage, limit: number, budget?: BodyBudget): Promise<Buffer> {
+function readBody(req: IncomingMessage, limit: number, budget?: BodyBudget): Promise<ReadBody> {
   const declared = req.headers['content-length'];
   if (declared !== undefined && Number(declared) > limit) {
     return Promise.reject(new RequestError(413, 'ERR_BODY_TOO_LARGE', `request body of ${cut(declared, 40)} bytes exceeds the limit of ${limit} bytes`));
@@ -141,35 +265,36 @@ function readBody(req: IncomingMessage, limit: number, budget?: BodyBudget): Pro
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
+    let settled = false;
     const cleanup = () => {
+      settled = true;
       req.off('data', onData);
       req.off('end', onEnd);
       req.off('error', onError);
       req.off('aborted', onAborted);
     };
     const refuse = (error: RequestError) => {
+      if (settled) return;
       cleanup();
-      budget?.give(budgeted(size));
+      upload?.release();
       // Stop reading; the answer carries Connection: close.
       req.pause();
       reject(error);
     };
+    const length = declared === undefined ? undefined : Number(declared);
+    const upload = budget?.open(refuse, length !== undefined && Number.isSafeInteger(length) && length >= 0 ? length : undefined);
     const onData = (chunk: Buffer) => {
-      const counted = budgeted(size + chunk.length) - budgeted(size);
-      if (budget && counted > 0 && !budget.take(counted)) return refuse(overloaded(budget));
+      if (upload && !upload.receive(chunk.length)) return refuse(overloaded(budget!));
       size += chunk.length;
       if (size > limit) return refuse(new RequestError(413, 'ERR_BODY_TOO_LARGE', `request body exceeds the limit of ${limit} bytes`));
       chunks.push(chunk);
     };
     const onEnd = () => {
       cleanup();
-      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+      if (upload) upload.complete = true;
+      resolve({ bytes: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size), ...(upload ? { upload } : {}) });
     };
-    const onError = (err: Error) => {
-      cleanup();
-      budget?.give(budgeted(size));
-      reject(new RequestError(400, 'ERR_BODY_ABORTED', `request body could not be read: ${err.message}`));
-    };
+    const onError = (err: Error) => refuse(new RequestError(400, 'ERR_BODY_ABORTED', `request body could not be read: ${err.message}`));
     const onAborted = () => onError(new Error('the client went away'));
     req.on('data', onData);
     req.on('end', onEnd);
@@ -267,21 +392,21 @@ export function jsonBody(bytes: Buffer, paths?: KeyPaths): JsonBody {
 }
 
 /**
- * Reads a JSON body after checking its media type (jsonBody). With a budget, the body's bytes
- * stay taken from it until the caller gives back the budgeted bytes it was told of (the body
- * lives as long).
+ * Reads a JSON body after checking its media type (jsonBody). With a budget, the body's share
+ * is handed to `onRead` as soon as the body is whole, and stays held until the caller releases
+ * it (the body lives as long).
  */
 export async function readJsonBody(
   req: IncomingMessage,
   limit: number,
   budget?: BodyBudget,
-  onRead?: (budgetedBytes: number) => void,
+  onRead?: (upload: BodyUpload) => void,
   paths?: KeyPaths,
 ): Promise<JsonBody> {
   if (!isJsonMediaType(req.headers['content-type'])) {
     throw new RequestError(415, 'ERR_UNSUPPORTED_MEDIA_TYPE', `Content-Type must be application/json (got ${quote(req.headers['content-type'] ?? '')})`);
   }
-  const bytes = await readBody(req, limit, budget);
-  onRead?.(budgeted(bytes.length));
+  const { bytes, upload } = await readBody(req, limit, budget);
+  if (upload) onRead?.(upload);
   return jsonBody(bytes, paths);
 }

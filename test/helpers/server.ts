@@ -52,6 +52,8 @@ export async function startTestServer(options: {
   maxBodyBytes?: number;
   maxBodyBytesInFlight?: number;
   maxConnections?: number;
+  maxHandshakes?: number;
+  maxHandshakesPerSource?: number;
   timeouts?: Partial<ServerTimeouts>;
   liveness?: Liveness;
   /** The Kubernetes version served for (`--kubernetes-version`); absent: unknown, current features. */
@@ -60,7 +62,7 @@ export async function startTestServer(options: {
   events?: { record(event: AdmissionEvent): void };
   /** Remember answers for pods of one ReplicaSet, as serve does. @default true */
   answerCache?: boolean;
-  /** The server's clock (the write-timeout sweep). @default systemClock */
+  /** The server's clock (the write-timeout sweep, the body budget's upload rates). @default systemClock */
   clock?: Clock;
 }): Promise<TestServer> {
   const certs = await testCertificates();
@@ -105,6 +107,7 @@ export async function startTestServer(options: {
     reviewer,
     ...(options.events ? { events: options.events } : {}),
     isReady: () => state.ready,
+    ...(options.clock ? { clock: options.clock } : {}),
   });
   const running = await startServer(app.callback(), {
     host: '127.0.0.1',
@@ -113,6 +116,8 @@ export async function startTestServer(options: {
     cert: certs.cert,
     timeouts: { ...defaultTimeouts, ...options.timeouts },
     ...(options.maxConnections ? { maxConnections: options.maxConnections } : {}),
+    ...(options.maxHandshakes ? { maxHandshakes: options.maxHandshakes } : {}),
+    ...(options.maxHandshakesPerSource ? { maxHandshakesPerSource: options.maxHandshakesPerSource } : {}),
     ...(options.clock ? { clock: options.clock } : {}),
   });
   const agent = new https.Agent({ keepAlive: true, ca: certs.caCert, maxSockets: 32 });
