@@ -174,3 +174,24 @@ test('--rollout-probe-namespace: a namespace name, in cluster mode only', (t) =>
     message: /--rollout-probe-namespace needs the cluster/,
   });
 });
+
+test('the probe annotation is honoured on dry runs only: a real pod in the probe namespace that carries it gets the stable revision', async (t) => {
+  const set = await candidateSet();
+  const preflights = new Preflights('probes', async () => {
+    throw new Error('connect ECONNREFUSED');
+  });
+  await preflights.run(set);
+  const gated = preflights.gate(set);
+  const candidate = gated.rollouts!.get('log-shipper')!.candidate!;
+  const stable = gated.byName.get('log-shipper')!;
+  t.not(candidate.hash, stable.hash);
+  const namespaces = optedIn('probes');
+  const revision = async (dryRun: boolean) => {
+    const p = pod({ generateName: 'forged-' });
+    p.metadata.annotations = { [probeAnnotation]: `log-shipper@${candidate.hash}` };
+    const outcome = await admitPod({ pod: p, namespace: 'probes', name: '', dryRun }, { templates: () => gated, namespaces });
+    return outcome.decision === 'patched' ? outcome.templates.find((x) => x.name === 'log-shipper')?.hash : undefined;
+  };
+  t.is(await revision(true), candidate.hash, 'the dry run (the preflight) tries the stopped candidate');
+  t.is(await revision(false), stable.hash, 'a pod that is stored never takes a candidate by its annotation');
+});

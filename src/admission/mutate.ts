@@ -196,7 +196,7 @@ async function decide(
   deps: MutateDeps,
   base: Pick<ReviewOutcome, 'uid' | 'operation' | 'dryRun' | 'namespace' | 'pod' | 'templates' | 'injected' | 'patchOps'>,
 ): Promise<ReviewOutcome & { readonly podOutcome: PodOutcome }> {
-  const outcome = await admitPod({ pod: request.object, namespace: request.namespace, name: request.name }, deps);
+  const outcome = await admitPod({ pod: request.object, namespace: request.namespace, name: request.name, dryRun: request.dryRun }, deps);
   const summary = {
     ...base,
     namespace: outcome.namespace,

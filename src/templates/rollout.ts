@@ -164,7 +164,11 @@ export interface RolloutSubject {
   readonly labels: Labels;
   /** The controlling owner. */
   readonly owner?: { readonly kind: string; readonly name: string };
-  /** A preflight probe's `template@revision` (its annotation), honoured only in the set's probe namespace. */
+  /**
+   * A preflight probe's `template@revision` (its annotation), read only from a dry run and
+   * honoured only in the set's probe namespace: a real pod that carries it is stored, and a
+   * probe's candidate may be one no real pod is to get (share 0, stopped, failed).
+   */
   readonly probe?: string;
 }
 
@@ -181,12 +185,13 @@ export function rolloutSubject(
   namespace: string,
   labels: Labels,
   requestName = '',
+  dryRun = false,
 ): RolloutSubject {
   const owner = controllingOwner(metadata.ownerReferences, namespace);
   const text = (value: unknown) => (typeof value === 'string' ? value.slice(0, 253) : '');
   const name = text(metadata.generateName) || text(metadata.name) || requestName.slice(0, 253);
   const annotations = isJsonObject(metadata.annotations) ? metadata.annotations : {};
-  const probe = Object.hasOwn(annotations, probeAnnotation) ? text(annotations[probeAnnotation]) : '';
+  const probe = dryRun && Object.hasOwn(annotations, probeAnnotation) ? text(annotations[probeAnnotation]) : '';
   return { namespace, name, labels, ...(owner ? { owner: { kind: owner.kind, name: owner.name } } : {}), ...(probe ? { probe } : {}) };
 }
 

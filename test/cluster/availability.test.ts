@@ -113,7 +113,7 @@ test.serial('three stalled 6 MB uploads per replica, renewed as they are cut, re
   let cut = 0;
   let flushed = 0;
   const attack = sustained(targets, 3, (host) => {
-    const socket = tls.connect({ host, port: webhookPort, localAddress: tenantAddress, rejectUnauthorized: false });
+    const socket = tls.connect({ socket: net.connect({ host, port: webhookPort, localAddress: tenantAddress }), rejectUnauthorized: false });
     socket.once('secureConnect', () =>
       socket.write(
         `POST /mutate HTTP/1.1\r\nHost: sidecar-injector\r\nContent-Type: application/json\r\nContent-Length: 6000000\r\n\r\n${payload}`,

@@ -68,6 +68,8 @@ export interface PodInput {
   readonly pod: unknown;
   readonly namespace: string;
   readonly name: string;
+  /** The request is a dry run (nothing is stored): only then is a preflight probe's annotation honoured. */
+  readonly dryRun?: boolean;
 }
 
 /** Where the decision of one pod stands: its name and namespace (cut for messages), every template's decision so far. */

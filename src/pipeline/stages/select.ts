@@ -38,7 +38,7 @@ export async function selectTemplates(read: Read, input: PodInput, deps: AdmitDe
   const { parts, podNamespace, loaded } = read;
   // Safe rollout: the revision of each template in force for this pod (a candidate's share or
   // the stable), chosen from what the answer cache keys on (templates/rollout.ts).
-  const set = revisionsFor(loaded, rolloutSubject(parts.metadata, podNamespace, parts.labels, input.name));
+  const set = revisionsFor(loaded, rolloutSubject(parts.metadata, podNamespace, parts.labels, input.name, input.dryRun === true));
   const prepared = preparePod(input.pod, set, parts);
   const { own } = prepared;
   const warnings: Warning[] = prepared.warnings.map((text) => warning('ledger-doubt', text));
