@@ -150,6 +150,12 @@ const helpers = `{{- /* The injector's image: repository@digest when a digest is
 
 `;
 
+/** The heap cap the Deployment sets (NODE_OPTIONS), and the least memory limit that holds it with Node's own memory. */
+const HEAP_MIB = Number(/--max-old-space-size=(\d+)/.exec(readFileSync(join('manifests', 'base', 'deployment.yaml'), 'utf8'))?.[1]);
+if (!Number.isInteger(HEAP_MIB)) throw new Error('chart.mjs: manifests/base/deployment.yaml sets no --max-old-space-size');
+const MIN_MEMORY_MI = 256;
+const MIN_MEMORY_BYTES = MIN_MEMORY_MI * 1024 * 1024;
+
 const checks = `{{- /* Refuses what the chart cannot install; renders no object. */}}
 {{- /* The objects name the namespace ${NAMESPACE} (the webhooks' Service, RBAC subjects). */}}
 {{- if ne .Release.Namespace "${NAMESPACE}" }}
@@ -157,6 +163,23 @@ const checks = `{{- /* Refuses what the chart cannot install; renders no object.
 {{- end }}
 {{- if not (has .Values.certificates.mode (list "self-managed" "cert-manager")) }}
 {{- fail (printf "certificates.mode: expected self-managed or cert-manager (got %q)" .Values.certificates.mode) }}
+{{- end }}
+{{- /* The PodDisruptionBudget keeps one replica: with one replica in all, no node could ever be drained. */}}
+{{- if lt (int .Values.replicas) 2 }}
+{{- fail (printf "replicas: %v with the PodDisruptionBudget (minAvailable: 1) blocks every node drain, and the required webhook refuses every pod create while that one replica restarts; set replicas to 2 or more" .Values.replicas) }}
+{{- end }}
+{{- /* The V8 heap is capped at ${HEAP_MIB} MB (NODE_OPTIONS); with Node's own memory beside it, a lower limit is an OOM kill under load. */}}
+{{- $memory := toString (dig "limits" "memory" "" .Values.resources) }}
+{{- if $memory }}
+{{- $number := regexFind "^[0-9]+([.][0-9]+)?" $memory }}
+{{- $unit := trimPrefix $number $memory }}
+{{- $factors := dict "" 1 "k" 1000 "M" 1000000 "G" 1000000000 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 }}
+{{- if or (not $number) (not (hasKey $factors $unit)) }}
+{{- fail (printf "resources.limits.memory: expected a quantity such as 256Mi or 1Gi (got %q)" $memory) }}
+{{- end }}
+{{- if lt (mulf (float64 $number) (float64 (get $factors $unit))) (float64 ${MIN_MEMORY_BYTES}) }}
+{{- fail (printf "resources.limits.memory: %s is below ${MIN_MEMORY_MI}Mi, what the injector needs beside its ${HEAP_MIB} MB heap cap (NODE_OPTIONS --max-old-space-size); the kubelet would kill it under load" $memory) }}
+{{- end }}
 {{- end }}
 `;
 

@@ -4,6 +4,26 @@
  * is cut to a few hundred characters and says how much it left out. Imports nothing.
  */
 
+/**
+ * Code points a terminal acts on, or reorders text by, that could make what a tenant wrote look
+ * like something else on an operator's screen: C0 controls but tab and newline, DEL, C1
+ * controls, the bidirectional marks, embeddings, overrides and isolates, and the line and
+ * paragraph separators.
+ */
+// eslint-disable-next-line no-control-regex -- the control characters are what it finds
+const unprintable = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]/g;
+
+const escapeCodePoint = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
+
+/**
+ * `text` with every unprintable code point written as `\uXXXX`: visible on a terminal, and in
+ * JSON text (where such code points stand only inside strings) the same value.
+ */
+export function printable(text: string): string {
+  unprintable.lastIndex = 0;
+  return unprintable.test(text) ? text.replace(unprintable, escapeCodePoint) : text;
+}
+
 /** Longest text kept from one quoted value. */
 export const maxQuotedLength = 200;
 
@@ -23,13 +43,13 @@ export function quote(value: unknown, max = maxQuotedLength): string {
     }
     if (typeof value !== 'object' || value === null) return cut(text, max);
   }
-  if (text.length <= max) return JSON.stringify(text);
-  return `${JSON.stringify(text.slice(0, max))}… (+${text.length - max} characters)`;
+  if (text.length <= max) return printable(JSON.stringify(text));
+  return `${printable(JSON.stringify(text.slice(0, max)))}… (+${text.length - max} characters)`;
 }
 
-/** Plain text cut to `max` characters, saying how much was left out. */
+/** Plain text cut to `max` characters, saying how much was left out; unprintable code points escaped. */
 export function cut(text: string, max = maxQuotedLength): string {
-  return text.length <= max ? text : `${text.slice(0, max)}… (+${text.length - max} characters)`;
+  return text.length <= max ? printable(text) : `${printable(text.slice(0, max))}… (+${text.length - max} characters)`;
 }
 
 /** The first `max` items of a list, each quoted, and how many more there were. */

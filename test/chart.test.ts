@@ -164,3 +164,23 @@ chartTest('the chart is written as Helm reads it (YAML 1.1): no plain scalar tha
   const { stringify } = await import('yaml');
   t.is(stringify({ value: 'on', count: '1_000' }, { version: '1.1' }), 'value: "on"\ncount: "1_000"\n');
 });
+
+chartTest('the chart refuses one replica beside the PodDisruptionBudget, and a memory limit below what the heap cap needs', async (t) => {
+  const render = (...sets: string[]) => helm(['template', 'sidecar-injector', chart, '-n', 'sidecar-injector', ...sets.flatMap((s) => ['--set', s])]);
+  const one = await render('replicas=1');
+  t.not(one.code, 0);
+  t.regex(one.stderr, /replicas: 1 with the PodDisruptionBudget \(minAvailable: 1\) blocks every node drain.*set replicas to 2 or more/);
+  for (const low of ['128Mi', '200M', '0.2Gi', '100000000']) {
+    const answer = await render(`resources.limits.memory=${low}`);
+    t.not(answer.code, 0, low);
+    t.regex(
+      answer.stderr,
+      new RegExp(`resources\\.limits\\.memory: ${low.replace('.', '\\.')} is below 256Mi, what the injector needs beside its 160 MB heap cap`),
+      low,
+    );
+  }
+  const garbage = await render('resources.limits.memory=lots');
+  t.regex(garbage.stderr, /resources\.limits\.memory: expected a quantity such as 256Mi or 1Gi \(got "lots"\)/);
+  for (const enough of ['256Mi', '300M', '1Gi', '0.5Gi']) t.is((await render(`resources.limits.memory=${enough}`)).code, 0, enough);
+  t.is((await render('replicas=2')).code, 0);
+});

@@ -282,3 +282,20 @@ test('render --explain and why: a NotIn requirement is not told to move the labe
   const reason = byTemplate(await json('-n', 'shop', 'deploy/web')).a!.reason;
   t.is(reason, 'pod labels do not match its objectSelector: it needs !canary, and the pod template has canary="true"');
 });
+
+test('tenant text with controls, bidi overrides and line separators is printed escaped, in text and in JSON', async (t) => {
+  const { run, json } = await world(t);
+  const manifest = join(await mkdtemp(join(tmpdir(), 'why-controls-')), 'pod.yaml');
+  const hostile = 'log-shipper\u202e\u0085\u2028\u001b[2J\u007f';
+  await writeFile(
+    manifest,
+    `apiVersion: v1\nkind: Pod\nmetadata:\n  name: tricky\n  namespace: shop\n  annotations: {sidecar-injector.io/templates: ${JSON.stringify(hostile)}}\nspec:\n  containers: [{name: app, image: busybox}]\n`,
+  );
+  const { out } = await run('-f', manifest);
+  t.regex(out, /\\u202e/, 'the override is shown as an escape');
+  t.notRegex(out, /[\u202e\u0085\u2028\u001b\u007f]/, 'no raw control reaches the terminal');
+  const raw = (await run('-f', manifest, '-o', 'json')).out;
+  t.notRegex(raw, /[\u202e\u0085\u2028\u001b\u007f]/);
+  // The JSON still parses to the same values.
+  t.truthy(await json('-f', manifest));
+});

@@ -9,6 +9,7 @@
  * decided again for a fixed point. Nothing is stored. Exit 3 when any workload would be refused.
  */
 import { ConfigError } from '../errors.js';
+import { printable } from '../quote.js';
 import { apiPath, apiResources } from '../k8s/api-paths.js';
 import { isJsonObject, type JsonObject } from '../k8s/json.js';
 import { AnnotationKeys } from '../k8s/keys.js';
@@ -235,7 +236,7 @@ export async function simulate(argv: readonly string[], io: SimulateIo, env: Rea
     ns[w.verdict] = (ns[w.verdict] ?? 0) + 1;
   }
   const report: SimulateReport = { workloads, summary: { byVerdict, byNamespace }, ...(stoppedEarly ? { stoppedEarly } : {}) };
-  io.stdout.write(output === 'json' ? `${JSON.stringify(report)}\n` : formatSimulation(report));
+  io.stdout.write(printable(output === 'json' ? `${JSON.stringify(report)}\n` : formatSimulation(report)));
   return failures > 0 ? 3 : 0;
 }
 

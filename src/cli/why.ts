@@ -19,6 +19,7 @@ import { answersForNewPod, answersForRunningPod, type TemplateAnswer } from '../
 import { metadataNameLabel, type NamespaceLabelSource } from '../namespaces/source.js';
 import { overrideAnnotations } from '../namespaces/source.js';
 import { parseOptions } from '../options.js';
+import { printable } from '../quote.js';
 import { admitPod, type AdmitDeps } from '../pipeline/admit.js';
 import { auditPod, fixFor, reportOwner } from '../pipeline/audit.js';
 import type { TemplateSet } from '../templates/set.js';
@@ -225,7 +226,7 @@ export async function why(argv: readonly string[], io: WhyIo, env: Readonly<Reco
   }
   if (set.templates.length === 0) notes.push(`no template is in force (${templates.from})`);
   const report: WhyReport = { subject, templatesFrom: templates.from, templates: answers, notes };
-  io.stdout.write(output === 'json' ? `${JSON.stringify(report)}\n` : formatWhy(report));
+  io.stdout.write(printable(output === 'json' ? `${JSON.stringify(report)}\n` : formatWhy(report)));
   return 0;
 }
 

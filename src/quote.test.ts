@@ -1,0 +1,19 @@
+import test from 'ava';
+import { cut, printable, quote } from './quote.js';
+
+test('printable: C0 (but tab and newline), DEL, C1, bidi controls and line separators become visible escapes', (t) => {
+  t.is(printable('a\u202eb'), 'a\\u202eb');
+  t.is(printable('\u0000\u0007\r\u001b\u007f\u0085\u009f'), '\\u0000\\u0007\\u000d\\u001b\\u007f\\u0085\\u009f');
+  t.is(printable('\u061c\u200e\u200f\u2028\u2029\u202a\u202d\u2066\u2069'), '\\u061c\\u200e\\u200f\\u2028\\u2029\\u202a\\u202d\\u2066\\u2069');
+  t.is(printable('tab\tand\nnewline stay; é, 日本, 😀 too'), 'tab\tand\nnewline stay; é, 日本, 😀 too');
+  // In JSON text the escape is the same value.
+  const value = { name: 'x\u202e\u2028\u0085' };
+  t.deepEqual(JSON.parse(printable(JSON.stringify(value))), value);
+});
+
+test('quote and cut escape what they print, after cutting', (t) => {
+  t.is(quote('proxy\u202e'), '"proxy\\u202e"');
+  t.is(quote('a\u0085'.repeat(300), 4), '"a\\u0085a\\u0085"… (+596 characters)');
+  t.is(cut('ns\u2028x'), 'ns\\u2028x');
+  t.is(cut('\u202e'.repeat(10), 2), '\\u202e\\u202e… (+8 characters)');
+});
