@@ -293,8 +293,10 @@ test('tenant text with controls, bidi overrides and line separators is printed e
   );
   const { out } = await run('-f', manifest);
   t.regex(out, /\\u202e/, 'the override is shown as an escape');
+  // eslint-disable-next-line no-control-regex -- raw controls are what it looks for
   t.notRegex(out, /[\u202e\u0085\u2028\u001b\u007f]/, 'no raw control reaches the terminal');
   const raw = (await run('-f', manifest, '-o', 'json')).out;
+  // eslint-disable-next-line no-control-regex -- raw controls are what it looks for
   t.notRegex(raw, /[\u202e\u0085\u2028\u001b\u007f]/);
   // The JSON still parses to the same values.
   t.truthy(await json('-f', manifest));
