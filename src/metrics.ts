@@ -25,6 +25,8 @@ export interface Metrics {
   readonly templateReloadFailures: Counter;
   /** Expiry of the serving certificate, as a Unix time in seconds. */
   readonly certificateExpiry: Gauge;
+  /** 1 while a fail-closed webhook the injector armed has been set to fail open, by webhook (the certificate leader only). */
+  readonly webhookFailingOpen: Gauge<'webhook'>;
   readonly namespaceCacheSize: Gauge;
   /** 1 once the cluster namespace source has completed its first list. */
   readonly namespaceCacheSynced: Gauge;
@@ -90,6 +92,12 @@ export function createMetrics(): Metrics {
     certificateExpiry: new Gauge({
       name: 'sidecar_injector_serving_certificate_expiry_timestamp_seconds',
       help: 'Expiry of the serving certificate (Unix time)',
+      registers,
+    }),
+    webhookFailingOpen: new Gauge({
+      name: 'sidecar_injector_webhook_failing_open',
+      help: '1 while a fail-closed webhook the injector armed has a failurePolicy other than Fail (an operator lowered it), by webhook; reported by the replica that writes certificates',
+      labelNames: ['webhook'],
       registers,
     }),
     namespaceCacheSize: new Gauge({ name: 'sidecar_injector_namespace_cache_size', help: 'Namespaces in the label cache (cluster source)', registers }),

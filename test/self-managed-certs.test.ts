@@ -175,15 +175,23 @@ test('the leader creates the Secret, then writes its CA into every webhook and a
 test("armed once, recorded: an operator's Ignore (kubectl patch) is never reverted; an apply of the manifests resets the record and is armed again; an overlay that names no fail-closed webhook is never armed", async (t) => {
   const api = await cluster(t);
   const leader = await replica(api, 'leader');
+  t.is(leader.status().failingOpen, null, 'not read yet');
   await leader.reconcile();
   t.is(configuration(api).webhooks[0].failurePolicy, 'Fail');
   t.is(configuration(api).metadata.annotations[armedAnnotation], 'required.sidecar-injector.io');
+  t.deepEqual(leader.status().failingOpen, [], 'armed: nothing fails open');
   // The operator sets Ignore during an incident (kubectl patch): the injector's later rounds leave it.
   const patched = structuredClone(configuration(api));
   patched.webhooks[0].failurePolicy = 'Ignore';
   api.addWebhookConfiguration(patched);
   t.deepEqual(await leader.reconcile(), { plan: 'keep', patchedWebhooks: [] });
   t.is(configuration(api).webhooks[0].failurePolicy, 'Ignore');
+  // Left so, it is never forgotten: /status and the metric name it until someone sets Fail again.
+  t.deepEqual(leader.status().failingOpen, ['required.sidecar-injector.io']);
+  t.deepEqual(await leader.reconcile(), { plan: 'keep', patchedWebhooks: [] });
+  t.deepEqual(leader.status().failingOpen, ['required.sidecar-injector.io']);
+  // The optional webhook is Ignore by design: never reported.
+  t.false(leader.status().failingOpen!.includes('optional.sidecar-injector.io'));
   // kubectl apply of the manifests (an upgrade): what they set comes back (Ignore, an empty
   // record), what they do not set stays (the caBundles): armed again.
   const applied = shipped('MutatingWebhookConfiguration');
@@ -195,6 +203,8 @@ test("armed once, recorded: an operator's Ignore (kubectl patch) is never revert
   api.addWebhookConfiguration(applied);
   t.deepEqual(await leader.reconcile(), { plan: 'keep', patchedWebhooks: ['required.sidecar-injector.io'] });
   t.is(configuration(api).webhooks[0].failurePolicy, 'Fail');
+  await leader.reconcile();
+  t.deepEqual(leader.status().failingOpen, [], 'armed again: nothing fails open');
   // An overlay that keeps the required webhook as it says (no fail-closed webhook named): never armed, the caBundle still written.
   const declared = shipped('MutatingWebhookConfiguration');
   declared.metadata.annotations[failClosedAnnotation] = '';
@@ -233,6 +243,7 @@ test('no replica ready behind the Service: the CA is trusted but the required we
   api.serviceEndpoints.set(`${namespace}/sidecar-injector`, [false, false]);
   t.deepEqual(await leader.reconcile(), { plan: 'keep', patchedWebhooks: [] });
   t.is(configuration(api).webhooks[0].failurePolicy, 'Ignore');
+  t.deepEqual(leader.status().failingOpen, [], 'waiting to be armed is not failing open');
   api.serviceEndpoints.set(`${namespace}/sidecar-injector`, [false, true]);
   t.deepEqual(await leader.reconcile(), { plan: 'keep', patchedWebhooks: ['required.sidecar-injector.io'] });
   t.deepEqual(

@@ -203,6 +203,21 @@ export function unarmed(configuration: unknown): string[] {
 }
 
 /**
+ * The fail-closed webhooks the injector armed once whose failurePolicy is not `Fail` now: an
+ * operator lowered them (during an incident, or from git), and the injector never arms a webhook
+ * twice, so they fail open until someone sets them back. Never forgotten silently.
+ */
+export function failingOpen(configuration: unknown): string[] {
+  const config = configuration as { webhooks?: unknown };
+  const failClosed = namesIn(configuration, failClosedAnnotation);
+  const armedOnce = namesIn(configuration, armedAnnotation);
+  const webhooks = Array.isArray(config?.webhooks) ? (config.webhooks as { name?: unknown; failurePolicy?: unknown }[]) : [];
+  return webhooks
+    .filter((w) => typeof w?.name === 'string' && failClosed.has(w.name) && armedOnce.has(w.name) && w.failurePolicy !== 'Fail')
+    .map((w) => w.name as string);
+}
+
+/**
  * The strategic merge patch (webhooks are merged by name) that writes `caBundle` into every
  * webhook of `configuration` and, when `arm`, arms the fail-closed ones never armed before,
  * recording them (armedAnnotation); undefined when nothing is to change. It carries the

@@ -22,6 +22,7 @@ import {
   serviceDnsNames,
   splitCertificates,
   trustedByConfiguration,
+  failingOpen,
   unarmed,
   webhookPatch,
   type CertificatePlan,
@@ -56,6 +57,11 @@ export interface SelfManagedCertificatesOptions {
    * Service's EndpointSlices hold a ready endpoint (readyEndpointBehind)
    */
   readonly readyBehindService?: () => Promise<boolean>;
+  /**
+   * Told after each of the leader's rounds which fail-closed webhooks it armed now fail open
+   * (failingOpen), and `undefined` on a replica that does not lead (it does not read them).
+   */
+  readonly onFailingOpen?: (webhooks: readonly string[] | undefined) => void;
 }
 
 /** What the certificates need of the leader election. */
@@ -84,6 +90,11 @@ export interface SelfManagedStatus {
   readonly notAfter: string | null;
   readonly fingerprint256: string | null;
   readonly lastError: string | null;
+  /**
+   * The fail-closed webhooks the injector armed that an operator set to fail open (failurePolicy
+   * not `Fail`), as the leader last read them; null on a replica that does not lead.
+   */
+  readonly failingOpen: readonly string[] | null;
 }
 
 /** What one reconciliation did. */
@@ -111,6 +122,7 @@ export class SelfManagedCertificates extends EventEmitter {
   private readonly configurationPath: string;
   private pair: KeyPair | undefined;
   private lastError: string | null = null;
+  private failOpen: readonly string[] | undefined;
   private timer: NodeJS.Timeout | undefined;
   private stopped = true;
   private round: Promise<void> | undefined;
@@ -146,6 +158,7 @@ export class SelfManagedCertificates extends EventEmitter {
       notAfter: this.pair?.notAfter.toISOString() ?? null,
       fingerprint256: this.pair?.fingerprint256 ?? null,
       lastError: this.lastError,
+      failingOpen: this.failOpen ?? null,
     };
   }
 
@@ -191,6 +204,8 @@ export class SelfManagedCertificates extends EventEmitter {
       // there yet, a refused patch): a pair already in it is served all the same.
       const failures: Error[] = [];
       if (this.options.election.isLeader()) await this.reconcile().catch((err: Error) => failures.push(err));
+      else this.failOpen = undefined;
+      this.options.onFailingOpen?.(this.failOpen);
       await this.refresh().catch((err: Error) => failures.push(err));
       this.lastError = failures.length > 0 ? failures.map((e) => e.message).join('; ') : null;
       for (const err of failures) {
@@ -232,6 +247,7 @@ export class SelfManagedCertificates extends EventEmitter {
       if (err instanceof CertificateControllerError && err.cause instanceof KubernetesApiError && err.cause.statusCode === 404) return undefined;
       throw err;
     });
+    if (configuration !== undefined) this.noteFailingOpen(configuration);
     const trusted = trustedByConfiguration(configuration, now);
     const plan = planCertificates(stored, now, this.dnsNames, trusted);
     if (plan.action === 'keep' && stored && !('problem' in stored)) {
@@ -265,6 +281,19 @@ export class SelfManagedCertificates extends EventEmitter {
     await this.writeSecret(secret, ca, bundle, serving);
     for (const name of await this.trust(bundle)) patched.add(name);
     return { plan: plan.action, ...('reason' in plan ? { reason: plan.reason } : {}), patchedWebhooks: [...patched] };
+  }
+
+  /** Remembers which armed webhooks fail open now, and logs a change of that list. */
+  private noteFailingOpen(configuration: unknown): void {
+    const now = failingOpen(configuration);
+    if (now.join(',') !== (this.failOpen ?? []).join(','))
+      this.options.log[now.length > 0 ? 'warn' : 'info'](
+        { webhooks: now },
+        now.length > 0
+          ? 'fail-closed webhooks set to fail open by someone else: pods they match are created without their required sidecars while the injector is unreachable; set failurePolicy back to Fail'
+          : 'no fail-closed webhook fails open',
+      );
+    this.failOpen = now;
   }
 
   private async readConfiguration(): Promise<unknown> {

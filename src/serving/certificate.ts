@@ -45,6 +45,11 @@ export class ServingCertificate implements Runnable {
         log: log.child({ component: 'certificates' }),
         namespace: config.namespace,
         election: this.cluster.election,
+        // 1 for each fail-closed webhook failing open, on the leader; none on the other replicas.
+        onFailingOpen: (webhooks) => {
+          this.metrics.webhookFailingOpen.reset();
+          for (const name of webhooks ?? []) this.metrics.webhookFailingOpen.set({ webhook: name.slice(0, 100) }, 1);
+        },
         ...config.selfManaged,
       });
       this.selfManaged.start();

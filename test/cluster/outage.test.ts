@@ -6,7 +6,18 @@
 import test from 'ava';
 import { readFileSync } from 'node:fs';
 import { parseAllDocuments } from 'yaml';
-import { eventually, healthyInstall, joinWorld, optedInNamespace, plainPod, scaleInjector, testNamespace, warnings, type Json } from './helpers.js';
+import {
+  eventually,
+  healthyInstall,
+  injectorPods,
+  joinWorld,
+  optedInNamespace,
+  plainPod,
+  scaleInjector,
+  testNamespace,
+  warnings,
+  type Json,
+} from './helpers.js';
 import { testWebhook } from './second-webhook.js';
 
 const configurationPath = '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/sidecar-injector';
@@ -83,6 +94,16 @@ test.serial(
       "the operator's Ignore is never reverted",
     );
     t.is(after.metadata.annotations['sidecar-injector.io/armed-webhooks'], 'required.sidecar-injector.io');
+    // Never forgotten: the replica that writes certificates reports the lowered webhook in its /status and its metric.
+    const leader = await eventually('the leader reporting the webhook failing open', async () => {
+      for (const pod of await injectorPods()) {
+        const status = await kube.get(`/api/v1/namespaces/sidecar-injector/pods/https:${pod.metadata.name}:10250/proxy/status`);
+        if ((status.certificate?.failingOpen as string[] | null)?.includes('required.sidecar-injector.io')) return pod.metadata.name as string;
+      }
+      return undefined;
+    });
+    const metrics = await kube.request('GET', `/api/v1/namespaces/sidecar-injector/pods/https:${leader}:10250/proxy/metrics`);
+    t.regex(metrics.text, /^sidecar_injector_webhook_failing_open\{webhook="required\.sidecar-injector\.io"\} 1$/m);
   },
 );
 
