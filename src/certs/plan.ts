@@ -191,15 +191,22 @@ export function serviceDnsNames(service: string, namespace: string): string[] {
   return [`${service}.${namespace}.svc`, `${service}.${namespace}.svc.cluster.local`, `${service}.${namespace}`, service];
 }
 
-/** The fail-closed webhooks of `configuration` (its annotation names them) never armed by the injector and not `Fail` now. */
-export function unarmed(configuration: unknown): string[] {
+/** The fail-closed webhooks of `configuration` (its annotation names them): each one's failurePolicy, and whether the injector armed it once. */
+function failClosedWebhooks(configuration: unknown): { name: string; failurePolicy: unknown; armedOnce: boolean }[] {
   const config = configuration as { webhooks?: unknown };
   const failClosed = namesIn(configuration, failClosedAnnotation);
   const armedOnce = namesIn(configuration, armedAnnotation);
   const webhooks = Array.isArray(config?.webhooks) ? (config.webhooks as { name?: unknown; failurePolicy?: unknown }[]) : [];
   return webhooks
-    .filter((w) => typeof w?.name === 'string' && failClosed.has(w.name) && !armedOnce.has(w.name) && w.failurePolicy !== 'Fail')
-    .map((w) => w.name as string);
+    .filter((w): w is { name: string; failurePolicy?: unknown } => typeof w?.name === 'string' && failClosed.has(w.name))
+    .map((w) => ({ name: w.name, failurePolicy: w.failurePolicy, armedOnce: armedOnce.has(w.name) }));
+}
+
+/** The fail-closed webhooks of `configuration` never armed by the injector and not `Fail` now. */
+export function unarmed(configuration: unknown): string[] {
+  return failClosedWebhooks(configuration)
+    .filter((w) => !w.armedOnce && w.failurePolicy !== 'Fail')
+    .map((w) => w.name);
 }
 
 /**
@@ -208,13 +215,9 @@ export function unarmed(configuration: unknown): string[] {
  * twice, so they fail open until someone sets them back. Never forgotten silently.
  */
 export function failingOpen(configuration: unknown): string[] {
-  const config = configuration as { webhooks?: unknown };
-  const failClosed = namesIn(configuration, failClosedAnnotation);
-  const armedOnce = namesIn(configuration, armedAnnotation);
-  const webhooks = Array.isArray(config?.webhooks) ? (config.webhooks as { name?: unknown; failurePolicy?: unknown }[]) : [];
-  return webhooks
-    .filter((w) => typeof w?.name === 'string' && failClosed.has(w.name) && armedOnce.has(w.name) && w.failurePolicy !== 'Fail')
-    .map((w) => w.name as string);
+  return failClosedWebhooks(configuration)
+    .filter((w) => w.armedOnce && w.failurePolicy !== 'Fail')
+    .map((w) => w.name);
 }
 
 /**
