@@ -137,6 +137,10 @@ const requestErrors = {
   ERR_NOT_FOUND: [404, 'no such path'],
   ERR_METHOD_NOT_ALLOWED: [405, 'a method the path does not take'],
   ERR_OVERLOADED: [503, 'too many review bodies held at once; answered with `Connection: close`'],
+  ERR_CLIENT_CERTIFICATE: [
+    401,
+    'with `--client-ca`: a review from a caller without a client certificate that CA signed, refused before its body is read; answered with `Connection: close`',
+  ],
 } as const satisfies Record<RequestErrorCode, readonly [number, string]>;
 
 /** Denials of a pod read before any work (AdmissionReview answers with allowed false). */

@@ -3,6 +3,7 @@
  * metrics. It never listens; the server module owns sockets and TLS. Route on the path only:
  * the API server appends `?timeout=10s` (R-26) and strips a trailing slash (R-29).
  */
+import type { TLSSocket } from 'node:tls';
 import Koa from 'koa';
 import Router from '@koa/router';
 import type { Logger } from 'pino';
@@ -36,8 +37,26 @@ export interface AppDeps {
   readonly status?: () => unknown;
   /** Liveness: /healthz answers 503 while it reports problems. */
   readonly liveness?: Liveness;
+  /**
+   * True when reviews are answered only for callers whose client certificate the server verified
+   * (`--client-ca`): any other caller is refused (401) before a byte of its body is read.
+   */
+  readonly requireClientCertificate?: boolean;
   /** Where the Events of reviews go (kube-api/events.ts), written after each answer is sent. */
   readonly events?: { record(event: AdmissionEvent): void };
+}
+
+/** Refuses (401) a connection whose client certificate the server did not verify, saying why. */
+function callerVerified(socket: TLSSocket): void {
+  if (socket.authorized) return;
+  const presented = Object.keys(socket.getPeerCertificate?.() ?? {}).length > 0;
+  throw new RequestError(
+    401,
+    'ERR_CLIENT_CERTIFICATE',
+    presented
+      ? `reviews are answered only for the API server: the client certificate presented is not signed by the configured CA (${cut(String(socket.authorizationError ?? 'unverified'), 100)})`
+      : 'reviews are answered only for the API server: no client certificate was presented (the API server presents one from its WebhookAdmission kubeConfigFile)',
+  );
 }
 
 function sendError(ctx: Koa.Context, status: number, code: string, message: string): void {
@@ -66,6 +85,7 @@ export function createApp(deps: AppDeps): Koa {
   for (const [path, webhook] of webhooks) {
     router.post(path, async (ctx) => {
       let upload: BodyUpload | undefined;
+      if (deps.requireClientCertificate) callerVerified(ctx.req.socket as TLSSocket);
       try {
         const body = await readJsonBody(ctx.req, deps.maxBodyBytes, budget, (read) => (upload = read), reviewer.keyPaths);
         const started = process.hrtime.bigint();
@@ -115,7 +135,7 @@ export function createApp(deps: AppDeps): Koa {
       }
     } catch (err) {
       if (err instanceof RequestError) {
-        if (err.status === 413 || err.status === 503) ctx.set('Connection', 'close');
+        if (err.status === 413 || err.status === 503 || err.status === 401) ctx.set('Connection', 'close');
         observer.refused(err.code, err.status, cut(ctx.path, 100), err.message);
         sendError(ctx, err.status, err.code, err.message);
         return;

@@ -23,6 +23,8 @@ export interface Config {
   /** PEM files of the serving certificate; both or neither. Neither → a throw-away development CA. */
   readonly tlsCertFile?: string;
   readonly tlsKeyFile?: string;
+  /** CA certificates (PEM file): only callers with a client certificate one of them signed get reviews answered. */
+  readonly clientCaFile?: string;
   /** Self-managed certificates: the Secret kept, the webhook configuration given its CA, the Service named in the certificate. */
   readonly selfManaged?: { readonly secretName: string; readonly webhookConfigurationName: string; readonly serviceName: string };
   /** The injector's own namespace (Secret, Service, lease). @default $POD_NAMESPACE, else 'sidecar-injector' */
@@ -99,6 +101,12 @@ export const serveOptions = {
     help: 'serving certificate (PEM); with neither it nor --tls-key, a throw-away development CA',
   },
   'tls-key': { kind: 'string', value: 'FILE', env: 'SIDECAR_INJECTOR_TLS_KEY', help: 'its private key (PEM)' },
+  'client-ca': {
+    kind: 'string',
+    value: 'FILE',
+    env: 'SIDECAR_INJECTOR_CLIENT_CA',
+    help: "CA certificates (PEM): reviews are answered only for callers presenting a client certificate one of them signed (the API server's, given in its WebhookAdmission kubeConfigFile); others get 401 before their body is read",
+  },
   'tls-secret': {
     kind: 'string',
     value: 'NAME',
@@ -276,6 +284,8 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
   const tlsCertFile = option('tls-cert');
   const tlsKeyFile = option('tls-key');
   if ((tlsCertFile === undefined) !== (tlsKeyFile === undefined)) problems.push('--tls-cert and --tls-key go together: give both or neither');
+  const clientCaFile = option('client-ca');
+  if (clientCaFile === '') problems.push('--client-ca: expected a file of CA certificates (PEM)');
   const selfManaged = selfManagedOptions(option, { inCluster, kubeconfig, tlsFiles: tlsCertFile !== undefined }, problems);
   const namespace = option('namespace') ?? (env.POD_NAMESPACE || 'sidecar-injector');
   if (!isDns1123Label(namespace)) problems.push(`--namespace / POD_NAMESPACE: expected a DNS-1123 label (got ${JSON.stringify(namespace).slice(0, 80)})`);
@@ -315,6 +325,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
     templatesDir: option('templates') ?? 'templates',
     devCertDir: option('dev-cert-dir') ?? '.dev-certs',
     ...(tlsCertFile !== undefined && tlsKeyFile !== undefined ? { tlsCertFile, tlsKeyFile } : {}),
+    ...(clientCaFile !== undefined ? { clientCaFile } : {}),
     ...(selfManaged ? { selfManaged: Object.freeze(selfManaged) } : {}),
     namespace,
     replica: env.POD_NAME || env.HOSTNAME || `sidecar-injector-${process.pid}`,

@@ -13,7 +13,8 @@ export type RequestErrorCode =
   | 'ERR_BODY_ABORTED'
   | 'ERR_NOT_FOUND'
   | 'ERR_METHOD_NOT_ALLOWED'
-  | 'ERR_OVERLOADED';
+  | 'ERR_OVERLOADED'
+  | 'ERR_CLIENT_CERTIFICATE';
 
 /** A request we refuse before we know its uid: answered as HTTP `status` with `{ code, message }`. */
 export class RequestError extends Error {

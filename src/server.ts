@@ -74,6 +74,12 @@ export interface ServerOptions {
   readonly port: number;
   readonly key: string;
   readonly cert: string;
+  /**
+   * CA certificates (PEM): clients are asked for a certificate and its verdict is on each
+   * connection (`authorized`), for the handler to act on; a connection without one is still
+   * accepted (the kubelet's probes present none).
+   */
+  readonly clientCa?: string;
   readonly timeouts: ServerTimeouts;
   /** Connections kept; beyond, the least recently used idle one is closed. @default defaultMaxConnections */
   readonly maxConnections?: number;
@@ -217,6 +223,7 @@ export async function startServer(
     {
       key: options.key,
       cert: options.cert,
+      ...(options.clientCa ? { ca: options.clientCa, requestCert: true, rejectUnauthorized: false } : {}),
       minVersion: 'TLSv1.2',
       handshakeTimeout: timeouts.handshakeTimeoutMs ?? defaultTimeouts.handshakeTimeoutMs!,
       // Timeouts are enforced by a periodic sweep; check often so that they bite on time.

@@ -22,6 +22,7 @@ import { startServer, type RunningServer } from '../server.js';
 import type { TemplateSet } from '../templates/set.js';
 import { TemplateStore } from '../templates/store.js';
 import { ConfigError } from '../errors.js';
+import { readCaCertificates } from '../tls/certificates.js';
 import { ServingCertificate } from './certificate.js';
 import { createClusterView } from './cluster.js';
 
@@ -68,7 +69,17 @@ async function templateSource(config: Config, log: Logger, metrics: Metrics): Pr
 const leaseName = 'sidecar-injector-leader';
 
 /** Makes the injector's runnables (reading the templates and the cluster's configuration); nothing runs until `start()`. */
+/** The CA certificates of --client-ca, or a ConfigError saying what is wrong with the file. */
+async function readClientCa(file: string): Promise<string> {
+  try {
+    return await readCaCertificates(file);
+  } catch (err) {
+    throw new ConfigError([`--client-ca: ${(err as Error).message}`]);
+  }
+}
+
 export async function createInjector(config: Config, log: Logger, clock: Clock): Promise<Injector> {
+  const clientCa = config.clientCaFile === undefined ? undefined : await readClientCa(config.clientCaFile);
   const metrics = createMetrics();
   const templates = await templateSource(config, log, metrics);
   const view = await createClusterView(config, log, metrics, clock);
@@ -174,6 +185,7 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
     ...(view.events ? { events: view.events } : {}),
     isReady: () => !draining && manager.ready(),
     isDraining: () => draining,
+    ...(clientCa ? { requireClientCertificate: true } : {}),
     status: () => ({ draining, ...manager.status(), podSecurityAction: config.podSecurityAction }),
   });
   let running: RunningServer | undefined;
@@ -184,14 +196,22 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
     start: async () => {
       const pair = certificate.current();
       try {
-        running = await startServer(app.callback(), { host: config.host, port: config.port, key: pair.key, cert: pair.cert, timeouts: config.timeouts });
+        running = await startServer(app.callback(), {
+          host: config.host,
+          port: config.port,
+          key: pair.key,
+          cert: pair.cert,
+          ...(clientCa ? { clientCa } : {}),
+          timeouts: config.timeouts,
+        });
       } catch (err) {
         // A port in use, an address this machine does not have: the configuration, not a bug.
         throw new ConfigError([`cannot listen on ${config.host}:${config.port}: ${(err as Error).message}`]);
       }
       const listening = running;
       try {
-        await certificate.listening((next) => listening.server.setSecureContext({ key: next.key, cert: next.cert }));
+        // The context is replaced whole: the client CA goes with every new serving pair.
+        await certificate.listening((next) => listening.server.setSecureContext({ key: next.key, cert: next.cert, ...(clientCa ? { ca: clientCa } : {}) }));
       } catch (err) {
         // Not started: nothing stops it later, so it closes here.
         running = undefined;

@@ -3,6 +3,7 @@
  * certificate of a local run, by `sidecar-injector certs`, and by tests.
  */
 import { X509Certificate } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import { generate } from 'selfsigned';
 
 /** PEM texts of a certificate and its private key. */
@@ -77,4 +78,24 @@ export async function createCertificates(dnsNames: readonly string[], ipAddresse
 /** Days until a PEM certificate expires (negative when expired). */
 export function daysLeft(cert: string, now = Date.now()): number {
   return (new Date(new X509Certificate(cert).validTo).getTime() - now) / day;
+}
+
+/**
+ * The CA certificates in a PEM file, checked: each block parses and is a CA. Throws with what is
+ * wrong (the file, the block) when not.
+ */
+export async function readCaCertificates(file: string): Promise<string> {
+  const text = await readFile(file, 'utf8');
+  const blocks = text.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? [];
+  if (blocks.length === 0) throw new Error(`${file} holds no PEM certificate`);
+  for (const [i, block] of blocks.entries()) {
+    let certificate: X509Certificate;
+    try {
+      certificate = new X509Certificate(block);
+    } catch (err) {
+      throw new Error(`${file}: certificate ${i + 1} does not parse (${(err as Error).message})`, { cause: err });
+    }
+    if (!certificate.ca) throw new Error(`${file}: certificate ${i + 1} (${certificate.subject.replace(/\n/g, ', ')}) is not a CA`);
+  }
+  return `${blocks.join('\n')}\n`;
 }

@@ -8,7 +8,8 @@ import test, { type ExecutionContext } from 'ava';
 import { execFileSync } from 'node:child_process';
 import net from 'node:net';
 import tls from 'node:tls';
-import { eventually, injectorPods, joinWorld, optedInNamespace, plainPod, type Json } from './helpers.js';
+import { readFileSync } from 'node:fs';
+import { deploy, eventually, healthyInstall, injectorPods, joinWorld, optedInNamespace, plainPod, type Json } from './helpers.js';
 
 /** The tenant's own address inside the world (a pod's would route the same way to the replicas). */
 const tenantAddress = '10.244.250.1';
@@ -142,4 +143,86 @@ test.serial('three stalled 6 MB uploads per replica, renewed as they are cut, re
   t.deepEqual(statuses, Array<number>(25).fill(201));
   t.true(cut > 0, 'uploads were cut to make room');
   t.log(`25 of 25 creates of a 150 KB pod admitted; ${cut} stalled uploads cut, ${attack.counts.opened} made`);
+});
+
+/** A review as a tenant would send it straight to a replica, from the tenant's address; the HTTP status and body. */
+function directReview(host: string): Promise<{ status: number; body: Json }> {
+  const review = {
+    apiVersion: 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
+    request: {
+      uid: 'direct-1',
+      kind: { group: '', version: 'v1', kind: 'Pod' },
+      resource: { group: '', version: 'v1', resource: 'pods' },
+      namespace: 'default',
+      operation: 'CREATE',
+      userInfo: { username: 'tenant' },
+      object: withProxy('direct'),
+      dryRun: false,
+    },
+  };
+  return new Promise((resolve, reject) => {
+    const socket = tls.connect({ socket: net.connect({ host, port: webhookPort, localAddress: tenantAddress }), rejectUnauthorized: false });
+    socket.on('error', reject);
+    const body = JSON.stringify(review);
+    socket.once('secureConnect', () =>
+      socket.write(
+        `POST /mutate/optional HTTP/1.1\r\nHost: sidecar-injector\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+      ),
+    );
+    let text = '';
+    socket.on('data', (c: Buffer) => {
+      text += c.toString('utf8');
+      const head = text.indexOf('\r\n\r\n');
+      const length = Number(/content-length: (\d+)/i.exec(text)?.[1] ?? -1);
+      if (head >= 0 && length >= 0 && Buffer.byteLength(text.slice(head + 4)) >= length) {
+        socket.destroy();
+        resolve({ status: Number(text.slice(9, 12)), body: JSON.parse(text.slice(head + 4)) as Json });
+      }
+    });
+  });
+}
+
+test.serial('with the api-server-client-ca component, the API server’s calls are answered and a tenant’s direct review is refused', async (t) => {
+  const { kube, file } = joinWorld();
+  tenantSource(t);
+  const namespace = await optedInNamespace(t, 'client-ca');
+  const configMapPath = '/api/v1/namespaces/sidecar-injector/configmaps';
+  // Before: anyone who reaches a replica gets an answer, with what the templates would add.
+  const before = await directReview((await replicaAddresses())[0]!);
+  t.is(before.status, 200);
+  t.is(before.body.response?.patchType, 'JSONPatch');
+  await kube.create(configMapPath, {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name: 'sidecar-injector-client-ca' },
+    data: { 'ca.crt': readFileSync(file.webhookClientCaFile, 'utf8') },
+  });
+  t.teardown(async () => {
+    await deploy();
+    await eventually('the Deployment back as shipped', async () => {
+      const d = await kube.get('/apis/apps/v1/namespaces/sidecar-injector/deployments/sidecar-injector');
+      return !JSON.stringify(d.spec.template.spec.containers[0].args).includes('--client-ca');
+    });
+    await healthyInstall();
+    await kube.delete(`${configMapPath}/sidecar-injector-client-ca`);
+  });
+  await deploy('test/cluster/overlays/client-ca');
+  await eventually('every replica started with --client-ca', async () => {
+    const pods = (await injectorPods()).filter((p) => !p.metadata.deletionTimestamp);
+    return pods.length === 2 && pods.every((p) => JSON.stringify(p.spec.containers[0].args).includes('--client-ca=') && p.status?.podIP);
+  });
+  await healthyInstall();
+  // The API server presents its client certificate: every create is admitted with its sidecars.
+  const { statuses, created, messages } = await createAtOnce(namespace, 8, (i) => withProxy(`with-ca-${i}`));
+  t.deepEqual(messages, []);
+  t.deepEqual(statuses, Array<number>(8).fill(201));
+  t.true(created.every(injected));
+  // A tenant's direct review, to each replica: refused before its body is read, with why.
+  for (const host of await replicaAddresses()) {
+    const direct = await directReview(host);
+    t.is(direct.status, 401, host);
+    t.like(direct.body, { code: 'ERR_CLIENT_CERTIFICATE' });
+    t.regex(String(direct.body.message), /^reviews are answered only for the API server: no client certificate was presented/);
+  }
 });

@@ -53,6 +53,8 @@ export async function startTestServer(options: {
   maxBodyBytesInFlight?: number;
   maxConnections?: number;
   maxHandshakes?: number;
+  /** CA certificates (PEM): reviews only for callers with a client certificate it signed, as `serve --client-ca`. */
+  clientCa?: string;
   maxHandshakesPerSource?: number;
   timeouts?: Partial<ServerTimeouts>;
   liveness?: Liveness;
@@ -108,6 +110,7 @@ export async function startTestServer(options: {
     ...(options.events ? { events: options.events } : {}),
     isReady: () => state.ready,
     ...(options.clock ? { clock: options.clock } : {}),
+    ...(options.clientCa ? { requireClientCertificate: true } : {}),
   });
   const running = await startServer(app.callback(), {
     host: '127.0.0.1',
@@ -117,6 +120,7 @@ export async function startTestServer(options: {
     timeouts: { ...defaultTimeouts, ...options.timeouts },
     ...(options.maxConnections ? { maxConnections: options.maxConnections } : {}),
     ...(options.maxHandshakes ? { maxHandshakes: options.maxHandshakes } : {}),
+    ...(options.clientCa ? { clientCa: options.clientCa } : {}),
     ...(options.maxHandshakesPerSource ? { maxHandshakesPerSource: options.maxHandshakesPerSource } : {}),
     ...(options.clock ? { clock: options.clock } : {}),
   });

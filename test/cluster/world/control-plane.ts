@@ -96,6 +96,38 @@ export async function startControlPlane(bin: string, state: string, pki: Pki): P
         '',
       ].join('\n'),
     );
+    // The client certificate the API server presents to every webhook in the injector's namespace
+    // (AdmissionConfiguration → WebhookAdmission kubeConfigFile), as a provider configures it; the
+    // injector asks for it only when an install gives it --client-ca.
+    const webhookKubeconfig = join(state, 'webhook-client.kubeconfig');
+    writeFileSync(
+      webhookKubeconfig,
+      [
+        'apiVersion: v1',
+        'kind: Config',
+        'users:',
+        '  - name: "*.sidecar-injector.svc"',
+        `    user: {client-certificate: "${pki.webhookClient.cert}", client-key: "${pki.webhookClient.key}"}`,
+        '',
+      ].join('\n'),
+    );
+    const admissionConfiguration = join(state, 'admission-configuration.yaml');
+    writeFileSync(
+      admissionConfiguration,
+      [
+        'apiVersion: apiserver.config.k8s.io/v1',
+        'kind: AdmissionConfiguration',
+        'plugins:',
+        ...['MutatingAdmissionWebhook', 'ValidatingAdmissionWebhook'].flatMap((name) => [
+          `  - name: ${name}`,
+          '    configuration:',
+          '      apiVersion: apiserver.config.k8s.io/v1',
+          '      kind: WebhookAdmissionConfiguration',
+          `      kubeConfigFile: "${webhookKubeconfig}"`,
+        ]),
+        '',
+      ].join('\n'),
+    );
     const apiServer = startProcess(
       'kube-apiserver',
       join(bin, 'kube-apiserver'),
@@ -113,6 +145,7 @@ export async function startControlPlane(bin: string, state: string, pki: Pki): P
         `--service-account-signing-key-file=${pki.serviceAccountKey}`,
         '--authorization-mode=RBAC',
         `--enable-admission-plugins=${admissionPlugins.join(',')}`,
+        `--admission-control-config-file=${admissionConfiguration}`,
         `--service-cluster-ip-range=${addresses.serviceCidr}`,
         '--allow-privileged=true',
         '--profiling=false',

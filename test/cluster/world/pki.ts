@@ -31,6 +31,12 @@ export interface Pki {
   readonly controllerManager: Identity;
   /** A user with no role at all: what the RBAC tests ask as. */
   readonly nobody: Identity;
+  /**
+   * The client certificate kube-apiserver presents to webhooks (its WebhookAdmission
+   * kubeConfigFile), from a CA of its own, as a provider's control plane would have it: the CA is
+   * what `serve --client-ca` is given.
+   */
+  readonly webhookClient: { readonly caFile: string; readonly cert: string; readonly key: string };
 }
 
 const openssl = (args: string[]) => execFileSync('openssl', args, { stdio: ['ignore', 'ignore', 'pipe'] });
@@ -92,6 +98,42 @@ export function createPki(dir: string, server: string): Pki {
     ]),
   );
   openssl(['genrsa', '-out', file('sa.key'), '2048']);
+  openssl(
+    ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', file('webhook-client-ca.key'), '-out', file('webhook-client-ca.crt'), '-days', '3'].concat([
+      '-subj',
+      '/CN=sidecar-injector-test-webhook-client-ca',
+      '-addext',
+      'basicConstraints=critical,CA:TRUE',
+      '-addext',
+      'keyUsage=critical,keyCertSign,cRLSign',
+    ]),
+  );
+  openssl([
+    'req',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-keyout',
+    file('webhook-client.key'),
+    '-out',
+    file('webhook-client.csr'),
+    '-subj',
+    '/CN=kube-apiserver-webhook-client',
+  ]);
+  writeFileSync(file('webhook-client.ext'), 'extendedKeyUsage=clientAuth\nkeyUsage=critical,digitalSignature,keyEncipherment\n');
+  openssl(
+    [
+      'x509',
+      '-req',
+      '-in',
+      file('webhook-client.csr'),
+      '-CA',
+      file('webhook-client-ca.crt'),
+      '-CAkey',
+      file('webhook-client-ca.key'),
+      '-CAcreateserial',
+    ].concat(['-days', '3', '-out', file('webhook-client.crt'), '-extfile', file('webhook-client.ext')]),
+  );
   const token = () => randomBytes(24).toString('hex');
   const identity = (name: string, user: string): Identity => {
     const kubeconfig = file(`${name}.kubeconfig`);
@@ -124,5 +166,6 @@ export function createPki(dir: string, server: string): Pki {
     admin,
     controllerManager,
     nobody,
+    webhookClient: { caFile: file('webhook-client-ca.crt'), cert: file('webhook-client.crt'), key: file('webhook-client.key') },
   };
 }

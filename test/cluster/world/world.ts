@@ -34,6 +34,8 @@ export interface WorldFile {
   readonly caFile: string;
   readonly admin: { readonly user: string; readonly token: string; readonly kubeconfig: string };
   readonly nobody: { readonly user: string; readonly token: string; readonly kubeconfig: string };
+  /** The CA of the client certificate the API server presents to webhooks (what `serve --client-ca` is given). */
+  readonly webhookClientCaFile: string;
   readonly kubernetesVersion: string;
   /** How the injector's containers run: `image` (the built image's root filesystem) or `clone` (this clone's build). */
   readonly containers: 'image' | 'clone';
@@ -155,6 +157,7 @@ export async function startWorld(options: WorldOptions): Promise<World> {
       caFile: pki.caFile,
       admin: pki.admin,
       nobody: pki.nobody,
+      webhookClientCaFile: pki.webhookClient.caFile,
       kubernetesVersion,
       containers: root.mode,
     };
