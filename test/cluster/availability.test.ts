@@ -37,6 +37,18 @@ async function replicaAddresses(): Promise<string[]> {
   return pods.map((p) => p.status.podIP as string);
 }
 
+/** Each replica's name, readiness and restarts, as the API server has them. */
+async function replicaHealth(): Promise<string[]> {
+  return (await injectorPods())
+    .filter((p) => !p.metadata.deletionTimestamp)
+    .map((p) => {
+      const ready = (p.status?.conditions as Json[] | undefined)?.find((c) => c.type === 'Ready')?.status;
+      const restarts = ((p.status?.containerStatuses ?? []) as Json[]).reduce((n, c) => n + Number(c.restartCount ?? 0), 0);
+      return `${p.metadata.name} ready=${ready} restarts=${restarts}`;
+    })
+    .sort();
+}
+
 /**
  * An attack that keeps `perTarget` connections open to each target, each made by `open`, and
  * opens a new one whenever one closes, until stopped. `opened` counts every connection made.
@@ -102,6 +114,18 @@ test.serial('a thousand silent TCP connections to every replica, renewed as they
   t.deepEqual(statuses, Array<number>(24).fill(201));
   t.true(created.every(injected), 'every pod has its sidecars');
   t.true(attack.counts.opened >= 2200, `${attack.counts.opened} silent connections made`);
+  // The node's probes open a new connection each time (readiness every 5 s, unready after two
+  // failures): under the flood for longer than that, every replica stays ready and unrestarted.
+  const before = await replicaHealth();
+  const started = Date.now();
+  let samples = 0;
+  while (Date.now() - started < 15_000) {
+    const now = await replicaHealth();
+    t.deepEqual(now, before, 'every replica ready, none restarted, while the flood goes on');
+    samples++;
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+  t.true(samples >= 10);
   attack.stop();
   t.log(`${attack.counts.opened} silent connections made, ${attack.counts.closedByServer} closed by the injector; 24 of 24 creates admitted`);
 });
