@@ -156,7 +156,7 @@ test('policies --mutating prints the policy as YAML and says on stderr what is n
   await t.throwsAsync(policiesCommand(['--mutating', '--template', 'pulls', '--templates', dir], io), { instanceOf: PolicyError });
 });
 
-test('delivery: policy — the webhooks leave the template to the policy (delivered-by-policy), every other reader still expects it, and the export holds exactly the marked templates', async (t) => {
+test('delivery: policy — the webhooks leave the template to the policy (delivered-by-policy) and decide it themselves when a pod arrives without it; every other reader expects it; the export holds exactly the marked templates', async (t) => {
   const { startTestServer } = await import('./helpers/server.js');
   const { createReview, decodePatch, prepareCreate } = await import('./helpers/apiserver.js');
   const { optedIn, pod } = await import('./helpers/pods.js');
@@ -170,27 +170,41 @@ test('delivery: policy — the webhooks leave the template to the policy (delive
   const set = createTemplateSet([delivered, served]);
   const server = await startTestServer({ templates: set, namespaces: optedIn('shop') });
   t.teardown(() => server.stop());
-  for (const path of ['/mutate', '/mutate/optional']) {
-    const review = createReview(prepareCreate(pod(), 'shop'), { namespace: 'shop' });
-    const res = await server.post(review, path);
-    const names = decodePatch(res.json.response)
+  const initNames = (response: Json) =>
+    decodePatch(response)
       .filter((op: Json) => op.path.startsWith('/spec/initContainers'))
       .flatMap((op: Json) => (Array.isArray(op.value) ? op.value : [op.value]).map((c: Json) => c.name));
-    t.deepEqual(names, ['probe'], `${path}: only the webhook's template`);
-  }
-  // Only the policy's template applies: the webhook answers without a patch, and says why.
+  // The pod as the policy leaves it (the policy runs before every webhook call): it carries the delivered template.
   const alone = createTemplateSet([delivered]);
+  const byPolicy = await admitPod({ pod: prepareCreate(pod(), 'shop'), namespace: 'shop', name: '' }, { templates: () => alone, namespaces: optedIn('shop') });
+  t.is(byPolicy.reason, 'injected', 'render, the audit and why decide without the flag: they expect the template in the pod');
+  const policyPod = byPolicy.decision === 'patched' ? byPolicy.injection.pod : {};
+  for (const path of ['/mutate', '/mutate/optional']) {
+    const res = await server.post(createReview(policyPod, { namespace: 'shop' }), path);
+    t.deepEqual(initNames(res.json.response), ['probe'], `${path}: only the webhook's template`);
+    t.deepEqual(res.json.response.warnings ?? [], [], `${path}: nothing to say`);
+  }
+  // Only the policy's template applies, and the pod has it: the webhook answers without a patch, and says why.
   const quiet = await startTestServer({ templates: alone, namespaces: optedIn('shop') });
   t.teardown(() => quiet.stop());
-  const review = createReview(prepareCreate(pod(), 'shop'), { namespace: 'shop' });
+  const review = createReview(policyPod, { namespace: 'shop' });
   const res = await quiet.post(review, '/mutate');
   t.is(res.json.response.patch, undefined);
   const line = quiet.logs.find((l) => l.uid === review.request.uid)!;
   t.is(line.reason, 'delivered-by-policy');
   t.regex(String(line.detail), /delivered is injected by the API server's MutatingAdmissionPolicy/);
-  // render, the audit and why decide without the flag: they expect the template in the pod.
-  const outcome = await admitPod({ pod: prepareCreate(pod(), 'shop'), namespace: 'shop', name: '' }, { templates: () => alone, namespaces: optedIn('shop') });
-  t.is(outcome.reason, 'injected');
+  // A pod that reaches the webhooks without it (no policy applied, or a stale one): the webhook
+  // injects it instead, and says so; never silently missing.
+  for (const path of ['/mutate', '/mutate/optional']) {
+    const missing = await server.post(createReview(prepareCreate(pod(), 'shop'), { namespace: 'shop' }), path);
+    t.deepEqual(initNames(missing.json.response).sort(), ['delivered', 'probe'], `${path}: injected by the webhook instead`);
+    t.true(
+      (missing.json.response.warnings as string[]).some((w) =>
+        /^delivered: not injected by the MutatingAdmissionPolicy \(delivery: policy\); the webhook decides it instead$/.test(w),
+      ),
+      `${path}: warned`,
+    );
+  }
   // The export holds the marked templates only; unmarked, every exportable one.
   t.deepEqual(mutatingPolicies(set).exported, ['delivered']);
   t.deepEqual(mutatingPolicies(createTemplateSet([served])).exported, ['probe']);

@@ -18,6 +18,8 @@ export const warningIds = {
   'pod-security-injected': 'templates injected though they violate the enforced Pod Security level (--pod-security-action inject)',
   'pod-security-warn': "templates make the pod violate the namespace's warn level",
   'pod-resources-grown': "the pod-level resources grew by the sidecars' share",
+  'policy-delivery-missing':
+    'a template delivered by the MutatingAdmissionPolicy (delivery: policy) reached the webhook missing from a pod it applies to (the policy is not applied, stale, or decides otherwise): the webhook decides it instead',
   'misplaced-opt-in': "a workload carries opt-in metadata in its own metadata instead of its pod template's (render)",
 } as const satisfies Record<string, string>;
 

@@ -25,6 +25,7 @@ import {
   joinWorld,
   optedInNamespace,
   testNamespace,
+  warnings,
   withTemplate,
   type Json,
 } from './helpers.js';
@@ -551,16 +552,26 @@ test('hybrid: a template marked delivery: policy is injected by the policy and l
   const id = Math.random().toString(16).slice(2, 8);
   const namespace = await optedInNamespace(t, 'map-hybrid', { 'map-export-test': id });
   await createCorpusServiceAccounts(namespace);
+  const create = (body: Json) => kube.request('POST', `/api/v1/namespaces/${namespace}/pods?dryRun=All`, body);
+  const missedByPolicy = (answer: { headers: Record<string, string | string[] | undefined> }) =>
+    warnings(answer).some((w) => /^log-shipper: not injected by the MutatingAdmissionPolicy \(delivery: policy\); the webhook decides it instead$/.test(w));
+  // No policy applied yet: the webhook injects the marked template itself, and says why.
+  const early = await create(pod('before-policy'));
+  t.is(early.status, 201);
+  t.true(
+    (early.body.spec.initContainers as Json[] | undefined)?.some((c) => c.name === 'log-shipper'),
+    'never silently missing',
+  );
+  t.true(missedByPolicy(early), 'the warning names the policy');
   for (const object of exported.objects) {
     const bound = String(object.kind).endsWith('Binding')
       ? { ...object, spec: { ...(object.spec as Json), matchResources: { namespaceSelector: { matchLabels: { 'map-export-test': id } } } } }
       : object;
     await apply(kube, t, bound);
   }
-  const create = (body: Json) => kube.request('POST', `/api/v1/namespaces/${namespace}/pods?dryRun=All`, body);
   await eventually('the policy in force', async () => {
     const answer = await create(pod('probe'));
-    return answer.status === 201 && answer.body.spec.initContainers?.some((c: Json) => c.name === 'log-shipper');
+    return answer.status === 201 && answer.body.spec.initContainers?.some((c: Json) => c.name === 'log-shipper') && !missedByPolicy(answer);
   });
   const all = [
     ...loadCorpus().map((c) => ({ name: `corpus/${c.name}`, body: structuredClone(c.body) })),
@@ -581,6 +592,7 @@ test('hybrid: a template marked delivery: policy is injected by the policy and l
       continue;
     }
     const stored = answer.body;
+    if (missedByPolicy(answer)) problems.push(`${c.name}: the webhook, not the policy, injected the log shipper`);
     const names = [...(stored.spec.initContainers ?? []), ...stored.spec.containers].map((x: Json) => x.name as string);
     if (names.length !== new Set(names).size) problems.push(`${c.name}: a container twice: ${names.join(', ')}`);
     const ledger = JSON.parse(stored.metadata.annotations?.['sidecar-injector.io/status'] ?? '{"templates":{}}');

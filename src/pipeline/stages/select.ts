@@ -84,7 +84,18 @@ export async function selectTemplates(read: Read, input: PodInput, deps: AdmitDe
   // Selection ran over every template (a pod may request the other class's); this webhook injects its own class.
   const ofClass = deps.failurePolicy ? selection.templates.filter((t) => t.failurePolicy === deps.failurePolicy) : selection.templates;
   // A webhook leaves the templates delivered by the API server's MutatingAdmissionPolicy to it.
-  const ours = deps.leavesPolicyDelivered ? ofClass.filter((t) => t.delivery !== 'policy') : ofClass;
+  // The policy runs before every webhook call, so a template of it that applies and that the pod
+  // arrives without was not injected by it (the policy is not applied, stale, or decides
+  // otherwise): the webhook decides it as its own then — never silently missing, a rule that
+  // leaves it out said as for any template — and says why.
+  const missingFromPolicy = deps.leavesPolicyDelivered
+    ? ofClass.filter((t) => t.delivery === 'policy' && !Object.hasOwn(prepared.ledger.believed.templates, t.name))
+    : [];
+  for (const t of missingFromPolicy)
+    warnings.push(
+      warning('policy-delivery-missing', `${t.name}: not injected by the MutatingAdmissionPolicy (delivery: policy); the webhook decides it instead`, t.name),
+    );
+  const ours = deps.leavesPolicyDelivered ? ofClass.filter((t) => t.delivery !== 'policy' || missingFromPolicy.includes(t)) : ofClass;
   for (const t of selection.templates) {
     if (!ofClass.includes(t)) byName.set(t.name, { template: t.name, kind: 'not-applicable', why: 'other-webhook' });
     else if (!ours.includes(t)) byName.set(t.name, { template: t.name, kind: 'not-applicable', why: 'delivered-by-policy' });
