@@ -34,6 +34,8 @@ export function parseQuantity(value: unknown): Quantity | undefined {
   return quantity;
 }
 
+const nano = 10n ** 9n;
+
 function readQuantity(text: string): Quantity | undefined {
   const m = quantityRe.exec(text);
   if (!m) return undefined;
@@ -46,6 +48,13 @@ function readQuantity(text: string): Quantity | undefined {
   if (isBinary) num *= 2n ** BigInt(binary[suffix]!);
   else if (scale !== undefined && scale > 0) num *= 10n ** BigInt(scale);
   else if (scale !== undefined && scale < 0) den *= 10n ** BigInt(-scale);
+  // As the API server reads it (resource.ParseQuantity): a value finer than 1n is rounded up,
+  // away from zero, to the next nano, so 0.0999999999999 is 100m to both and a bound compares alike.
+  if (den > nano) {
+    const magnitude = num < 0n ? -num : num;
+    const rounded = (magnitude * nano + den - 1n) / den;
+    return Object.freeze({ num: num < 0n ? -rounded : rounded, den: nano, binary: isBinary });
+  }
   return Object.freeze({ num, den, binary: isBinary });
 }
 

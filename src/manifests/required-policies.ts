@@ -37,6 +37,7 @@ import { imageReference } from '../k8s/contains.js';
 import type { JsonObject } from '../k8s/json.js';
 import { AnnotationKeys, LabelKeys, LabelValues } from '../k8s/keys.js';
 import { osNodeLabels } from '../k8s/pod.js';
+import { goSpaceClass, trimSpace } from '../k8s/space.js';
 import { maxAnnotationBytes, reviewLimits } from '../k8s/pod-validation.js';
 import type { Selector } from '../k8s/selector.js';
 import { matchConditions as webhookMatchConditions } from '../pipeline/match-conditions.js';
@@ -90,7 +91,7 @@ export interface PolicyOptions {
 
 /** Reads `Warn,Audit` or `Deny`; returns the actions or the problem as a sentence. The API server refuses Deny with Warn. */
 export function parseValidationActions(text: string): readonly ValidationAction[] | string {
-  const words = text.split(',').map((w) => w.trim());
+  const words = text.split(',').map(trimSpace);
   const unknown = words.filter((w) => !validationActions.includes(w as ValidationAction));
   if (unknown.length > 0 || words.length === 0) {
     return `--validation-actions ${JSON.stringify(text.slice(0, 100))}: each must be one of ${validationActions.join(', ')} (e.g. Warn,Audit or Deny)`;
@@ -260,8 +261,8 @@ export const podOs =
   `has(object.spec.affinity) && has(object.spec.affinity.nodeAffinity) && has(${requiredTerms}) && has(${requiredTerms}.nodeSelectorTerms) && size(${requiredTerms}.nodeSelectorTerms) > 0 && ` +
   `${requiredTerms}.nodeSelectorTerms.all(t, has(t.matchExpressions) && t.matchExpressions.exists(e, e.key in [${osNodeLabels.map((l) => `'${l}'`).join(', ')}] && e.operator == 'In' && has(e.values) && size(e.values) > 0 && e.values.all(v, v == 'windows'))) ? 'windows' : 'linux')`;
 
-/** The characters JavaScript's String.prototype.trim removes, which selection/select.ts uses on each requested name. */
-const trimmed = '[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]*';
+/** The white space selection/select.ts trims from each requested name (k8s/space.ts: Go's, which CEL's trim() removes too). */
+const trimmed = `[${goSpaceClass}]*`;
 
 /** The on-request pattern: the comma-separated list names the template, spaces trimmed. */
 export const requestPattern = (template: Template) => `(^|,)${trimmed}${template.name}${trimmed}(,|$)`;

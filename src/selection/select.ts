@@ -2,6 +2,7 @@
  * Which templates apply to a pod, and why the others do not. Pure.
  */
 import { AnnotationKeys, LabelKeys, LabelValues } from '../k8s/keys.js';
+import { trimSpace } from '../k8s/space.js';
 import type { TemplateSet } from '../templates/set.js';
 import type { PodOs, Template } from '../templates/template.js';
 import { unmetRequirement, type Labels, type Requirement } from '../k8s/selector.js';
@@ -43,14 +44,7 @@ export interface SelectionInput {
 /** The template names a pod requests with `sidecar-injector.io/templates: a,b`. */
 export function requestedTemplates(annotations: Readonly<Record<string, string>>): string[] {
   const value = Object.hasOwn(annotations, AnnotationKeys.request) ? annotations[AnnotationKeys.request]! : '';
-  return [
-    ...new Set(
-      value
-        .split(',')
-        .map((s) => s.trim())
-        .filter(Boolean),
-    ),
-  ];
+  return [...new Set(value.split(',').map(trimSpace).filter(Boolean))];
 }
 
 /**

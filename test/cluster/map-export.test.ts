@@ -184,6 +184,13 @@ const cases: { name: string; body: Json }[] = [
   },
   { name: 'volume-same-in-bytes', body: pod('vol-bytes', { spec: { volumes: [{ name: 'app-logs', emptyDir: { sizeLimit: '268435456' } }] } }) },
   { name: 'unknown-template-requested', body: pod('typo', { metadata: { annotations: { 'sidecar-injector.io/templates': 'proxy,typo' } } }) },
+  // White space is Go's to both (U+0085 is, U+FEFF is not), and a quantity finer than 1n rounds up alike.
+  { name: 'requested-name-ending-in-next-line', body: pod('nel', { metadata: { annotations: { 'sidecar-injector.io/templates': 'proxy\u0085' } } }) },
+  { name: 'requested-name-ending-in-bom', body: pod('bom', { metadata: { annotations: { 'sidecar-injector.io/templates': 'proxy\ufeff' } } }) },
+  {
+    name: 'override-finer-than-nano-at-the-bound',
+    body: pod('finer', { metadata: { annotations: { 'log-shipper.sidecar-injector.io/memoryLimit': '33554431.9999999999' } } }),
+  },
   { name: 'too-many-labels', body: pod('labels', { metadata: { labels: Object.fromEntries(Array.from({ length: 2001 }, (_, i) => [`l${i}`, 'x'])) } }) },
   {
     name: 'required-look-alike',
