@@ -490,3 +490,28 @@ test("serve with the Deployment's flags runs outside a cluster: two replicas, on
   t.is(await leader.exited, 0);
   t.is(lease(), '', 'the leader released its lease');
 });
+
+test('overlapping rounds on two replicas, renewing at once, never leave a caBundle that does not trust the Secret’s CA', async (t) => {
+  const failures: string[] = [];
+  for (let i = 0; i < 24; i++) {
+    const api = await cluster(t);
+    const [a, b] = [await replica(api, `a${i}`), await replica(api, `b${i}`)];
+    await a.reconcile();
+    // The Secret replaced by a broken one: both rounds plan a new CA from the same reads.
+    const broken = structuredClone(secretOf(api));
+    broken.data['ca.crt'] = Buffer.from('not a certificate').toString('base64');
+    api.secrets.set(`${namespace}/sidecar-injector-tls`, broken);
+    await Promise.allSettled([a.reconcile(), b.reconcile()]);
+    // The CA that signed the Secret's serving certificate is in every webhook's caBundle.
+    const serving = new X509Certificate(field(secretOf(api), 'tls.crt'));
+    const signer = splitCertificates(field(secretOf(api), 'ca.crt')).find((pem) => serving.checkIssued(new X509Certificate(pem)));
+    if (!signer) failures.push(`try ${i}: the Secret holds no CA of its serving certificate`);
+    else if (
+      !bundles(api).every((bundle) =>
+        splitCertificates(bundle).some((pem) => new X509Certificate(pem).fingerprint256 === new X509Certificate(signer).fingerprint256),
+      )
+    )
+      failures.push(`try ${i}: a caBundle does not trust the CA of the Secret's serving certificate`);
+  }
+  t.deepEqual(failures, []);
+});
