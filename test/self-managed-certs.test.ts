@@ -507,7 +507,7 @@ test('overlapping rounds on two replicas, renewing at once, never leave a caBund
     const signer = splitCertificates(field(secretOf(api), 'ca.crt')).find((pem) => serving.checkIssued(new X509Certificate(pem)));
     if (!signer) failures.push(`try ${i}: the Secret holds no CA of its serving certificate`);
     else if (
-      !bundles(api).every((bundle) =>
+      !bundles(api).every((bundle: string) =>
         splitCertificates(bundle).some((pem) => new X509Certificate(pem).fingerprint256 === new X509Certificate(signer).fingerprint256),
       )
     )

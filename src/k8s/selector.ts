@@ -132,6 +132,16 @@ export function requirementText({ key, operator, values }: Requirement): string 
   }
 }
 
+/**
+ * A requirement as a sentence says what it needs: `team=shop`, `team in (a,b)`, `team notin (a)`,
+ * `a label team (any value)`, `no label team` (requirementText is the selector syntax a command takes).
+ */
+export function requirementPhrase(requirement: Requirement): string {
+  if (requirement.operator === 'Exists') return `a label ${requirement.key} (any value)`;
+  if (requirement.operator === 'DoesNotExist') return `no label ${requirement.key}`;
+  return requirementText(requirement);
+}
+
 /** What `labels` (of `whose`: "the pod", "namespace shop") hold for an unmet requirement, quoted and bounded. */
 export function unmetBecause(requirement: Requirement, labels: Labels, whose: string): string {
   const { key } = requirement;
