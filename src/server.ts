@@ -53,6 +53,9 @@ export const defaultTimeouts: ServerTimeouts = {
  */
 const defaultMaxConnections = 500;
 
+/** Requests one connection may have unanswered at once (pipelined): beyond, it is closed. */
+const maxUnansweredPerConnection = 2;
+
 /**
  * Connections still in their TLS handshake kept at once, apart from the established ones so that
  * they never keep a completed client out. Beyond it the oldest handshake is closed: a client's
@@ -124,24 +127,29 @@ const done = (res: ServerResponse) => res.writableFinished || res.destroyed;
 /**
  * The connection to close to make room, or undefined when every one is answering a request
  * already received (then the new connection is refused instead): an idle one that never sent a
- * request (a hoarder's), oldest first; else the idle one whose last request is the oldest; else
+ * request (a hoarder's), oldest first; else one whose answer sweeps have found written and unread
+ * for a second (a client that does not read: its slot is not held until the write timeout); else the
+ * idle one whose last request is the oldest; else
  * the oldest whose request body is still arriving (a stalled upload: real reviews arrive in
  * milliseconds). The API server's pooled connections carry requests all the time, so they go last.
  */
-function evictable(connections: ReadonlyMap<TLSSocket, Connection>): TLSSocket | undefined {
+function evictable(connections: ReadonlyMap<TLSSocket, Connection>, now: number): TLSSocket | undefined {
   let idle: TLSSocket | undefined;
   let idleSince = Infinity;
   let upload: TLSSocket | undefined;
   let uploadSince = Infinity;
+  let stuck: TLSSocket | undefined;
   for (const [socket, state] of connections) {
-    if (state.active === 0) {
+    // An answer written in full that sweeps have found unread for a second: a client that does not read.
+    if (state.unflushed !== undefined && now - state.unflushedSince >= 1000) stuck ??= socket;
+    else if (state.active === 0) {
       if (state.lastRequestAt === 0) return socket;
       if (state.lastRequestAt < idleSince) [idle, idleSince] = [socket, state.lastRequestAt];
     } else if (state.request && !state.request.complete && state.lastRequestAt < uploadSince) {
       [upload, uploadSince] = [socket, state.lastRequestAt];
     }
   }
-  return idle ?? upload;
+  return stuck ?? idle ?? upload;
 }
 
 /** The key of a TCP connection, the same for its raw socket and for the TLS socket over it. */
@@ -167,8 +175,11 @@ class Handshakes {
   }
 
   add(socket: net.Socket): void {
+    // Reset before it was accepted: it knows no address, and goes by itself.
+    if (socket.remoteAddress === undefined) return;
     const key = connectionKey(socket);
-    const source = socket.remoteAddress ?? '';
+    if (this.pending.has(key)) return;
+    const source = socket.remoteAddress;
     if ((this.perSource.get(source) ?? 0) >= this.maxPerSource) {
       for (const [oldestKey, entry] of this.pending)
         if (entry.source === source) {
@@ -235,6 +246,14 @@ export async function startServer(
     (req, res) => {
       const socket = req.socket as TLSSocket;
       const connection = connections.get(socket);
+      // HTTP/1.1 pipelining: no client of ours sends a request before reading the answer to the
+      // one before (Go's transport, the kubelet, Prometheus), while a client that pipelines and
+      // never reads would have every request it packs into a TLS record answered and buffered.
+      // A third request while two are unanswered closes the connection.
+      if (connection && connection.active >= maxUnansweredPerConnection) {
+        socket.destroy();
+        return;
+      }
       if (connection) {
         connection.active++;
         connection.lastRequestAt = clock.now();
@@ -257,7 +276,7 @@ export async function startServer(
   server.on('secureConnection', (socket: TLSSocket) => {
     handshakes.done(socket);
     if (connections.size >= maxConnections) {
-      const victim = evictable(connections);
+      const victim = evictable(connections, clock.now());
       if (!victim) {
         // Every connection is answering a request it has received: this one waits its turn elsewhere.
         socket.destroy();

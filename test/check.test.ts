@@ -40,6 +40,13 @@ const broken: [string, Record<string, string>, string, string, RegExp][] = [
     /not a valid label selector operator/,
   ],
   [
+    'an objectSelector whose lines lost their indentation',
+    { 'a.yaml': `${good}objectSelector:\nmatchLabels:\n  app: web\n`.replace('name: agent\n', 'name: a\n') },
+    'a.yaml',
+    'objectSelector',
+    /the key has no value, which would select every pod \(did its lines lose their indentation\?\)/,
+  ],
+  [
     'a rendered pod that breaks the Pod schema',
     { 'a.yaml': 'name: a\nparameters: { port: http }\ncontainers:\n  - name: a\n    image: x\n    ports: [{ containerPort: "{{ params.port }}" }]\n' },
     'a.yaml',

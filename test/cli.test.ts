@@ -379,3 +379,19 @@ test('a second local start on a busy port fails without replacing the running on
   const review = await post(first.port, first.ca, await readFile(join('dev', 'sample-review.json'), 'utf8'));
   t.is(review.response.uid, '705ab4f5-6393-11e8-b7cc-42010a800002', 'and the quickstart’s curl still reaches it');
 });
+
+test('a reader that stops early (| head) ends the command quietly: no EPIPE stack trace', async (t) => {
+  const entry = join('dist', 'src', 'cli', 'main.js');
+  // 78 KB of policies, more than a pipe holds: the writes after head has gone fail with EPIPE.
+  for (const command of ['policies --mutating', 'check templates']) {
+    const child = spawn('sh', ['-c', `"${process.execPath}" ${entry} ${command} | head -c 1`], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString('utf8')));
+    const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
+    t.is(code, 0, `${command}: the pipeline is as good as its last command`);
+    t.is(stdout.length, 1, command);
+    t.is(stderr, '', `${command}: nothing on stderr`);
+  }
+});

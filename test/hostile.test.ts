@@ -351,6 +351,47 @@ test('a client that never reads cannot keep its connection by sending more reque
   t.true(elapsed <= 700, `closed ${elapsed} ms after the answer was written`);
 });
 
+test('making room closes a client that has left its answer unread for a second before the pooled connection that reads', async (t) => {
+  const clock = new FakeClock();
+  const own = await startTestServer({ templates: bigAnswerTemplates(), maxConnections: 2, timeouts: { writeTimeoutMs: 60_000 }, clock });
+  t.teardown(() => own.stop());
+  const { caCert } = await testCertificates();
+  const https = await import('node:https');
+  const agent = new https.Agent({ keepAlive: true, maxSockets: 1, ca: caCert });
+  t.teardown(() => agent.destroy());
+  const call = () =>
+    new Promise<{ status: number; reused: boolean }>((resolve, reject) => {
+      const req = https.request(
+        { host: '127.0.0.1', port: own.port, path: '/mutate', method: 'POST', servername: 'localhost', agent, headers: { 'content-type': 'application/json' } },
+        (res) => {
+          res.resume();
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, reused: req.reusedSocket }));
+        },
+      );
+      req.on('error', reject);
+      req.end(JSON.stringify(review(basePod())));
+    });
+  t.is((await call()).status, 200, 'the pooled connection, read in full, now idle');
+  const answers: ServerResponse[] = [];
+  own.server.on('request', (_req: unknown, res: ServerResponse) => answers.push(res));
+  const serverSide = serverSides(own);
+  const stuck = await sendWithoutReading(own.port, JSON.stringify(review(basePod())));
+  stuck.on('error', () => undefined);
+  t.teardown(() => stuck.destroy());
+  await until(() => serverSide(stuck) !== undefined && answers[0]?.writableEnded === true, 'the 4 MB answer written, unread');
+  // Sweeps each second find it unread; the write timeout (a minute) is far.
+  await clock.advance(2500);
+  t.false(serverSide(stuck)!.destroyed);
+  // A third connection at the limit of two: the non-reader goes, the pooled connection stays.
+  const third = tls.connect({ host: '127.0.0.1', port: own.port, ca: caCert, servername: 'localhost' });
+  third.on('error', () => undefined);
+  t.teardown(() => third.destroy());
+  await until(() => serverSide(stuck)!.destroyed, 'the client that does not read closed to make room');
+  const again = await call();
+  t.is(again.status, 200);
+  t.true(again.reused, 'the pooled connection survived');
+});
+
 test('shutdown delivers an answer already written in full to a slow reader', async (t) => {
   const own = await startTestServer({ templates: bigAnswerTemplates() });
   const answers: ServerResponse[] = [];
@@ -411,6 +452,26 @@ async function freshReview(s: TestServer, pod: Record<string, any>): Promise<num
   const { caCert } = await testCertificates();
   return (await httpsCall({ port: s.port, path: '/mutate', ca: caCert, agent: false, body: JSON.stringify(review(pod)) })).status;
 }
+
+test('a client that pipelines requests and never reads is closed at its third unanswered request, however many it packed', async (t) => {
+  const own = await startTestServer({ templates: await loadTemplateDir('templates') });
+  t.teardown(() => own.stop());
+  const { caCert } = await testCertificates();
+  const serverSide = serverSides(own);
+  const socket = tls.connect({ host: '127.0.0.1', port: own.port, ca: caCert, servername: 'localhost' });
+  socket.on('error', () => undefined);
+  t.teardown(() => socket.destroy());
+  await new Promise((resolve) => socket.once('secureConnect', resolve));
+  serverSide(socket);
+  // 500 requests for /metrics (14 KB each) in a few TLS records, and nothing read.
+  socket.pause();
+  socket.write('GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n'.repeat(500));
+  await until(() => serverSide(socket)?.destroyed === true, 'the connection closed by the server');
+  // At most the two answers taken before the third request came were written (each about 14 KB), not 500.
+  const written = serverSide(socket)!.bytesWritten;
+  t.true(written < 100_000, `${written} bytes written`);
+  t.is((await own.post(review(basePod()))).status, 200, 'others are served');
+});
 
 test('silent TCP connections never lock a new client out: a thousand that never start TLS, and every new connection is still served', async (t) => {
   const own = await startTestServer({ templates: await loadTemplateDir('templates') });

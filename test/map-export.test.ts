@@ -205,6 +205,19 @@ test('delivery: policy — the webhooks leave the template to the policy (delive
       `${path}: warned`,
     );
   }
+  // A ledger entry the pod wrote itself, with no container behind it (the policy skips such a
+  // pod as injected): not delivered, so the webhook decides the template and restores it.
+  const forged = prepareCreate(pod(), 'shop');
+  forged.metadata.annotations = {
+    ...forged.metadata.annotations,
+    'sidecar-injector.io/status': JSON.stringify({
+      v: 1,
+      templates: { delivered: { hash: delivered.hash, initContainers: ['delivered'] } },
+    }),
+  };
+  const restored = await quiet.post(createReview(forged, { namespace: 'shop' }), '/mutate');
+  t.deepEqual(initNames(restored.json.response), ['delivered'], 'a forged ledger does not stand for the sidecar');
+  t.true((restored.json.response.warnings as string[]).some((w) => w.startsWith('delivered: not injected by the MutatingAdmissionPolicy')));
   // The export holds the marked templates only; unmarked, every exportable one.
   t.deepEqual(mutatingPolicies(set).exported, ['delivered']);
   t.deepEqual(mutatingPolicies(createTemplateSet([served])).exported, ['probe']);

@@ -280,7 +280,7 @@ test('render --explain and why: a NotIn requirement is not told to move the labe
     { template: { metadata: { labels: { canary: 'true' } }, spec: { containers: [{ name: 'web', image: 'nginx' }] } } },
   );
   const reason = byTemplate(await json('-n', 'shop', 'deploy/web')).a!.reason;
-  t.is(reason, 'pod labels do not match its objectSelector: it needs !canary, and the pod template has canary="true"');
+  t.is(reason, 'pod labels do not match its objectSelector: it needs no label canary, and the pod template has canary="true"');
 });
 
 test('tenant text with controls, bidi overrides and line separators is printed escaped, in text and in JSON', async (t) => {

@@ -247,7 +247,8 @@ export class SelfManagedCertificates extends EventEmitter {
       if (err instanceof CertificateControllerError && err.cause instanceof KubernetesApiError && err.cause.statusCode === 404) return undefined;
       throw err;
     });
-    if (configuration !== undefined) this.noteFailingOpen(configuration);
+    // No configuration at all: nothing fails open (and nothing stale is reported).
+    this.noteFailingOpen(configuration ?? {});
     const trusted = trustedByConfiguration(configuration, now);
     const plan = planCertificates(stored, now, this.dnsNames, trusted);
     if (plan.action === 'keep' && stored && !('problem' in stored)) {

@@ -187,6 +187,14 @@ async function main(argv: readonly string[]): Promise<void> {
   await command.run(rest);
 }
 
+// A reader that stops early (`check DIR | head -1`) closes the pipe: the rest of the output has
+// nowhere to go, which is no error of the command's. Exit as a command killed by SIGPIPE would
+// (128 + 13), quietly.
+process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+  if (err.code === 'EPIPE') process.exit(141);
+  throw err;
+});
+
 main(process.argv.slice(2)).catch((err: unknown) => {
   // A command line we cannot read is the caller's mistake: exit 2, as for an unknown command.
   if (err instanceof UsageError) {

@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import type { ReviewOutcome, Webhook } from '../admission/mutate.js';
 import type { Liveness } from '../liveness.js';
 import type { Metrics } from '../metrics.js';
+import { printable } from '../quote.js';
 
 /** What the routes report; each call logs and measures. */
 export interface Observer {
@@ -45,7 +46,7 @@ export function createObserver(log: Logger, metrics: Metrics, liveness: Liveness
       for (const template of outcome.injected) metrics.injections.inc({ template });
       metrics.reviewDuration.observe(seconds);
       // One line per review; never pod contents (env values can be secrets).
-      const own = { uid: outcome.uid, webhook, dryRun: outcome.dryRun, durationMs: Math.round(seconds * 1e6) / 1000 };
+      const own = { uid: printable(outcome.uid), webhook, dryRun: outcome.dryRun, durationMs: Math.round(seconds * 1e6) / 1000 };
       const remembered = outcome.remembered;
       if (remembered) {
         metrics.reviewsFromCache.inc();

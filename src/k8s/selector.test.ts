@@ -1,6 +1,6 @@
 import test from 'ava';
 import { SelectorError } from '../errors.js';
-import { matches, parseSelector } from './selector.js';
+import { matches, parseSelector, requirementPhrase } from './selector.js';
 
 const labels = { app: 'web', tier: 'frontend', empty: '' };
 
@@ -85,4 +85,14 @@ for (const [title, raw, field, fragment] of invalid) {
 
 test('an empty-string value is a valid label value', (t) => {
   t.notThrows(() => parseSelector({ matchExpressions: [{ key: 'a', operator: 'In', values: [''] }] }));
+});
+
+test('a requirement as a sentence says what it needs: Exists and DoesNotExist in words, the rest as a selector writes them', (t) => {
+  const phrase = (key: string, operator: string, values?: string[]) =>
+    requirementPhrase(parseSelector({ matchExpressions: [{ key, operator, ...(values ? { values } : {}) }] }).requirements[0]!);
+  t.is(phrase('team', 'Exists'), 'a label team (any value)');
+  t.is(phrase('canary', 'DoesNotExist'), 'no label canary');
+  t.is(phrase('team', 'In', ['shop']), 'team=shop');
+  t.is(phrase('team', 'In', ['shop', 'payments']), 'team in (payments,shop)');
+  t.is(phrase('team', 'NotIn', ['shop']), 'team notin (shop)');
 });

@@ -20,3 +20,17 @@ test('the class is one RE2 and JavaScript read alike: the characters themselves 
   t.true(new RegExp(`^[${goSpaceClass}]$`).test('\u2005'));
   t.false(new RegExp(`^[${goSpaceClass}]$`).test('\ufeff'));
 });
+
+test('trimSpace walks in from each end only: a name with 200,000 spaces inside is returned as it is', (t) => {
+  // A regular expression anchored at the end would try every position of the inner run (minutes for this one).
+  const hostile = `logs${' '.repeat(200_000)}x`;
+  t.is(trimSpace(hostile), hostile);
+  t.is(trimSpace(`  ${hostile}\u0085`), hostile);
+});
+
+test('the set trimSpace uses is the class the policies embed', (t) => {
+  for (let c = 0; c <= 0x3000; c++) {
+    const ch = String.fromCharCode(c);
+    t.is(trimSpace(`${ch}a`) === 'a', new RegExp(`^[${goSpaceClass}]$`).test(ch), `U+${c.toString(16).padStart(4, '0')}`);
+  }
+});

@@ -169,6 +169,15 @@ export function checkOs(raw: unknown, containers: readonly unknown[], problems: 
 }
 
 export function checkSelector(raw: unknown, field: string, problems: Problems): Selector {
+  // `objectSelector:` with nothing after it: YAML reads null, which would select everything —
+  // almost always lines that lost their indentation. Absent, or `{}`, says "every pod" on purpose.
+  if (raw === null) {
+    problems.add(
+      field,
+      'the key has no value, which would select every pod (did its lines lose their indentation?); give matchLabels or matchExpressions, or write {} (or remove the key) to select every pod',
+    );
+    return parseSelector(undefined);
+  }
   try {
     return parseSelector(raw);
   } catch (err) {

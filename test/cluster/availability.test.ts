@@ -170,7 +170,7 @@ test.serial('three stalled 6 MB uploads per replica, renewed as they are cut, re
 });
 
 /** A review as a tenant would send it straight to a replica, from the tenant's address; the HTTP status and body. */
-function directReview(host: string): Promise<{ status: number; body: Json }> {
+function directReview(host: string, namespace: string): Promise<{ status: number; body: Json }> {
   const review = {
     apiVersion: 'admission.k8s.io/v1',
     kind: 'AdmissionReview',
@@ -178,7 +178,7 @@ function directReview(host: string): Promise<{ status: number; body: Json }> {
       uid: 'direct-1',
       kind: { group: '', version: 'v1', kind: 'Pod' },
       resource: { group: '', version: 'v1', resource: 'pods' },
-      namespace: 'default',
+      namespace,
       operation: 'CREATE',
       userInfo: { username: 'tenant' },
       object: withProxy('direct'),
@@ -213,7 +213,7 @@ test.serial('with the api-server-client-ca component, the API server’s calls a
   const namespace = await optedInNamespace(t, 'client-ca');
   const configMapPath = '/api/v1/namespaces/sidecar-injector/configmaps';
   // Before: anyone who reaches a replica gets an answer, with what the templates would add.
-  const before = await directReview((await replicaAddresses())[0]!);
+  const before = await directReview((await replicaAddresses())[0]!, namespace);
   t.is(before.status, 200);
   t.is(before.body.response?.patchType, 'JSONPatch');
   await kube.create(configMapPath, {
@@ -244,7 +244,7 @@ test.serial('with the api-server-client-ca component, the API server’s calls a
   t.true(created.every(injected));
   // A tenant's direct review, to each replica: refused before its body is read, with why.
   for (const host of await replicaAddresses()) {
-    const direct = await directReview(host);
+    const direct = await directReview(host, namespace);
     t.is(direct.status, 401, host);
     t.like(direct.body, { code: 'ERR_CLIENT_CERTIFICATE' });
     t.regex(String(direct.body.message), /^reviews are answered only for the API server: no client certificate was presented/);

@@ -88,9 +88,14 @@ export async function selectTemplates(read: Read, input: PodInput, deps: AdmitDe
   // arrives without was not injected by it (the policy is not applied, stale, or decides
   // otherwise): the webhook decides it as its own then — never silently missing, a rule that
   // leaves it out said as for any template — and says why.
-  const missingFromPolicy = deps.leavesPolicyDelivered
-    ? ofClass.filter((t) => t.delivery === 'policy' && !Object.hasOwn(prepared.ledger.believed.templates, t.name))
-    : [];
+  // Delivered means its sidecars are in the pod: a ledger entry alone is a claim the pod can
+  // write itself (with no container, the policy skips it as injected and nobody restores it).
+  const containerNames = new Set([...read.parts.containers, ...read.parts.initContainers].map((c) => c.name));
+  const delivered = (name: string) => {
+    const entry = Object.hasOwn(prepared.ledger.believed.templates, name) ? prepared.ledger.believed.templates[name] : undefined;
+    return entry !== undefined && [...(entry.containers ?? []), ...(entry.initContainers ?? [])].every((c) => containerNames.has(c));
+  };
+  const missingFromPolicy = deps.leavesPolicyDelivered ? ofClass.filter((t) => t.delivery === 'policy' && !delivered(t.name)) : [];
   for (const t of missingFromPolicy)
     warnings.push(
       warning('policy-delivery-missing', `${t.name}: not injected by the MutatingAdmissionPolicy (delivery: policy); the webhook decides it instead`, t.name),
