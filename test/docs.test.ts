@@ -4,11 +4,13 @@
  * the tutorial marked `sh tested` runs, with the output the page shows.
  */
 import test, { type ExecutionContext } from 'ava';
-import { spawn } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readdir, readFile, stat, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import { commandSummary } from '../src/cli/usage.js';
 import { referencePages } from '../scripts/docs.js';
 import { httpsCall } from './helpers/https.js';
 import { spawnServe } from './helpers/process.js';
@@ -250,4 +252,15 @@ test("the README's quickstart runs as shown, against serve started as npm start 
 
 test('the tutorial (docs/first-template.md) runs as shown', async (t) => {
   await runPage(t, join('docs', 'first-template.md'));
+});
+
+test('docs/cli.md names every command, and its sample of a mistyped command is what the command line prints', async (t) => {
+  const page = await readFile('docs/cli.md', 'utf8');
+  const listed = [...commandSummary.matchAll(/^ {2}([a-z]+) {2,}/gm)].map((m) => m[1]!);
+  t.true(listed.length >= 12, `${listed.length} commands in --help`);
+  for (const name of listed) t.regex(page, new RegExp(`^\\| \`${name}[ \`]`, 'm'), `docs/cli.md has a row for ${name}`);
+  const run = promisify(execFile);
+  const answer = await run(process.execPath, [join('dist', 'src', 'cli', 'main.js'), 'rendr', '-f', 'deploy.yaml']).catch((err: { stderr: string }) => err);
+  const printed = (answer as { stderr: string }).stderr.trim();
+  t.true(page.includes(`$ sidecar-injector rendr -f deploy.yaml\n${printed}\n`), printed);
 });
