@@ -72,5 +72,8 @@ export const leftOutRules = {
 
 /** The sentence a required template's denial ends with: the rule's text and what to change. */
 export function cannotInject(template: string, rule: LeftOutRule, text: string): string {
-  return `required sidecar ${template} cannot be injected: ${text}; ${leftOutRules[rule].remedy}`;
+  // A conflict's text ends with its short fix for the warning it also is ("rename that volume"):
+  // here the rule's whole remedy follows, so the short one goes.
+  const said = text.replace(/; rename that (?:container|volume)$/, '');
+  return `required sidecar ${template} cannot be injected: ${said}; ${leftOutRules[rule].remedy}`;
 }
