@@ -11,6 +11,8 @@ export interface Metrics {
   readonly reviews: Counter<'operation' | 'decision' | 'reason'>;
   /** Injections by template (a template that added something to a pod). */
   readonly injections: Counter<'template'>;
+  /** Pods that reached the webhook without a `delivery: policy` template's injection, by template: the policy is absent, stale, or decides otherwise. */
+  readonly policyDeliveryMissing: Counter<'template'>;
   /** Reviews answered from the answer cache (pods of one ReplicaSet after the second). */
   readonly reviewsFromCache: Counter;
   /** Time from receiving a review's body to having its answer. */
@@ -61,6 +63,12 @@ export function createMetrics(): Metrics {
       registers,
     }),
     injections: new Counter({ name: 'sidecar_injector_injections_total', help: 'Pods a template added something to', labelNames: ['template'], registers }),
+    policyDeliveryMissing: new Counter({
+      name: 'sidecar_injector_policy_delivery_missing_total',
+      help: 'Pods that reached the webhook without the injection of a template marked delivery: policy (the MutatingAdmissionPolicy absent, stale, or deciding otherwise); the webhook decided it instead',
+      labelNames: ['template'],
+      registers,
+    }),
     reviewsFromCache: new Counter({
       name: 'sidecar_injector_reviews_from_cache_total',
       help: 'AdmissionReviews answered from the answer cache, without parsing or deciding again',

@@ -205,6 +205,8 @@ test('delivery: policy — the webhooks leave the template to the policy (delive
       `${path}: warned`,
     );
   }
+  const missed = (await server.metrics.policyDeliveryMissing.get()).values.find((v) => v.labels.template === 'delivered')?.value;
+  t.is(missed, 2, 'counted per pod, by template: sidecar_injector_policy_delivery_missing_total');
   // A ledger entry the pod wrote itself, with no container behind it (the policy skips such a
   // pod as injected): not delivered, so the webhook decides the template and restores it.
   const forged = prepareCreate(pod(), 'shop');

@@ -103,6 +103,8 @@ export interface ReviewOutcome {
   readonly injected: readonly string[];
   readonly patchOps: number;
   readonly message: string;
+  /** Templates marked `delivery: policy` the pod reached the webhook without (warning policy-delivery-missing): the policy is absent, stale, or decides otherwise. */
+  readonly policyDeliveryMissing?: readonly string[];
   /** Decisions worth a log field but no warning (the default container set, …). */
   readonly notes?: readonly string[];
   /** The Events this review deserves (none for dry runs: sideEffects NoneOnDryRun), computed when asked. */
@@ -189,6 +191,12 @@ export function createReviewer(deps: MutateDeps): Reviewer {
   return { keyPaths: freshKeyPaths, answer: (body, webhook) => answerReview(body, byWebhook[webhook]) };
 }
 
+/** The templates an outcome warned were not delivered by their MutatingAdmissionPolicy, as an outcome field. */
+function policyDeliveryMissing(outcome: PodOutcome): Pick<ReviewOutcome, 'policyDeliveryMissing'> {
+  const missing = outcome.warnings.filter((w) => w.id === 'policy-delivery-missing' && w.template !== undefined).map((w) => w.template!);
+  return missing.length > 0 ? { policyDeliveryMissing: missing } : {};
+}
+
 /** Decides one pod CREATE afresh (admit, then the answer). */
 async function decide(
   version: ReviewVersion,
@@ -205,6 +213,7 @@ async function decide(
     reason: outcome.reason,
     message: outcome.message,
     ...(outcome.notes?.length ? { notes: outcome.notes.map((n) => cut(n, 200)) } : {}),
+    ...policyDeliveryMissing(outcome),
     // A dry run has no side effects, events included (R-28).
     ...(request.dryRun ? {} : { events: () => admissionEvents(outcome, request.object) }),
   };

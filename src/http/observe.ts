@@ -44,6 +44,7 @@ export function createObserver(log: Logger, metrics: Metrics, liveness: Liveness
       liveness.reviewAnswered();
       metrics.reviews.inc({ operation: outcome.operation, decision: outcome.decision, reason: outcome.reason });
       for (const template of outcome.injected) metrics.injections.inc({ template });
+      for (const template of outcome.policyDeliveryMissing ?? []) metrics.policyDeliveryMissing.inc({ template });
       metrics.reviewDuration.observe(seconds);
       // One line per review; never pod contents (env values can be secrets).
       const own = { uid: printable(outcome.uid), webhook, dryRun: outcome.dryRun, durationMs: Math.round(seconds * 1e6) / 1000 };
