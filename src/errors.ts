@@ -114,6 +114,29 @@ export class KubernetesApiError extends Error {
 }
 
 /**
+ * What a command could not get from the cluster: an object that is not there, or a read the API
+ * server refused or did not answer. Not the command line's fault: printed as it is, with what to
+ * check for a refused read (the exit status is 1).
+ */
+export class ClusterError extends Error {
+  override readonly name = 'ClusterError';
+  readonly code = 'ERR_CLUSTER';
+}
+
+/** The sentence for a read of `what` that failed: the API server's own words, and what a 401 or 403 means. */
+export function clusterReadFailure(what: string, err: unknown): ClusterError {
+  if (!(err instanceof KubernetesApiError)) return new ClusterError(`cannot read ${what}: ${(err as Error).message}`, { cause: err });
+  const said = err.detail ? `: ${err.detail.slice(0, 300)}` : '';
+  const hint =
+    err.statusCode === 403
+      ? ' (the kubeconfig’s user lacks the permission the API server names: grant it with RBAC, or run as a user who has it)'
+      : err.statusCode === 401
+        ? ' (the API server does not accept the kubeconfig’s credentials: log in again, or check the kubeconfig)'
+        : '';
+  return new ClusterError(`cannot read ${what}: ${err.message}${said}${hint}`, { cause: err });
+}
+
+/**
  * An answer of the Kubernetes API larger than the read may hold (a list page of tenants' objects
  * each up to etcd's object limit): the request is cut off before the body is read whole.
  */

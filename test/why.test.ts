@@ -9,7 +9,7 @@ import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { why, type WhyReport } from '../src/cli/why.js';
-import { ConfigError } from '../src/errors.js';
+import { ClusterError, ConfigError } from '../src/errors.js';
 import { loadTemplateDir } from '../src/templates/load.js';
 import { FakeApiServer } from './helpers/fake-apiserver.js';
 
@@ -216,7 +216,7 @@ test('a manifest with -f, templates from a folder, and clear refusals', async (t
   t.deepEqual(none.notes, ['no template is in force (ConfigMap sidecar-injector/sidecar-injector-templates (not there: no template is in force))']);
   await t.throwsAsync(run('deployment'), { instanceOf: ConfigError, message: /expected KIND\/NAME with KIND pod or a workload kind/ });
   await t.throwsAsync(run('service/web'), { instanceOf: ConfigError, message: /expected KIND\/NAME/ });
-  await t.throwsAsync(run('-n', 'shop', 'deploy/nope'), { instanceOf: ConfigError, message: /Deployment shop\/nope not found/ });
+  await t.throwsAsync(run('-n', 'shop', 'deploy/nope'), { instanceOf: ClusterError, message: /^Deployment shop\/nope not found$/ });
   await t.throwsAsync(run('deploy/a', '-f', manifest), { instanceOf: ConfigError, message: /give one object/ });
   t.truthy(await readFile(manifest, 'utf8'));
 });

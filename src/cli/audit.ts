@@ -6,7 +6,7 @@
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import { loadKubeConfig } from '../kube-api/kubeconfig.js';
-import { ConfigError } from '../errors.js';
+import { clusterReadFailure, ConfigError } from '../errors.js';
 import { metadataNameLabel } from '../namespaces/source.js';
 import { parseOptions } from '../options.js';
 import {
@@ -274,7 +274,7 @@ export async function audit(
     const kubernetesVersion = await versionDecision(kubeConfig, flagVersion, 30_000);
     report = await auditCluster(kubeConfig, set, values.namespace as string | undefined, { kubernetesVersion, podSecurity });
   } catch (err) {
-    throw new ConfigError([`cannot read the cluster: ${(err as Error).message}`]);
+    throw clusterReadFailure('the cluster', err);
   }
   const { restartedFor, ...printed } = report;
   io.stdout.write(output === 'json' ? `${JSON.stringify(printed)}\n` : formatAudit(report));

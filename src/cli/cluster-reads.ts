@@ -4,7 +4,7 @@
  * force as the injector mounts them, and when an object last changed.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
-import { ConfigError, KubernetesApiError, TemplateError } from '../errors.js';
+import { clusterReadFailure, ConfigError, KubernetesApiError, TemplateError } from '../errors.js';
 import { apiPath, apiResources } from '../k8s/api-paths.js';
 import { isJsonObject, type JsonObject } from '../k8s/json.js';
 import { getJson } from '../kube-api/request.js';
@@ -31,15 +31,14 @@ export const stringMap = (value: unknown): Record<string, string> => {
   return out;
 };
 
-/** GET, with a 404 as undefined and any other failure a ConfigError that says what could not be read. */
+/** GET, with a 404 as undefined and any other failure a ClusterError that says what could not be read. */
 export async function readObject(kubeConfig: KubeConfig, path: string, what: string): Promise<JsonObject | undefined> {
   try {
     const object = await getJson(kubeConfig, path, timeoutMs);
     return isJsonObject(object) ? object : undefined;
   } catch (err) {
     if (err instanceof KubernetesApiError && err.statusCode === 404) return undefined;
-    const detail = err instanceof KubernetesApiError && err.detail ? ` (${err.detail.slice(0, 300)})` : '';
-    throw new ConfigError([`cannot read ${what}: ${(err as Error).message}${detail}`]);
+    throw clusterReadFailure(what, err);
   }
 }
 

@@ -4,7 +4,7 @@
  * and exit code 1.
  */
 import { serveOptions, serveUsage } from '../config.js';
-import { ConfigError, PolicyError, TemplateError, UsageError } from '../errors.js';
+import { ClusterError, ConfigError, PolicyError, TemplateError, UsageError } from '../errors.js';
 import { parseOptions } from '../options.js';
 import { nearestName } from '../k8s/schema-fields.js';
 import {
@@ -203,7 +203,7 @@ main(process.argv.slice(2)).catch((err: unknown) => {
   }
   // Configuration, templates, and what the system refused (a file, a port): a message, no stack.
   const systemError = typeof (err as { code?: unknown })?.code === 'string' && /^E[A-Z]+$/.test((err as { code: string }).code);
-  if (err instanceof ConfigError || err instanceof TemplateError || err instanceof PolicyError || systemError) {
+  if (err instanceof ConfigError || err instanceof TemplateError || err instanceof PolicyError || err instanceof ClusterError || systemError) {
     process.stderr.write(`sidecar-injector: ${(err as Error).message}\n`);
   } else {
     process.stderr.write(`sidecar-injector: ${(err as Error).stack ?? String(err)}\n`);

@@ -6,7 +6,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { parseAllDocuments } from 'yaml';
-import { ConfigError } from '../errors.js';
+import { ClusterError, ConfigError } from '../errors.js';
 import { apiPath, apiResources } from '../k8s/api-paths.js';
 import { isJsonObject, type JsonObject } from '../k8s/json.js';
 import { isDns1123Label } from '../k8s/label-syntax.js';
@@ -111,7 +111,7 @@ export async function why(argv: readonly string[], io: WhyIo, env: Readonly<Reco
   if (object === undefined) {
     const path = kind === 'Pod' ? apiPath(apiResources.pods, { namespace, name }) : objectPath(workloadKinds.get(kind!)!, namespace, name);
     object = await readObject(kubeConfig, path, `${kind} ${namespace}/${name}`);
-    if (!object) throw new ConfigError([`${kind} ${namespace}/${name} not found`]);
+    if (!object) throw new ClusterError(`${kind} ${namespace}/${name} not found`);
     if (object.kind !== kind)
       throw new ConfigError([`${kind} ${namespace}/${name}: the API server answered with a ${JSON.stringify(String(object.kind).slice(0, 60))}`]);
   }
