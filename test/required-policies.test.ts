@@ -16,7 +16,15 @@ import { policies as policiesCommand } from '../src/cli/policies.js';
 import { policiesOptions } from '../src/cli/usage.js';
 import { ConfigError, PolicyError, UsageError } from '../src/errors.js';
 import { matches, parseSelector, type Labels } from '../src/k8s/selector.js';
-import { celLimits, parseValidationActions, policiesYaml, requiredPolicies, webhookScope, type RequiredPolicy } from '../src/manifests/required-policies.js';
+import {
+  celLimits,
+  celString,
+  parseValidationActions,
+  policiesYaml,
+  requiredPolicies,
+  webhookScope,
+  type RequiredPolicy,
+} from '../src/manifests/required-policies.js';
 import { createLocalNamespaceSource } from '../src/namespaces/source.js';
 import { flagText } from '../src/options.js';
 import { admitPod } from '../src/pipeline/admit.js';
@@ -578,4 +586,12 @@ test("the policies' operating system is admission's: spec.os, either OS node sel
     t.is(podOs(parsePod(pod)), expected, `admission: ${what}`);
     t.is(cel(condition, pod), expected === 'linux', `the policy (a linux-only template): ${what}`);
   }
+});
+
+test('a CEL string literal reads back as the text it was made from: quotes, controls, the basic plane and beyond', (t) => {
+  for (const text of ["it's", 'back\\slash', 'nbsp\u00a0nel\u0085', '日本', 'rocket 🚀 and 𝄞', 'tab\tnewline\n', '']) {
+    t.is(cel(`${celString(text)} == object.text`, { text }), true, JSON.stringify(text));
+    t.regex(celString(text), /^'[\x20-\x7e]*'$/, 'only printable ASCII in the YAML');
+  }
+  t.is(celString('🚀'), "'\\U0001f680'");
 });

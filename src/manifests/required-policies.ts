@@ -118,9 +118,18 @@ interface RequiredContainer {
   readonly imageNote?: string;
 }
 
-/** A CEL string literal: printable ASCII as is, everything else escaped (`\\u00a0`), so the YAML shows no invisible character. */
+/**
+ * A CEL string literal: printable ASCII as is, everything else escaped by code point (`\\u00a0`,
+ * and `\\U0001f680` beyond the basic plane: CEL reads a `\\u` pair of surrogates as two invalid
+ * characters), so the YAML shows no invisible character. A lone surrogate, which no CEL string
+ * can hold, is written as U+FFFD, as CEL reads it.
+ */
 export const celString = (text: string): string =>
-  `'${text.replace(/[\\']/g, '\\$&').replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)}'`;
+  `'${text.replace(/[\\']/g, '\\$&').replace(/[^\x20-\x7e]/gu, (c) => {
+    const code = c.codePointAt(0)!;
+    if (code > 0xffff) return `\\U${code.toString(16).padStart(8, '0')}`;
+    return `\\u${(code >= 0xd800 && code <= 0xdfff ? 0xfffd : code).toString(16).padStart(4, '0')}`;
+  })}'`;
 
 /** A repository as a regular expression that RE2 and ECMAScript read alike: `.` in a class, nothing else special. */
 const plainRepository = /^[A-Za-z0-9._/:-]+$/;
