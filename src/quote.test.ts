@@ -17,3 +17,10 @@ test('quote and cut escape what they print, after cutting', (t) => {
   t.is(cut('ns\u2028x'), 'ns\\u2028x');
   t.is(cut('\u202e'.repeat(10), 2), '\\u202e\\u202e… (+8 characters)');
 });
+
+test('a cut never splits a character beyond the basic plane in two', (t) => {
+  t.is(cut('ab🚀cd', 3), 'ab… (+4 characters)');
+  t.is(cut('ab🚀cd', 4), 'ab🚀… (+2 characters)');
+  t.is(quote('ab🚀cd', 3), '"ab"… (+4 characters)');
+  t.is(cut('abc', 3), 'abc');
+});

@@ -44,12 +44,21 @@ export function quote(value: unknown, max = maxQuotedLength): string {
     if (typeof value !== 'object' || value === null) return cut(text, max);
   }
   if (text.length <= max) return printable(JSON.stringify(text));
-  return `${printable(JSON.stringify(text.slice(0, max)))}… (+${text.length - max} characters)`;
+  const kept = head(text, max);
+  return `${printable(JSON.stringify(kept))}… (+${text.length - kept.length} characters)`;
 }
 
 /** Plain text cut to `max` characters, saying how much was left out; unprintable code points escaped. */
 export function cut(text: string, max = maxQuotedLength): string {
-  return text.length <= max ? printable(text) : `${printable(text.slice(0, max))}… (+${text.length - max} characters)`;
+  if (text.length <= max) return printable(text);
+  const kept = head(text, max);
+  return `${printable(kept)}… (+${text.length - kept.length} characters)`;
+}
+
+/** The first `max` UTF-16 units of `text`, one fewer when the last would be half of a pair. */
+function head(text: string, max: number): string {
+  const code = text.charCodeAt(max - 1);
+  return text.slice(0, code >= 0xd800 && code <= 0xdbff ? max - 1 : max);
 }
 
 /** The first `max` items of a list, each quoted, and how many more there were. */
