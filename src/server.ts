@@ -141,7 +141,7 @@ function evictable(connections: ReadonlyMap<TLSSocket, Connection>, now: number)
   let stuck: TLSSocket | undefined;
   for (const [socket, state] of connections) {
     // An answer written in full that sweeps have found unread for a second: a client that does not read.
-    if (state.unflushed !== undefined && now - state.unflushedSince >= 1000) stuck ??= socket;
+    if (state.unflushed !== undefined && !done(state.unflushed) && now - state.unflushedSince >= 1000) stuck ??= socket;
     else if (state.active === 0) {
       if (state.lastRequestAt === 0) return socket;
       if (state.lastRequestAt < idleSince) [idle, idleSince] = [socket, state.lastRequestAt];

@@ -10,6 +10,7 @@ import { httpsCall } from './helpers/https.js';
 import { spawnServe } from './helpers/process.js';
 import { FakeClock } from './helpers/fake-clock.js';
 import { until } from './helpers/until.js';
+import { testCertificates } from './helpers/server.js';
 import { LeaderElector } from '../src/kube-api/lease.js';
 import { pino } from 'pino';
 
@@ -393,5 +394,49 @@ test('a reader that stops early (| head) ends the command quietly: no EPIPE stac
     t.is(code, 0, `${command}: the pipeline is as good as its last command`);
     t.is(stdout.length, 1, command);
     t.is(stderr, '', `${command}: nothing on stderr`);
+  }
+});
+
+test('a read the API server refuses is one line in its words, with what a 403 means, never a stack trace (rollout status, simulate)', async (t) => {
+  const { key, cert, caCert } = await testCertificates();
+  const https = await import('node:https');
+  const forbidding = https.createServer({ key, cert }, (req, res) => {
+    res.writeHead(403, { 'content-type': 'application/json' });
+    res.end(
+      JSON.stringify({
+        kind: 'Status',
+        apiVersion: 'v1',
+        status: 'Failure',
+        reason: 'Forbidden',
+        code: 403,
+        message: `pods is forbidden: User "dev" cannot list resource "pods" (${req.url?.slice(0, 40)})`,
+      }),
+    );
+  });
+  await new Promise<void>((resolve) => forbidding.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => forbidding.close());
+  const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-forbidden-'));
+  const kubeconfig = join(dir, 'kubeconfig');
+  const port = (forbidding.address() as import('node:net').AddressInfo).port;
+  await writeFile(
+    kubeconfig,
+    `apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://localhost:${port}", certificate-authority-data: ${Buffer.from(caCert).toString('base64')}}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n`,
+  );
+  const entry = join('dist', 'src', 'cli', 'main.js');
+  for (const args of [
+    ['rollout', 'status', '--kubeconfig', kubeconfig],
+    ['simulate', '--kubeconfig', kubeconfig, '--templates', 'templates'],
+  ]) {
+    const child = spawn(process.execPath, [entry, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString('utf8')));
+    const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
+    t.is(code, 1, args[0]);
+    t.regex(
+      stderr,
+      /^sidecar-injector: cannot read [^\n]*HTTP 403: pods is forbidden: User "dev" cannot list resource "pods"[^\n]*the kubeconfig’s user lacks the permission the API server names/,
+      args[0],
+    );
+    t.notRegex(stderr, /\n\s+at /, `${args[0]}: no stack trace`);
   }
 });

@@ -205,6 +205,35 @@ test('delivery: policy — the webhooks leave the template to the policy (delive
       `${path}: warned`,
     );
   }
+  // A forged entry that claims only a volume the pod has itself: its container is not the ledger's, so not delivered.
+  const withVolume = template(
+    `${sidecar.replace('name: probe\n', 'name: vol\ndelivery: policy\nfailurePolicy: Ignore\n').replace(/- name: probe/, '- name: vol')}volumes:\n  - name: shared\n    emptyDir: {}\n`,
+  );
+  const volumeServer = await startTestServer({ templates: createTemplateSet([withVolume]), namespaces: optedIn('shop') });
+  t.teardown(() => volumeServer.stop());
+  const volumeForged = prepareCreate(pod(), 'shop');
+  volumeForged.spec.volumes = [...(volumeForged.spec.volumes ?? []), { name: 'shared', emptyDir: {} }];
+  volumeForged.metadata.annotations = {
+    ...volumeForged.metadata.annotations,
+    'sidecar-injector.io/status': JSON.stringify({ v: 1, templates: { vol: { hash: withVolume.hash, volumes: ['shared'] } } }),
+  };
+  const volumeAnswer = await volumeServer.post(createReview(volumeForged, { namespace: 'shop' }), '/mutate');
+  t.deepEqual(initNames(volumeAnswer.json.response), ['vol'], 'a volume-only claim does not stand for the sidecar');
+  t.true((volumeAnswer.json.response.warnings as string[]).some((w) => w.startsWith('vol: not injected by the MutatingAdmissionPolicy')));
+  // A template with no container: the policy's entry (written even when the pod held everything) is taken; no entry, it is missing.
+  const labelsOnly = template('name: tag\ndelivery: policy\nfailurePolicy: Ignore\nlabels:\n  example.com/tagged: "yes"\n');
+  const tagServer = await startTestServer({ templates: createTemplateSet([labelsOnly]), namespaces: optedIn('shop') });
+  t.teardown(() => tagServer.stop());
+  const tagged = prepareCreate(pod(), 'shop');
+  tagged.metadata.labels = { ...tagged.metadata.labels, 'example.com/tagged': 'yes' };
+  tagged.metadata.annotations = {
+    ...tagged.metadata.annotations,
+    'sidecar-injector.io/status': JSON.stringify({ v: 1, templates: { tag: { hash: labelsOnly.hash } } }),
+  };
+  const byPolicyTag = await tagServer.post(createReview(tagged, { namespace: 'shop' }), '/mutate');
+  t.deepEqual(byPolicyTag.json.response.warnings ?? [], [], 'delivered by the policy: nothing to say');
+  const untagged = await tagServer.post(createReview(prepareCreate(pod(), 'shop'), { namespace: 'shop' }), '/mutate');
+  t.true((untagged.json.response.warnings as string[]).some((w) => w.startsWith('tag: not injected by the MutatingAdmissionPolicy')));
   const missed = (await server.metrics.policyDeliveryMissing.get()).values.find((v) => v.labels.template === 'delivered')?.value;
   t.is(missed, 2, 'counted per pod, by template: sidecar_injector_policy_delivery_missing_total');
   // A ledger entry the pod wrote itself, with no container behind it (the policy skips such a

@@ -4,7 +4,7 @@
  * and exit code 1.
  */
 import { serveOptions, serveUsage } from '../config.js';
-import { ClusterError, ConfigError, PolicyError, TemplateError, UsageError } from '../errors.js';
+import { clusterReadFailure, ClusterError, ConfigError, KubernetesApiError, PolicyError, ResponseTooLargeError, TemplateError, UsageError } from '../errors.js';
 import { parseOptions } from '../options.js';
 import { nearestName } from '../k8s/schema-fields.js';
 import {
@@ -195,7 +195,9 @@ process.stdout.on('error', (err: NodeJS.ErrnoException) => {
   throw err;
 });
 
-main(process.argv.slice(2)).catch((err: unknown) => {
+main(process.argv.slice(2)).catch((caught: unknown) => {
+  // A refused or oversized read that no command put in words: said as what the cluster did not give.
+  const err = caught instanceof KubernetesApiError || caught instanceof ResponseTooLargeError ? clusterReadFailure('the cluster', caught) : caught;
   // A command line we cannot read is the caller's mistake: exit 2, as for an unknown command.
   if (err instanceof UsageError) {
     process.stderr.write(`sidecar-injector ${err.message}\n`);

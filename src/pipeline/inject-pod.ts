@@ -27,6 +27,8 @@ export interface PreparedPod {
   readonly own: OwnMetadata;
   /** Sentences about the ledger: malformed, or claims not believed. */
   readonly warnings: readonly string[];
+  /** The templates the ledger names, believed or not (a claim: only for what no item can prove). */
+  readonly claimed: ReadonlySet<string>;
 }
 
 /**
@@ -38,7 +40,15 @@ export function preparePod(pod: unknown, set: TemplateSet, parts: PodParts = par
   // The ledger is a claim: only what the pod really holds of a template counts as ours.
   const ledger = checkLedger(claimed, parts, set);
   const owner = indexLedger(ledger.believed);
-  return { pod: pod as JsonObject, parts, ledger, owner, own: ownMetadata(parts, owner), warnings: [...(problem ? [problem] : []), ...ledger.doubts] };
+  return {
+    pod: pod as JsonObject,
+    parts,
+    ledger,
+    owner,
+    own: ownMetadata(parts, owner),
+    warnings: [...(problem ? [problem] : []), ...ledger.doubts],
+    claimed: new Set(Object.keys(claimed.templates)),
+  };
 }
 
 /** Where the pod lives: its namespace and that namespace's labels, and the request's name. */

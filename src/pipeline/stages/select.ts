@@ -5,6 +5,7 @@
  */
 import { podOs } from '../../k8s/pod.js';
 import { requestedTemplates, select, type Selection } from '../../selection/select.js';
+import { nameOf } from '../../templates/forms.js';
 import { revisionsFor, rolloutSubject } from '../../templates/rollout.js';
 import type { TemplateSet } from '../../templates/set.js';
 import type { Template } from '../../templates/template.js';
@@ -88,14 +89,20 @@ export async function selectTemplates(read: Read, input: PodInput, deps: AdmitDe
   // arrives without was not injected by it (the policy is not applied, stale, or decides
   // otherwise): the webhook decides it as its own then — never silently missing, a rule that
   // leaves it out said as for any template — and says why.
-  // Delivered means its sidecars are in the pod: a ledger entry alone is a claim the pod can
-  // write itself (with no container, the policy skips it as injected and nobody restores it).
-  const containerNames = new Set([...read.parts.containers, ...read.parts.initContainers].map((c) => c.name));
-  const delivered = (name: string) => {
-    const entry = Object.hasOwn(prepared.ledger.believed.templates, name) ? prepared.ledger.believed.templates[name] : undefined;
-    return entry !== undefined && [...(entry.containers ?? []), ...(entry.initContainers ?? [])].every((c) => containerNames.has(c));
+  // Delivered means its sidecars are in the pod, as the ledger's own: every container the
+  // template adds (the same names in every form), believed as the entry's and present. A ledger
+  // entry alone is a claim the pod can write itself, and the policy skips a pod whose ledger
+  // names the template. A template with no container proves nothing by items (the policy writes
+  // its entry even when the pod held everything already): its entry's name is taken.
+  const present = new Set([...read.parts.containers, ...read.parts.initContainers].map((c) => c.name));
+  const delivered = (t: Template) => {
+    const names = [...t.body.initContainers, ...t.body.containers].map((c) => nameOf(c) as string);
+    if (names.length === 0) return prepared.claimed.has(t.name);
+    const entry = Object.hasOwn(prepared.ledger.believed.templates, t.name) ? prepared.ledger.believed.templates[t.name] : undefined;
+    const ours = new Set([...(entry?.containers ?? []), ...(entry?.initContainers ?? [])]);
+    return names.every((name) => ours.has(name) && present.has(name));
   };
-  const missingFromPolicy = deps.leavesPolicyDelivered ? ofClass.filter((t) => t.delivery === 'policy' && !delivered(t.name)) : [];
+  const missingFromPolicy = deps.leavesPolicyDelivered ? ofClass.filter((t) => t.delivery === 'policy' && !delivered(t)) : [];
   for (const t of missingFromPolicy)
     warnings.push(
       warning('policy-delivery-missing', `${t.name}: not injected by the MutatingAdmissionPolicy (delivery: policy); the webhook decides it instead`, t.name),
