@@ -120,9 +120,9 @@ interface RequiredContainer {
 
 /**
  * A CEL string literal: printable ASCII as is, everything else escaped by code point (`\\u00a0`,
- * and `\\U0001f680` beyond the basic plane: CEL reads a `\\u` pair of surrogates as two invalid
- * characters), so the YAML shows no invisible character. A lone surrogate, which no CEL string
- * can hold, is written as U+FFFD, as CEL reads it.
+ * and `\\U0001f680` beyond the basic plane: cel-go refuses a `\\u` escape of a surrogate, so the
+ * policy would not compile), so the YAML shows no invisible character. A lone surrogate, which no
+ * CEL string can hold, is written as U+FFFD, as Go's JSON decoder reads it.
  */
 export const celString = (text: string): string =>
   `'${text.replace(/[\\']/g, '\\$&').replace(/[^\x20-\x7e]/gu, (c) => {
