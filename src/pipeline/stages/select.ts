@@ -94,13 +94,15 @@ export async function selectTemplates(read: Read, input: PodInput, deps: AdmitDe
   // entry alone is a claim the pod can write itself, and the policy skips a pod whose ledger
   // names the template. A template with no container proves nothing by items (the policy writes
   // its entry even when the pod held everything already): its entry's name is taken.
-  const present = new Set([...read.parts.containers, ...read.parts.initContainers].map((c) => c.name));
+  // Only a template marked for the policy asks, so the pod's container names are read then only.
+  let present: Set<unknown> | undefined;
   const delivered = (t: Template) => {
     const names = [...t.body.initContainers, ...t.body.containers].map((c) => nameOf(c) as string);
     if (names.length === 0) return prepared.claimed.has(t.name);
     const entry = Object.hasOwn(prepared.ledger.believed.templates, t.name) ? prepared.ledger.believed.templates[t.name] : undefined;
     const ours = new Set([...(entry?.containers ?? []), ...(entry?.initContainers ?? [])]);
-    return names.every((name) => ours.has(name) && present.has(name));
+    present ??= new Set([...read.parts.containers, ...read.parts.initContainers].map((c) => c.name));
+    return names.every((name) => ours.has(name) && present!.has(name));
   };
   const missingFromPolicy = deps.leavesPolicyDelivered ? ofClass.filter((t) => t.delivery === 'policy' && !delivered(t)) : [];
   for (const t of missingFromPolicy)
