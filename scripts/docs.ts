@@ -251,6 +251,7 @@ const reasonWhen = {
     'a required template (`failurePolicy: Fail`) applies and a rule leaves it out (see [decisions](decisions.md)); the message names the template, the rule and what to change',
   'pod-security': 'under `--pod-security-action deny`: a template would make the pod violate the namespace’s enforced Pod Security level',
   'namespace-unknown': 'the namespace’s labels cannot be known (the API server did not answer, nothing cached)',
+  'templates-unknown': 'the replica has not yet read the SidecarTemplates from the API server: it serves nothing rather than guess',
 } as const satisfies Record<Reason, string>;
 
 /** The names of a function's parameters, as written in its source. */

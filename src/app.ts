@@ -8,6 +8,7 @@ import Koa from 'koa';
 import Router from '@koa/router';
 import type { Logger } from 'pino';
 import type { Reviewer, Webhook } from './admission/mutate.js';
+import { answerTemplateReview, type TemplateAdmissionDeps } from './admission/validate-templates.js';
 import type { Clock } from './clock.js';
 import { RequestError } from './errors.js';
 import { BodyBudget, defaultMaxBodyBytesInFlight, readJsonBody, type BodyUpload } from './http/body.js';
@@ -42,6 +43,8 @@ export interface AppDeps {
    * (`--client-ca`): any other caller is refused (401) before a byte of its body is read.
    */
   readonly requireClientCertificate?: boolean;
+  /** What SidecarTemplate admission reads (POST /validate/sidecartemplates); without it, that path is not served. */
+  readonly templateAdmission?: TemplateAdmissionDeps;
   /** Where the Events of reviews go (kube-api/events.ts), written after each answer is sent. */
   readonly events?: { record(event: AdmissionEvent): void };
 }
@@ -102,6 +105,23 @@ export function createApp(deps: AppDeps): Koa {
       }
     });
   }
+  // SidecarTemplate creates and updates: every check of `check` before the API server stores one.
+  const templateAdmission = deps.templateAdmission;
+  if (templateAdmission)
+    router.post('/validate/sidecartemplates', async (ctx) => {
+      let upload: BodyUpload | undefined;
+      if (deps.requireClientCertificate) callerVerified(ctx.req.socket as TLSSocket);
+      try {
+        const body = await readJsonBody(ctx.req, deps.maxBodyBytes, budget, (read) => (upload = read));
+        const { response, refused } = answerTemplateReview(body.json(), templateAdmission);
+        ctx.set('Content-Type', 'application/json');
+        ctx.body = JSON.stringify(response);
+        metrics.templateReviews.inc({ decision: refused ? 'denied' : 'allowed' });
+        if (refused) log.info({ uid: cut(response.response.uid, 64), message: response.response.status?.message }, 'SidecarTemplate refused');
+      } finally {
+        upload?.release();
+      }
+    });
   router.get('/healthz', async (ctx) => {
     const problems = await liveness.problems();
     if (problems.length > 0) {

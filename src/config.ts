@@ -18,8 +18,10 @@ export interface Config {
   readonly host: string;
   /** @default 8443 */
   readonly port: number;
-  /** Directory of template files. @default 'templates' */
+  /** Directory of template files (`templateSource` folder). @default 'templates' */
   readonly templatesDir: string;
+  /** Where the templates come from: the cluster's SidecarTemplate objects, or `templatesDir`. */
+  readonly templateSource: 'cluster' | 'folder';
   /** PEM files of the serving certificate; both or neither. Neither → a throw-away development CA. */
   readonly tlsCertFile?: string;
   readonly tlsKeyFile?: string;
@@ -78,8 +80,6 @@ export interface Config {
   readonly rolloutProbeNamespace?: string;
   /** Unhealthy pods of a candidate that halt it (with the preflight). @default 3 */
   readonly rolloutHaltUnhealthyPods: number;
-  /** The templates ConfigMap: a failed preflight and a halt are written as Events on it (with the preflight); unset: none. */
-  readonly templatesConfigMap?: { readonly namespace: string; readonly name: string };
   readonly timeouts: ServerTimeouts;
 }
 
@@ -93,7 +93,20 @@ export const serveOptions = {
     default: '0.0.0.0',
     help: 'listen address (127.0.0.1 with a throw-away development certificate)',
   },
-  templates: { kind: 'string', value: 'DIR', env: 'SIDECAR_INJECTOR_TEMPLATES', default: 'templates', help: 'template directory' },
+  templates: {
+    kind: 'string',
+    value: 'DIR',
+    env: 'SIDECAR_INJECTOR_TEMPLATES',
+    default: 'templates',
+    help: 'a folder of SidecarTemplate manifests to serve (a local run); not with --template-source cluster',
+  },
+  'template-source': {
+    kind: 'string',
+    value: 'SOURCE',
+    env: 'SIDECAR_INJECTOR_TEMPLATE_SOURCE',
+    default: 'auto',
+    help: "cluster | folder | auto: the cluster's SidecarTemplate objects (watched), or the --templates folder; auto: the cluster in a pod reading the cluster's namespaces without --templates, else the folder",
+  },
   'tls-cert': {
     kind: 'string',
     value: 'FILE',
@@ -184,12 +197,6 @@ export const serveOptions = {
     env: 'SIDECAR_INJECTOR_ROLLOUT_HALT_UNHEALTHY_PODS',
     default: '3',
     help: 'with --rollout-probe-namespace: a candidate stops taking pods once its unhealthy pods (sidecar crash-looping, restarting, unable to start, or not ready for 5 minutes) and its workloads that cannot create pods reach this many',
-  },
-  'templates-configmap': {
-    kind: 'string',
-    value: '[NS/]NAME',
-    env: 'SIDECAR_INJECTOR_TEMPLATES_CONFIGMAP',
-    help: "with --rollout-probe-namespace: the ConfigMap the templates come from (namespace: the injector's); a candidate's failed preflight and its halt are Events on it",
   },
   events: {
     kind: 'string',
@@ -313,9 +320,19 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
   const rolloutHaltUnhealthyPods = Number(haltText);
   if (!/^[0-9]+$/.test(haltText) || rolloutHaltUnhealthyPods < 1 || rolloutHaltUnhealthyPods > 100_000)
     problems.push(`--rollout-halt-unhealthy-pods: expected a whole number from 1 to 100000 (got ${JSON.stringify(haltText).slice(0, 40)})`);
-  const configMapText = option('templates-configmap');
-  const templatesConfigMap = configMapText === undefined ? undefined : parseConfigMapReference(configMapText, namespace);
-  if (typeof templatesConfigMap === 'string') problems.push(templatesConfigMap);
+  const templateSourceOption = option('template-source') ?? 'auto';
+  if (!['auto', 'cluster', 'folder'].includes(templateSourceOption))
+    problems.push(`--template-source: expected cluster, folder or auto (got ${JSON.stringify(templateSourceOption).slice(0, 80)})`);
+  const templateSource =
+    templateSourceOption === 'auto'
+      ? inCluster && namespaceSource === 'cluster' && option('templates') === undefined
+        ? 'cluster'
+        : 'folder'
+      : (templateSourceOption as 'cluster' | 'folder');
+  if (templateSource === 'cluster' && option('templates') !== undefined)
+    problems.push('--templates DIR and --template-source cluster: the templates come from one place; drop one');
+  if (templateSource === 'cluster' && namespaceSource !== 'cluster')
+    problems.push('--template-source cluster needs the cluster: SidecarTemplates are read from the API server (--namespace-source cluster, or --kubeconfig)');
   if (problems.length > 0) throw new ConfigError(problems);
   const namespaceLabelsFile = option('namespace-labels');
   return Object.freeze({
@@ -323,6 +340,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
     host: option('host') ?? (tlsCertFile === undefined && !selfManaged ? '127.0.0.1' : '0.0.0.0'),
     port,
     templatesDir: option('templates') ?? 'templates',
+    templateSource,
     devCertDir: option('dev-cert-dir') ?? '.dev-certs',
     ...(tlsCertFile !== undefined && tlsKeyFile !== undefined ? { tlsCertFile, tlsKeyFile } : {}),
     ...(clientCaFile !== undefined ? { clientCaFile } : {}),
@@ -347,18 +365,8 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
     audit,
     ...(rolloutProbeNamespace !== undefined ? { rolloutProbeNamespace } : {}),
     rolloutHaltUnhealthyPods,
-    ...(templatesConfigMap && typeof templatesConfigMap === 'object' ? { templatesConfigMap: Object.freeze(templatesConfigMap) } : {}),
     timeouts: Object.freeze(timeouts),
   });
-}
-
-/** `NAME` or `NAMESPACE/NAME` of a ConfigMap (the namespace defaults to `namespace`), or the problem with it. */
-function parseConfigMapReference(text: string, namespace: string): { namespace: string; name: string } | string {
-  const [first, second, ...rest] = text.split('/');
-  const reference = second === undefined ? { namespace, name: first! } : { namespace: first!, name: second };
-  if (rest.length > 0 || !isDns1123Label(reference.namespace) || !isDns1123Subdomain(reference.name))
-    return `--templates-configmap: expected a ConfigMap name, or namespace/name (got ${JSON.stringify(text).slice(0, 80)})`;
-  return reference;
 }
 
 /** The problem with a `--kubernetes-version` that is not a version. */

@@ -25,6 +25,10 @@ export interface Metrics {
   readonly templateSetCurrent: Gauge;
   readonly templates: Gauge;
   readonly templateReloadFailures: Counter;
+  /** SidecarTemplate creates and updates reviewed, by decision (allowed, denied). */
+  readonly templateReviews: Counter<'decision'>;
+  /** SidecarTemplates left out because they fail a check (the cluster source). */
+  readonly templatesRefused: Gauge;
   /** Expiry of the serving certificate, as a Unix time in seconds. */
   readonly certificateExpiry: Gauge;
   /** 1 while a fail-closed webhook the injector armed has been set to fail open, by webhook (the certificate leader only). */
@@ -96,7 +100,22 @@ export function createMetrics(): Metrics {
       help: 'Templates in the set in use (0: no pod gets a sidecar)',
       registers,
     }),
-    templateReloadFailures: new Counter({ name: 'sidecar_injector_template_reload_failures_total', help: 'Template sets refused on reload', registers }),
+    templateReloadFailures: new Counter({
+      name: 'sidecar_injector_template_reload_failures_total',
+      help: 'Template sets (a folder) or SidecarTemplates refused on reload',
+      registers,
+    }),
+    templateReviews: new Counter({
+      name: 'sidecar_injector_template_reviews_total',
+      help: 'SidecarTemplate creates and updates reviewed, by decision',
+      labelNames: ['decision'] as const,
+      registers,
+    }),
+    templatesRefused: new Gauge({
+      name: 'sidecar_injector_templates_refused',
+      help: 'SidecarTemplates left out because they fail a check (not served)',
+      registers,
+    }),
     certificateExpiry: new Gauge({
       name: 'sidecar_injector_serving_certificate_expiry_timestamp_seconds',
       help: 'Expiry of the serving certificate (Unix time)',

@@ -3,6 +3,7 @@
  * CronJob, StatefulSet, bare pods), the text and JSON reports, --fail-on, one namespace, and
  * metadata-only lists read page by page from the in-process API server.
  */
+import { applyExamples } from './helpers/templates.js';
 import test from 'ava';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -111,6 +112,7 @@ async function cluster(t: { teardown: (fn: () => unknown) => void }) {
   pod('debug', undefined);
   pod('quiet', undefined, {}, { 'sidecar-injector.io/inject': 'disabled' });
   pod('elsewhere', undefined, {}, {}, 'plain');
+  applyExamples(api);
   const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-audit-'));
   const kubeconfig = join(dir, 'kubeconfig');
   await writeFile(kubeconfig, (await api.kubeConfig()).exportConfig());

@@ -32,7 +32,8 @@ async function helm(args: string[]): Promise<{ code: number; stdout: string; std
 
 /** `helm template` with `--set` pairs, as objects. */
 async function template(sets: string[] = [], namespace = 'sidecar-injector'): Promise<KubeObject[]> {
-  const { code, stdout, stderr } = await helm(['template', 'sidecar-injector', chart, '-n', namespace, ...sets.flatMap((s) => ['--set', s])]);
+  // With the resource definitions of crds/, which helm install applies first.
+  const { code, stdout, stderr } = await helm(['template', 'sidecar-injector', chart, '--include-crds', '-n', namespace, ...sets.flatMap((s) => ['--set', s])]);
   if (code !== 0) throw new Error(`helm template: ${stderr}`);
   return parseAllDocuments(stdout)
     .map((d) => d.toJS() as KubeObject)
@@ -96,7 +97,7 @@ for (const choice of choices) {
 chartTest('the values change only their own fields: image by digest, replicas, resources, your own templates beside an example', async (t) => {
   const defaults = await template();
   const digest = `sha256:${'a'.repeat(64)}`;
-  const own = 'name: agent\ninjection: automatic\ncontainers: [{ name: agent, image: "registry.example/agent:1" }]\n';
+  const own = { injection: 'automatic', containers: [{ name: 'agent', image: 'registry.example/agent:{{ params.tag }}' }], parameters: { tag: '1' } };
   const valuesFile = join(await mkdtemp(join(tmpdir(), 'sidecar-injector-chart-')), 'values.yaml');
   await writeFile(
     valuesFile,
@@ -109,7 +110,7 @@ chartTest('the values change only their own fields: image by digest, replicas, r
       '',
     ].join('\n'),
   );
-  const { code, stdout, stderr } = await helm(['template', 'sidecar-injector', chart, '-n', 'sidecar-injector', '-f', valuesFile]);
+  const { code, stdout, stderr } = await helm(['template', 'sidecar-injector', chart, '--include-crds', '-n', 'sidecar-injector', '-f', valuesFile]);
   t.is(code, 0, stderr);
   const changed = parseAllDocuments(stdout)
     .map((d) => d.toJS() as KubeObject)
@@ -120,17 +121,21 @@ chartTest('the values change only their own fields: image by digest, replicas, r
   t.is(deployment(changed).spec.replicas, 3);
   t.deepEqual(injector.resources, { requests: { cpu: '200m', memory: '128Mi' }, limits: { memory: '512Mi' } });
   // Put the defaults back: nothing else differs.
-  const restored = structuredClone(changed.filter((o) => o.kind !== 'ConfigMap'));
+  const restored = structuredClone(changed.filter((o) => o.kind !== 'SidecarTemplate'));
   const d = deployment(restored);
   const original = deployment(defaults);
   d.spec.replicas = original.spec.replicas;
   d.spec.template.spec.containers[0].image = original.spec.template.spec.containers[0].image;
   d.spec.template.spec.containers[0].resources = original.spec.template.spec.containers[0].resources;
   t.deepEqual(sorted(restored), sorted(defaults));
-  const configMap = changed.find((o) => o.kind === 'ConfigMap')!;
-  t.deepEqual(Object.keys(configMap.data).sort(), ['agent.yaml', 'proxy.yaml']);
-  t.is(configMap.data['agent.yaml'], own);
-  t.is(configMap.data['proxy.yaml'], kustomizeObjects('templates')[0]!.data['proxy.yaml']);
+  // Your template a SidecarTemplate named by its key, its placeholders untouched by Helm; the example as templates/ has it.
+  const templates = changed.filter((o) => o.kind === 'SidecarTemplate');
+  t.deepEqual(templates.map((o) => o.metadata.name).sort(), ['agent', 'proxy']);
+  t.deepEqual(templates.find((o) => o.metadata.name === 'agent')!.spec, own);
+  t.deepEqual(
+    templates.find((o) => o.metadata.name === 'proxy'),
+    kustomizeObjects('templates').find((o) => o.metadata.name === 'proxy'),
+  );
 });
 
 chartTest('the chart refuses what it cannot install, saying what to do', async (t) => {
@@ -149,9 +154,9 @@ chartTest('the chart refuses what it cannot install, saying what to do', async (
   t.regex(await refused(['-n', 'sidecar-injector', '--set-string', 'replicas=two']), /got string, want integer/);
   t.regex(await refused(['-n', 'sidecar-injector', '--set-string', 'templates.my_agent=x']), /invalid propertyName 'my_agent'/);
   const valuesFile = join(await mkdtemp(join(tmpdir(), 'sidecar-injector-chart-')), 'values.yaml');
-  // A template written as YAML instead of as text (a block scalar) would make a ConfigMap the API server refuses.
-  await writeFile(valuesFile, 'templates:\n  agent:\n    name: agent\n');
-  t.regex(await refused(['-n', 'sidecar-injector', '-f', valuesFile]), /at '\/templates\/agent': got object, want string/);
+  // A template is its spec as YAML: text (the old block scalar) is refused before anything renders.
+  await writeFile(valuesFile, 'templates:\n  agent: |\n    containers: []\n');
+  t.regex(await refused(['-n', 'sidecar-injector', '-f', valuesFile]), /at '\/templates\/agent': got string, want object/);
 });
 
 chartTest('the chart is written as Helm reads it (YAML 1.1): no plain scalar that YAML 1.1 reads as a boolean or a number', async (t) => {

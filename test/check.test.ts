@@ -63,57 +63,32 @@ const broken: [string, Record<string, string>, string, string, RegExp][] = [
   ['two files, one name', { 'a.yaml': good, 'b.yaml': good }, 'b.yaml', 'name', /also used by a\.yaml/],
   [
     'a kustomization that misses a file',
-    {
-      'a.yaml': good,
-      'kustomization.yaml':
-        'namespace: sidecar-injector\nconfigMapGenerator:\n  - name: sidecar-injector-templates\n    files: [b.yaml]\n    options: { disableNameSuffixHash: true }\n',
-    },
+    { 'a.yaml': good, 'kustomization.yaml': 'resources:\n  - b.yaml\n' },
     'kustomization.yaml',
-    'configMapGenerator.files',
+    'resources',
     /does not list a\.yaml/,
   ],
   ['an empty directory', {}, '', '', /no template files/],
-  ...(
-    [
-      [
-        'another name',
-        'name: platform-sidecars\n    files: [a.yaml]\n    options: { disableNameSuffixHash: true }',
-        'configMapGenerator.name',
-        /name the generator sidecar-injector-templates/,
-      ],
-      [
-        'no namespace',
-        'name: sidecar-injector-templates\n    files: [a.yaml]\n    options: { disableNameSuffixHash: true }',
-        'namespace',
-        /set namespace: sidecar-injector \(got none\)/,
-      ],
-      [
-        'a hash suffix',
-        'name: sidecar-injector-templates\n    namespace: sidecar-injector\n    files: [a.yaml]',
-        'configMapGenerator.options.disableNameSuffixHash',
-        /without a hash suffix/,
-      ],
-    ] as const
-  ).map(
-    ([what, generator, field, message]) =>
-      [
-        `a kustomization that makes a ConfigMap the injector never reads: ${what}`,
-        { 'a.yaml': good, 'kustomization.yaml': `configMapGenerator:\n  - ${generator}\n` },
-        'kustomization.yaml',
-        field,
-        message,
-      ] as [string, Record<string, string>, string, string, RegExp],
-  ),
+  [
+    'a kustomization that makes a ConfigMap of the files, which no one reads',
+    { 'a.yaml': good, 'kustomization.yaml': 'configMapGenerator:\n  - name: sidecar-injector-templates\n    files: [a.yaml]\nresources: [a.yaml]\n' },
+    'kustomization.yaml',
+    'configMapGenerator',
+    /the injector reads SidecarTemplate objects, not a ConfigMap/,
+  ],
+  [
+    'a kustomization that sets a namespace on cluster-scoped objects',
+    { 'a.yaml': good, 'kustomization.yaml': 'namespace: sidecar-injector\nresources: [a.yaml]\n' },
+    'kustomization.yaml',
+    'namespace',
+    /a SidecarTemplate is cluster-scoped: remove namespace:/,
+  ],
   [
     'a kustomization that renames what it makes',
-    {
-      'a.yaml': good,
-      'kustomization.yaml':
-        'namePrefix: team-\nnamespace: sidecar-injector\nconfigMapGenerator:\n  - name: sidecar-injector-templates\n    files: [a.yaml]\n    options: { disableNameSuffixHash: true }\n',
-    },
+    { 'a.yaml': good, 'kustomization.yaml': 'namePrefix: team-\nresources: [a.yaml]\n' },
     'kustomization.yaml',
     'namePrefix',
-    /changes the ConfigMap's name/,
+    /renames every template/,
   ],
 ];
 

@@ -307,10 +307,10 @@ test('what the system refuses is a message, not a stack trace: a port in use, ce
   const templates = join(dir, 'templates');
   await mkdir(templates);
   await writeFile(join(templates, 'agent.yaml'), 'name: agent\ncontainers: [{ name: agent, image: x }]\n');
-  await writeFile(join(templates, 'kustomization.yaml'), 'configMapGenerator: {files: 7}\n');
+  await writeFile(join(templates, 'kustomization.yaml'), 'resources: {files: 7}\n');
   result = await runFailing(['check', templates]);
   t.is(result.code, 1);
-  t.regex(result.stderr, /kustomization.yaml: configMapGenerator: must be a list/);
+  t.regex(result.stderr, /kustomization.yaml: resources: must be a list of file names/);
   t.notRegex(result.stderr, /\n\s+at /);
 });
 
@@ -384,7 +384,7 @@ test('a second local start on a busy port fails without replacing the running on
 test('a reader that stops early (| head) ends the command quietly: no EPIPE stack trace', async (t) => {
   const entry = join('dist', 'src', 'cli', 'main.js');
   // 78 KB of policies, more than a pipe holds: the writes after head has gone fail with EPIPE.
-  for (const command of ['policies --mutating', 'check templates']) {
+  for (const command of ['policies --mutating --templates templates', 'check templates']) {
     const child = spawn('sh', ['-c', `"${process.execPath}" ${entry} ${command} | head -c 1`], { stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';

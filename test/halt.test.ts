@@ -5,7 +5,7 @@
  * names another candidate revision.
  */
 import test from 'ava';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { admitPod } from '../src/pipeline/admit.js';
@@ -16,8 +16,9 @@ import { Preflights } from '../src/rollout/preflight.js';
 import { loadTemplateDir } from '../src/templates/load.js';
 import type { TemplateSet } from '../src/templates/set.js';
 import { optedIn, pod } from './helpers/pods.js';
+import { bareExampleText } from './helpers/templates.js';
 
-const shipper = await readFile('templates/log-shipper.yaml', 'utf8');
+const shipper = bareExampleText('log-shipper');
 
 async function candidateSet(tag = '3.2.3'): Promise<TemplateSet> {
   const dir = await mkdtemp(join(tmpdir(), 'halt-'));

@@ -41,7 +41,10 @@ const named = (objects: Obj[], kind: string, name: string): Obj => {
   if (!found) throw new Error(`no ${kind} ${name}`);
   return found;
 };
-const webhooks = (): Obj[] => one(base, 'MutatingWebhookConfiguration').webhooks;
+/** The two pod webhooks (required, optional); the SidecarTemplate webhook is tested on its own. */
+const webhooks = (): Obj[] => one(base, 'MutatingWebhookConfiguration').webhooks.filter((w: Obj) => w.name !== 'templates.sidecar-injector.io');
+const templatesWebhook = (objects: Obj[] = base): Obj =>
+  one(objects, 'MutatingWebhookConfiguration').webhooks.find((w: Obj) => w.name === 'templates.sidecar-injector.io');
 /** The required webhook; every field test below runs on both (see `for (const which …)`). */
 const webhook = () => webhooks()[0]!;
 const deployment = () => one(base, 'Deployment');
@@ -57,6 +60,7 @@ test('every object of the base and of both overlays validates against the Kubern
     'ClusterRole',
     'ClusterRoleBinding',
     'ClusterRoleBinding',
+    'CustomResourceDefinition',
     'Deployment',
     'MutatingWebhookConfiguration',
     'Namespace',
@@ -113,16 +117,19 @@ test('two webhooks: required (armed Fail by the injector) on /mutate/required an
       ['optional.sidecar-injector.io', 'Ignore', '/mutate/optional'],
     ],
   );
-  t.is(one(base, 'MutatingWebhookConfiguration').metadata.annotations[failClosedAnnotation], 'required.sidecar-injector.io');
+  t.is(one(base, 'MutatingWebhookConfiguration').metadata.annotations[failClosedAnnotation], 'required.sidecar-injector.io,templates.sidecar-injector.io');
   t.true(
     webhooks().every((w) => w.clientConfig.caBundle === undefined),
     'the base ships no caBundle: the injector writes it',
   );
   t.deepEqual(
-    one(certManager, 'MutatingWebhookConfiguration').webhooks.map((w: Obj) => [w.name, w.failurePolicy]),
+    one(certManager, 'MutatingWebhookConfiguration')
+      .webhooks.map((w: Obj) => [w.name, w.failurePolicy])
+      .sort(),
     [
-      ['required.sidecar-injector.io', 'Fail'],
       ['optional.sidecar-injector.io', 'Ignore'],
+      ['required.sidecar-injector.io', 'Fail'],
+      ['templates.sidecar-injector.io', 'Fail'],
     ],
   );
   const source = await readFile(join('manifests', 'base', 'mutatingwebhookconfiguration.yaml'), 'utf8');
@@ -197,12 +204,33 @@ test('deployment: restricted pod security', (t) => {
   t.is(one(base, 'Namespace').metadata.labels['pod-security.kubernetes.io/enforce'], 'restricted');
 });
 
-test('deployment: mounts the templates ConfigMap where --templates points, optional: the install carries no template of its own', (t) => {
-  const mount = injector().volumeMounts.find((m: Obj) => m.mountPath === arg('templates'));
-  const volume = deployment().spec.template.spec.volumes.find((v: Obj) => v.name === mount?.name);
-  t.deepEqual(volume?.configMap, { name: 'sidecar-injector-templates', optional: true });
-  t.is(arg('templates-configmap'), 'sidecar-injector-templates');
-  for (const objects of [base, certManager, generated]) t.deepEqual(find(objects, 'ConfigMap'), [], 'applying the install never touches the templates');
+test('the SidecarTemplate resource and its admission: cluster-scoped, status written apart, every create and update checked before it is stored, armed Fail', (t) => {
+  const crd = one(base, 'CustomResourceDefinition');
+  t.is(crd.metadata.name, 'sidecartemplates.sidecar-injector.io');
+  t.is(crd.spec.scope, 'Cluster');
+  const [version] = crd.spec.versions;
+  t.deepEqual(version.subresources, { status: {} });
+  // Nothing of the spec pruned before the injector's admission sees it: an unknown field gets check's did-you-mean.
+  t.true(version.schema.openAPIV3Schema.properties.spec['x-kubernetes-preserve-unknown-fields']);
+  t.deepEqual(
+    version.additionalPrinterColumns.map((c: Obj) => c.name),
+    ['Template', 'Revision', 'Role', 'Share', 'State', 'Current', 'Stale', 'Missing', 'Age'],
+  );
+  const webhook = templatesWebhook();
+  t.deepEqual(webhook.rules, [
+    { operations: ['CREATE', 'UPDATE'], apiGroups: ['sidecar-injector.io'], apiVersions: ['v1alpha1'], resources: ['sidecartemplates'], scope: 'Cluster' },
+  ]);
+  t.is(webhook.clientConfig.service.path, '/validate/sidecartemplates');
+  t.is(webhook.sideEffects, 'None');
+  t.is(webhook.failurePolicy, 'Ignore', 'shipped Ignore, armed Fail once the caBundle is written');
+  t.is(templatesWebhook(certManager).failurePolicy, 'Fail');
+  // The install reads the templates from the cluster: no volume, no ConfigMap, no template of its own.
+  t.true((injector().args as string[]).includes('--template-source=cluster'));
+  t.is(deployment().spec.template.spec.volumes, undefined);
+  for (const objects of [base, certManager, generated]) {
+    t.deepEqual(find(objects, 'ConfigMap'), []);
+    t.deepEqual(find(objects, 'SidecarTemplate'), [], 'applying the install never touches the templates');
+  }
 });
 
 /** The problems `sidecar-injector check DIR` reports (none: it accepts the folder). */
@@ -216,35 +244,34 @@ async function checkProblems(dir: string): Promise<unknown[]> {
   }
 }
 
-test('the bundled examples apply on their own (kubectl apply -k templates/): every file of templates/, each a valid template, as the ConfigMap the Deployment mounts', async (t) => {
-  const configMap = one(kustomize('templates'), 'ConfigMap');
-  t.is(configMap.metadata.name, 'sidecar-injector-templates');
-  t.is(configMap.metadata.namespace, one(base, 'Namespace').metadata.name);
+test('the bundled examples apply on their own (kubectl apply -k templates/): every file of templates/, each a valid SidecarTemplate', async (t) => {
+  const objects = kustomize('templates');
+  t.true(objects.every((o) => o.kind === 'SidecarTemplate' && o.metadata.namespace === undefined));
   const files = (await readdir('templates')).filter(isTemplateFileName).sort();
-  t.deepEqual(Object.keys(configMap.data).sort(), files, 'templates/kustomization.yaml lists every template file');
-  for (const [file, text] of Object.entries(configMap.data as Record<string, string>)) t.deepEqual(parseTemplateText(text, file).problems, []);
+  t.deepEqual(objects.map((o) => `${o.metadata.name}.yaml`).sort(), files, 'templates/kustomization.yaml lists every template file');
+  for (const file of files) t.deepEqual(parseTemplateText(await readFile(join('templates', file), 'utf8'), file).problems, []);
   t.deepEqual(await checkProblems('templates'), []);
 });
 
-test('your own templates in your own repository: the documented folder gives exactly your files as that ConfigMap, and check accepts it', async (t) => {
+test('your own templates in your own repository: the documented folder gives exactly your SidecarTemplates, and check accepts it', async (t) => {
   const doc = await readFile(join('docs', 'templates-in-your-repo.md'), 'utf8');
   const block = /```yaml\n(# kustomization\.yaml\n[\s\S]*?)```/.exec(doc)?.[1];
   if (!block) return t.fail('docs/templates-in-your-repo.md shows no kustomization.yaml block');
-  const listed = [...block.matchAll(/^ {6}- (\S+\.ya?ml)$/gm)].map((m) => m[1]!);
+  const listed = [...block.matchAll(/^ {2}- (\S+\.ya?ml)$/gm)].map((m) => m[1]!);
   t.true(listed.length > 0, 'the block lists template files');
   const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-own-templates-'));
   await writeFile(join(dir, 'kustomization.yaml'), block);
-  const texts: Record<string, string> = {};
-  for (const [i, file] of listed.entries()) {
-    texts[file] = `name: agent-${i}\ninjection: automatic\ncontainers: [{ name: agent-${i}, image: "registry.example/agent:1" }]\n`;
-    await writeFile(join(dir, file), texts[file]!);
-  }
+  for (const [i, file] of listed.entries())
+    await writeFile(
+      join(dir, file),
+      `apiVersion: sidecar-injector.io/v1alpha1\nkind: SidecarTemplate\nmetadata:\n  name: agent-${i}\nspec:\n  injection: automatic\n  containers: [{ name: agent-${i}, image: "registry.example/agent:1" }]\n`,
+    );
   const objects = kustomize(dir);
-  t.is(objects.length, 1, 'the ConfigMap alone: your folder never touches the install');
-  const configMap = one(objects, 'ConfigMap');
-  t.deepEqual(configMap.data, texts);
-  t.is(configMap.metadata.name, 'sidecar-injector-templates');
-  t.is(configMap.metadata.namespace, one(base, 'Namespace').metadata.name);
+  t.deepEqual(
+    objects.map((o) => [o.kind, o.metadata.name, o.metadata.namespace]),
+    listed.map((_, i) => ['SidecarTemplate', `agent-${i}`, undefined]),
+    'your SidecarTemplates alone: your folder never touches the install',
+  );
   t.deepEqual(await checkProblems(dir), []);
   // A file added but not listed would never reach the cluster: check says so.
   await writeFile(join(dir, 'forgotten.yaml'), 'name: forgotten\ncontainers: [{ name: f, image: "registry.example/f:1" }]\n');
@@ -255,7 +282,7 @@ test('deployment: self-managed certificates from the Secret, no certificate path
   t.is(arg('tls-secret'), 'sidecar-injector-tls');
   t.is(arg('tls-cert'), undefined);
   t.false(
-    deployment().spec.template.spec.volumes.some((v: Obj) => v.secret),
+    (deployment().spec.template.spec.volumes ?? []).some((v: Obj) => v.secret),
     'no Secret is mounted',
   );
   t.deepEqual(
@@ -314,7 +341,7 @@ test('cert-manager overlay: mounts the TLS Secret where --tls-cert and --tls-key
   t.is(arg('tls-key'), `${certDir}/tls.key`);
 });
 
-test("rbac: read namespaces, nodes, pods and the workloads that hold pod templates; create and patch on events; nothing more, bound to the Deployment's service account", (t) => {
+test("rbac: read namespaces, nodes, pods, the workloads that hold pod templates and the SidecarTemplates; create and patch on events; write SidecarTemplate status; nothing more, bound to the Deployment's service account", (t) => {
   t.deepEqual(named(base, 'ClusterRole', 'sidecar-injector').rules, [
     { apiGroups: [''], resources: ['namespaces', 'nodes'], verbs: ['get', 'list', 'watch'] },
     { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },
@@ -322,6 +349,8 @@ test("rbac: read namespaces, nodes, pods and the workloads that hold pod templat
     { apiGroups: ['apps'], resources: ['replicasets', 'statefulsets', 'daemonsets'], verbs: ['get'] },
     { apiGroups: ['batch'], resources: ['jobs'], verbs: ['get'] },
     { apiGroups: ['events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] },
+    { apiGroups: ['sidecar-injector.io'], resources: ['sidecartemplates'], verbs: ['get', 'list', 'watch'] },
+    { apiGroups: ['sidecar-injector.io'], resources: ['sidecartemplates/status'], verbs: ['get', 'patch', 'update'] },
   ]);
   // The one leader election's Lease (certificates and audit): in its own namespace, by name.
   const leader = find(base, 'Role').find((r) => r.metadata.name === 'sidecar-injector-leader')!;
@@ -433,9 +462,12 @@ test('the audit-restart component: an hourly CronJob running audit --restart mis
   t.deepEqual(pod.containers[0].args.slice(0, 1), ['audit']);
   t.true(pod.containers[0].args.includes('--restart=missing'));
   t.is(pod.containers[0].image, deployment().spec.template.spec.containers[0].image);
-  t.deepEqual(pod.volumes[0].configMap, { name: 'sidecar-injector-templates', optional: true });
+  // The templates in force: the cluster's SidecarTemplates, which its account may list.
+  t.is(pod.volumes, undefined);
+  t.false((pod.containers[0].args as string[]).some((a) => a.startsWith('--templates')));
   const role = find(objects, 'ClusterRole').find((r) => r.metadata.name === 'sidecar-injector-auditor')!;
   t.true(role.rules.some((r: Obj) => r.verbs.includes('patch') && r.resources.includes('deployments')));
+  t.true(role.rules.some((r: Obj) => r.verbs.includes('list') && r.resources.includes('sidecartemplates')));
   // The base's own role never writes workloads (it patches events only).
   t.false(find(base, 'ClusterRole').some((role) => role.rules.some((r: Obj) => r.verbs.includes('patch') && r.apiGroups.includes('apps'))));
 });

@@ -41,11 +41,15 @@ async function wrongfullyExcluded(conditions: readonly MatchCondition[]): Promis
   return { excluded, patched };
 }
 
-test('both webhooks of the manifest hold exactly the conditions the code declares', (t) => {
+test('both pod webhooks of the manifest hold exactly the conditions the code declares; the SidecarTemplate one has none', (t) => {
   const rendered = kustomizeObjects('manifests');
   const hooks = rendered.find((o) => o.kind === 'MutatingWebhookConfiguration')!.webhooks;
-  t.is(hooks.length, 2);
-  for (const webhook of hooks) t.deepEqual(webhook.matchConditions, matchConditions, webhook.name);
+  t.deepEqual(
+    hooks.map((w: { name: string }) => w.name),
+    ['required.sidecar-injector.io', 'optional.sidecar-injector.io', 'templates.sidecar-injector.io'],
+  );
+  for (const webhook of hooks.slice(0, 2)) t.deepEqual(webhook.matchConditions, matchConditions, webhook.name);
+  t.is(hooks[2].matchConditions, undefined);
 });
 
 test('no condition keeps from the injector a corpus pod it would patch', async (t) => {

@@ -3,7 +3,6 @@ import test from 'ava';
 import { createReviewer } from '../src/admission/mutate.js';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rename, rm, symlink, writeFile } from 'node:fs/promises';
 import https from 'node:https';
 import { tmpdir } from 'node:os';
@@ -20,6 +19,7 @@ import { startTestServer, testCertificates, testNamespaces } from './helpers/ser
 import { logShipperDoc, templateSet } from './helpers/templates.js';
 import { pod } from './helpers/pods.js';
 import { spawnServe } from './helpers/process.js';
+import { bareExampleText } from './helpers/templates.js';
 
 const podBody = pod({ generateName: 'web-', containers: [{ name: 'web', image: 'nginx' }] });
 const review = () => createReview(prepareCreate(podBody, 'shop'), { namespace: 'shop' });
@@ -66,8 +66,8 @@ async function configMapDir(files: Record<string, string>): Promise<{ dir: strin
   return { dir, publish };
 }
 
-const logsYaml = readFileSync(join('templates', 'log-shipper.yaml'), 'utf8');
-const proxyYaml = readFileSync(join('templates', 'proxy.yaml'), 'utf8');
+const logsYaml = bareExampleText('log-shipper');
+const proxyYaml = bareExampleText('proxy');
 const automaticProxy = proxyYaml.replace('injection: on-request', 'injection: automatic');
 
 test('template reload under load: a valid set is taken, a broken set is refused and the last good one kept, no request fails', async (t) => {

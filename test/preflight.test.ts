@@ -5,7 +5,7 @@
  * the chain never takes a real pod; one that passes does.
  */
 import test, { type ExecutionContext } from 'ava';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { admitPod } from '../src/pipeline/admit.js';
@@ -19,8 +19,9 @@ import { AdmissionChain, startWebhook } from './helpers/admission-chain.js';
 import { FakeApiServer } from './helpers/fake-apiserver.js';
 import { optedIn, pod } from './helpers/pods.js';
 import { startTestServer } from './helpers/server.js';
+import { bareExampleText } from './helpers/templates.js';
 
-const shipper = await readFile('templates/log-shipper.yaml', 'utf8');
+const shipper = bareExampleText('log-shipper');
 const candidateText = `rollout:\n  role: candidate\n  share: 100\n${shipper.replace('fluent-bit:3.2.2', 'fluent-bit:3.2.3')}`;
 
 async function candidateSet(): Promise<TemplateSet> {

@@ -37,6 +37,7 @@ import { loadCorpus } from './helpers/corpus.js';
 import { parsePod, podOs } from '../src/k8s/pod.js';
 import { schemaProblems } from './helpers/kube-schema.js';
 import { kustomizeObjects } from './helpers/kustomize.js';
+import { bareExampleText } from './helpers/templates.js';
 
 type Obj = Record<string, any>;
 
@@ -59,8 +60,8 @@ function templateSet(...texts: string[]): TemplateSet {
 
 test.before(async () => {
   bundled = await loadTemplateDir('templates');
-  proxyText = await readFile('templates/proxy.yaml', 'utf8');
-  shipperText = await readFile('templates/log-shipper.yaml', 'utf8');
+  proxyText = bareExampleText('proxy');
+  shipperText = bareExampleText('log-shipper');
   bothRequired = templateSet(proxyText, shipperText.replace('failurePolicy: Ignore', 'failurePolicy: Fail'));
 });
 
@@ -475,7 +476,9 @@ test('the check can fail: a wrong policy is caught', async (t) => {
 
 test("the binding's scope is the webhooks' scope, and the mirror-pod condition the webhooks' condition", (t) => {
   const rendered = kustomizeObjects('manifests');
-  const hooks = rendered.find((o) => o.kind === 'MutatingWebhookConfiguration')!.webhooks as Obj[];
+  // The pod webhooks (the SidecarTemplate one reviews cluster-scoped objects: no selectors).
+  const hooks = (rendered.find((o) => o.kind === 'MutatingWebhookConfiguration')!.webhooks as Obj[]).filter((w) => w.rules[0].resources.includes('pods'));
+  t.is(hooks.length, 2);
   for (const hook of hooks) {
     t.deepEqual(hook.namespaceSelector, webhookScope.namespaceSelector, hook.name);
     t.deepEqual(hook.objectSelector, webhookScope.objectSelector, hook.name);
@@ -524,7 +527,11 @@ test('validation actions: Warn,Audit by default, Deny when asked, combinations t
 async function runPolicies(argv: string[]): Promise<{ code: number; out: string; err: string }> {
   let out = '';
   let err = '';
-  const code = await policiesCommand(argv, { stdout: { write: (s: string) => (out += s) }, stderr: { write: (s: string) => (err += s) } });
+  // The bundled examples unless the test names a folder: policies reads the cluster's otherwise.
+  const code = await policiesCommand(argv.includes('--templates') ? argv : [...argv, '--templates', 'templates'], {
+    stdout: { write: (s: string) => (out += s) },
+    stderr: { write: (s: string) => (err += s) },
+  });
   return { code, out, err };
 }
 

@@ -1,7 +1,7 @@
 /**
- * The manifests' part of the rollout: serve is told the templates ConfigMap a templates folder
- * makes (for the Events of a failed preflight and a halt), may write those Events there, and,
- * with the rollout-preflight component, may list the FailedCreate Events the halt counts.
+ * The manifests' part of the rollout: serve reads the cluster's SidecarTemplates, may write
+ * Events about them (a failed preflight, a halt) and their status, and, with the
+ * rollout-preflight component, may list the FailedCreate Events the halt counts.
  */
 import test from 'ava';
 import { mkdtemp, writeFile } from 'node:fs/promises';
@@ -16,21 +16,25 @@ import { schemaProblems } from './helpers/kube-schema.js';
 const grants = (roles: KubeObject[], group: string, resource: string, verb: string) =>
   roles.some((role) => role.rules.some((r: KubeObject) => r.apiGroups.includes(group) && r.resources.includes(resource) && r.verbs.includes(verb)));
 
-test('serve is told the templates ConfigMap your templates folder makes (templates/ for the examples), and may write Events on it', (t) => {
+test("serve reads the cluster's SidecarTemplates (no volume), and may write Events about them", (t) => {
   const base = kustomizeObjects('manifests');
   const deployment = base.find((o) => o.kind === 'Deployment')!;
   const args = deployment.spec.template.spec.containers[0].args as string[];
-  const configMap = kustomizeObjects('templates').find((o) => o.kind === 'ConfigMap')!;
-  t.true(args.includes(`--templates-configmap=${configMap.metadata.name}`));
-  // The ConfigMap sits in the injector's own namespace, where the flag's bare name points.
-  t.is(configMap.metadata.namespace, deployment.metadata.namespace);
-  t.is(deployment.spec.template.spec.volumes.find((v: KubeObject) => v.name === 'templates').configMap.name, configMap.metadata.name);
+  t.true(args.includes('--template-source=cluster'));
+  t.false(args.some((a) => a.startsWith('--templates')));
+  t.deepEqual(deployment.spec.template.spec.volumes ?? [], []);
+  // The examples are SidecarTemplates, cluster-scoped.
+  const examples = kustomizeObjects('templates');
+  t.true(examples.length > 0 && examples.every((o) => o.kind === 'SidecarTemplate' && o.metadata.namespace === undefined));
   const account = deployment.spec.template.spec.serviceAccountName;
   const bound = base
     .filter((o) => o.kind === 'ClusterRoleBinding' && o.subjects.some((s: KubeObject) => s.name === account))
     .map((b) => base.find((o) => o.kind === 'ClusterRole' && o.metadata.name === b.roleRef.name)!);
   t.true(grants(bound, 'events.k8s.io', 'events', 'create'));
   t.true(grants(bound, 'events.k8s.io', 'events', 'patch'));
+  t.true(grants(bound, 'sidecar-injector.io', 'sidecartemplates', 'watch'));
+  t.true(grants(bound, 'sidecar-injector.io', 'sidecartemplates/status', 'patch'));
+  t.false(grants(bound, 'sidecar-injector.io', 'sidecartemplates', 'update'), 'the injector writes only the status');
   // The halt reads the workloads a FailedCreate Event names.
   for (const [group, resource] of [
     ['apps', 'replicasets'],
@@ -58,22 +62,17 @@ test('the rollout-preflight component lets the halt list FailedCreate Events clu
   t.deepEqual(binding.subjects, [{ kind: 'ServiceAccount', name: deployment.spec.template.spec.serviceAccountName, namespace: deployment.metadata.namespace }]);
   const args = deployment.spec.template.spec.containers[0].args as string[];
   t.true(args.includes('--rollout-probe-namespace=sidecar-injector-probes'));
-  t.true(args.includes('--templates-configmap=sidecar-injector-templates'));
+  t.true(args.includes('--template-source=cluster'));
 });
 
-test('--templates-configmap: a name in the injector namespace, or namespace/name', (t) => {
-  t.deepEqual(loadConfig({ POD_NAMESPACE: 'injector' }, ['--templates-configmap', 'templates']).templatesConfigMap, {
-    namespace: 'injector',
-    name: 'templates',
+test('--template-source: the cluster in a pod without --templates, else the folder; never both', (t) => {
+  t.is(loadConfig({ KUBERNETES_SERVICE_HOST: '10.0.0.1' }, []).templateSource, 'cluster');
+  t.is(loadConfig({ KUBERNETES_SERVICE_HOST: '10.0.0.1' }, ['--templates', 'x']).templateSource, 'folder');
+  t.is(loadConfig({}, []).templateSource, 'folder');
+  t.throws(() => loadConfig({}, ['--template-source=cluster', '--templates=x', '--kubeconfig=k']), {
+    instanceOf: ConfigError,
+    message: /--templates DIR and --template-source cluster/,
   });
-  t.deepEqual(loadConfig({ SIDECAR_INJECTOR_TEMPLATES_CONFIGMAP: 'ops/sidecar-templates' }, []).templatesConfigMap, {
-    namespace: 'ops',
-    name: 'sidecar-templates',
-  });
-  t.is(loadConfig({}, []).templatesConfigMap, undefined);
-  for (const bad of ['Templates', 'a/b/c', '/x', 'ns/', 'n_s/x'])
-    t.throws(() => loadConfig({}, [`--templates-configmap=${bad}`]), {
-      instanceOf: ConfigError,
-      message: /--templates-configmap: expected a ConfigMap name, or namespace\/name/,
-    });
+  t.throws(() => loadConfig({}, ['--template-source=cluster', '--namespace-source=local']), { instanceOf: ConfigError, message: /needs the cluster/ });
+  t.throws(() => loadConfig({}, ['--template-source=configmap']), { instanceOf: ConfigError, message: /expected cluster, folder or auto/ });
 });

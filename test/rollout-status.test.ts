@@ -3,7 +3,7 @@
  * and pods of the cluster on each, from a metadata-only list of the in-process API server.
  */
 import test from 'ava';
-import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { rollout, type RolloutReport } from '../src/cli/rollout.js';
@@ -12,8 +12,9 @@ import { ConfigError, UsageError } from '../src/errors.js';
 import { FakeApiServer } from './helpers/fake-apiserver.js';
 import { candidateFile, rolloutWorld, serveStatus } from './helpers/rollout-world.js';
 import { until } from './helpers/until.js';
+import { bareExampleText } from './helpers/templates.js';
 
-const shipper = await readFile('templates/log-shipper.yaml', 'utf8');
+const shipper = bareExampleText('log-shipper');
 const next = `rollout:\n  role: candidate\n  share: 25\n  namespaces: [shop]\n  podSelector: {matchLabels: {tier: web}}\n${shipper.replace('fluent-bit:3.2.2', 'fluent-bit:3.2.3')}`;
 const previous = `rollout:\n  role: previous\n${shipper.replace('fluent-bit:3.2.2', 'fluent-bit:3.2.1')}`;
 

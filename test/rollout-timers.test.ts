@@ -8,15 +8,16 @@
  * waits on conditions.
  */
 import test from 'ava';
-import { readFile, writeFile } from 'node:fs/promises';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { admitPod } from '../src/pipeline/admit.js';
 import { startWebhook } from './helpers/admission-chain.js';
 import { pod } from './helpers/pods.js';
 import { candidateFile, rolloutWorld } from './helpers/rollout-world.js';
 import { until } from './helpers/until.js';
+import { bareExampleText } from './helpers/templates.js';
 
-const shipper = await readFile('templates/log-shipper.yaml', 'utf8');
+const shipper = bareExampleText('log-shipper');
 const minute = 60_000;
 
 type World = Awaited<ReturnType<typeof rolloutWorld>>;
@@ -82,19 +83,20 @@ test('periodic preflight and health look on an injected clock: passes, stopped b
   t.regex(status().candidates[0]!.stopped!, /^preflight failed \(refused\): .*image-signature policy: fluent-bit:3\.2\.3 is not signed/);
   t.is((await revisionOfNewPod()).revision, stable, 'stopped: new pods get the stable revision');
   await rollout.settled();
-  await until(() => rolloutEvents('RolloutPreflightFailed').length === 1, 'the Event on the templates ConfigMap');
+  await until(() => rolloutEvents('RolloutPreflightFailed').length === 1, "the Event on the candidate's SidecarTemplate");
   const failed = rolloutEvents('RolloutPreflightFailed')[0]!;
   t.like(failed, {
     type: 'Warning',
     action: 'Preflight',
     reportingInstance: 'replica-1',
-    regarding: { apiVersion: 'v1', kind: 'ConfigMap', namespace: 'sidecar-injector', name: 'sidecar-injector-templates' },
-    metadata: { namespace: 'sidecar-injector' },
+    // The candidate's own object; cluster-scoped, so its Events live in default.
+    regarding: { apiVersion: 'sidecar-injector.io/v1alpha1', kind: 'SidecarTemplate', namespace: '', name: 'log-shipper-next' },
+    metadata: { namespace: 'default' },
   });
   t.regex(
     failed.note,
     new RegExp(
-      `^Candidate revision ${candidate} of template log-shipper failed its preflight \\(refused\\): .*It takes no pod; new pods get the stable revision\\. Fix the candidate file, or delete it to abort`,
+      `^Candidate revision ${candidate} of template log-shipper failed its preflight \\(refused\\): .*It takes no pod; new pods get the stable revision\\. Fix the candidate, or delete its SidecarTemplate to abort`,
     ),
   );
   // Still refused five minutes later: no second Event for the same failure.
@@ -170,7 +172,7 @@ test('periodic preflight and health look on an injected clock: passes, stopped b
   await rollout.settled();
   await until(() => rolloutEvents('RolloutHalted').length === 1, 'the halt Event');
   const halted = rolloutEvents('RolloutHalted')[0]!;
-  t.like(halted, { type: 'Warning', action: 'Halt', regarding: { kind: 'ConfigMap', name: 'sidecar-injector-templates' } });
+  t.like(halted, { type: 'Warning', action: 'Halt', regarding: { kind: 'SidecarTemplate', name: 'log-shipper-next' } });
   t.regex(halted.note, new RegExp(`^Candidate revision ${candidate} of template log-shipper is halted: 2 of 3 pods .*Abort .*audit --restart stale\\.$`));
   // Later looks and preflights: still halted, no further Event.
   await clock.advance(3 * minute);
@@ -184,8 +186,8 @@ test('periodic preflight and health look on an injected clock: passes, stopped b
   t.regex(metricsText, /sidecar_injector_rollout_preflights_total\{template="log-shipper",result="refused"\} 2/);
 });
 
-test('two candidates failing in the same run are two Events on the templates ConfigMap, each naming its template', async (t) => {
-  const proxy = await readFile('templates/proxy.yaml', 'utf8');
+test("two candidates failing in the same run are two Events, each on its candidate's SidecarTemplate and naming its template", async (t) => {
+  const proxy = bareExampleText('proxy');
   // No webhook in the chain: the probes come back without the candidates' sidecars.
   const { api, clock, rollout } = await rolloutWorld(
     t,

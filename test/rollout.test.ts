@@ -5,7 +5,7 @@
  * audit's verdict by revision.
  */
 import test from 'ava';
-import { mkdtemp, readFile, writeFile, rm } from 'node:fs/promises';
+import { mkdtemp, writeFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { admitPod, type PodOutcome } from '../src/pipeline/admit.js';
@@ -15,8 +15,9 @@ import { bucketOf, bucketKey, revisionsFor, stopCandidates } from '../src/templa
 import type { TemplateSet } from '../src/templates/set.js';
 import { TemplateError } from '../src/errors.js';
 import { optedIn, pod } from './helpers/pods.js';
+import { bareExampleText } from './helpers/templates.js';
 
-const shipperText = await readFile('templates/log-shipper.yaml', 'utf8');
+const shipperText = bareExampleText('log-shipper');
 /** The bundled log shipper with another image: what a new sidecar release looks like. */
 const release = (tag: string) => shipperText.replace('fluent/fluent-bit:3.2.2', `fluent/fluent-bit:${tag}`);
 const candidate = (stanza: string, tag = '3.2.3') => `rollout:\n${stanza}\n${release(tag)}`;

@@ -4,6 +4,7 @@
  * required one), a second replica serves the same certificate, renewals (the clock moved on)
  * reach every replica, and `serve` runs with the Deployment's own flags outside a cluster.
  */
+import { applyExamples } from './helpers/templates.js';
 import test from 'ava';
 import { spawn } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
@@ -30,12 +31,22 @@ const namespace = 'sidecar-injector';
 const serviceHost = 'sidecar-injector.sidecar-injector.svc';
 const rendered = kustomizeObjects('manifests');
 const shipped = (kind: string) => structuredClone(rendered.find((o) => o.kind === kind)!);
+/**
+ * The shipped configuration with its two pod webhooks only (what most tests below arm and
+ * count); the SidecarTemplate webhook beside them has a test of its own.
+ */
+const shippedPodWebhooks = () => {
+  const configuration = shipped('MutatingWebhookConfiguration');
+  configuration.webhooks = configuration.webhooks.filter((w: Obj) => w.name !== 'templates.sidecar-injector.io');
+  configuration.metadata.annotations[failClosedAnnotation] = 'required.sidecar-injector.io';
+  return configuration;
+};
 
 async function cluster(t: { teardown(fn: () => unknown): void }): Promise<FakeApiServer> {
   const api = new FakeApiServer();
   await api.start();
   t.teardown(() => api.stop());
-  api.addWebhookConfiguration(shipped('MutatingWebhookConfiguration'));
+  api.addWebhookConfiguration(shippedPodWebhooks());
   // A replica ready behind the Service: the required webhook may be armed (tests of arming itself clear it).
   api.serviceEndpoints.set(`${namespace}/sidecar-injector`, [true]);
   return api;
@@ -172,6 +183,27 @@ test('the leader creates the Secret, then writes its CA into every webhook and a
   t.is(b.current(), pairB);
 });
 
+test('the SidecarTemplate webhook gets the CA with the pod webhooks, and is armed Fail with the required one', async (t) => {
+  const api = new FakeApiServer();
+  await api.start();
+  t.teardown(() => api.stop());
+  api.addWebhookConfiguration(shipped('MutatingWebhookConfiguration'));
+  api.serviceEndpoints.set(`${namespace}/sidecar-injector`, [true]);
+  const leader = await replica(api, 'leader');
+  await leader.reconcile();
+  const ca = field(secretOf(api), 'ca.crt');
+  t.deepEqual(bundles(api), [ca, ca, ca]);
+  t.deepEqual(
+    configuration(api).webhooks.map((w: Obj) => [w.name, w.failurePolicy]),
+    [
+      ['required.sidecar-injector.io', 'Fail'],
+      ['optional.sidecar-injector.io', 'Ignore'],
+      ['templates.sidecar-injector.io', 'Fail'],
+    ],
+  );
+  t.deepEqual(leader.status().failingOpen, []);
+});
+
 test("armed once, recorded: an operator's Ignore (kubectl patch) is never reverted; an apply of the manifests resets the record and is armed again; an overlay that names no fail-closed webhook is never armed", async (t) => {
   const api = await cluster(t);
   const leader = await replica(api, 'leader');
@@ -194,7 +226,7 @@ test("armed once, recorded: an operator's Ignore (kubectl patch) is never revert
   t.false(leader.status().failingOpen!.includes('optional.sidecar-injector.io'));
   // kubectl apply of the manifests (an upgrade): what they set comes back (Ignore, an empty
   // record), what they do not set stays (the caBundles): armed again.
-  const applied = shipped('MutatingWebhookConfiguration');
+  const applied = shippedPodWebhooks();
   applied.webhooks = applied.webhooks.map((w: Obj, i: number) => ({
     ...w,
     clientConfig: { ...w.clientConfig, caBundle: configuration(api).webhooks[i].clientConfig.caBundle },
@@ -206,7 +238,7 @@ test("armed once, recorded: an operator's Ignore (kubectl patch) is never revert
   await leader.reconcile();
   t.deepEqual(leader.status().failingOpen, [], 'armed again: nothing fails open');
   // An overlay that keeps the required webhook as it says (no fail-closed webhook named): never armed, the caBundle still written.
-  const declared = shipped('MutatingWebhookConfiguration');
+  const declared = shippedPodWebhooks();
   declared.metadata.annotations[failClosedAnnotation] = '';
   api.addWebhookConfiguration(declared);
   t.deepEqual(await leader.reconcile(), { plan: 'keep', patchedWebhooks: ['required.sidecar-injector.io', 'optional.sidecar-injector.io'] });
@@ -399,13 +431,14 @@ test('serve --tls-secret is refused beside --tls-cert, and outside a cluster wit
   });
 });
 
-/** `serve` with the Deployment's own arguments, outside a cluster: only --kubeconfig, --host, --port and --templates added. */
-async function serveLikeTheDeployment(t: { teardown(fn: () => unknown): void }, kubeconfig: string, podName: string) {
+/** `serve` with the Deployment's own arguments, outside a cluster: only --kubeconfig, --host and --port added; the templates are the API server's (the bundled examples). */
+async function serveLikeTheDeployment(t: { teardown(fn: () => unknown): void }, api: FakeApiServer, kubeconfig: string, podName: string) {
   const container = shipped('Deployment').spec.template.spec.containers[0];
-  const own = (container.args as string[]).filter((a) => !/^--(port|templates|host)=/.test(a));
+  const own = (container.args as string[]).filter((a) => !/^--(port|host)=/.test(a));
+  applyExamples(api);
   const child = spawn(
     process.execPath,
-    ['dist/src/cli/main.js', ...own, '--kubeconfig', kubeconfig, '--host', '127.0.0.1', '--port', '0', '--templates', 'templates', '--shutdown-delay-ms', '0'],
+    ['dist/src/cli/main.js', ...own, '--kubeconfig', kubeconfig, '--host', '127.0.0.1', '--port', '0', '--shutdown-delay-ms', '0'],
     { env: { ...process.env, POD_NAME: podName, POD_NAMESPACE: namespace }, stdio: ['ignore', 'pipe', 'inherit'] },
   );
   const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
@@ -429,10 +462,11 @@ test('SIGTERM while a replica waits for its certificate (the Secret cannot be wr
   const kubeconfig = join(await mkdtemp(join(tmpdir(), 'sidecar-injector-certs-')), 'kubeconfig');
   await writeFile(kubeconfig, (await api.kubeConfig()).exportConfig());
   const container = shipped('Deployment').spec.template.spec.containers[0];
-  const own = (container.args as string[]).filter((a) => !/^--(port|templates|host)=/.test(a));
+  const own = (container.args as string[]).filter((a) => !/^--(port|host)=/.test(a));
+  applyExamples(api);
   const child = spawn(
     process.execPath,
-    ['dist/src/cli/main.js', ...own, '--kubeconfig', kubeconfig, '--host', '127.0.0.1', '--port', '0', '--templates', 'templates', '--shutdown-delay-ms', '0'],
+    ['dist/src/cli/main.js', ...own, '--kubeconfig', kubeconfig, '--host', '127.0.0.1', '--port', '0', '--shutdown-delay-ms', '0'],
     { env: { ...process.env, POD_NAME: 'injector-a', POD_NAMESPACE: namespace }, stdio: ['ignore', 'pipe', 'inherit'] },
   );
   const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
@@ -453,8 +487,8 @@ test("serve with the Deployment's flags runs outside a cluster: two replicas, on
   api.create('default');
   const kubeconfig = join(await mkdtemp(join(tmpdir(), 'sidecar-injector-certs-')), 'kubeconfig');
   await writeFile(kubeconfig, (await api.kubeConfig()).exportConfig());
-  const a = await serveLikeTheDeployment(t, kubeconfig, 'injector-a');
-  const b = await serveLikeTheDeployment(t, kubeconfig, 'injector-b');
+  const a = await serveLikeTheDeployment(t, api, kubeconfig, 'injector-a');
+  const b = await serveLikeTheDeployment(t, api, kubeconfig, 'injector-b');
   t.true(a.own.includes('--tls-secret=sidecar-injector-tls'));
   const caBundle = bundles(api)[0];
   t.truthy(caBundle);

@@ -35,10 +35,7 @@ async function world(t: { teardown: (fn: () => unknown) => void }) {
   await writeFile(join(inForceDir, 'agent.yaml'), agent('agent:1'));
   const nextDir = await mkdtemp(join(tmpdir(), 'simulate-next-'));
   await writeFile(join(nextDir, 'agent.yaml'), agent('blocked.example/agent:2'));
-  api.configMaps.set('sidecar-injector/sidecar-injector-templates', {
-    metadata: { name: 'sidecar-injector-templates', namespace: 'sidecar-injector' },
-    data: { 'agent.yaml': agent('agent:1') },
-  });
+  api.applyTemplateText(agent('agent:1'));
   api.create('shop', { 'sidecar-injector.io/injection': 'enabled' });
   api.create('strict', { 'sidecar-injector.io/injection': 'enabled' });
   api.create('plain');

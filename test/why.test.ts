@@ -2,7 +2,7 @@
  * `sidecar-injector why` against the in-process API server: per template, the decision for a
  * workload's next pod and for a running pod, the selector requirement that failed with the value
  * seen and where it lives, what most likely happened to a pod that lacks a sidecar, and the fix;
- * templates from the cluster's ConfigMap or a folder; clear refusals.
+ * templates from the cluster's SidecarTemplates or a folder; clear refusals.
  */
 import test from 'ava';
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
@@ -40,17 +40,8 @@ async function world(t: { teardown: (fn: () => unknown) => void }) {
   await writeFile(join(dir, 'metrics-agent.yaml'), agent);
   await writeFile(join(dir, 'log-shipper.yaml'), shipper);
   const set = await loadTemplateDir(dir);
-  api.configMaps.set('sidecar-injector/sidecar-injector-templates', {
-    apiVersion: 'v1',
-    kind: 'ConfigMap',
-    metadata: {
-      name: 'sidecar-injector-templates',
-      namespace: 'sidecar-injector',
-      creationTimestamp: '2026-11-20T00:00:00Z',
-      managedFields: [{ manager: 'kubectl', operation: 'Apply', time: '2026-11-23T12:00:00Z', fieldsV1: { 'f:data': {} } }],
-    },
-    data: { 'metrics-agent.yaml': agent, 'log-shipper.yaml': shipper },
-  });
+  api.applyTemplateText(agent, '2026-11-23T12:00:00Z');
+  api.applyTemplateText(shipper, '2026-11-20T00:00:00Z');
   api.create('shop', { 'sidecar-injector.io/injection': 'enabled', team: 'shop' });
   api.create('plain', { 'sidecar-injector.io/injection': 'enabled' });
   const kubeconfig = join(dir, 'kubeconfig');
@@ -76,7 +67,7 @@ test("a workload: its next pod's decision per template, the failed requirement w
   );
   const report = await json('-n', 'shop', 'deploy/web');
   t.is(report.subject, 'Deployment shop/web');
-  t.is(report.templatesFrom, 'ConfigMap sidecar-injector/sidecar-injector-templates');
+  t.is(report.templatesFrom, "the cluster's SidecarTemplates");
   const answers = byTemplate(report);
   t.is(answers['log-shipper']!.state, 'injected');
   t.like(answers['metrics-agent'], { state: 'not-applicable' });
@@ -87,7 +78,7 @@ test("a workload: its next pod's decision per template, the failed requirement w
   // The same in text, one line per template.
   const { code, out } = await run('-n', 'shop', 'deployment/web');
   t.is(code, 0);
-  t.regex(out, /^Deployment shop\/web: 2 template\(s\) in force, from ConfigMap sidecar-injector\/sidecar-injector-templates\n/);
+  t.regex(out, /^Deployment shop\/web: 2 template\(s\) in force, from the cluster's SidecarTemplates\n/);
   t.regex(out, /\n {2}log-shipper: injected — admission injects it into a new pod of this Deployment \(revision [0-9a-f]{12}\)\n/);
   // In another namespace the namespaceSelector fails, with the namespace's value.
   api.addObject(
@@ -209,11 +200,11 @@ test('a manifest with -f, templates from a folder, and clear refusals', async (t
   t.is(answers['metrics-agent']!.state, 'would-deny');
   t.regex(answers['metrics-agent']!.reason, /^runs-to-completion: /);
   t.truthy(answers['metrics-agent']!.fix);
-  // No templates ConfigMap: nothing is in force, and it says so.
-  api.configMaps.clear();
+  // No SidecarTemplate: nothing is in force, and it says so.
+  api.clearTemplates();
   const none = await json('-f', manifest);
   t.deepEqual(none.templates, []);
-  t.deepEqual(none.notes, ['no template is in force (ConfigMap sidecar-injector/sidecar-injector-templates (not there: no template is in force))']);
+  t.deepEqual(none.notes, ["no template is in force (the cluster's SidecarTemplates (none: no template is in force))"]);
   await t.throwsAsync(run('deployment'), { instanceOf: ConfigError, message: /expected KIND\/NAME with KIND pod or a workload kind/ });
   await t.throwsAsync(run('service/web'), { instanceOf: ConfigError, message: /expected KIND\/NAME/ });
   await t.throwsAsync(run('-n', 'shop', 'deploy/nope'), { instanceOf: ClusterError, message: /^Deployment shop\/nope not found$/ });
@@ -226,7 +217,6 @@ test('what a review found: names that are no names, several documents, owners no
   for (const target of ['pod/..', 'pod/.', 'deploy/a/b'])
     await t.throwsAsync(run('-n', 'shop', target), { instanceOf: ConfigError, message: /not the name of a/ }, target);
   await t.throwsAsync(run('-n', '..', 'pod/x'), { instanceOf: ConfigError, message: /-n: "\.\." is not a namespace name/ });
-  await t.throwsAsync(run('--injector-namespace', 'a/b', 'pod/x'), { instanceOf: ConfigError, message: /--injector-namespace/ });
   const manifests = await mkdtemp(join(tmpdir(), 'why-docs-'));
   const two = join(manifests, 'two.yaml');
   await writeFile(
@@ -268,12 +258,10 @@ test('what a review found: names that are no names, several documents, owners no
 
 test('render --explain and why: a NotIn requirement is not told to move the label to the pod template', async (t) => {
   const { api, json } = await world(t);
-  api.configMaps.set('sidecar-injector/sidecar-injector-templates', {
-    metadata: { name: 'sidecar-injector-templates', namespace: 'sidecar-injector' },
-    data: {
-      'a.yaml': 'name: a\nobjectSelector:\n  matchExpressions:\n    - {key: canary, operator: DoesNotExist}\ncontainers:\n  - name: a\n    image: a:1\n',
-    },
-  });
+  api.clearTemplates();
+  api.applyTemplateText(
+    'name: a\nobjectSelector:\n  matchExpressions:\n    - {key: canary, operator: DoesNotExist}\ncontainers:\n  - name: a\n    image: a:1\n',
+  );
   api.addObject(
     'deployments',
     { namespace: 'shop', name: 'web' },

@@ -159,7 +159,7 @@ export function patched(version: ReviewVersion, uid: string, patch: readonly Ope
   };
 }
 
-const reasons: Record<number, string> = { 400: 'BadRequest', 403: 'Forbidden', 500: 'InternalError', 503: 'ServiceUnavailable' };
+const reasons: Record<number, string> = { 400: 'BadRequest', 403: 'Forbidden', 422: 'Invalid', 500: 'InternalError', 503: 'ServiceUnavailable' };
 
 /** Denies the request; kubectl shows `admission webhook "<name>" denied the request: <message>` (R-46). */
 export function denied(version: ReviewVersion, uid: string, code: number, message: string, explanation: Explanation = {}): ReviewResponse {

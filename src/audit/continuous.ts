@@ -59,6 +59,11 @@ export class ContinuousAudit implements Runnable {
     return this.auditor.status();
   }
 
+  /** Pods per template and state; undefined until the pods are listed. */
+  templateCounts(): ReturnType<PodAuditor['templateCounts']> | undefined {
+    return this.auditor.status().synced ? this.auditor.templateCounts() : undefined;
+  }
+
   private later(templates: boolean): void {
     this.templatesChanged ||= templates;
     if (!this.running || this.recount) return;

@@ -32,6 +32,7 @@ import {
   type PodFacts,
   type PodState,
   type PodVerdict,
+  type TemplateState,
 } from '../pipeline/audit.js';
 import { PodTemplateDecisions, type DecisionInputs } from './pod-template-decisions.js';
 import { controllingOwner, namespaceReference } from '../k8s/object-reference.js';
@@ -267,6 +268,17 @@ export class PodAuditor extends EventEmitter {
     const states: Partial<Record<PodState, number>> = {};
     for (const pod of this.pods.values()) states[pod.state] = (states[pod.state] ?? 0) + 1;
     return { pods: this.pods.size, synced: this.synced, states, oversizedLedgers: this.oversized };
+  }
+
+  /** Pods per template and state, over every namespace (what a SidecarTemplate's status shows). */
+  templateCounts(): Map<string, Partial<Record<TemplateState, number>>> {
+    const out = new Map<string, Partial<Record<TemplateState, number>>>();
+    for (const [key, value] of this.counts) {
+      const { template, state } = labelsOf(key);
+      const counts = out.get(template) ?? out.set(template, {}).get(template)!;
+      counts[state as TemplateState] = (counts[state as TemplateState] ?? 0) + value;
+    }
+    return out;
   }
 
   private read(object: PodMetadataObject): StoredPod | undefined {

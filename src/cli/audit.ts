@@ -26,7 +26,7 @@ import {
   type PodState,
   type RestartPlan,
 } from '../pipeline/audit.js';
-import { loadTemplateDir } from '../templates/load.js';
+import { templatesInForce } from './cluster-reads.js';
 import { getJson, listPages, metadataOnly, requestJson } from '../kube-api/request.js';
 import { controllingOwner } from '../k8s/object-reference.js';
 import { ownerFactsOf, ownerKey, readOwnersLookup, type OwnerFacts } from '../k8s/owners.js';
@@ -265,10 +265,12 @@ export async function audit(
   if (restartStates.length > 0 && output === 'json') problems.push('--restart writes what it does as text: leave out -o json');
   if (problems.length > 0) throw new ConfigError(problems);
   const kubeConfig = await loadKubeConfig(values.kubeconfig as string | undefined, { fallback: 'default' });
-  const templatesDir = (values.templates as string | undefined) ?? 'templates';
-  // The audit CronJob mounts the templates ConfigMap as an optional volume: none yet is no error.
-  const set = await loadTemplateDir(templatesDir, { allowEmpty: true });
-  if (set.templates.length === 0) io.stderr.write(`audit: no templates in ${templatesDir}: no pod can lack a sidecar\n`);
+  // The cluster's SidecarTemplates by default (as the injector checks them), a folder when given; none yet is no error.
+  const inForce = await templatesInForce(kubeConfig, values.templates as string | undefined);
+  const set = inForce.set;
+  for (const refused of inForce.refused.slice(0, 20))
+    io.stderr.write(`audit: sidecartemplate/${refused.name} is refused by the injector and not in force: ${refused.problems.slice(0, 3).join('; ')}\n`);
+  if (set.templates.length === 0) io.stderr.write(`audit: no templates in ${inForce.from}: no pod can lack a sidecar\n`);
   let report: AuditReport;
   try {
     const kubernetesVersion = await versionDecision(kubeConfig, flagVersion, 30_000);

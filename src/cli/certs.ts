@@ -44,7 +44,7 @@ async function existingCa(out: string): Promise<Pem | undefined> {
   }
 }
 
-/** The overlay's kustomization: the base, the TLS Secret, the caBundle of both webhooks (required and optional). */
+/** The overlay's kustomization: the base, the TLS Secret, the caBundle of every webhook (required, optional, SidecarTemplate admission). */
 function kustomization(base: string, service: string, namespace: string, caCert: string): string {
   return `# Written by \`sidecar-injector certs\`: the base plus the serving certificate and the CA.
 # Contains references to private keys in this directory; do not commit it.
@@ -71,7 +71,7 @@ patches:
       kind: MutatingWebhookConfiguration
       name: ${service}
     patch: |-
-${[0, 1].map((i) => `      - op: add\n        path: /webhooks/${i}/clientConfig/caBundle\n        value: ${Buffer.from(caCert).toString('base64')}\n`).join('')}`;
+${[0, 1, 2].map((i) => `      - op: add\n        path: /webhooks/${i}/clientConfig/caBundle\n        value: ${Buffer.from(caCert).toString('base64')}\n`).join('')}`;
 }
 
 /** Runs `certs` with its arguments; returns what it wrote. */

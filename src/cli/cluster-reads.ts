@@ -4,12 +4,14 @@
  * force as the injector mounts them, and when an object last changed.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
-import { clusterReadFailure, ConfigError, KubernetesApiError, TemplateError } from '../errors.js';
-import { apiPath, apiResources } from '../k8s/api-paths.js';
+import { ClusterError, clusterReadFailure, KubernetesApiError } from '../errors.js';
 import { isJsonObject, type JsonObject } from '../k8s/json.js';
 import { getJson } from '../kube-api/request.js';
-import { checkTemplateFiles, templatesConfigMap } from '../pipeline/template-check.js';
-import { compileTemplateFiles, isTemplateFileName, loadTemplateDir } from '../templates/load.js';
+import { checkTemplateObjects, problemLine } from '../pipeline/template-check.js';
+import { listAll } from '../kube-api/request.js';
+import { sidecarTemplateResource } from '../templates/resource.js';
+import { loadTemplateDir } from '../templates/load.js';
+import { loadKubeConfig } from '../kube-api/kubeconfig.js';
 import type { TemplateSet } from '../templates/set.js';
 
 const timeoutMs = 15_000;
@@ -42,39 +44,63 @@ export async function readObject(kubeConfig: KubeConfig, path: string, what: str
   }
 }
 
-/** Where the templates in force were read, and when they last changed (a ConfigMap's data; unknown for a folder). */
+/** Where the templates in force were read, and when they last changed (unknown for a folder). */
 export interface TemplatesInForce {
   readonly set: TemplateSet;
   readonly from: string;
   readonly fromCluster: boolean;
   readonly changed?: string;
+  /** SidecarTemplates the injector refuses (it serves the others), each with its problems as `check` prints them. */
+  readonly refused: readonly { readonly name: string; readonly problems: readonly string[] }[];
 }
 
 /**
- * The templates in force: a folder, or the injector's ConfigMap read as the injector reads its
- * mounted files (the same file names, the same checks: a set it would refuse is refused here).
+ * The templates in force: a folder, or the cluster's SidecarTemplate objects checked as the
+ * injector checks them (an object it refuses is left out here too, and named).
  */
-export async function templatesInForce(kubeConfig: KubeConfig, dir: string | undefined, injectorNamespace: string): Promise<TemplatesInForce> {
-  if (dir !== undefined) return { set: await loadTemplateDir(dir, { allowEmpty: true }), from: dir, fromCluster: false };
-  const where = `ConfigMap ${injectorNamespace}/${templatesConfigMap.name}`;
-  const configMap = await readObject(kubeConfig, apiPath(apiResources.configMaps, { namespace: injectorNamespace, name: templatesConfigMap.name }), where);
-  if (!configMap)
-    return { set: compileTemplateFiles([], where, { allowEmpty: true }), from: `${where} (not there: no template is in force)`, fromCluster: true };
-  const files = Object.entries(stringMap(configMap.data))
-    .filter(([name]) => isTemplateFileName(name))
-    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-    .map(([name, text]) => ({ name, text }));
-  const metadata = isJsonObject(configMap.metadata) ? configMap.metadata : {};
-  const changed = lastChanged(metadata, 'f:data');
+export async function templatesInForce(kubeConfig: KubeConfig, dir: string | undefined): Promise<TemplatesInForce> {
+  if (dir !== undefined) return { set: await loadTemplateDir(dir, { allowEmpty: true }), from: dir, fromCluster: false, refused: [] };
+  const where = "the cluster's SidecarTemplates";
+  let items: JsonObject[];
   try {
-    const set = await checkTemplateFiles(files, where, {}, { allowEmpty: true });
-    return { set, from: where, fromCluster: true, ...(changed ? { changed } : {}) };
+    items = (await listAll<JsonObject>(kubeConfig, sidecarTemplateResource.path, { timeoutMs })).items;
   } catch (err) {
-    if (err instanceof TemplateError)
-      throw new ConfigError([
-        `${where} holds templates the injector refuses (it keeps serving its last good set; --templates DIR decides with a folder):`,
-        ...err.problems.map((p) => `${p.file}: ${p.field ? `${p.field}: ` : ''}${p.message}`),
-      ]);
-    throw err;
+    if (err instanceof KubernetesApiError && err.statusCode === 404)
+      throw new ClusterError(
+        `the cluster has no ${sidecarTemplateResource.kind} resource (${sidecarTemplateResource.path}): is the injector installed? --templates DIR decides with a folder`,
+      );
+    throw clusterReadFailure(where, err);
   }
+  const { set, refused } = checkTemplateObjects(items);
+  let changed: string | undefined;
+  for (const item of items) {
+    const when = isJsonObject(item.metadata) ? lastChanged(item.metadata, 'f:spec') : undefined;
+    if (when !== undefined && (changed === undefined || when > changed)) changed = when;
+  }
+  return {
+    set,
+    from: items.length === 0 ? `${where} (none: no template is in force)` : where,
+    fromCluster: true,
+    ...(changed ? { changed } : {}),
+    refused: [...refused.entries()].map(([name, problems]) => ({ name, problems: problems.map(problemLine) })),
+  };
+}
+
+/**
+ * The templates a command works on: the `--templates` folder when given (checked as `check`
+ * checks it), else the cluster's SidecarTemplates as the injector checks them (a refused object
+ * named on stderr).
+ */
+export async function templatesFromFlagOrCluster(
+  dir: string | undefined,
+  kubeconfig: string | undefined,
+  command: string,
+  stderr: { write(text: string): unknown },
+): Promise<TemplateSet> {
+  if (dir !== undefined) return loadTemplateDir(dir);
+  const kubeConfig = await loadKubeConfig(kubeconfig, { fallback: 'default', hint: ' (--templates DIR works on a folder without a cluster)' });
+  const inForce = await templatesInForce(kubeConfig, undefined);
+  for (const refused of inForce.refused.slice(0, 20))
+    stderr.write(`${command}: sidecartemplate/${refused.name} is refused by the injector and not in force: ${refused.problems.slice(0, 3).join('; ')}\n`);
+  return inForce.set;
 }

@@ -7,7 +7,7 @@
  */
 import { ConfigError } from '../errors.js';
 import { parseOptions } from '../options.js';
-import { loadTemplateDir } from '../templates/load.js';
+import { templatesFromFlagOrCluster } from './cluster-reads.js';
 import { defaultValidationActions, parseValidationActions, policiesYaml, requiredPolicies } from '../manifests/required-policies.js';
 import { mutatingPolicies, mutatingPoliciesYaml } from '../manifests/mutating-policies.js';
 import { policiesOptions } from './usage.js';
@@ -22,7 +22,7 @@ export async function policies(argv: readonly string[], io: PoliciesIo, env: Rea
   const actionsText = values['validation-actions'] as string | undefined;
   const actions = actionsText === undefined ? defaultValidationActions : parseValidationActions(actionsText);
   if (typeof actions === 'string') throw new ConfigError([actions]);
-  const set = await loadTemplateDir((values.templates as string | undefined) ?? 'templates');
+  const set = await templatesFromFlagOrCluster(values.templates as string | undefined, values.kubeconfig as string | undefined, 'policies', io.stderr);
   if (values.mutating === true) {
     const only = (values.template as string | undefined)
       ?.split(',')

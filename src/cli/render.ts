@@ -15,7 +15,7 @@ import { ConfigError } from '../errors.js';
 import { LabelKeys, LabelValues } from '../k8s/keys.js';
 import { injectManifest, type InjectedManifest } from '../manifests/inject-manifests.js';
 import { parseNamespaceLabelFlag, metadataNameLabel, type NamespaceLabelSource } from '../namespaces/source.js';
-import { loadTemplateDir } from '../templates/load.js';
+import { templatesFromFlagOrCluster } from './cluster-reads.js';
 import { loadLocalNamespaceSource } from '../namespaces/file.js';
 import { kubernetesVersionProblem } from '../config.js';
 import { decideVersion, parseKubernetesVersion } from '../k8s/version.js';
@@ -133,7 +133,13 @@ export async function render(argv: readonly string[], io: RenderIo, env: Readonl
   const namespaces = assumedOptIn
     ? optedInEverywhere
     : await loadLocalNamespaceSource({ namespaceLabels, ...(labelsFile ? { namespaceLabelsFile: labelsFile } : {}) });
-  const set = await loadTemplateDir((values.templates as string | undefined) ?? 'templates');
+  const versionText = values['kubernetes-version'] as string | undefined;
+  const version = versionText === undefined ? undefined : parseKubernetesVersion(versionText);
+  if (versionText !== undefined && !version) throw new ConfigError([kubernetesVersionProblem(versionText)]);
+  const action = (values['pod-security-action'] as string | undefined) ?? 'skip';
+  const actionProblem = podSecurityActionProblem(action);
+  if (actionProblem) throw new ConfigError([actionProblem]);
+  const set = await templatesFromFlagOrCluster(values.templates as string | undefined, values.kubeconfig as string | undefined, 'render', io.stderr);
 
   const documents: { input: string; index: number; doc: Document }[] = [];
   for (const input of await readInputs(files, io)) {
@@ -146,12 +152,6 @@ export async function render(argv: readonly string[], io: RenderIo, env: Readonl
 
   const namespaceOption = values.namespace as string | undefined;
   const options = { ...(namespaceOption ? { namespace: namespaceOption } : {}), defaultNamespace: 'default', assumedOptIn };
-  const versionText = values['kubernetes-version'] as string | undefined;
-  const version = versionText === undefined ? undefined : parseKubernetesVersion(versionText);
-  if (versionText !== undefined && !version) throw new ConfigError([kubernetesVersionProblem(versionText)]);
-  const action = (values['pod-security-action'] as string | undefined) ?? 'skip';
-  const actionProblem = podSecurityActionProblem(action);
-  if (actionProblem) throw new ConfigError([actionProblem]);
   const decision = decideVersion(version ? { flag: version } : {});
   const deps: AdmitDeps = { templates: () => set, namespaces, kubernetesVersion: () => decision, podSecurity: action as PodSecurityAction };
   const yamlOut: string[] = [];

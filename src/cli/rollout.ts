@@ -15,6 +15,7 @@ import { isJsonObject, type JsonObject } from '../k8s/json.js';
 import { isDns1123Label } from '../k8s/label-syntax.js';
 import type { ListedMetadata } from '../pipeline/audit.js';
 import { loadTemplateDir } from '../templates/load.js';
+import { templatesInForce } from './cluster-reads.js';
 import { rolloutSubject, bucketKey, type Rollout } from '../templates/rollout.js';
 import type { TemplateSet } from '../templates/set.js';
 import { rolloutOptions } from './usage.js';
@@ -315,14 +316,19 @@ export async function rollout(argv: readonly string[], io: RolloutIo, env: Reado
     );
   const output = (values.output as string | undefined) ?? 'text';
   if (output !== 'text' && output !== 'json') throw new ConfigError([`-o: expected text or json (got ${JSON.stringify(output).slice(0, 40)})`]);
-  const set = await loadTemplateDir((values.templates as string | undefined) ?? 'templates');
+  const dir = values.templates as string | undefined;
+  if (values.offline && dir === undefined) throw new ConfigError(['--offline shows a folder: give --templates DIR']);
+  const kubeConfig = values.offline
+    ? undefined
+    : await loadKubeConfig(values.kubeconfig as string | undefined, {
+        fallback: 'default',
+        hint: ' (--offline shows a --templates folder only)',
+      });
+  // The cluster's SidecarTemplates by default (as the injector checks them), a folder when given.
+  const set = kubeConfig ? (await templatesInForce(kubeConfig, dir)).set : await loadTemplateDir(dir!);
   const report: { templates: TemplateRollout[]; pods?: RevisionCount[]; injector?: InjectorRollout } = { templates: templateRollouts(set) };
-  if (!values.offline) {
+  if (kubeConfig) {
     const service = parseInjectorService((values.injector as string | undefined) ?? 'sidecar-injector/sidecar-injector:443');
-    const kubeConfig = await loadKubeConfig(values.kubeconfig as string | undefined, {
-      fallback: 'default',
-      hint: ' (--offline shows the templates directory only)',
-    });
     const namespace = values.namespace as string | undefined;
     let counter = new RevisionCounter(set);
     await listPages<{ metadata?: ListedMetadata }>(

@@ -137,7 +137,9 @@ export async function simulate(argv: readonly string[], io: SimulateIo, env: Rea
   if (problems.length > 0) throw new ConfigError(problems);
   const next = await loadTemplateDir(dir!, { allowEmpty: true });
   const kubeConfig = await loadKubeConfig(values.kubeconfig as string | undefined, { fallback: 'default' });
-  const inForce = await templatesInForce(kubeConfig, undefined, (values['injector-namespace'] as string | undefined) ?? 'sidecar-injector');
+  const inForce = await templatesInForce(kubeConfig, undefined);
+  for (const refused of inForce.refused.slice(0, 20))
+    io.stderr.write(`simulate: sidecartemplate/${refused.name} is refused by the injector and not in force: ${refused.problems.slice(0, 3).join('; ')}\n`);
   const version = await versionDecision(kubeConfig, flagVersion, timeoutMs);
   const namespace = values.namespace as string | undefined;
 

@@ -9,6 +9,21 @@ import { podSchemaKubernetesVersion } from '../k8s/pod-schema.js';
 import { newestPolicyRules } from '../k8s/pod-security.js';
 import { formatVersion, nativeSidecarsSince } from '../k8s/version.js';
 
+/** The cluster a command that reads one talks to, as kubectl finds it. */
+const kubeconfigOption = {
+  kind: 'string',
+  value: 'FILE',
+  env: 'KUBECONFIG',
+  help: 'the cluster (default: $KUBECONFIG, ~/.kube/config, or the in-cluster config)',
+} as const;
+
+/** `--templates DIR` of the commands that read the templates in force: the cluster's, unless a folder is given. */
+const templatesFromClusterOption = {
+  kind: 'string',
+  value: 'DIR',
+  help: "a folder of SidecarTemplate manifests (default: the cluster's SidecarTemplates, as the injector checks them)",
+} as const;
+
 export const renderOptions = {
   filename: {
     kind: 'list',
@@ -16,7 +31,8 @@ export const renderOptions = {
     value: 'FILE',
     help: 'manifests to inject: a file, a directory (recursively: *.yaml, *.yml, *.json) or - for stdin; repeatable',
   },
-  templates: { kind: 'string', value: 'DIR', default: 'templates', help: 'template directory' },
+  templates: templatesFromClusterOption,
+  kubeconfig: kubeconfigOption,
   namespace: { kind: 'string', value: 'NS', help: "namespace for every object (default: each object's own, else default)" },
   'namespace-labels': { kind: 'string', value: 'FILE', help: 'YAML map: namespace -> labels' },
   'namespace-label': { kind: 'list', value: 'NS:KEY=VALUE', help: 'one namespace label (repeatable); with neither, every namespace counts as opted in' },
@@ -75,20 +91,13 @@ export const certsUsage = usageText(
   'Writes DIR/ca.crt, DIR/ca.key, DIR/tls.crt, DIR/tls.key and DIR/kustomization.yaml.\nKeep ca.key secret; it is reused on the next run unless it expires within 30 days.\n',
 );
 
-/** The cluster a command that reads one talks to, as kubectl finds it. */
-const kubeconfigOption = {
-  kind: 'string',
-  value: 'FILE',
-  env: 'KUBECONFIG',
-  help: 'the cluster (default: $KUBECONFIG, ~/.kube/config, or the in-cluster config)',
-} as const;
 /** `-o text | json` of the commands that report. */
 const textOrJsonOption = { kind: 'string', short: 'o', value: 'FORMAT', default: 'text', help: 'text | json' } as const;
 
 export const auditOptions = {
   kubeconfig: kubeconfigOption,
   namespace: { kind: 'string', short: 'n', value: 'NS', help: 'one namespace (default: all)' },
-  templates: { kind: 'string', value: 'DIR', default: 'templates', help: 'the templates in force' },
+  templates: templatesFromClusterOption,
   output: textOrJsonOption,
   'fail-on': { kind: 'string', value: 'STATES', help: 'exit 3 when a pod is in one of these states (e.g. missing,stale)' },
   restart: { kind: 'string', value: 'STATES', help: 'restart the Deployments, StatefulSets and DaemonSets with pods in these states (e.g. missing,stale)' },
@@ -104,10 +113,10 @@ export const auditUsage = usageText(
 );
 
 export const rolloutOptions = {
-  templates: { kind: 'string', value: 'DIR', default: 'templates', help: 'the templates directory in force' },
+  templates: templatesFromClusterOption,
   kubeconfig: kubeconfigOption,
   namespace: { kind: 'string', short: 'n', value: 'NS', help: 'count pods of one namespace (default: all)' },
-  offline: { kind: 'boolean', help: 'the templates directory only: read no cluster' },
+  offline: { kind: 'boolean', help: 'the --templates folder only: read no cluster' },
   output: textOrJsonOption,
   injector: {
     kind: 'string',
@@ -124,7 +133,8 @@ export const rolloutUsage = usageText(
 );
 
 export const policiesOptions = {
-  templates: { kind: 'string', value: 'DIR', default: 'templates', help: 'template directory' },
+  templates: templatesFromClusterOption,
+  kubeconfig: kubeconfigOption,
   'validation-actions': {
     kind: 'string',
     value: 'ACTIONS',
@@ -145,9 +155,8 @@ export const whyOptions = {
   templates: {
     kind: 'string',
     value: 'DIR',
-    help: "the templates in force (default: the cluster's ConfigMap sidecar-injector-templates, as the injector reads it)",
+    help: "a folder of SidecarTemplate manifests instead of the templates in force (default: the cluster's SidecarTemplates, as the injector checks them)",
   },
-  'injector-namespace': { kind: 'string', value: 'NS', default: 'sidecar-injector', help: "the injector's namespace (where its templates ConfigMap is)" },
   output: textOrJsonOption,
   ...decideAsAdmissionOptions,
 } as const satisfies OptionTable;
@@ -162,7 +171,6 @@ export const simulateOptions = {
   kubeconfig: kubeconfigOption,
   templates: { kind: 'string', value: 'DIR', help: 'the new templates (required)' },
   namespace: { kind: 'string', short: 'n', value: 'NS', help: 'one namespace (default: all)' },
-  'injector-namespace': { kind: 'string', value: 'NS', default: 'sidecar-injector', help: "the injector's namespace (where the templates in force are)" },
   output: textOrJsonOption,
   rate: { kind: 'string', value: 'N', default: '20', help: 'dry-run creates per second at most' },
   'max-failures': { kind: 'string', value: 'N', help: 'stop after N workloads would be refused' },

@@ -70,10 +70,7 @@ export async function why(argv: readonly string[], io: WhyIo, env: Readonly<Reco
     else if (!objectNameRe.test(name))
       problems.push(`${JSON.stringify(name.slice(0, 100))}: not the name of a ${kind} (a DNS subdomain: lowercase letters, digits, '-' and '.')`);
   }
-  for (const [flag, value] of [
-    ['-n', values.namespace],
-    ['--injector-namespace', values['injector-namespace']],
-  ] as const)
+  for (const [flag, value] of [['-n', values.namespace]] as const)
     if (typeof value === 'string' && !isDns1123Label(value)) problems.push(`${flag}: ${JSON.stringify(value.slice(0, 100))} is not a namespace name`);
   if (problems.length > 0) throw new ConfigError(problems);
   const kubeConfig = await loadKubeConfig(values.kubeconfig as string | undefined, { fallback: 'default' });
@@ -120,13 +117,12 @@ export async function why(argv: readonly string[], io: WhyIo, env: Readonly<Reco
   const live = file === undefined;
 
   // What admission reads besides the object.
-  const templates = await templatesInForce(
-    kubeConfig,
-    values.templates as string | undefined,
-    (values['injector-namespace'] as string | undefined) ?? 'sidecar-injector',
-  );
+  const templates = await templatesInForce(kubeConfig, values.templates as string | undefined);
   const namespaceObject = await readObject(kubeConfig, apiPath(apiResources.namespaces, { name: namespace }), `namespace ${namespace}`);
   const notes: string[] = [];
+  // A refused object is in force nowhere: named, so that a template "missing" from the answer is explained.
+  for (const refused of templates.refused.slice(0, 20))
+    notes.push(`sidecartemplate/${refused.name} is refused by the injector and not in force: ${refused.problems.slice(0, 3).join('; ')}`);
   if (!namespaceObject) notes.push(`namespace ${namespace} does not exist`);
   const namespaceMetadata = isJsonObject(namespaceObject?.metadata) ? namespaceObject.metadata : {};
   const namespaceLabels: Labels = { ...stringMap(namespaceMetadata.labels), [metadataNameLabel]: namespace };

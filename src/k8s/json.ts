@@ -357,3 +357,15 @@ export function isOneJsonValue(bytes: Uint8Array, start: number, end: number, ma
     }
   }
 }
+
+/** JSON with object keys sorted: the same text whatever the key order (a template's hash, a status compared). */
+export function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (isJsonObject(value)) {
+    return `{${Object.keys(value)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonicalJson(value[k])}`)
+      .join(',')}}`;
+  }
+  return JSON.stringify(value);
+}

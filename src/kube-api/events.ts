@@ -31,8 +31,13 @@ export function eventName(objectName: string, at: Date): string {
   return `${prefix}.${nanos.toString(16)}`;
 }
 
-/** The object an event is about. */
+/** The object an event is about (`namespace` empty for a cluster-scoped one). */
 export type EventSubject = ObjectReference;
+
+/** Where an Event about `regarding` is written: its namespace, or `default` for a cluster-scoped object (as the API server requires). */
+export function eventNamespace(regarding: EventSubject): string {
+  return regarding.namespace === '' ? 'default' : regarding.namespace;
+}
 
 /**
  * verifyClaim against the cluster: the workload a review names exists with the uid it names (one
@@ -288,7 +293,8 @@ export class EventRecorder {
     const body = {
       apiVersion: 'events.k8s.io/v1',
       kind: 'Event',
-      metadata: { name: eventName(regarding.name, series.last), namespace: regarding.namespace },
+      // A cluster-scoped object's Events live in `default`: the only namespace the API server allows them in.
+      metadata: { name: eventName(regarding.name, series.last), namespace: eventNamespace(regarding) },
       eventTime: microTime(series.last),
       reportingController,
       reportingInstance: this.options.instance.slice(0, 128),
@@ -305,7 +311,7 @@ export class EventRecorder {
       },
     };
     try {
-      const created = (await requestJson(this.options.kubeConfig, 'POST', apiPath(apiResources.events, { namespace: regarding.namespace }), 5000, {
+      const created = (await requestJson(this.options.kubeConfig, 'POST', apiPath(apiResources.events, { namespace: eventNamespace(regarding) }), 5000, {
         body,
       })) as { metadata?: { name?: string } } | undefined;
       series.name = created?.metadata?.name;
@@ -316,7 +322,7 @@ export class EventRecorder {
 
   private async update(series: Series): Promise<void> {
     const { regarding, reason } = series.input;
-    const path = apiPath(apiResources.events, { namespace: regarding.namespace, name: series.name! });
+    const path = apiPath(apiResources.events, { namespace: eventNamespace(regarding), name: series.name! });
     try {
       await requestJson(this.options.kubeConfig, 'PATCH', path, 5000, {
         body: { series: { count: series.count, lastObservedTime: microTime(series.last) } },

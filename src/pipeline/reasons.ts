@@ -101,6 +101,13 @@ export const reasons = {
     otherwise: 'allowed unchanged, with a warning, under --namespace-failure-policy allow',
     say: (cause: string) => `${cause}; the pod is refused so that it does not start without its sidecars, and its controller will retry`,
   },
+  'templates-unknown': {
+    decision: 'denied',
+    code: 503,
+    otherwise: 'allowed unchanged, with a warning, on the optional webhook (its templates are never worth a refusal)',
+    say: (cause: string) =>
+      `the templates in force are not known yet: ${cause}; the pod is refused so that it does not start without a required sidecar, and its controller will retry`,
+  },
 } as const satisfies Record<string, ReasonSpec>;
 
 /** Why: a stable id for logs and metrics. */

@@ -13,7 +13,7 @@ import { parse as parseYaml } from 'yaml';
 import { TemplateError, type TemplateProblem } from '../errors.js';
 import { podProblems } from '../k8s/pod-validation.js';
 import { injectPod } from './inject-pod.js';
-import { compileTemplateFiles, readTemplateFiles, type CompileOptions, type TemplateFile } from '../templates/load.js';
+import { compileTemplateFiles, compileTemplateValue, readTemplateFiles, type CompileOptions, type TemplateFile } from '../templates/load.js';
 import { createTemplateSet, type TemplateSet } from '../templates/set.js';
 import { isJsonObject, type JsonObject } from '../k8s/json.js';
 import type { Template } from '../templates/template.js';
@@ -21,6 +21,8 @@ import { formatVersion, supportsNativeSidecars, type KubernetesVersion } from '.
 import { checkPodSecurity, describeViolations, type PodSecurityPolicy } from '../k8s/pod-security.js';
 import { templateInForm } from '../templates/forms.js';
 import { exportProblems } from '../templates/export-rules.js';
+import { objectLabel, sidecarTemplateResource, specProblem } from '../templates/resource.js';
+import { createRevisionSet, type RevisionFile } from '../templates/rollout.js';
 
 /** What `check` checks about the cluster, besides the templates themselves. */
 export interface ClusterCheck {
@@ -101,7 +103,11 @@ export function checkRendered(template: Template, cluster: ClusterCheck = {}): T
   return problems;
 }
 
-/** Checks that `kustomization.yaml` (when present) lists exactly the template files. */
+/**
+ * Checks that `kustomization.yaml` (when present) applies exactly the template files, as
+ * SidecarTemplate objects (`resources:`): a file it leaves out never reaches the cluster, and a
+ * ConfigMap of the files is read by no one.
+ */
 async function checkKustomization(dir: string, files: readonly string[]): Promise<TemplateProblem[]> {
   let text: string;
   try {
@@ -109,66 +115,34 @@ async function checkKustomization(dir: string, files: readonly string[]): Promis
   } catch {
     return [];
   }
-  const invalid = (message: string): TemplateProblem[] => [{ file: 'kustomization.yaml', field: 'configMapGenerator', message }];
+  const problem = (field: string, message: string): TemplateProblem => ({ file: 'kustomization.yaml', field, message });
   let doc: unknown;
   try {
     doc = parseYaml(text);
   } catch (err) {
-    return invalid(`is not valid YAML: ${(err as Error).message.split('\n')[0]}`);
+    return [problem('', `is not valid YAML: ${(err as Error).message.split('\n')[0]}`)];
   }
-  const generators = isJsonObject(doc) ? doc.configMapGenerator : undefined;
-  if (generators !== undefined && !Array.isArray(generators)) return invalid('must be a list');
-  const listed = new Set<string>();
-  for (const generator of (generators as unknown[] | undefined) ?? []) {
-    const files = isJsonObject(generator) ? generator.files : undefined;
-    if (files === undefined) continue;
-    if (!Array.isArray(files) || files.some((f) => typeof f !== 'string')) return invalid('files must be a list of file names');
-    for (const f of files as string[]) listed.add(f.split('=').pop() ?? f);
-  }
+  if (!isJsonObject(doc)) return [problem('', 'must be a map (a kustomization with resources: listing the template files)')];
   const problems: TemplateProblem[] = [];
-  if (isJsonObject(doc)) problems.push(...configMapProblems(doc, (generators as unknown[] | undefined) ?? []));
-  for (const file of files) {
-    if (!listed.has(file))
-      problems.push({ file: 'kustomization.yaml', field: 'configMapGenerator.files', message: `does not list ${file}: it would not reach the cluster` });
-  }
-  for (const file of listed) {
-    if (!files.includes(file))
-      problems.push({ file: 'kustomization.yaml', field: 'configMapGenerator.files', message: `lists ${file}, which is not a template file here` });
-  }
-  return problems;
-}
-
-/** The ConfigMap the Deployment mounts: a folder that makes any other is one the injector never reads. */
-/** The ConfigMap the injector mounts its templates from. */
-export const templatesConfigMap = { name: 'sidecar-injector-templates', namespace: 'sidecar-injector' } as const;
-
-/**
- * Whether the kustomization makes exactly the ConfigMap the injector mounts: its name, its
- * namespace, no hash suffix and no prefix or suffix on the name. Any of them otherwise, and the
- * replicas serve no template (the volume is optional) while the folder looks applied.
- */
-function configMapProblems(doc: JsonObject, generators: readonly unknown[]): TemplateProblem[] {
-  const problem = (field: string, message: string): TemplateProblem => ({ file: 'kustomization.yaml', field, message });
-  const expected = `the injector reads the ConfigMap ${templatesConfigMap.namespace}/${templatesConfigMap.name}`;
-  const problems: TemplateProblem[] = [];
-  for (const field of ['namePrefix', 'nameSuffix'] as const)
-    if (typeof doc[field] === 'string' && doc[field] !== '') problems.push(problem(field, `changes the ConfigMap's name: ${expected}; remove it`));
-  const withFiles = generators.filter((g) => isJsonObject(g) && g.files !== undefined) as JsonObject[];
-  if (withFiles.length === 0) return problems;
-  const generator = withFiles.find((g) => g.name === templatesConfigMap.name);
-  if (!generator) return [...problems, problem('configMapGenerator.name', `${expected}: name the generator ${templatesConfigMap.name}`)];
-  const namespace = typeof generator.namespace === 'string' ? generator.namespace : doc.namespace;
-  if (namespace !== templatesConfigMap.namespace)
+  if (doc.configMapGenerator !== undefined)
     problems.push(
       problem(
-        'namespace',
-        `${expected}: set namespace: ${templatesConfigMap.namespace} (got ${namespace === undefined ? 'none' : JSON.stringify(namespace).slice(0, 80)})`,
+        'configMapGenerator',
+        `the injector reads ${sidecarTemplateResource.kind} objects, not a ConfigMap: list the template files under resources: (each file a ${sidecarTemplateResource.kind} manifest)`,
       ),
     );
-  const options = isJsonObject(generator.options) ? generator.options : {};
-  const global = isJsonObject(doc.generatorOptions) ? doc.generatorOptions : {};
-  if ((options.disableNameSuffixHash ?? global.disableNameSuffixHash) !== true)
-    problems.push(problem('configMapGenerator.options.disableNameSuffixHash', `${expected}, without a hash suffix: set disableNameSuffixHash: true`));
+  if (typeof doc.namespace === 'string' && doc.namespace !== '')
+    problems.push(problem('namespace', `a ${sidecarTemplateResource.kind} is cluster-scoped: remove namespace:`));
+  for (const field of ['namePrefix', 'nameSuffix'] as const)
+    if (typeof doc[field] === 'string' && doc[field] !== '')
+      problems.push(problem(field, 'renames every template (a template is named by its metadata.name): remove it'));
+  const resources = doc.resources;
+  if (resources !== undefined && (!Array.isArray(resources) || resources.some((f) => typeof f !== 'string')))
+    return [...problems, problem('resources', 'must be a list of file names')];
+  const listed = new Set(((resources as string[] | undefined) ?? []).map((f) => f.replace(/^\.\//, '')));
+  for (const file of files) if (!listed.has(file)) problems.push(problem('resources', `does not list ${file}: it would not reach the cluster`));
+  for (const file of listed)
+    if (!files.includes(file) && !file.includes('/')) problems.push(problem('resources', `lists ${file}, which is not a template file here`));
   return problems;
 }
 
@@ -210,4 +184,78 @@ export async function checkTemplateFiles(
   }
   if (problems.length > 0 || !set) throw new TemplateError(problems);
   return set;
+}
+
+/** `spec.containers[0].image: must be a string`: one problem of an object, as `check` prints it. */
+export function problemLine(problem: TemplateProblem): string {
+  return `${problem.field ? `${problem.field}: ` : ''}${problem.message}`;
+}
+
+/** SidecarTemplate objects checked one by one: the set of those that pass, and each refused object's problems (by object name). */
+export interface CheckedObjects {
+  readonly set: TemplateSet;
+  readonly refused: ReadonlyMap<string, readonly TemplateProblem[]>;
+}
+
+/**
+ * Every check of `check`, on SidecarTemplate objects (as the API server holds them) one by one:
+ * an object that fails is left out and named, the rest are served. What concerns several
+ * objects (two candidates of one template, a candidate without its stable revision) leaves
+ * out the object that makes it so. `serve` runs it on every change it watches, the validating
+ * webhook on an object before it is stored, `why` and `simulate` on what they read.
+ */
+/** Each object's own checks, remembered by uid and generation (a status write changes neither). */
+export type ObjectChecks = Map<
+  string,
+  { readonly key: string; readonly result: ReturnType<typeof compileTemplateValue> & { readonly problems: TemplateProblem[] } }
+>;
+
+export function checkTemplateObjects(objects: readonly JsonObject[], cluster: ClusterCheck = {}, memo?: ObjectChecks): CheckedObjects {
+  const refused = new Map<string, TemplateProblem[]>();
+  const byFile = new Map<string, string>();
+  const passed: { name: string; revision: RevisionFile }[] = [];
+  const named = objects
+    .map((object) => ({ object, name: isJsonObject(object.metadata) && typeof object.metadata.name === 'string' ? object.metadata.name : '' }))
+    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  for (const { object, name } of named) {
+    const file = objectLabel(name);
+    byFile.set(file, name);
+    const metadata = isJsonObject(object.metadata) ? object.metadata : {};
+    const key =
+      typeof metadata.uid === 'string' && typeof metadata.generation === 'number'
+        ? `${metadata.uid}/${metadata.generation}/${JSON.stringify(cluster.version ?? null)}`
+        : undefined;
+    const known = key !== undefined ? memo?.get(name) : undefined;
+    let compiled = known?.key === key ? known?.result : undefined;
+    if (!compiled) {
+      const fresh = compileTemplateValue(object, file);
+      compiled = fresh.template ? { ...fresh, problems: [...fresh.problems, ...checkRendered(fresh.template, cluster).map(specProblem)] } : fresh;
+      if (key !== undefined) memo?.set(name, { key, result: compiled });
+    }
+    const problems = compiled.problems;
+    if (problems.length > 0 || !compiled.template) refused.set(name, problems);
+    else passed.push({ name, revision: { template: compiled.template, ...(compiled.stanza ? { stanza: compiled.stanza } : {}) } });
+  }
+  // Each round leaves out at least one object or ends: bounded by the number of objects.
+  for (;;) {
+    const kept = passed.filter((p) => !refused.has(p.name));
+    const { set, problems } = createRevisionSet(kept.map((p) => p.revision));
+    const across = problems.map(specProblem);
+    if (across.length === 0)
+      for (const template of set.templates) {
+        if (template.delivery !== 'policy') continue;
+        for (const reason of exportProblems(template, set))
+          across.push({
+            file: template.file,
+            field: 'spec.delivery',
+            message: `policy: a MutatingAdmissionPolicy cannot inject it as the webhook does: ${reason}`,
+          });
+      }
+    const blamed = across.filter((p) => byFile.has(p.file));
+    if (blamed.length === 0) return { set, refused };
+    for (const problem of blamed) {
+      const name = byFile.get(problem.file)!;
+      refused.set(name, [...(refused.get(name) ?? []), problem]);
+    }
+  }
 }

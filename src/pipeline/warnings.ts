@@ -14,6 +14,7 @@ export const warningIds = {
   'ledger-doubt': 'the status annotation is malformed, or claims an item the pod does not hold as the template adds it',
   'override-ignored': "a namespace's override annotation, or a pod's annotation naming no template here, is ignored",
   'namespace-unknown': "the namespace's labels are unknown and --namespace-failure-policy is allow: nothing injected",
+  'templates-unknown': 'the templates in force are not known yet (the SidecarTemplates not yet read from the API server): the optional webhook injects nothing',
   'native-sidecars-as-containers': 'native sidecars injected as ordinary containers: the cluster runs Kubernetes below 1.29',
   'pod-security-injected': 'templates injected though they violate the enforced Pod Security level (--pod-security-action inject)',
   'pod-security-warn': "templates make the pod violate the namespace's warn level",

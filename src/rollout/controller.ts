@@ -4,7 +4,7 @@
  * templates and every five minutes), the gate that keeps a candidate that has not passed from
  * taking pods, and the automatic halt of a candidate whose pods fail or whose workloads cannot
  * create pods (a look every minute while a candidate exists). Each result is measured and
- * logged; an Event on the templates ConfigMap says when a candidate's preflight starts failing
+ * logged; an Event on the candidate's SidecarTemplate says when a candidate's preflight starts failing
  * and when it is halted.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
@@ -13,7 +13,8 @@ import type { Clock, Timer } from '../clock.js';
 import { EventRecorder } from '../kube-api/events.js';
 import type { Runnable } from '../runtime/runnable.js';
 import type { TemplateSet } from '../templates/set.js';
-import type { TemplateStore } from '../templates/store.js';
+import type { TemplateSource } from '../templates/store.js';
+import { sidecarTemplateResource } from '../templates/resource.js';
 import { lookAtCandidates } from './look.js';
 import { Preflights, apiServerDryRun } from './preflight.js';
 
@@ -40,13 +41,11 @@ export interface RolloutOptions {
   /** Unhealthy pods and refused workloads that halt a candidate. */
   readonly haltAfter: number;
   readonly kubeConfig: KubeConfig;
-  readonly templates: TemplateStore;
+  readonly templates: TemplateSource;
   readonly log: Logger;
   readonly metrics: RolloutMetrics;
   /** Runs the periodic preflight and health look, and stamps results and Events. */
   readonly clock: Clock;
-  /** The templates ConfigMap: failed preflights and halts are written as Events on it; unset: none. */
-  readonly configMap?: { readonly namespace: string; readonly name: string };
   /** `reportingInstance` of those Events (the replica's pod name). */
   readonly instance: string;
 }
@@ -95,15 +94,13 @@ export class RolloutController implements Runnable {
 
   constructor(private readonly options: RolloutOptions) {
     const { kubeConfig, log, metrics, clock } = options;
-    this.events = options.configMap
-      ? new EventRecorder({
-          kubeConfig,
-          log: log.child({ component: 'rollout-events' }),
-          instance: options.instance,
-          clock,
-          onFailure: () => metrics.eventWriteFailures.inc(),
-        })
-      : undefined;
+    this.events = new EventRecorder({
+      kubeConfig,
+      log: log.child({ component: 'rollout-events' }),
+      instance: options.instance,
+      clock,
+      onFailure: () => metrics.eventWriteFailures.inc(),
+    });
     this.preflights = new Preflights(
       options.namespace,
       apiServerDryRun(kubeConfig),
@@ -135,11 +132,12 @@ export class RolloutController implements Runnable {
         if (this.failing.get(key) === result.failure) return;
         this.failing.set(key, result.failure!);
         this.tell(
+          result.template,
           `${key}#${++this.eventCount}`,
           'RolloutPreflightFailed',
           'Preflight',
           `Candidate revision ${result.revision} of template ${result.template} failed its preflight (${result.failure}): ${result.message}. ` +
-            `It takes no pod; new pods get the stable revision. Fix the candidate file, or delete it to abort; the preflight runs again on every change of the templates and every five minutes.`,
+            `It takes no pod; new pods get the stable revision. Fix the candidate, or delete its SidecarTemplate to abort; the preflight runs again on every change of the templates and every five minutes.`,
         );
       },
     );
@@ -176,11 +174,9 @@ export class RolloutController implements Runnable {
   }
 
   status() {
-    const configMap = this.options.configMap;
     return {
       replica: this.options.instance,
       ...this.preflights.status(),
-      ...(configMap ? { configMap: `${configMap.namespace}/${configMap.name}` } : {}),
       candidates: [...(this.preflights.gate(this.options.templates.current()).rollouts?.values() ?? [])]
         .filter((r) => r.candidate)
         .map((r) => ({
@@ -208,11 +204,12 @@ export class RolloutController implements Runnable {
   }
 
   /** Each candidate revision a series of its own: two templates failing in one minute are two Events. */
-  private tell(candidate: string, reason: string, action: string, note: string): void {
-    const configMap = this.options.configMap;
-    if (!configMap) return;
+  private tell(template: string, candidate: string, reason: string, action: string, note: string): void {
+    // The candidate's own object: `kubectl describe sidecartemplate` shows why it takes no pod.
+    const name = this.options.templates.current().rollouts?.get(template)?.candidate?.object;
+    if (name === undefined) return;
     this.events?.record({
-      regarding: { apiVersion: 'v1', kind: 'ConfigMap', namespace: configMap.namespace, name: configMap.name },
+      regarding: { apiVersion: sidecarTemplateResource.apiVersion, kind: sidecarTemplateResource.kind, namespace: '', name },
       type: 'Warning',
       reason,
       action,
@@ -260,11 +257,12 @@ export class RolloutController implements Runnable {
         metrics.rolloutHalts.inc({ template });
         log.warn({ template, revision, why }, 'candidate halted: it takes no pod');
         this.tell(
+          template,
           `${template}@${revision}`,
           'RolloutHalted',
           'Halt',
           `Candidate revision ${revision} of template ${template} is ${why}. It takes no new pod; new pods get the stable revision. ` +
-            `Abort (delete the candidate file, or set share: 0) or write a fixed candidate, then move the pods that got it with sidecar-injector audit --restart stale.`,
+            `Abort (delete the candidate's SidecarTemplate, or set share: 0) or write a fixed candidate, then move the pods that got it with sidecar-injector audit --restart stale.`,
         );
       }
     this.measure();

@@ -19,8 +19,10 @@ import { Manager } from '../runtime/manager.js';
 import type { Runnable } from '../runtime/runnable.js';
 import type { LeaderElector } from '../kube-api/lease.js';
 import { startServer, type RunningServer } from '../server.js';
-import type { TemplateSet } from '../templates/set.js';
-import { TemplateStore } from '../templates/store.js';
+import { createTemplateSet, type TemplateSet } from '../templates/set.js';
+import { TemplateStore, type TemplateSource } from '../templates/store.js';
+import { TemplateObjects, type RefusedObject } from './template-objects.js';
+import type { KubeConfig } from '@kubernetes/client-node';
 import { ConfigError } from '../errors.js';
 import { readCaCertificates } from '../tls/certificates.js';
 import { ServingCertificate } from './certificate.js';
@@ -34,8 +36,16 @@ export interface Injector {
   shutdown(reason: string): Promise<void>;
 }
 
-/** The template store as a source: measured, logged, and checked as `check` checks. */
-async function templateSource(config: Config, log: Logger, metrics: Metrics): Promise<{ store: TemplateStore; runnable: Runnable }> {
+/** The templates in use, as a source: measured, logged, and checked as `check` checks. */
+interface Templates {
+  readonly store: TemplateSource;
+  readonly runnable: Runnable;
+  /** The cluster's objects, when the templates come from them. */
+  readonly objects?: TemplateObjects;
+}
+
+/** A folder's templates (a local run): read at start (a set `check` refuses is no start), reloaded on change. */
+async function folderTemplates(config: Config, log: Logger, metrics: Metrics): Promise<Templates> {
   // The very checks `sidecar-injector check` runs, at start and on every reload: a set that
   // check refuses (a containerPort rendered as a string, say) would fail every pod creation.
   // An empty directory is an empty set: a fresh install serves no sidecar until templates arrive.
@@ -44,25 +54,54 @@ async function templateSource(config: Config, log: Logger, metrics: Metrics): Pr
     (files, dir) => checkTemplateFiles(files, dir, {}, { allowEmpty: true }),
     config.templateCheckIntervalMs,
   );
-  const measure = () => {
-    metrics.templates.set(store.current().templates.length);
-    if (store.current().templates.length === 0) log.warn({ dir: config.templatesDir }, 'no templates: no pod gets a sidecar until templates are added');
-  };
-  metrics.templateGeneration.set(store.generation);
-  metrics.templateSetCurrent.set(1);
-  measure();
-  store.on('reload', () => {
-    metrics.templateGeneration.set(store.generation);
-    metrics.templateSetCurrent.set(1);
-    log.info(store.status(), 'templates reloaded');
-    measure();
-  });
+  measureTemplates(store, log, metrics);
   store.on('rejected', (err: Error) => {
     metrics.templateReloadFailures.inc();
     metrics.templateSetCurrent.set(0);
     log.error({ err: err.message, keptGeneration: store.generation }, 'templates on disk refused; the last good set stays in use');
   });
   return { store, runnable: { name: 'templates', start: () => store.start(), stop: () => store.stop(), status: () => store.status() } };
+}
+
+/**
+ * The cluster's SidecarTemplates (watched): each object checked on its own, a refused one left
+ * out and named; not ready until listed (serving nothing rather than guessing).
+ */
+function clusterTemplates(kubeConfig: KubeConfig, log: Logger, metrics: Metrics): Templates {
+  const objects = new TemplateObjects({ kubeConfig, log: log.child({ component: 'templates' }) });
+  measureTemplates(objects, log, metrics);
+  objects.on('refused', (refused: RefusedObject) => {
+    metrics.templateReloadFailures.inc();
+    log.error(refused, 'SidecarTemplate refused: it is not served (the others are)');
+  });
+  objects.on('reload', () => {
+    metrics.templateSetCurrent.set(objects.refusals().size === 0 ? 1 : 0);
+    metrics.templatesRefused.set(objects.refusals().size);
+  });
+  objects.on('rejected', (err: Error) => {
+    if (!objects.ready()) log.warn({ err: err.message }, 'SidecarTemplates not listed yet: serving nothing, not ready');
+  });
+  return {
+    store: objects,
+    objects,
+    runnable: { name: 'templates', start: () => objects.start(), stop: () => objects.stop(), ready: () => objects.ready(), status: () => objects.status() },
+  };
+}
+
+function measureTemplates(store: TemplateSource, log: Logger, metrics: Metrics): void {
+  const measure = () => {
+    metrics.templateGeneration.set(store.generation);
+    metrics.templates.set(store.current().templates.length);
+    if (store.current().templates.length === 0 && store.current().unavailable === undefined)
+      log.warn('no templates: no pod gets a sidecar until templates are added');
+  };
+  metrics.templateSetCurrent.set(1);
+  measure();
+  store.on('reload', () => {
+    metrics.templateSetCurrent.set(1);
+    log.info({ generation: store.generation, templates: store.current().templates.map((t) => `${t.name}@${t.hash}`) }, 'templates reloaded');
+    measure();
+  });
 }
 
 /** The Lease of the one leader election, in the injector's namespace. */
@@ -81,8 +120,12 @@ async function readClientCa(file: string): Promise<string> {
 export async function createInjector(config: Config, log: Logger, clock: Clock): Promise<Injector> {
   const clientCa = config.clientCaFile === undefined ? undefined : await readClientCa(config.clientCaFile);
   const metrics = createMetrics();
-  const templates = await templateSource(config, log, metrics);
   const view = await createClusterView(config, log, metrics, clock);
+  let templates: Templates;
+  if (config.templateSource === 'cluster') {
+    if (!view.cluster) throw new ConfigError(['--template-source cluster needs the cluster (--namespace-source cluster)']);
+    templates = clusterTemplates(view.cluster.kubeConfig, log, metrics);
+  } else templates = await folderTemplates(config, log, metrics);
   const { namespaces } = view;
 
   // Safe rollout: candidates take pods only after their preflight through the cluster's admission chain.
@@ -96,7 +139,6 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
           log,
           metrics,
           clock,
-          ...(config.templatesConfigMap ? { configMap: config.templatesConfigMap } : {}),
           instance: config.replica,
         })
       : undefined;
@@ -111,7 +153,7 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
   const auditing = config.audit && view.cluster !== undefined;
   // Loaded only when there is an election: a local run needs no part of the Kubernetes client.
   let election: LeaderElector | undefined;
-  if (kubeConfig && (auditing || config.selfManaged)) {
+  if (kubeConfig && (auditing || config.selfManaged || templates.objects)) {
     const { LeaderElector } = await import('../kube-api/lease.js');
     election = new LeaderElector({
       kubeConfig,
@@ -123,6 +165,7 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
     });
   }
   const leaderOnly: Runnable[] = [];
+  let auditCounts: (() => ReturnType<import('../audit/continuous.js').ContinuousAudit['templateCounts']>) | undefined;
   if (auditing && view.cluster && election) {
     const { ContinuousAudit } = await import('../audit/continuous.js');
     const cluster = view.cluster;
@@ -140,6 +183,7 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
       clock,
     });
     templates.store.on('reload', () => audit.templatesReloaded());
+    auditCounts = () => audit.templateCounts();
     leaderOnly.push({
       name: 'audit',
       start: () => audit.start(),
@@ -147,6 +191,20 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
       // Always shown: the election's state, and the audit's counts while this replica leads.
       status: () => ({ ...election.status(), ...(election.isLeader() ? audit.status() : {}) }),
     });
+  }
+
+  // Each SidecarTemplate's status (revision, role, state, pod counts, conditions), written by the leader.
+  if (templates.objects && election && kubeConfig) {
+    const { TemplateStatusWriter } = await import('./template-status.js');
+    const writer = new TemplateStatusWriter({
+      kubeConfig,
+      log: log.child({ component: 'template-status' }),
+      clock,
+      objects: templates.objects,
+      inForce,
+      counts: () => auditCounts?.(),
+    });
+    leaderOnly.push({ name: 'template-status', start: () => writer.start(), stop: () => writer.stop(), status: () => writer.status() });
   }
 
   const certificate = new ServingCertificate(config, log, metrics, election && kubeConfig ? { election, kubeConfig } : undefined);
@@ -157,7 +215,11 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
   const liveness = new Liveness(async () => {
     const outcome = await admitPod(
       { pod: samplePod(), namespace: canaryNamespace, name: '' },
-      { templates: () => templates.store.current(), namespaces: canaryNamespaces },
+      // Before the templates are known the replica is unready, not dead: the sample runs with none.
+      {
+        templates: () => (templates.store.current().unavailable === undefined ? templates.store.current() : createTemplateSet([])),
+        namespaces: canaryNamespaces,
+      },
     );
     if (outcome.decision === 'denied') throw new Error(outcome.message);
   });
@@ -186,6 +248,9 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
     isReady: () => !draining && manager.ready(),
     isDraining: () => draining,
     ...(clientCa ? { requireClientCertificate: true } : {}),
+    templateAdmission: {
+      stored: () => (templates.objects?.ready() ? templates.objects.stored() : undefined),
+    },
     status: () => ({ draining, ...manager.status(), podSecurityAction: config.podSecurityAction }),
   });
   let running: RunningServer | undefined;
@@ -256,7 +321,7 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
       {
         port: running.port,
         host: config.host,
-        templates: templates.store.status().templates,
+        templates: templates.store.current().templates.map((t) => `${t.name}@${t.hash}`),
         namespaceSource: namespaces.kind,
         ...(namespaces.kind === 'cluster' ? { namespaceFailurePolicy: config.namespaceFailurePolicy } : {}),
       },

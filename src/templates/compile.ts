@@ -5,7 +5,7 @@
  * template or the list of problems, each naming the field.
  */
 import { createHash } from 'node:crypto';
-import { deepFreeze, isJsonObject } from '../k8s/json.js';
+import { canonicalJson, deepFreeze, isJsonObject } from '../k8s/json.js';
 import type { TemplateProblem } from '../errors.js';
 import { PlaceholderError } from '../errors.js';
 import { isDns1123Label } from '../k8s/label-syntax.js';
@@ -39,18 +39,6 @@ import {
   Problems,
 } from './validate.js';
 import { overrideReachProblems, type Use } from './override-reach.js';
-
-/** JSON with object keys sorted, so that the hash does not depend on key order in the file. */
-function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (isJsonObject(value)) {
-    return `{${Object.keys(value)
-      .sort()
-      .map((k) => `${JSON.stringify(k)}:${canonicalJson(value[k])}`)
-      .join(',')}}`;
-  }
-  return JSON.stringify(value);
-}
 
 /** The references that depend on the pod or namespace (not literals, not parameters), each once. */
 function uniqueReferences(references: readonly Reference[]): Reference[] {

@@ -10,6 +10,8 @@ import type { TemplateSet } from './set.js';
 import { createRevisionSet, splitRollout, type RevisionFile, type RolloutStanza } from './rollout.js';
 import { compileTemplate } from './compile.js';
 import type { Template } from './template.js';
+import { isJsonObject, type JsonObject } from '../k8s/json.js';
+import { isSidecarTemplateManifest, specProblem, templateDocument } from './resource.js';
 
 /** True for a file name the loader reads as a template. */
 export function isTemplateFileName(name: string): boolean {
@@ -43,11 +45,29 @@ export function parseTemplateText(text: string, file: string): { template?: Temp
   } catch (err) {
     return { problems: [{ file, field: '', message: `YAML: ${(err as Error).message.split('\n')[0]}` }] };
   }
-  const split = splitRollout(value, file);
+  return compileTemplateValue(value, file);
+}
+
+/**
+ * Compiles one document read from a file or the API server: a SidecarTemplate manifest (its
+ * spec, named by its metadata; problems name `spec.` fields) or a bare template document.
+ */
+export function compileTemplateValue(value: unknown, file: string): { template?: Template; stanza?: RolloutStanza; problems: TemplateProblem[] } {
+  let doc = value;
+  let inSpec = false;
+  if (isSidecarTemplateManifest(value)) {
+    const unwrapped = templateDocument(value, file);
+    if (!unwrapped.doc) return { problems: unwrapped.problems };
+    doc = unwrapped.doc;
+    inSpec = true;
+  }
+  const split = splitRollout(doc, file);
   const compiled = compileTemplate(split.doc, file);
-  const problems = [...split.problems, ...compiled.problems];
+  const problems = [...split.problems, ...compiled.problems].map((p) => (inSpec ? specProblem(p) : p));
   if (!compiled.template || problems.length > 0) return { problems };
-  return { template: compiled.template, ...(split.stanza ? { stanza: split.stanza } : {}), problems };
+  const metadata = inSpec && isJsonObject((value as JsonObject).metadata) ? ((value as JsonObject).metadata as JsonObject) : undefined;
+  const template = typeof metadata?.name === 'string' ? { ...compiled.template, object: metadata.name } : compiled.template;
+  return { template, ...(split.stanza ? { stanza: split.stanza } : {}), problems };
 }
 
 /**

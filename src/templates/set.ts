@@ -9,6 +9,11 @@ export interface TemplateSet {
   readonly byName: ReadonlyMap<string, Template>;
   /** Templates with a candidate or a previous revision (templates/rollout.ts), by name; absent when none has. */
   readonly rollouts?: ReadonlyMap<string, Rollout>;
+  /**
+   * Set while the templates in force cannot be known (the SidecarTemplates not yet read from the
+   * API server), with why: admission refuses on the required webhook rather than guess.
+   */
+  readonly unavailable?: string;
   /** The namespace of preflight probe pods, which get the candidate they name (templates/rollout.ts). */
   readonly probeNamespace?: string;
 }

@@ -7,6 +7,7 @@
  * on /status until the directory is fixed.
  */
 import { createHash } from 'node:crypto';
+import type { EventEmitter } from 'node:events';
 import type { Reloadable } from '../reloadable.js';
 import { TemplateError } from '../errors.js';
 import { WatchedFiles } from '../fs/watched-check.js';
@@ -27,6 +28,18 @@ function fingerprint(files: readonly TemplateFile[]): string {
   const hash = createHash('sha256');
   for (const file of files) hash.update(file.name).update('\0').update(file.text).update('\0');
   return hash.digest('hex');
+}
+
+/**
+ * Where the running injector reads its templates: a folder (TemplateStore, for a local run) or
+ * the cluster's SidecarTemplate objects (serving/template-objects.ts). Emits `reload` (set).
+ */
+export interface TemplateSource extends Pick<EventEmitter, 'on' | 'off' | 'once'> {
+  /** The set in use. */
+  current(): TemplateSet;
+  /** Moves on every new set. */
+  readonly generation: number;
+  status(): unknown;
 }
 
 /** Validates and compiles template files; throws TemplateError listing every problem. */

@@ -87,6 +87,8 @@ export interface Template {
   readonly name: string;
   readonly description: string;
   readonly file: string;
+  /** The SidecarTemplate it was read from (its metadata.name; a candidate's differs from the template's name); undefined for a bare document. */
+  readonly object?: string;
   /** First 12 hex digits of the SHA-256 of the template's canonical JSON; recorded in the ledger. */
   readonly hash: string;
   readonly injection: InjectionMode;

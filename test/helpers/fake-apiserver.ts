@@ -12,6 +12,7 @@ import https from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
+import { parse as parseYaml } from 'yaml';
 import { testCertificates } from './server.js';
 
 interface NamespaceObject {
@@ -29,7 +30,7 @@ interface NodeObject {
   status: { nodeInfo: { kubeletVersion: string; osImage: string }; images: { names: string[]; sizeBytes: number }[] };
 }
 
-type Collection = 'namespaces' | 'nodes' | 'pods';
+type Collection = 'namespaces' | 'nodes' | 'pods' | 'sidecartemplates';
 type Resource = 'pods' | 'replicasets' | 'jobs' | 'cronjobs' | 'deployments' | 'statefulsets' | 'daemonsets' | 'replicationcontrollers';
 /** The API group path of a resource's collection. */
 const groupOf = (resource: Resource) =>
@@ -255,7 +256,8 @@ export class FakeApiServer {
   }
 
   private emit(type: WatchEvent['type'], object: NamespaceObject | NodeObject | Record<string, any>): void {
-    const collection: Collection = object.kind === 'Node' ? 'nodes' : object.kind === 'Pod' ? 'pods' : 'namespaces';
+    const collection: Collection =
+      object.kind === 'Node' ? 'nodes' : object.kind === 'Pod' ? 'pods' : object.kind === 'SidecarTemplate' ? 'sidecartemplates' : 'namespaces';
     const event = { type, object, rv: Number(object.metadata.resourceVersion), collection };
     this.history.push(event);
     for (const w of this.watchers) if (w.collection === collection && event.rv > w.from) this.deliver(w, type, object);
@@ -557,6 +559,91 @@ export class FakeApiServer {
     }
   }
 
+  /** SidecarTemplates by name (cluster-scoped): list, watch, get and status merge patches; `applyTemplate` writes the rest, as kubectl would. */
+  readonly sidecarTemplates = new Map<string, Record<string, any>>();
+  /** Status merge patches of SidecarTemplates, in order. */
+  readonly templateStatusPatches: { name: string; body: any }[] = [];
+  /** Answer SidecarTemplate lists with this status code (404: the resource is not installed; 403: no RBAC). */
+  sidecarTemplatesFailWith: number | undefined;
+
+  /** Creates or replaces a SidecarTemplate (kind, apiVersion filled in; generation bumped on a spec change), with its watch event. */
+  applyTemplate(name: string, spec: Record<string, any>): Record<string, any> {
+    const current = this.sidecarTemplates.get(name);
+    const changed = !current || JSON.stringify(current.spec) !== JSON.stringify(spec);
+    const object = {
+      apiVersion: 'sidecar-injector.io/v1alpha1',
+      kind: 'SidecarTemplate',
+      metadata: {
+        name,
+        uid: current?.metadata.uid ?? `uid-${name}-${this.rv}`,
+        generation: (current?.metadata.generation ?? 0) + (changed ? 1 : 0),
+        resourceVersion: String(++this.rv),
+        creationTimestamp: current?.metadata.creationTimestamp ?? '2026-01-01T00:00:00Z',
+      },
+      spec: structuredClone(spec),
+      ...(current?.status ? { status: current.status } : {}),
+    };
+    this.sidecarTemplates.set(name, object);
+    this.emit(current ? 'MODIFIED' : 'ADDED', object);
+    return object;
+  }
+
+  /** Stores a template from its YAML (a bare document `name: …` or a SidecarTemplate manifest); `changedAt` sets its managedFields' time for spec. */
+  applyTemplateText(text: string, changedAt?: string): Record<string, any> {
+    const doc = parseYaml(text) as Record<string, any>;
+    const { name, ...spec } = doc.kind === 'SidecarTemplate' ? { name: doc.metadata.name, ...doc.spec } : doc;
+    const object = this.applyTemplate(name, spec);
+    if (changedAt) object.metadata.managedFields = [{ manager: 'kubectl', operation: 'Apply', time: changedAt, fieldsV1: { 'f:spec': {} } }];
+    return object;
+  }
+
+  /** Deletes every SidecarTemplate. */
+  clearTemplates(): void {
+    for (const name of [...this.sidecarTemplates.keys()]) this.deleteTemplate(name);
+  }
+
+  /** Deletes a SidecarTemplate, with its watch event. */
+  deleteTemplate(name: string): void {
+    const current = this.sidecarTemplates.get(name);
+    if (!current) return;
+    this.sidecarTemplates.delete(name);
+    this.emit('DELETED', { ...current, metadata: { ...current.metadata, resourceVersion: String(++this.rv) } });
+  }
+
+  private async handleSidecarTemplates(
+    url: URL,
+    req: IncomingMessage,
+    res: ServerResponse,
+    name: string | undefined,
+    subresource: string | undefined,
+  ): Promise<void> {
+    if (this.sidecarTemplatesFailWith !== undefined)
+      return this.send(res, this.sidecarTemplatesFailWith, status(this.sidecarTemplatesFailWith, 'Failure', 'sidecartemplates are not served'));
+    if (name === undefined && req.method === 'GET') {
+      if (url.searchParams.get('watch') === 'true') {
+        const form = this.openWatch(req, res);
+        if (form) this.stream(res, Number(url.searchParams.get('resourceVersion') ?? 0), 'sidecartemplates', form);
+        return;
+      }
+      this.listCount++;
+      return this.sendList(req, res, 'SidecarTemplateList', 'sidecar-injector.io/v1alpha1', { resourceVersion: String(this.rv) }, [
+        ...this.sidecarTemplates.values(),
+      ]);
+    }
+    const current = name === undefined ? undefined : this.sidecarTemplates.get(name);
+    if (!current) return this.send(res, 404, status(404, 'NotFound', `sidecartemplates.sidecar-injector.io "${name}" not found`));
+    if (req.method === 'GET' && subresource === undefined) return this.send(res, 200, current);
+    if (req.method === 'PATCH' && subresource === 'status') {
+      const body = await this.readBody(req);
+      this.templateStatusPatches.push({ name: name!, body });
+      const object = { ...current, status: body.status, metadata: { ...current.metadata, resourceVersion: String(++this.rv) } };
+      this.sidecarTemplates.set(name!, object);
+      this.emit('MODIFIED', object);
+      return this.send(res, 200, object);
+    }
+    return this.send(res, 405, status(405, 'MethodNotAllowed', 'method not allowed'));
+  }
+
   /** EndpointSlices by `namespace/service`: the readiness of each endpoint (none: no slice at all, as for a Service without ready pods' addresses yet). */
   readonly serviceEndpoints = new Map<string, boolean[]>();
 
@@ -708,6 +795,8 @@ export class FakeApiServer {
       return this.send(res, 200, { major, minor, gitVersion: this.gitVersion, platform: 'linux/amd64' });
     }
     if (url.pathname === '/api/v1/nodes' && req.method === 'GET') return this.handleNodes(url, req, res);
+    const templates = /^\/apis\/sidecar-injector\.io\/v1alpha1\/sidecartemplates(?:\/([^/]+)(?:\/(status))?)?$/.exec(url.pathname);
+    if (templates) return this.handleSidecarTemplates(url, req, res, templates[1] && decodeURIComponent(templates[1]), templates[2]);
     const podCreate = /^\/api\/v1\/namespaces\/([^/]+)\/pods$/.exec(url.pathname);
     if (podCreate && req.method === 'POST' && this.admission) {
       const answer = await this.admission.create(decodeURIComponent(podCreate[1]!), url.searchParams.get('dryRun') === 'All', await this.bodyOf(req));

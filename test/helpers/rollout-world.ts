@@ -1,9 +1,11 @@
 /**
  * A cluster for the rollout's timers: a templates directory with candidates, the test API server
  * with its admission chain calling an injector over HTTPS (the set in force gated by the
- * preflights), and the rollout controller serve runs, on a fake clock, writing Events on the templates
- * ConfigMap. The caller drives the clock.
+ * preflights), and the rollout controller serve runs, on a fake clock, writing Events on the
+ * candidates' SidecarTemplates. The caller drives the clock.
  */
+import { parse } from 'yaml';
+import { revisionManifestText } from './templates.js';
 import type { ExecutionContext } from 'ava';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -21,8 +23,9 @@ import { FakeClock } from './fake-clock.js';
 import { optedIn } from './pods.js';
 import { startTestServer, testCertificates } from './server.js';
 
-/** `template` with a `rollout:` stanza making it a candidate of `share` percent. */
-export const candidateFile = (template: string, share: number) => `rollout:\n  role: candidate\n  share: ${share}\n${template}`;
+/** `template` as the SidecarTemplate of a candidate of `share` percent (object NAME-next). */
+export const candidateFile = (template: string, share: number) =>
+  revisionManifestText(template, `${(parse(template) as { name: string }).name}-next`, { role: 'candidate', share });
 
 export async function rolloutWorld(
   t: ExecutionContext,
@@ -35,7 +38,7 @@ export async function rolloutWorld(
   const api = new FakeApiServer();
   await api.start();
   t.teardown(() => api.stop());
-  for (const ns of ['sidecar-injector', 'shop', 'probes']) api.create(ns);
+  for (const ns of ['sidecar-injector', 'default', 'shop', 'probes']) api.create(ns);
   const chain = new AdmissionChain();
   api.admission = chain;
   const gate: { apply?: (set: TemplateSet) => TemplateSet } = {};
@@ -56,7 +59,6 @@ export async function rolloutWorld(
     log: pino({ level: 'silent' }),
     metrics,
     clock,
-    configMap: { namespace: 'sidecar-injector', name: 'sidecar-injector-templates' },
     instance: 'replica-1',
   });
   rollout.start();

@@ -1,4 +1,5 @@
 /** A real HTTPS injector on 127.0.0.1:0 with a throw-away certificate, and a client for it. */
+import type { TemplateAdmissionDeps } from '../../src/admission/validate-templates.js';
 import { decideVersion, type KubernetesVersion } from '../../src/k8s/version.js';
 import type { PodSecurityAction } from '../../src/pipeline/pod-security-fit.js';
 import type { AdmissionEvent } from '../../src/pipeline/admission-events.js';
@@ -66,6 +67,8 @@ export async function startTestServer(options: {
   answerCache?: boolean;
   /** The server's clock (the write-timeout sweep, the body budget's upload rates). @default systemClock */
   clock?: Clock;
+  /** Serve SidecarTemplate admission (POST /validate/sidecartemplates) over these stored objects. */
+  templateAdmission?: TemplateAdmissionDeps;
 }): Promise<TestServer> {
   const certs = await testCertificates();
   const logs: Record<string, unknown>[] = [];
@@ -111,6 +114,7 @@ export async function startTestServer(options: {
     isReady: () => state.ready,
     ...(options.clock ? { clock: options.clock } : {}),
     ...(options.clientCa ? { requireClientCertificate: true } : {}),
+    ...(options.templateAdmission ? { templateAdmission: options.templateAdmission } : {}),
   });
   const running = await startServer(app.callback(), {
     host: '127.0.0.1',

@@ -1,4 +1,7 @@
 /** Builds template sets for tests from inline documents or directories. */
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parse, stringify } from 'yaml';
 import { createTemplateSet, type TemplateSet } from '../../src/templates/set.js';
 import { compileTemplate } from '../../src/templates/compile.js';
 import type { Template } from '../../src/templates/template.js';
@@ -42,3 +45,49 @@ export const proxyDoc = {
   placement: 'first',
   initContainers: [{ name: 'proxy', image: 'envoyproxy/envoy:v1', restartPolicy: 'Always', ports: [{ containerPort: 15001 }] }],
 };
+
+/** A template document as the SidecarTemplate object that holds it (its name the object's). */
+export function templateObject(doc: { name: string } & Record<string, unknown>, extra: { generation?: number; uid?: string } = {}): Record<string, any> {
+  const { name, ...spec } = doc;
+  return {
+    apiVersion: 'sidecar-injector.io/v1alpha1',
+    kind: 'SidecarTemplate',
+    metadata: { name, ...(extra.generation !== undefined ? { generation: extra.generation, uid: extra.uid ?? `uid-${name}` } : {}) },
+    spec,
+  };
+}
+
+/**
+ * The bundled example `name` (templates/NAME.yaml, a SidecarTemplate manifest) as the bare
+ * template document's YAML, text for text: its comments, then `name: NAME`, then the spec's lines
+ * one level out (so that a test may edit it as it edits any template file).
+ */
+export function bareExampleText(name: string): string {
+  const lines = readFileSync(join('templates', `${name}.yaml`), 'utf8').split('\n');
+  const header = lines.slice(
+    0,
+    lines.findIndex((l) => l.startsWith('apiVersion:')),
+  );
+  const body = lines.slice(lines.indexOf('spec:') + 1).map((l) => l.replace(/^ {2}/, ''));
+  return [...header, `name: ${name}`, ...body].join('\n');
+}
+
+/** A template's YAML (bare document or manifest text) as the manifest of a revision: object `object`, spec.name the template's, spec.rollout `rollout`. */
+export function revisionManifestText(text: string, object: string, rollout: Record<string, unknown>): string {
+  const doc = parse(text) as Record<string, any>;
+  const { name, ...spec } = doc.kind === 'SidecarTemplate' ? { name: doc.metadata.name, ...doc.spec } : doc;
+  return stringify(
+    { apiVersion: 'sidecar-injector.io/v1alpha1', kind: 'SidecarTemplate', metadata: { name: object }, spec: { name, ...spec, rollout } },
+    { lineWidth: 0 },
+  );
+}
+
+/** Stores every bundled example (templates/*.yaml) in the fake API server, as `kubectl apply -k templates/` would. */
+export function applyExamples(api: { applyTemplate(name: string, spec: Record<string, any>): unknown }): void {
+  for (const file of readdirSync('templates')
+    .filter((f) => f.endsWith('.yaml') && f !== 'kustomization.yaml')
+    .sort()) {
+    const manifest = parse(readFileSync(join('templates', file), 'utf8')) as Record<string, any>;
+    api.applyTemplate(manifest.metadata.name, manifest.spec);
+  }
+}

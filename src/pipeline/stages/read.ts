@@ -9,6 +9,7 @@ import { admissionProblem } from '../../k8s/pod-validation.js';
 import { cut } from '../../quote.js';
 import type { TemplateSet } from '../../templates/set.js';
 import { say } from '../reasons.js';
+import { warning } from '../warnings.js';
 import { denied, done, noneApply, type AdmitDeps, type PodInput, type Progress, type Step } from './outcome.js';
 
 export interface Read {
@@ -34,6 +35,22 @@ export function readPod(input: PodInput, deps: AdmitDeps, at: Progress): Step<Re
     return done(denied(at, reason, say(reason, problem.message)));
   }
   const loaded = deps.templates();
+  // A replica that has not read its templates serves nothing rather than guess: a refusal on
+  // the required webhook (a retry), nothing added on the optional one.
+  if (loaded.unavailable !== undefined) {
+    if (deps.failurePolicy === 'Ignore')
+      return done({
+        decision: 'allowed',
+        reason: 'templates-unknown',
+        message: say('templates-unknown', loaded.unavailable),
+        warnings: [warning('templates-unknown', `no sidecars injected: the templates in force are not known yet: ${loaded.unavailable}`)],
+        podName: at.podName,
+        namespace: at.namespace,
+        templates: [],
+        decisions: [],
+      });
+    return done(denied(at, 'templates-unknown', say('templates-unknown', loaded.unavailable)));
+  }
   // Mirror pods may not reference what sidecars bring (R-69); the webhook's matchConditions
   // keep them from us on clusters that have the field (match-conditions.ts), this on all.
   if (Object.hasOwn(parts.annotations, AnnotationKeys.mirror)) {

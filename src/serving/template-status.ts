@@ -1,0 +1,134 @@
+/**
+ * The elected replica writes each SidecarTemplate's status (templates/object-status.ts): on
+ * every change of the templates and every `intervalMs`, each object whose status should differ
+ * from the stored one gets a merge patch of its status subresource — nothing else of the
+ * object is ever written. Writes are sequential and bounded per round; a failed write is
+ * logged and tried again next round.
+ */
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import type { Clock, Timer } from '../clock.js';
+import { KubernetesApiError } from '../errors.js';
+import { canonicalJson, isJsonObject } from '../k8s/json.js';
+import { requestJson } from '../kube-api/request.js';
+import { problemLine } from '../pipeline/template-check.js';
+import { objectStatus } from '../templates/object-status.js';
+import { sidecarTemplatePath } from '../templates/resource.js';
+import type { TemplateSet } from '../templates/set.js';
+import type { TemplateObjects } from './template-objects.js';
+
+export interface TemplateStatusOptions {
+  readonly kubeConfig: KubeConfig;
+  readonly log: Logger;
+  readonly clock: Clock;
+  readonly objects: TemplateObjects;
+  /** The set in force, candidates gated. */
+  readonly inForce: () => TemplateSet;
+  /** The audit's pods per template and state; undefined while unknown. */
+  readonly counts: () => ReadonlyMap<string, Readonly<Partial<Record<string, number>>>> | undefined;
+  /** @default 15000 */
+  readonly intervalMs?: number;
+  /** Status writes per round at most. @default 50 */
+  readonly maxWritesPerRound?: number;
+}
+
+/** Without the times a condition carries: what tells a status that must be written from one that is there. */
+function comparable(status: unknown): string {
+  if (!isJsonObject(status)) return 'null';
+  const conditions = Array.isArray(status.conditions)
+    ? status.conditions.map((c) => (isJsonObject(c) ? Object.fromEntries(Object.entries(c).filter(([k]) => k !== 'lastTransitionTime')) : c))
+    : null;
+  return canonicalJson({ ...status, conditions });
+}
+
+export class TemplateStatusWriter {
+  private timer: Timer | undefined;
+  private running = false;
+  private again = false;
+  private stopped = true;
+  private written = 0;
+  private failures = 0;
+  private readonly onReload = () => this.round();
+
+  constructor(private readonly options: TemplateStatusOptions) {}
+
+  start(): void {
+    this.stopped = false;
+    this.options.objects.on('reload', this.onReload);
+    this.timer = this.options.clock.every(this.options.intervalMs ?? 15_000, () => this.round());
+    this.round();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.timer?.cancel();
+    this.options.objects.off('reload', this.onReload);
+  }
+
+  status() {
+    return { statusWrites: this.written, statusWriteFailures: this.failures };
+  }
+
+  /** Resolves once the round under way (if any) and the one it asked for are done (tests). */
+  async settled(): Promise<void> {
+    while (this.running) await new Promise((resolve) => setImmediate(resolve));
+  }
+
+  /** One pass over the objects; a call during a pass asks for one more after it. */
+  round(): void {
+    if (this.stopped) return;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = true;
+    void this.pass()
+      .catch((err: unknown) => this.options.log.error({ err: (err as Error).message }, 'SidecarTemplate status round'))
+      .finally(() => {
+        this.running = false;
+        if (this.again && !this.stopped) {
+          this.again = false;
+          this.round();
+        }
+      });
+  }
+
+  private async pass(): Promise<void> {
+    const { objects, kubeConfig, log, clock } = this.options;
+    if (!objects.ready()) return;
+    const set = this.options.inForce();
+    const counts = this.options.counts();
+    const refusals = objects.refusals();
+    const now = new Date(clock.now()).toISOString().replace(/\.\d{3}Z$/, 'Z');
+    let writes = 0;
+    for (const [name, object] of objects.stored()) {
+      if (this.stopped || writes >= (this.options.maxWritesPerRound ?? 50)) return;
+      const metadata = isJsonObject(object.metadata) ? object.metadata : {};
+      const refused = refusals.get(name);
+      const desired = objectStatus({
+        name,
+        ...(typeof metadata.generation === 'number' ? { generation: metadata.generation } : {}),
+        set,
+        ...(refused ? { refused: refused.map(problemLine) } : {}),
+        ...(counts ? { counts } : {}),
+        stored: object.status,
+        now,
+      });
+      if (comparable(desired) === comparable(object.status)) continue;
+      writes++;
+      try {
+        await requestJson(kubeConfig, 'PATCH', sidecarTemplatePath(name, 'status'), 10_000, {
+          // The conditions whole: a merge patch replaces a list.
+          body: { status: desired },
+          contentType: 'application/merge-patch+json',
+        });
+        this.written++;
+      } catch (err) {
+        // Deleted meanwhile: nothing to write.
+        if (err instanceof KubernetesApiError && err.statusCode === 404) continue;
+        this.failures++;
+        log.warn({ err: (err as Error).message, sidecarTemplate: name }, 'SidecarTemplate status not written; trying again next round');
+      }
+    }
+  }
+}

@@ -1,0 +1,310 @@
+/**
+ * Templates as SidecarTemplate objects: the manifest form (a folder's files and the API
+ * server's objects), each object checked on its own (a refused one left out and named), the
+ * admission that refuses a bad object before it is stored, the cluster source a replica serves
+ * from (nothing, and a refusal on the required webhook, until it has listed them), and the
+ * status the leader writes.
+ */
+import test from 'ava';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { answerTemplateReview, templateRefusal } from '../src/admission/validate-templates.js';
+import { RequestError, TemplateError } from '../src/errors.js';
+import { check, checkTemplateObjects } from '../src/pipeline/template-check.js';
+import { admitPod } from '../src/pipeline/admit.js';
+import { compileTemplateValue, loadTemplateDir } from '../src/templates/load.js';
+import { compileTemplate } from '../src/templates/compile.js';
+import { objectStatus } from '../src/templates/object-status.js';
+import { TemplateObjects } from '../src/serving/template-objects.js';
+import { TemplateStatusWriter } from '../src/serving/template-status.js';
+import { FakeApiServer } from './helpers/fake-apiserver.js';
+import { FakeClock } from './helpers/fake-clock.js';
+import { logShipperDoc, proxyDoc, templateObject } from './helpers/templates.js';
+import { optedIn } from './helpers/pods.js';
+import { until } from './helpers/until.js';
+
+const silent = pino({ level: 'silent' });
+const pod = () => ({
+  apiVersion: 'v1',
+  kind: 'Pod',
+  metadata: { generateName: 'web-', namespace: 'shop', labels: { app: 'web' } },
+  spec: { containers: [{ name: 'app', image: 'app:1' }] },
+});
+
+test('a SidecarTemplate manifest is its spec named by its metadata: the same revision as the bare document, problems under spec.', (t) => {
+  const bare = compileTemplate(logShipperDoc, 'logs.yaml');
+  const object = compileTemplateValue(templateObject(logShipperDoc), 'logs.yaml');
+  t.deepEqual(object.problems, []);
+  t.is(object.template!.name, 'logs');
+  t.is(object.template!.object, 'logs');
+  t.is(object.template!.hash, bare.template!.hash);
+
+  const typo = templateObject({ ...proxyDoc, injection: 'sometimes' });
+  const problems = compileTemplateValue(typo, 'proxy.yaml').problems;
+  t.true(
+    problems.some((p) => p.field === 'spec.injection'),
+    JSON.stringify(problems),
+  );
+
+  const wrong = (object: Record<string, unknown>) => compileTemplateValue(object, 'x.yaml').problems.map((p) => `${p.field}: ${p.message}`);
+  t.regex(wrong({ ...templateObject(proxyDoc), apiVersion: 'sidecar-injector.io/v1' }).join('\n'), /^apiVersion: must be sidecar-injector\.io\/v1alpha1/);
+  t.regex(wrong({ ...templateObject(proxyDoc), metadata: { name: 'Proxy' } }).join('\n'), /^metadata\.name: is required and must be a DNS-1123 label/);
+  t.regex(
+    wrong({ ...templateObject(proxyDoc), metadata: { name: 'proxy', namespace: 'shop' } }).join('\n'),
+    /^metadata\.namespace: a SidecarTemplate is cluster-scoped/,
+  );
+  t.regex(wrong({ ...templateObject(proxyDoc), spec: undefined }).join('\n'), /^spec: is required/);
+  t.regex(wrong({ ...templateObject(proxyDoc), spek: {} }).join('\n'), /^spek: unknown field/);
+  // Another template's name belongs to a revision of it only.
+  t.regex(
+    wrong({ ...templateObject(proxyDoc), spec: { ...templateObject(proxyDoc).spec, name: 'other' } }).join('\n'),
+    /^spec\.name: only a candidate or previous revision/,
+  );
+  const candidate = templateObject({ ...proxyDoc, name: 'proxy-next' });
+  candidate.spec = { ...candidate.spec, name: 'proxy', rollout: { role: 'candidate', share: 10 } };
+  const revision = compileTemplateValue(candidate, 'proxy-next.yaml');
+  t.deepEqual(revision.problems, []);
+  t.is(revision.template!.name, 'proxy');
+  t.is(revision.template!.object, 'proxy-next');
+});
+
+test('check on a folder of manifests: the kustomization must apply every file as resources, cluster-scoped, never as a ConfigMap', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'sidecar-templates-'));
+  const manifest = (doc: { name: string } & Record<string, unknown>) => JSON.stringify(templateObject(doc));
+  await writeFile(join(dir, 'logs.yaml'), manifest(logShipperDoc));
+  await writeFile(join(dir, 'proxy.yaml'), manifest(proxyDoc));
+  await writeFile(join(dir, 'kustomization.yaml'), 'resources:\n  - logs.yaml\n  - proxy.yaml\n');
+  t.deepEqual(
+    (await check(dir)).templates.map((x) => x.name),
+    ['logs', 'proxy'],
+  );
+  t.deepEqual(
+    (await loadTemplateDir(dir)).templates.map((x) => x.object),
+    ['logs', 'proxy'],
+  );
+
+  await writeFile(
+    join(dir, 'kustomization.yaml'),
+    'namespace: sidecar-injector\nconfigMapGenerator:\n  - name: sidecar-injector-templates\n    files: [logs.yaml, proxy.yaml]\nresources:\n  - logs.yaml\n',
+  );
+  const error = await t.throwsAsync(check(dir), { instanceOf: TemplateError });
+  const lines = error!.problems.map((p) => `${p.file}: ${p.field}: ${p.message}`);
+  t.true(
+    lines.some((l) => /configMapGenerator: the injector reads SidecarTemplate objects, not a ConfigMap/.test(l)),
+    lines.join('\n'),
+  );
+  t.true(lines.some((l) => /namespace: a SidecarTemplate is cluster-scoped/.test(l)));
+  t.true(lines.some((l) => /resources: does not list proxy\.yaml: it would not reach the cluster/.test(l)));
+});
+
+test('objects are checked one by one: a refused object is left out and named, the others are served', (t) => {
+  const broken = templateObject({ name: 'broken', containers: [{ name: 'b', image: '{{ params.nothing }}' }] });
+  const candidateOnly = templateObject({ name: 'agent-next', containers: [{ name: 'agent', image: 'agent:2' }] });
+  candidateOnly.spec = { ...candidateOnly.spec, name: 'agent', rollout: { role: 'candidate', share: 20 } };
+  const { set, refused } = checkTemplateObjects([templateObject(logShipperDoc), broken, candidateOnly, templateObject(proxyDoc)]);
+  t.deepEqual(
+    set.templates.map((x) => x.name),
+    ['logs', 'proxy'],
+  );
+  t.deepEqual([...refused.keys()].sort(), ['agent-next', 'broken']);
+  t.regex(
+    refused
+      .get('broken')!
+      .map((p) => p.field)
+      .join(','),
+    /^spec\.containers/,
+  );
+  t.regex(
+    refused
+      .get('agent-next')!
+      .map((p) => p.message)
+      .join(' '),
+    /has no stable revision/,
+  );
+  // Its stable revision applied, the candidate is served beside it.
+  const stable = templateObject({ name: 'agent', containers: [{ name: 'agent', image: 'agent:1' }] });
+  const after = checkTemplateObjects([stable, candidateOnly]);
+  t.is(after.refused.size, 0);
+  t.is(after.set.rollouts?.get('agent')?.candidate?.object, 'agent-next');
+});
+
+test("admission refuses a bad SidecarTemplate with check's message, admits a good one, and refuses a change that would leave another refused", (t) => {
+  const review = (object: unknown, operation = 'CREATE', kind = { group: 'sidecar-injector.io', version: 'v1alpha1', kind: 'SidecarTemplate' }) => ({
+    apiVersion: 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
+    request: { uid: 'u-1', kind, operation, name: (object as any)?.metadata?.name ?? '', object },
+  });
+  const stored = new Map<string, any>();
+  const deps = { stored: () => stored };
+  const good = answerTemplateReview(review(templateObject(logShipperDoc)), deps);
+  t.false(good.refused);
+  t.deepEqual(good.response.response, { uid: 'u-1', allowed: true });
+
+  const typo = templateObject({ ...proxyDoc, initContainers: [{ name: 'proxy', image: 'envoy', restartPolicy: 'Always', volumeMount: [] }] });
+  const bad = answerTemplateReview(review(typo), deps);
+  t.true(bad.refused);
+  t.is(bad.response.response.status?.code, 422);
+  t.regex(
+    bad.response.response.status!.message,
+    /^SidecarTemplate proxy is refused \(the checks of sidecar-injector check\):\n {2}spec\.initContainers\[0\]\.volumeMount: unknown field "volumeMount" \(did you mean volumeMounts\?\)/,
+  );
+
+  // A stable revision changed to its candidate's content would leave the candidate refused.
+  const agent = templateObject({ name: 'agent', containers: [{ name: 'agent', image: 'agent:1' }] });
+  const next = templateObject({ name: 'agent-next', containers: [{ name: 'agent', image: 'agent:2' }] });
+  next.spec = { ...next.spec, name: 'agent', rollout: { role: 'candidate', share: 20 } };
+  stored.set('agent', agent).set('agent-next', next);
+  t.is(templateRefusal(agent, 'agent', deps), undefined);
+  const same = templateObject({ name: 'agent', containers: [{ name: 'agent', image: 'agent:2' }] });
+  t.regex(templateRefusal(same, 'agent', deps) ?? '', /would make sidecartemplate\/agent-next refused: spec\.rollout: the same content as the stable revision/);
+
+  // Not this webhook's: another kind, the status subresource, a delete.
+  t.false(answerTemplateReview(review({}, 'CREATE', { group: '', version: 'v1', kind: 'Pod' }), deps).refused);
+  t.false(answerTemplateReview({ ...review(typo), request: { ...review(typo).request, subResource: 'status' } }, deps).refused);
+  t.false(answerTemplateReview(review(typo, 'DELETE'), deps).refused);
+  t.throws(() => answerTemplateReview({ kind: 'AdmissionReview' }, deps), { instanceOf: RequestError });
+  // A megabyte of problems is quoted within bounds.
+  const many = templateObject({ name: 'many', containers: Array.from({ length: 64 }, (_, i) => ({ name: `c${i}`, image: 'x', bogus: i })) });
+  const message = templateRefusal(many, 'many', { stored: () => undefined })!;
+  t.true(message.split('\n').length <= 32);
+  t.regex(message, /\(and \d+ more\)$/);
+});
+
+test('the cluster source serves nothing until listed (a refusal on the required webhook, nothing added on the optional one), then each valid object, naming a refused one', async (t) => {
+  const api = new FakeApiServer();
+  await api.start();
+  t.teardown(() => api.stop());
+  api.create('shop', { 'sidecar-injector.io/injection': 'enabled' });
+  api.applyTemplate('logs', templateObject(logShipperDoc).spec);
+  api.applyTemplate('broken', { containers: [{ name: 'b', image: '{{ pod.nmaespace }}' }] });
+  api.sidecarTemplatesFailWith = 503;
+  const objects = new TemplateObjects({ kubeConfig: await api.kubeConfig(), log: silent, backoffInitialMs: 10, backoffMaxMs: 20 });
+  objects.start();
+  t.teardown(() => objects.stop());
+  const namespaces = optedIn('shop');
+  const required = await admitPod({ pod: pod(), namespace: 'shop', name: '' }, { templates: () => objects.current(), namespaces });
+  t.is(required.decision, 'denied');
+  t.is(required.reason, 'templates-unknown');
+  t.regex(required.message, /the templates in force are not known yet: the SidecarTemplates have not been listed/);
+  const optional = await admitPod({ pod: pod(), namespace: 'shop', name: '' }, { templates: () => objects.current(), namespaces, failurePolicy: 'Ignore' });
+  t.is(optional.decision, 'allowed');
+  t.deepEqual(
+    optional.warnings.map((w) => w.id),
+    ['templates-unknown'],
+  );
+  t.false(objects.ready());
+  await until(() => objects.status().unavailable?.includes('cannot be listed') === true, 'the failed list named');
+
+  api.sidecarTemplatesFailWith = undefined;
+  await until(() => objects.ready(), 'listed');
+  t.deepEqual(
+    objects.current().templates.map((x) => x.name),
+    ['logs'],
+  );
+  t.deepEqual(
+    objects.status().refused.map((r) => r.name),
+    ['broken'],
+  );
+  t.regex(objects.status().refused[0]!.problems.join(' '), /pod\.nmaespace/);
+  const served = await admitPod({ pod: pod(), namespace: 'shop', name: '' }, { templates: () => objects.current(), namespaces });
+  t.is(served.decision, 'patched');
+  t.deepEqual(
+    served.templates.map((x) => x.name),
+    ['logs'],
+  );
+
+  // A change is in force when its watch event arrives; a fixed object joins; a deleted one goes.
+  const generation = objects.generation;
+  api.applyTemplate('broken', { containers: [{ name: 'b', image: '{{ pod.namespace }}' }] });
+  await until(() => objects.current().templates.length === 2, 'the fixed object served');
+  t.true(objects.generation > generation);
+  t.deepEqual(objects.status().refused, []);
+  api.deleteTemplate('logs');
+  await until(
+    () =>
+      objects
+        .current()
+        .templates.map((x) => x.name)
+        .join() === 'broken',
+    'the deleted object gone',
+  );
+  // A status write changes no generation: no new set.
+  const before = objects.generation;
+  api.applyTemplate('broken', { containers: [{ name: 'b', image: '{{ pod.namespace }}' }] });
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  t.is(objects.generation, before);
+});
+
+test("a SidecarTemplate's status: revision, role, share and state, pod counts, and conditions that keep their transition time", (t) => {
+  const agent = templateObject({ name: 'agent', containers: [{ name: 'agent', image: 'agent:1' }] }, { generation: 3 });
+  const next = templateObject({ name: 'agent-next', containers: [{ name: 'agent', image: 'agent:2' }] }, { generation: 1 });
+  next.spec = { ...next.spec, name: 'agent', rollout: { role: 'candidate', share: 25 } };
+  const { set } = checkTemplateObjects([agent, next]);
+  const counts = new Map([['agent', { current: 7, stale: 2 }]]);
+  const stable = objectStatus({ name: 'agent', generation: 3, set, counts, now: '2026-12-06T08:00:00Z' });
+  t.like(stable, { observedGeneration: 3, template: 'agent', role: 'stable', state: 'Serving', pods: { current: 7, stale: 2, missing: 0, leftOut: 0 } });
+  t.deepEqual(
+    (stable.conditions as any[]).map((c) => [c.type, c.status, c.reason]),
+    [
+      ['Ready', 'True', 'Accepted'],
+      ['RolledOut', 'False', 'PodsStale'],
+    ],
+  );
+  const candidate = objectStatus({ name: 'agent-next', generation: 1, set, now: '2026-12-06T08:00:00Z' });
+  t.like(candidate, { role: 'candidate', share: '25%', state: 'Candidate', revision: set.rollouts!.get('agent')!.candidate!.hash });
+  const stopped = { ...set, rollouts: new Map([['agent', { ...set.rollouts!.get('agent')!, stopped: 'preflight failed (refused): no' }]]) };
+  const halted = objectStatus({ name: 'agent-next', set: stopped, stored: candidate, now: '2026-12-06T09:00:00Z' });
+  t.is(halted.state, 'Stopped');
+  const conditions = new Map((halted.conditions as any[]).map((c) => [c.type, c]));
+  t.like(conditions.get('Halted'), { status: 'True', reason: 'PreflightFailed', lastTransitionTime: '2026-12-06T09:00:00Z' });
+  // Ready did not change: its time is the one stored.
+  t.is(conditions.get('Ready').lastTransitionTime, '2026-12-06T08:00:00Z');
+  const refused = objectStatus({ name: 'broken', set, refused: ['spec.containers[0].image: unknown'], now: '2026-12-06T08:00:00Z' });
+  t.like(refused, { state: 'Refused' });
+  t.like((refused.conditions as any[])[0], { type: 'Ready', status: 'False', reason: 'Refused' });
+  const allCurrent = objectStatus({ name: 'agent', set, counts: new Map([['agent', { current: 9 }]]), now: '2026-12-06T08:00:00Z' });
+  t.like((allCurrent.conditions as any[])[1], { type: 'RolledOut', status: 'True', reason: 'AllCurrent' });
+});
+
+test("the leader writes each object's status once, through the status subresource, and again only when it changes", async (t) => {
+  const api = new FakeApiServer();
+  await api.start();
+  t.teardown(() => api.stop());
+  api.applyTemplate('logs', templateObject(logShipperDoc).spec);
+  api.applyTemplate('broken', { containers: [{ name: 'b', image: '{{ nothing }}' }] });
+  const kubeConfig = await api.kubeConfig();
+  const objects = new TemplateObjects({ kubeConfig, log: silent });
+  objects.start();
+  t.teardown(() => objects.stop());
+  await until(() => objects.ready(), 'listed');
+  const clock = new FakeClock();
+  const audit: { counts?: Map<string, Record<string, number>> } = {};
+  const writer = new TemplateStatusWriter({
+    kubeConfig,
+    log: silent,
+    clock,
+    objects,
+    inForce: () => objects.current(),
+    counts: () => audit.counts,
+    intervalMs: 1000,
+  });
+  writer.start();
+  t.teardown(() => writer.stop());
+  await until(() => api.templateStatusPatches.length === 2, 'both statuses written');
+  await until(() => [...objects.stored().values()].every((o) => o.status), 'the writes seen through the watch');
+  const logs = api.sidecarTemplates.get('logs')!.status;
+  t.like(logs, { template: 'logs', role: 'stable', state: 'Serving', observedGeneration: 1 });
+  t.like(api.sidecarTemplates.get('broken')!.status, { state: 'Refused' });
+  // Nothing changed: a round writes nothing.
+  await clock.advance(1000);
+  await writer.settled();
+  t.is(api.templateStatusPatches.length, 2);
+  // The audit counts the pods: the stable object's status says so.
+  audit.counts = new Map([['logs', { current: 4, missing: 1 }]]);
+  await clock.advance(1000);
+  await until(() => api.templateStatusPatches.length === 3, 'the counts written');
+  t.like(api.sidecarTemplates.get('logs')!.status, { pods: { current: 4, missing: 1 } });
+  t.deepEqual(Object.keys(api.templateStatusPatches[2]!.body), ['status']);
+});
