@@ -251,6 +251,8 @@ const reasonWhen = {
     'a required template (`failurePolicy: Fail`) applies and a rule leaves it out (see [decisions](decisions.md)); the message names the template, the rule and what to change',
   'pod-security': 'under `--pod-security-action deny`: a template would make the pod violate the namespace’s enforced Pod Security level',
   'namespace-unknown': 'the namespace’s labels cannot be known (the API server did not answer, nothing cached)',
+  'required-template-refused':
+    'a required template’s SidecarTemplate is stored but fails a check (stored while the admission could not check it): the pods it may apply to are refused, naming it',
   'templates-unknown': 'the replica has not yet read the SidecarTemplates from the API server: it serves nothing rather than guess',
 } as const satisfies Record<Reason, string>;
 

@@ -6,6 +6,8 @@
  * status the leader writes.
  */
 import test from 'ava';
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,6 +21,7 @@ import { compileTemplate } from '../src/templates/compile.js';
 import { objectStatus } from '../src/templates/object-status.js';
 import { TemplateObjects } from '../src/serving/template-objects.js';
 import { TemplateStatusWriter } from '../src/serving/template-status.js';
+import { livenessSet } from '../src/serving/injector.js';
 import { FakeApiServer } from './helpers/fake-apiserver.js';
 import { FakeClock } from './helpers/fake-clock.js';
 import { logShipperDoc, proxyDoc, templateObject } from './helpers/templates.js';
@@ -130,14 +133,13 @@ test('objects are checked one by one: a refused object is left out and named, th
   t.is(after.set.rollouts?.get('agent')?.candidate?.object, 'agent-next');
 });
 
-test("admission refuses a bad SidecarTemplate with check's message, admits a good one, and refuses a change that would leave another refused", (t) => {
+test("admission refuses a bad SidecarTemplate with check's message and admits a good one, judging the object on its own", (t) => {
   const review = (object: unknown, operation = 'CREATE', kind = { group: 'sidecar-injector.io', version: 'v1alpha1', kind: 'SidecarTemplate' }) => ({
     apiVersion: 'admission.k8s.io/v1',
     kind: 'AdmissionReview',
     request: { uid: 'u-1', kind, operation, name: (object as any)?.metadata?.name ?? '', object },
   });
-  const stored = new Map<string, any>();
-  const deps = { stored: () => stored };
+  const deps = {};
   const good = answerTemplateReview(review(templateObject(logShipperDoc)), deps);
   t.false(good.refused);
   t.deepEqual(good.response.response, { uid: 'u-1', allowed: true });
@@ -151,14 +153,21 @@ test("admission refuses a bad SidecarTemplate with check's message, admits a goo
     /^SidecarTemplate proxy is refused \(the checks of sidecar-injector check\):\n {2}spec\.initContainers\[0\]\.volumeMount: unknown field "volumeMount" \(did you mean volumeMounts\?\)/,
   );
 
-  // A stable revision changed to its candidate's content would leave the candidate refused.
-  const agent = templateObject({ name: 'agent', containers: [{ name: 'agent', image: 'agent:1' }] });
+  // What concerns the set is the replicas' to judge: a folder applied object by object passes
+  // through states no order avoids (a promotion: the stable revision given its candidate's content
+  // before the candidate is removed). Each object alone passes; the set leaves the candidate out.
   const next = templateObject({ name: 'agent-next', containers: [{ name: 'agent', image: 'agent:2' }] });
   next.spec = { ...next.spec, name: 'agent', rollout: { role: 'candidate', share: 20 } };
-  stored.set('agent', agent).set('agent-next', next);
-  t.is(templateRefusal(agent, 'agent', deps), undefined);
-  const same = templateObject({ name: 'agent', containers: [{ name: 'agent', image: 'agent:2' }] });
-  t.regex(templateRefusal(same, 'agent', deps) ?? '', /would make sidecartemplate\/agent-next refused: spec\.rollout: the same content as the stable revision/);
+  const promoted = templateObject({ name: 'agent', containers: [{ name: 'agent', image: 'agent:2' }] });
+  t.is(templateRefusal(next, 'agent-next'), undefined, 'a candidate before its stable revision');
+  t.is(templateRefusal(promoted, 'agent'), undefined);
+  t.regex(JSON.stringify([...checkTemplateObjects([promoted, next]).refused.get('agent-next')!]), /the same content as the stable revision/);
+  // A delivery: policy template that cannot be exported is its own problem.
+  const unexportable = templateObject({ name: 'pulls', delivery: 'policy', containers: [{ name: 'p', image: 'p:1' }], imagePullSecrets: [{ name: 'r' }] });
+  t.regex(
+    templateRefusal(unexportable, 'pulls') ?? '',
+    /spec\.delivery: policy: a MutatingAdmissionPolicy cannot inject it as the webhook does: imagePullSecrets are not exported/,
+  );
 
   // Not this webhook's: another kind, the status subresource, a delete.
   t.false(answerTemplateReview(review({}, 'CREATE', { group: '', version: 'v1', kind: 'Pod' }), deps).refused);
@@ -167,7 +176,7 @@ test("admission refuses a bad SidecarTemplate with check's message, admits a goo
   t.throws(() => answerTemplateReview({ kind: 'AdmissionReview' }, deps), { instanceOf: RequestError });
   // A megabyte of problems is quoted within bounds.
   const many = templateObject({ name: 'many', containers: Array.from({ length: 64 }, (_, i) => ({ name: `c${i}`, image: 'x', bogus: i })) });
-  const message = templateRefusal(many, 'many', { stored: () => undefined })!;
+  const message = templateRefusal(many, 'many')!;
   t.true(message.split('\n').length <= 32);
   t.regex(message, /\(and \d+ more\)$/);
 });
@@ -178,7 +187,7 @@ test('the cluster source serves nothing until listed (a refusal on the required 
   t.teardown(() => api.stop());
   api.create('shop', { 'sidecar-injector.io/injection': 'enabled' });
   api.applyTemplate('logs', templateObject(logShipperDoc).spec);
-  api.applyTemplate('broken', { containers: [{ name: 'b', image: '{{ pod.nmaespace }}' }] });
+  api.applyTemplate('broken', { failurePolicy: 'Ignore', containers: [{ name: 'b', image: '{{ pod.nmaespace }}' }] });
   api.sidecarTemplatesFailWith = 503;
   const objects = new TemplateObjects({ kubeConfig: await api.kubeConfig(), log: silent, backoffInitialMs: 10, backoffMaxMs: 20 });
   objects.start();
@@ -217,7 +226,7 @@ test('the cluster source serves nothing until listed (a refusal on the required 
 
   // A change is in force when its watch event arrives; a fixed object joins; a deleted one goes.
   const generation = objects.generation;
-  api.applyTemplate('broken', { containers: [{ name: 'b', image: '{{ pod.namespace }}' }] });
+  api.applyTemplate('broken', { failurePolicy: 'Ignore', containers: [{ name: 'b', image: '{{ pod.namespace }}' }] });
   await until(() => objects.current().templates.length === 2, 'the fixed object served');
   t.true(objects.generation > generation);
   t.deepEqual(objects.status().refused, []);
@@ -232,7 +241,7 @@ test('the cluster source serves nothing until listed (a refusal on the required 
   );
   // A status write changes no generation: no new set.
   const before = objects.generation;
-  api.applyTemplate('broken', { containers: [{ name: 'b', image: '{{ pod.namespace }}' }] });
+  api.applyTemplate('broken', { failurePolicy: 'Ignore', containers: [{ name: 'b', image: '{{ pod.namespace }}' }] });
   await new Promise((resolve) => setTimeout(resolve, 50));
   t.is(objects.generation, before);
 });
@@ -307,4 +316,121 @@ test("the leader writes each object's status once, through the status subresourc
   await until(() => api.templateStatusPatches.length === 3, 'the counts written');
   t.like(api.sidecarTemplates.get('logs')!.status, { pods: { current: 4, missing: 1 } });
   t.deepEqual(Object.keys(api.templateStatusPatches[2]!.body), ['status']);
+});
+
+test('a required template whose object is refused is never silently skipped: the pods it may apply to are refused, naming it; the others, and the optional webhook, are not', async (t) => {
+  const api = new FakeApiServer();
+  await api.start();
+  t.teardown(() => api.stop());
+  api.applyTemplate('logs', templateObject(logShipperDoc).spec);
+  // Required (the default), scoped to pods labelled mesh=on, with a placeholder no pod has.
+  api.applyTemplate('mesh', { objectSelector: { matchLabels: { mesh: 'on' } }, containers: [{ name: 'mesh', image: '{{ pod.nmaespace }}' }] });
+  const objects = new TemplateObjects({ kubeConfig: await api.kubeConfig(), log: silent });
+  objects.start();
+  t.teardown(() => objects.stop());
+  await until(() => objects.ready(), 'listed');
+  const namespaces = optedIn('shop');
+  const admit = (labels: Record<string, string>, failurePolicy?: 'Fail' | 'Ignore') =>
+    admitPod(
+      { pod: { ...pod(), metadata: { ...pod().metadata, labels } }, namespace: 'shop', name: '' },
+      { templates: () => objects.current(), namespaces, ...(failurePolicy ? { failurePolicy } : {}) },
+    );
+  const meshed = await admit({ app: 'web', mesh: 'on' }, 'Fail');
+  t.is(meshed.decision, 'denied');
+  t.is(meshed.reason, 'required-template-refused');
+  t.regex(
+    meshed.message,
+    /the required template of SidecarTemplate mesh may apply to this pod, and the injector refuses that object \(spec\.containers\[0\]\.image: .*nmaespace/,
+  );
+  const outside = await admit({ app: 'web' }, 'Fail');
+  t.is(outside.decision, 'patched', 'outside its selector: the other required templates injected');
+  t.deepEqual(
+    outside.templates.map((x) => x.name),
+    ['logs'],
+  );
+  const optional = await admit({ app: 'web', mesh: 'on' }, 'Ignore');
+  t.is(optional.decision, 'allowed', 'the optional webhook (no optional template here) refuses nothing');
+  t.not(optional.reason, 'required-template-refused');
+  // Fixed: served, and nothing refused.
+  api.applyTemplate('mesh', { objectSelector: { matchLabels: { mesh: 'on' } }, containers: [{ name: 'mesh', image: 'mesh:{{ pod.namespace }}' }] });
+  await until(() => objects.current().templates.length === 2, 'the fixed object served');
+  t.is((await admit({ app: 'web', mesh: 'on' }, 'Fail')).decision, 'patched');
+});
+
+test('what concerns the set never unserves a stable revision: a candidate of a delivery: policy template, a rollout object named as its template, a refused object made optional', async (t) => {
+  // A candidate of a template the MutatingAdmissionPolicy delivers: the stable keeps serving.
+  const proxySpec = (parseYaml(readFileSync(join('templates', 'proxy.yaml'), 'utf8')) as { spec: Record<string, unknown> }).spec;
+  const mesh = { ...templateObject({ name: 'mesh' }), spec: { ...proxySpec, delivery: 'policy' } };
+  t.is(templateRefusal(mesh, 'mesh'), undefined, 'exportable on its own');
+  const next = {
+    ...templateObject({ name: 'mesh-next' }),
+    spec: {
+      ...JSON.parse(JSON.stringify(proxySpec).replace('envoy:v1.32.3', 'envoy:v1.32.4')),
+      delivery: 'policy',
+      name: 'mesh',
+      rollout: { role: 'candidate', share: 10 },
+    },
+  };
+  const both = checkTemplateObjects([mesh, next]);
+  t.deepEqual([...both.refused.keys()], [], JSON.stringify([...both.refused]).slice(0, 600));
+  t.deepEqual(
+    both.set.templates.map((x) => x.name),
+    ['mesh'],
+  );
+  // A revision must be an object of its own: refused at admission, never left to unserve the template.
+  const self = templateObject({ ...proxyDoc, name: 'proxy' });
+  self.spec = { ...self.spec, rollout: { role: 'candidate', share: 10 } };
+  t.regex(templateRefusal(self, 'proxy') ?? '', /spec\.name: a candidate or previous revision \(spec\.rollout\) is an object of its own beside the stable one/);
+  // The liveness sample never sees a refused object: the replica is not restarted for it.
+  const refusedSet = { ...checkTemplateObjects([]).set, refusedRequired: [{ object: 'x', template: 'x', onRequest: false, problem: 'p' }] };
+  t.is(livenessSet(refusedSet).refusedRequired, undefined);
+  t.deepEqual(livenessSet({ ...refusedSet, unavailable: 'not listed' }).templates, []);
+
+  // A refused required object made optional without fixing it: pods are no longer refused for it.
+  const api = new FakeApiServer();
+  await api.start();
+  t.teardown(() => api.stop());
+  api.applyTemplate('agent', { containers: [{ name: 'agent', image: '{{ nothing }}' }] });
+  const objects = new TemplateObjects({ kubeConfig: await api.kubeConfig(), log: silent });
+  objects.start();
+  t.teardown(() => objects.stop());
+  await until(() => objects.current().refusedRequired?.length === 1, 'the required object refused');
+  api.applyTemplate('agent', { failurePolicy: 'Ignore', containers: [{ name: 'agent', image: '{{ nothing }}' }] });
+  await until(() => objects.current().refusedRequired === undefined, 'no longer required: nothing refused for it');
+});
+
+test('a status the object no longer has is cleared, not left beside the new one', async (t) => {
+  const api = new FakeApiServer();
+  await api.start();
+  t.teardown(() => api.stop());
+  api.applyTemplate('logs', templateObject(logShipperDoc).spec);
+  const kubeConfig = await api.kubeConfig();
+  const objects = new TemplateObjects({ kubeConfig, log: silent });
+  objects.start();
+  t.teardown(() => objects.stop());
+  await until(() => objects.ready(), 'listed');
+  const clock = new FakeClock();
+  const writer = new TemplateStatusWriter({
+    kubeConfig,
+    log: silent,
+    clock,
+    objects,
+    inForce: () => objects.current(),
+    counts: () => new Map([['logs', { current: 1 }]]),
+    intervalMs: 1000,
+  });
+  writer.start();
+  t.teardown(() => writer.stop());
+  await until(() => api.sidecarTemplates.get('logs')?.status?.role === 'stable', 'served');
+  api.applyTemplate('logs', { containers: [{ name: 'b', image: '{{ nothing }}' }] });
+  await until(() => api.sidecarTemplates.get('logs')?.status?.state === 'Refused', 'refused');
+  const status = api.sidecarTemplates.get('logs')!.status;
+  t.false('role' in status || 'revision' in status || 'pods' in status, JSON.stringify(status));
+  // Settled (the write seen through the watch, no round under way): a round writes nothing more.
+  await until(() => (objects.stored().get('logs')?.status as { state?: string } | undefined)?.state === 'Refused', 'the write seen');
+  await writer.settled();
+  const writes = api.templateStatusPatches.length;
+  await clock.advance(1000);
+  await writer.settled();
+  t.is(api.templateStatusPatches.length, writes, JSON.stringify(api.templateStatusPatches.slice(-2)));
 });

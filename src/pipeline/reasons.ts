@@ -101,6 +101,13 @@ export const reasons = {
     otherwise: 'allowed unchanged, with a warning, under --namespace-failure-policy allow',
     say: (cause: string) => `${cause}; the pod is refused so that it does not start without its sidecars, and its controller will retry`,
   },
+  'required-template-refused': {
+    decision: 'denied',
+    code: 503,
+    otherwise: 'nothing: a required template applies; its SidecarTemplate must be fixed (the optional webhook is not concerned)',
+    say: (object: string, problem: string) =>
+      `the required template of SidecarTemplate ${object} may apply to this pod, and the injector refuses that object (${problem}); the pod is refused so that it does not start without it: fix the SidecarTemplate (kubectl get sidecartemplate ${object} -o yaml shows why in its status)`,
+  },
   'templates-unknown': {
     decision: 'denied',
     code: 503,

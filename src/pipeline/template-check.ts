@@ -22,7 +22,7 @@ import { checkPodSecurity, describeViolations, type PodSecurityPolicy } from '..
 import { templateInForm } from '../templates/forms.js';
 import { exportProblems } from '../templates/export-rules.js';
 import { objectLabel, sidecarTemplateResource, specProblem } from '../templates/resource.js';
-import { createRevisionSet, type RevisionFile } from '../templates/rollout.js';
+import { createRevisionSet, type RevisionFile, type RolloutStanza } from '../templates/rollout.js';
 
 /** What `check` checks about the cluster, besides the templates themselves. */
 export interface ClusterCheck {
@@ -198,18 +198,45 @@ export interface CheckedObjects {
 }
 
 /**
- * Every check of `check`, on SidecarTemplate objects (as the API server holds them) one by one:
- * an object that fails is left out and named, the rest are served. What concerns several
- * objects (two candidates of one template, a candidate without its stable revision) leaves
- * out the object that makes it so. `serve` runs it on every change it watches, the validating
- * webhook on an object before it is stored, `why` and `simulate` on what they read.
+ * One SidecarTemplate's own problems: every check of `check` that concerns it alone (its
+ * schema, placeholders, selectors, parameters, its render into the sample pod, whether a
+ * `delivery: policy` template can be exported), none that concerns the set.
  */
+export function checkTemplateObject(object: JsonObject, cluster: ClusterCheck = {}): TemplateProblem[] {
+  const name = isJsonObject(object.metadata) && typeof object.metadata.name === 'string' ? object.metadata.name : '';
+  const compiled = compileTemplateValue(object, objectLabel(name));
+  return compiled.template ? [...compiled.problems, ...ownProblems(compiled.template, compiled.stanza, cluster)] : compiled.problems;
+}
+
+/** The checks of one compiled object that concern it alone: its render, and whether a `delivery: policy` stable revision can be exported. */
+function ownProblems(template: Template, stanza: RolloutStanza | undefined, cluster: ClusterCheck): TemplateProblem[] {
+  const problems = checkRendered(template, cluster).map(specProblem);
+  // As the only revision of its template: a rollout in progress, or a label another template
+  // adds, is the set's business (the webhook then decides the template itself: select.ts).
+  if (template.delivery === 'policy' && !stanza)
+    for (const reason of exportProblems(template, createTemplateSet([template])))
+      problems.push({
+        file: template.file,
+        field: 'spec.delivery',
+        message: `policy: a MutatingAdmissionPolicy cannot inject it as the webhook does: ${reason}`,
+      });
+  return problems;
+}
+
 /** Each object's own checks, remembered by uid and generation (a status write changes neither). */
 export type ObjectChecks = Map<
   string,
   { readonly key: string; readonly result: ReturnType<typeof compileTemplateValue> & { readonly problems: TemplateProblem[] } }
 >;
 
+/**
+ * Every check of `check`, on SidecarTemplate objects (as the API server holds them) one by one:
+ * an object that fails is left out and named, the rest are served. What concerns several
+ * objects (two candidates of one template, a candidate without its stable revision) leaves
+ * out the object that makes it so. `serve` runs it on every change it watches, `why`,
+ * `simulate` and `audit` on what they read; the admission judges one object alone
+ * (checkTemplateObject).
+ */
 export function checkTemplateObjects(objects: readonly JsonObject[], cluster: ClusterCheck = {}, memo?: ObjectChecks): CheckedObjects {
   const refused = new Map<string, TemplateProblem[]>();
   const byFile = new Map<string, string>();
@@ -229,7 +256,7 @@ export function checkTemplateObjects(objects: readonly JsonObject[], cluster: Cl
     let compiled = known?.key === key ? known?.result : undefined;
     if (!compiled) {
       const fresh = compileTemplateValue(object, file);
-      compiled = fresh.template ? { ...fresh, problems: [...fresh.problems, ...checkRendered(fresh.template, cluster).map(specProblem)] } : fresh;
+      compiled = fresh.template ? { ...fresh, problems: [...fresh.problems, ...ownProblems(fresh.template, fresh.stanza, cluster)] } : fresh;
       if (key !== undefined) memo?.set(name, { key, result: compiled });
     }
     const problems = compiled.problems;
@@ -241,16 +268,6 @@ export function checkTemplateObjects(objects: readonly JsonObject[], cluster: Cl
     const kept = passed.filter((p) => !refused.has(p.name));
     const { set, problems } = createRevisionSet(kept.map((p) => p.revision));
     const across = problems.map(specProblem);
-    if (across.length === 0)
-      for (const template of set.templates) {
-        if (template.delivery !== 'policy') continue;
-        for (const reason of exportProblems(template, set))
-          across.push({
-            file: template.file,
-            field: 'spec.delivery',
-            message: `policy: a MutatingAdmissionPolicy cannot inject it as the webhook does: ${reason}`,
-          });
-      }
     const blamed = across.filter((p) => byFile.has(p.file));
     if (blamed.length === 0) return { set, refused };
     for (const problem of blamed) {

@@ -104,6 +104,14 @@ function measureTemplates(store: TemplateSource, log: Logger, metrics: Metrics):
   });
 }
 
+/** The set the liveness sample is decided with: the templates served, nothing about objects refused or not yet read. */
+export function livenessSet(set: TemplateSet): TemplateSet {
+  if (set.unavailable !== undefined) return createTemplateSet([]);
+  if (!set.refusedRequired) return set;
+  const { refusedRequired: _refused, ...served } = set;
+  return served;
+}
+
 /** The Lease of the one leader election, in the injector's namespace. */
 const leaseName = 'sidecar-injector-leader';
 
@@ -215,11 +223,10 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
   const liveness = new Liveness(async () => {
     const outcome = await admitPod(
       { pod: samplePod(), namespace: canaryNamespace, name: '' },
-      // Before the templates are known the replica is unready, not dead: the sample runs with none.
-      {
-        templates: () => (templates.store.current().unavailable === undefined ? templates.store.current() : createTemplateSet([])),
-        namespaces: canaryNamespaces,
-      },
+      // Whether this replica can inject, not what the cluster stores: before the templates are
+      // known the sample runs with none (unready, not dead), and a refused required object is
+      // the object's business (its pods are refused; restarting replicas would fix nothing).
+      { templates: () => livenessSet(templates.store.current()), namespaces: canaryNamespaces },
     );
     if (outcome.decision === 'denied') throw new Error(outcome.message);
   });
@@ -248,9 +255,7 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
     isReady: () => !draining && manager.ready(),
     isDraining: () => draining,
     ...(clientCa ? { requireClientCertificate: true } : {}),
-    templateAdmission: {
-      stored: () => (templates.objects?.ready() ? templates.objects.stored() : undefined),
-    },
+    templateAdmission: {},
     status: () => ({ draining, ...manager.status(), podSecurityAction: config.podSecurityAction }),
   });
   let running: RunningServer | undefined;

@@ -18,7 +18,8 @@ import { Reflector, type ReflectorTuning } from '../kube-api/reflector.js';
 import { checkTemplateObjects, problemLine, type ClusterCheck, type ObjectChecks } from '../pipeline/template-check.js';
 import { cut } from '../quote.js';
 import { sidecarTemplateResource } from '../templates/resource.js';
-import type { TemplateSet } from '../templates/set.js';
+import type { RefusedRequired, TemplateSet } from '../templates/set.js';
+import { parseSelector, type Selector } from '../k8s/selector.js';
 import type { TemplateSource } from '../templates/store.js';
 
 export interface TemplateObjectsOptions extends ReflectorTuning {
@@ -160,19 +161,24 @@ export class TemplateObjects extends EventEmitter implements TemplateSource {
   }
 
   private rebuild(): void {
-    const all = [...this.objects.values()];
-    const within = all.length > maxTemplateObjects ? all.sort((a, b) => (nameOf(a) < nameOf(b) ? -1 : 1)).slice(0, maxTemplateObjects) : all;
-    // Beyond the bound an object is not served: it is named as refused, never silently dropped.
+    // Beyond the bound the newest objects are not served (the oldest keep serving as they did):
+    // each is named as refused, never silently dropped.
+    const created = (o: JsonObject) =>
+      `${isJsonObject(o.metadata) && typeof o.metadata.creationTimestamp === 'string' ? o.metadata.creationTimestamp : ''}\0${nameOf(o)}`;
+    const all = [...this.objects.values()].sort((a, b) => (created(a) < created(b) ? -1 : 1));
+    const within = all.slice(0, maxTemplateObjects);
     for (const name of this.memo.keys()) if (!this.objects.has(name)) this.memo.delete(name);
     const { set, refused } = checkTemplateObjects(within, this.options.cluster?.() ?? {}, this.memo);
     const over = new Map(refused);
     for (const object of all.slice(within.length))
       over.set(nameOf(object), [{ file: '', field: '', message: `more than ${maxTemplateObjects} SidecarTemplates: this one is not served` }]);
-    const seen = fingerprint(set, over);
+    const refusedRequired = [...over].flatMap(([name, problems]) => refusedRequiredOf(this.objects.get(name), name, problems));
+    // What admission reads of a refused object (its failurePolicy, its selectors) is part of the set.
+    const seen = `${fingerprint(set, over)}${JSON.stringify(refusedRequired)}`;
     if (seen === this.seen && this.set.unavailable === undefined) return;
     const before = this.refused;
     this.seen = seen;
-    this.set = set;
+    this.set = refusedRequired.length > 0 ? Object.freeze({ ...set, refusedRequired }) : set;
     this.refused = over;
     this.generationCount++;
     this.loadedAt = new Date();
@@ -180,8 +186,38 @@ export class TemplateObjects extends EventEmitter implements TemplateSource {
       const was = before.get(name);
       if (!was || JSON.stringify(was) !== JSON.stringify(problems)) this.emit('refused', this.refusal(name, problems));
     }
-    this.emit('reload', set);
+    this.emit('reload', this.set);
   }
+}
+
+/** Reads a selector, or undefined when it cannot be read (the scope is then unknown). */
+function readableSelector(raw: unknown): Selector | undefined {
+  try {
+    return parseSelector(raw);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A refused object whose template is required (failurePolicy Fail, the default) and in force
+ * as a stable revision would be: what admission needs to refuse the pods it may apply to.
+ */
+function refusedRequiredOf(object: JsonObject | undefined, name: string, problems: readonly TemplateProblem[]): RefusedRequired[] {
+  const spec = object && isJsonObject(object.spec) ? object.spec : undefined;
+  if (!spec || spec.failurePolicy === 'Ignore' || spec.rollout !== undefined) return [];
+  const namespaceSelector = readableSelector(spec.namespaceSelector);
+  const objectSelector = readableSelector(spec.objectSelector);
+  return [
+    {
+      object: name,
+      template: typeof spec.name === 'string' ? spec.name : name,
+      onRequest: spec.injection === 'on-request',
+      ...(namespaceSelector ? { namespaceSelector } : {}),
+      ...(objectSelector ? { objectSelector } : {}),
+      problem: cut(problems[0] ? problemLine(problems[0]) : 'refused', 300),
+    },
+  ];
 }
 
 function nameOf(object: JsonObject): string {

@@ -117,9 +117,16 @@ export class TemplateStatusWriter {
       if (comparable(desired) === comparable(object.status)) continue;
       writes++;
       try {
+        // A merge patch: a field the status no longer has is sent as null (else it stays), the
+        // conditions whole (a merge patch replaces a list).
+        const stored = isJsonObject(object.status) ? object.status : {};
+        const cleared = Object.fromEntries(
+          Object.keys(stored)
+            .filter((k) => !Object.hasOwn(desired, k))
+            .map((k) => [k, null]),
+        );
         await requestJson(kubeConfig, 'PATCH', sidecarTemplatePath(name, 'status'), 10_000, {
-          // The conditions whole: a merge patch replaces a list.
-          body: { status: desired },
+          body: { status: { ...cleared, ...desired } },
           contentType: 'application/merge-patch+json',
         });
         this.written++;

@@ -68,6 +68,12 @@ export function templateDocument(object: JsonObject, file: string): { doc?: Json
       'spec.name',
       `only a candidate or previous revision (spec.rollout) names another template; this object's template is its metadata.name (${cut(String(name), 80)})`,
     );
+  // The stable revision is the object named as the template: a revision beside it needs a name of its own.
+  if (spec.rollout !== undefined && (revises === undefined || revises === name))
+    problem(
+      'spec.name',
+      `a candidate or previous revision (spec.rollout) is an object of its own beside the stable one: give it another metadata.name (${cut(String(name), 60)}-next) and spec.name: the template it revises`,
+    );
   if (problems.length > 0) return { problems };
   return { doc: { ...spec, name: revises ?? name }, problems };
 }

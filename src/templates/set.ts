@@ -2,6 +2,21 @@
 import { TemplateError, type TemplateProblem } from '../errors.js';
 import type { Template } from './template.js';
 import type { Rollout } from './rollout.js';
+import type { Selector } from '../k8s/selector.js';
+
+/** A required template that is not served because its object fails a check, with what can be read of its scope. */
+export interface RefusedRequired {
+  /** The SidecarTemplate's name, and the template's. */
+  readonly object: string;
+  readonly template: string;
+  /** On request only: it applies to the pods that name it. */
+  readonly onRequest: boolean;
+  /** Its selectors, when they can be read; undefined: unknown, so every pod in scope. */
+  readonly namespaceSelector?: Selector;
+  readonly objectSelector?: Selector;
+  /** Its first problem, as `check` prints it. */
+  readonly problem: string;
+}
 
 /** The validated templates in force, sorted by name; immutable. */
 export interface TemplateSet {
@@ -14,6 +29,11 @@ export interface TemplateSet {
    * API server), with why: admission refuses on the required webhook rather than guess.
    */
   readonly unavailable?: string;
+  /**
+   * Required templates whose SidecarTemplate the source refuses (it fails a check): admission
+   * refuses the pods such a template may apply to, naming it, rather than admit them without it.
+   */
+  readonly refusedRequired?: readonly RefusedRequired[];
   /** The namespace of preflight probe pods, which get the candidate they name (templates/rollout.ts). */
   readonly probeNamespace?: string;
 }

@@ -10,14 +10,13 @@ import test from 'ava';
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { containerNames, eventually, everyReplica, healthyInstall, joinWorld, optedInNamespace, plainPod } from './helpers.js';
+import { containerNames, eventually, everyReplica, healthyInstall, joinWorld, optedInNamespace, plainPod, type Json } from './helpers.js';
 
 const run = promisify(execFile);
 
 test('helm install of the chart gives a healthy install that injects, where the kustomize install was; helm upgrade keeps it so', async (t) => {
   const { file, kube, kubectl } = joinWorld();
   await kubectl(['delete', '-k', 'manifests', '--wait=true']);
-  await kubectl(['delete', 'configmap', '-n', 'sidecar-injector', 'sidecar-injector-templates', '--ignore-not-found']);
   await eventually('the namespace sidecar-injector gone', async () => (await kube.find('/api/v1/namespaces/sidecar-injector')) === undefined);
   await kubectl(['apply', '-f', 'manifests/base/namespace.yaml']);
   const env = {
@@ -67,4 +66,32 @@ test('helm install of the chart gives a healthy install that injects, where the 
   await healthyInstall();
   const again = await kube.create(`/api/v1/namespaces/${namespace}/pods`, plainPod('web-2'));
   t.deepEqual(containerNames(again), { init: ['log-shipper'], app: ['app'] });
+
+  // A template with a typo in the values: the upgrade is refused by the API server with check's
+  // message, and no replica restarts (nothing reached them).
+  const replicas = async () =>
+    ((await kube.get('/api/v1/namespaces/sidecar-injector/pods?labelSelector=app.kubernetes.io%2Fname%3Dsidecar-injector')).items as Json[])
+      .filter((p) => !p.metadata.deletionTimestamp)
+      .map((p) => `${p.metadata.name}:${(p.status.containerStatuses ?? []).map((c: Json) => c.restartCount).join()}`)
+      .sort();
+  const before = await replicas();
+  const typo = await helm([
+    'upgrade',
+    'sidecar-injector',
+    'charts/sidecar-injector',
+    '-n',
+    'sidecar-injector',
+    '--reuse-values',
+    '--force-conflicts',
+    '--set-json',
+    'templates={"agent":{"injection":"automatic","containers":[{"name":"agent","image":"registry.example/agent:{{ pod.nmaespace }}"}]}}',
+  ]);
+  t.false(typo.ok, typo.out);
+  t.regex(
+    typo.out,
+    /admission webhook \\?"templates\.sidecar-injector\.io\\?" denied the request: SidecarTemplate agent is refused \(the checks of sidecar-injector check\)/,
+  );
+  t.regex(typo.out, /spec\.containers\[0\]\.image: .*nmaespace/);
+  t.is(await kube.find('/apis/sidecar-injector.io/v1alpha1/sidecartemplates/agent'), undefined);
+  t.deepEqual(await replicas(), before, 'no replica restarted');
 });

@@ -3,10 +3,11 @@
  * state folder in SIDECAR_INJECTOR_TEST_CLUSTER), the admin's client and kubectl, a namespace
  * of its own per test, the API server's audit log, and the injector's CLI as a process.
  */
+import { parse as parseYaml } from 'yaml';
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import type { ExecutionContext } from 'ava';
 import { loadCorpus } from '../helpers/corpus.js';
@@ -97,10 +98,11 @@ export function auditEvents(): Json[] {
 /** The injector's CLI as a process (`dist/src/cli/main.js`), its exit code and output. */
 export async function cli(
   args: readonly string[],
-  options: { input?: string; env?: Record<string, string> } = {},
+  options: { input?: string; env?: Record<string, string>; cwd?: string } = {},
 ): Promise<{ code: number; stdout: string; stderr: string }> {
-  const child = run(process.execPath, [join('dist', 'src', 'cli', 'main.js'), ...args], {
+  const child = run(process.execPath, [resolve('dist', 'src', 'cli', 'main.js'), ...args], {
     env: { ...process.env, ...options.env },
+    ...(options.cwd ? { cwd: options.cwd } : {}),
     maxBuffer: 64 * 1024 * 1024,
   });
   if (options.input !== undefined) child.child.stdin?.end(options.input);
@@ -173,17 +175,27 @@ export async function everyReplica(holds: (status: Json) => boolean, what: strin
   });
 }
 
+/** The path of the SidecarTemplates, or of one of them. */
+export const sidecarTemplatesPath = (name?: string) => `/apis/sidecar-injector.io/v1alpha1/sidecartemplates${name ? `/${name}` : ''}`;
+
+/** A template's YAML (a bare document `name: …` or a SidecarTemplate manifest) as the SidecarTemplate object that holds it. */
+export function sidecarTemplate(text: string): Json {
+  const doc = parseYaml(text) as Json;
+  if (doc.kind === 'SidecarTemplate') return doc;
+  const { name, ...spec } = doc;
+  return { apiVersion: 'sidecar-injector.io/v1alpha1', kind: 'SidecarTemplate', metadata: { name }, spec };
+}
+
 /**
- * Adds the template `name` (YAML text) to the installed templates ConfigMap for one test, and
- * waits until every replica serves it; after the test, removes it and waits until none does.
+ * Stores the template `name` (YAML text, bare or a manifest) as a SidecarTemplate for one test,
+ * and waits until every replica serves it; after the test, deletes it and waits until none does.
  */
 export async function withTemplate(t: ExecutionContext, name: string, text: string): Promise<void> {
   const { kube } = joinWorld();
-  const path = '/api/v1/namespaces/sidecar-injector/configmaps/sidecar-injector-templates';
   const serves = (status: Json) => (status.templates.templates as string[]).some((tpl) => tpl.startsWith(`${name}@`));
-  await kube.mergePatch(path, { data: { [`${name}.yaml`]: text } });
+  await kube.create(sidecarTemplatesPath(), sidecarTemplate(text));
   t.teardown(async () => {
-    await kube.mergePatch(path, { data: { [`${name}.yaml`]: null } });
+    await kube.delete(sidecarTemplatesPath(name));
     await everyReplica((status) => !serves(status), `every replica without template ${name}`);
   });
   await everyReplica(serves, `every replica serving template ${name}`);

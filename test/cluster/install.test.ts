@@ -7,7 +7,7 @@ import test from 'ava';
 import { X509Certificate } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { deploy, healthyInstall, injectorPods, joinWorld, type Json } from './helpers.js';
+import { deploy, healthyInstall, injectorPods, joinWorld, sidecarTemplatesPath, type Json } from './helpers.js';
 
 test('the README’s install gives a healthy install: both replicas ready behind the Service, kubectl says so', async (t) => {
   const { kube, kubectl } = joinWorld();
@@ -51,8 +51,8 @@ test('the self-managed certificates: the Secret holds a CA and a serving certifi
   const policies = Object.fromEntries((configuration.webhooks as Json[]).map((w) => [w.name, w.failurePolicy]));
   t.deepEqual(
     policies,
-    { 'required.sidecar-injector.io': 'Fail', 'optional.sidecar-injector.io': 'Ignore' },
-    'the required webhook is armed, the optional one is not',
+    { 'required.sidecar-injector.io': 'Fail', 'optional.sidecar-injector.io': 'Ignore', 'templates.sidecar-injector.io': 'Fail' },
+    'the required webhook and the SidecarTemplate one are armed, the optional one is not',
   );
 });
 
@@ -88,20 +88,26 @@ test('a fresh install injects nothing: a pod of an opted-in namespace came throu
   );
 });
 
-test('make deploy pinned the image to the pushed digest; deploying again leaves the Deployment as it is and the templates alone (the ConfigMap is the user’s)', async (t) => {
+test('make deploy pinned the image to the pushed digest; deploying again leaves the Deployment as it is and the templates alone (the SidecarTemplates are the user’s)', async (t) => {
   const { kube, file } = joinWorld();
   const deploymentPath = '/apis/apps/v1/namespaces/sidecar-injector/deployments/sidecar-injector';
-  const configMapPath = '/api/v1/namespaces/sidecar-injector/configmaps/sidecar-injector-templates';
   const pushed = readFileSync(file.deploy.digestFile, 'utf8').trim();
   t.regex(pushed, /^registry\.example\.com\/platform\/sidecar-injector@sha256:[0-9a-f]{64}$/);
-  const before = { deployment: await kube.get(deploymentPath), configMap: await kube.get(configMapPath) };
+  const templates = async () =>
+    ((await kube.get(sidecarTemplatesPath())).items as Json[]).map((o) => `${o.metadata.name}@${o.metadata.resourceVersion}`).sort();
+  const before = { deployment: await kube.get(deploymentPath), templates: await templates() };
   t.is(before.deployment.spec.template.spec.containers[0].image, pushed);
-  t.deepEqual(Object.keys(before.configMap.data).sort(), ['log-shipper.yaml', 'proxy.yaml']);
+  t.deepEqual(
+    before.templates.map((o) => o.split('@')[0]),
+    ['log-shipper', 'proxy'],
+  );
   const applied = await deploy();
-  t.notRegex(applied, /configmap/i, 'the install names no ConfigMap');
+  t.notRegex(applied, /sidecartemplate\.sidecar-injector\.io\//, 'the install names no SidecarTemplate');
   t.regex(applied, /deployment\.apps\/sidecar-injector unchanged/);
   t.is((await kube.get(deploymentPath)).metadata.generation, before.deployment.metadata.generation);
-  t.is((await kube.get(configMapPath)).metadata.resourceVersion, before.configMap.metadata.resourceVersion);
+  // The status the leader writes may move a resourceVersion: the specs are compared by generation.
+  const generations = async () => ((await kube.get(sidecarTemplatesPath())).items as Json[]).map((o) => `${o.metadata.name}:${o.metadata.generation}`).sort();
+  t.deepEqual(await generations(), ['log-shipper:1', 'proxy:1']);
   // The apply set the webhooks back to the shipped Ignore and emptied the armed record: the
   // injector arms the required one again (a later test must find it armed).
   await healthyInstall();

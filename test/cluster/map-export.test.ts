@@ -26,6 +26,7 @@ import {
   optedInNamespace,
   testNamespace,
   warnings,
+  sidecarTemplatesPath,
   withTemplate,
   type Json,
 } from './helpers.js';
@@ -538,9 +539,9 @@ test('the exported policy stores the pods the webhook stores, refuses the pods i
 test('hybrid: a template marked delivery: policy is injected by the policy and left alone by the webhook, the others by the webhook; each sidecar once, the ledger whole, a fixed point', async (t) => {
   const { kube } = joinWorld();
   // The installed log shipper, marked for the policy; restored after the test.
-  const path = '/api/v1/namespaces/sidecar-injector/configmaps/sidecar-injector-templates';
+  const path = sidecarTemplatesPath('log-shipper');
   const original = await readFile('templates/log-shipper.yaml', 'utf8');
-  const marked = original.replace(/^failurePolicy: Ignore$/m, 'failurePolicy: Ignore\ndelivery: policy');
+  const marked = original.replace(/^ {2}failurePolicy: Ignore$/m, '  failurePolicy: Ignore\n  delivery: policy');
   t.not(marked, original);
   const dir = await mkdtemp(join(tmpdir(), 'map-hybrid-'));
   for (const file of await readdir('templates')) if (file !== 'kustomization.yaml') await copyFile(join('templates', file), join(dir, file));
@@ -548,9 +549,9 @@ test('hybrid: a template marked delivery: policy is injected by the policy and l
   const set = await loadTemplateDir(dir);
   const hash = set.byName.get('log-shipper')!.hash;
   const serves = (status: Json) => (status.templates.templates as string[]).includes(`log-shipper@${hash}`);
-  await kube.mergePatch(path, { data: { 'log-shipper.yaml': marked } });
+  await kube.mergePatch(path, { spec: { delivery: 'policy' } });
   t.teardown(async () => {
-    await kube.mergePatch(path, { data: { 'log-shipper.yaml': original } });
+    await kube.mergePatch(path, { spec: { delivery: null } });
     await everyReplica((status) => !serves(status), 'every replica serving the log shipper as installed');
   });
   await everyReplica(serves, 'every replica serving the log shipper marked delivery: policy');

@@ -90,6 +90,8 @@ test.serial(
       [
         ['required.sidecar-injector.io', 'Ignore'],
         ['optional.sidecar-injector.io', 'Ignore'],
+        // Not the operator's to set here: armed with the required one, and left so.
+        ['templates.sidecar-injector.io', 'Fail'],
       ],
       "the operator's Ignore is never reverted",
     );

@@ -19,17 +19,31 @@ import {
   plainPod,
   podPolicy,
   scaleInjector,
+  sidecarTemplate,
+  sidecarTemplatesPath,
   type Json,
 } from './helpers.js';
 
-const configMapPath = '/api/v1/namespaces/sidecar-injector/configmaps/sidecar-injector-templates';
-const stable = readFileSync('templates/log-shipper.yaml', 'utf8');
+const stable = sidecarTemplate(readFileSync('templates/log-shipper.yaml', 'utf8'));
 const stableImage = 'fluent/fluent-bit:3.2.2';
+const candidatePath = sidecarTemplatesPath('log-shipper-next');
 
-/** The log shipper with another image, as a candidate with `share`. */
-function candidate(image: string, share: number): string {
-  return `rollout:\n  role: candidate\n  share: ${share}\n${stable.replace(stableImage, image)}`;
+/** Stores the log shipper with another image as its candidate with `share` (the SidecarTemplate log-shipper-next), or changes it. */
+async function putCandidate(image: string, share: number): Promise<void> {
+  const { kube } = joinWorld();
+  const spec = { ...JSON.parse(JSON.stringify(stable.spec).replaceAll(stableImage, image)), name: 'log-shipper', rollout: { role: 'candidate', share } };
+  if (await kube.find(candidatePath)) await kube.mergePatch(candidatePath, { spec });
+  else
+    await kube.create(sidecarTemplatesPath(), {
+      apiVersion: 'sidecar-injector.io/v1alpha1',
+      kind: 'SidecarTemplate',
+      metadata: { name: 'log-shipper-next' },
+      spec,
+    });
 }
+
+/** The status the leader wrote on the candidate's SidecarTemplate. */
+const candidateStatus = async (): Promise<Json> => (await joinWorld().kube.get(candidatePath)).status ?? {};
 
 const shipperImage = (pod: Json) => ((pod.spec.initContainers ?? []) as Json[]).find((c) => c.name === 'log-shipper')?.image as string | undefined;
 
@@ -44,7 +58,7 @@ test.before(async () => {
 
 test.after.always(async () => {
   const { kube } = joinWorld();
-  await kube.mergePatch(configMapPath, { data: { 'log-shipper-next.yaml': null } });
+  if (await kube.find(candidatePath)) await kube.delete(candidatePath);
   await deploy();
   await eventually('the Deployment back as shipped', async () => {
     const d = await kube.get('/apis/apps/v1/namespaces/sidecar-injector/deployments/sidecar-injector');
@@ -74,8 +88,8 @@ test.serial(
       async () => (await kube.request('POST', `/api/v1/namespaces/${namespace}/pods?dryRun=All`, signed('fluent/fluent-bit:9.9.9'))).status === 422,
     );
     const started = new Date().toISOString();
-    await kube.mergePatch(configMapPath, { data: { 'log-shipper-next.yaml': candidate('fluent/fluent-bit:9.9.9', 100) } });
-    // From the moment the candidate is in the ConfigMap, every pod created is admitted with the stable image.
+    await putCandidate('fluent/fluent-bit:9.9.9', 100);
+    // From the moment the candidate is stored, every pod created is admitted with the stable image.
     const replicas = (await kube.get('/api/v1/namespaces/sidecar-injector/pods?labelSelector=app.kubernetes.io%2Fcomponent%3Dwebhook')).items.length;
     const images = new Set<string>();
     let created = 0;
@@ -86,10 +100,11 @@ test.serial(
       const { stdout } = await kubectl([
         'get',
         'events',
+        // The candidate's SidecarTemplate is cluster-scoped: its Events live in default.
         '-n',
-        'sidecar-injector',
+        'default',
         '--field-selector',
-        'involvedObject.name=sidecar-injector-templates,reason=RolloutPreflightFailed',
+        'involvedObject.name=log-shipper-next,reason=RolloutPreflightFailed',
         '-o',
         'json',
       ]);
@@ -102,6 +117,22 @@ test.serial(
     const shown = (status.rollout.candidates as Json[]).find((c) => c.template === 'log-shipper');
     t.is(shown?.takesPods, false);
     t.is((status.rollout.results as Json[]).find((r) => r.template === 'log-shipper')?.failure, 'refused');
+    // kubectl get sidecartemplates shows it stopped, and why, in the status the leader writes.
+    // The leader's own preflight: pending at first, then failed.
+    const written = await eventually('the candidate’s status: Stopped, its preflight failed', async () => {
+      const status = await candidateStatus();
+      return status.state === 'Stopped' && (status.conditions as Json[]).some((c) => c.type === 'Halted' && c.reason === 'PreflightFailed')
+        ? status
+        : undefined;
+    });
+    t.like(written, { template: 'log-shipper', role: 'candidate', share: '100%', state: 'Stopped' });
+    t.like(
+      (written.conditions as Json[]).find((c) => c.type === 'Halted'),
+      { status: 'True', reason: 'PreflightFailed' },
+    );
+    const table = (await kubectl(['get', 'sidecartemplates'])).stdout;
+    t.regex(table, /^NAME\s+TEMPLATE\s+REVISION\s+ROLE\s+SHARE\s+STATE\s+CURRENT\s+STALE\s+MISSING\s+AGE$/m);
+    t.regex(table, /^log-shipper-next\s+log-shipper\s+[0-9a-f]{12}\s+candidate\s+100%\s+Stopped\s/m);
   },
 );
 
@@ -112,7 +143,7 @@ test.serial(
     const namespace = await optedInNamespace(t, 'share', { 'sidecar-injector.test/pods': 'simulated' });
     const nextImage = 'fluent/fluent-bit:3.3.0';
     const share = 50;
-    await kube.mergePatch(configMapPath, { data: { 'log-shipper-next.yaml': candidate(nextImage, share) } });
+    await putCandidate(nextImage, share);
     const inShare = (name: string) => bucketOf('log-shipper', `${namespace}/Deployment/${name}`) < share * 100;
     // Every replica has passed the candidate's preflight: it takes its share everywhere.
     await everyReplica(
@@ -150,6 +181,15 @@ test.serial(
       return restarted.every((d) => pods.filter((p) => p.metadata.labels.app === d && !p.metadata.deletionTimestamp).length === 2) ? byDeployment : undefined;
     });
     for (const name of restarted) t.deepEqual([...after.get(name)!], [inShare(name) ? nextImage : stableImage], `${name} after a restart`);
+    t.like(
+      await eventually('the candidate’s status: taking its share', async () =>
+        (await candidateStatus()).state === 'Candidate' ? candidateStatus() : undefined,
+      ),
+      {
+        share: '50%',
+        role: 'candidate',
+      },
+    );
   },
 );
 
@@ -158,8 +198,7 @@ test.serial(
   async (t) => {
     const { kube, kubectl } = joinWorld();
     t.teardown(() => scaleInjector(2));
-    const candidateText = (await kube.get(configMapPath)).data['log-shipper-next.yaml'] as string | undefined;
-    t.truthy(candidateText, 'the passing candidate of the test before is in the ConfigMap');
+    t.truthy(await kube.find(candidatePath), 'the passing candidate of the test before is stored');
     await scaleInjector(1);
     const [old] = await injectorPods();
     await kube.delete(`/api/v1/namespaces/sidecar-injector/pods/${old!.metadata.name}`);
@@ -172,7 +211,7 @@ test.serial(
       const s = await kube.get(`/api/v1/namespaces/sidecar-injector/pods/https:${name}:10250/proxy/status`);
       return (s.rollout.candidates as Json[]).some((c) => c.template === 'log-shipper' && c.takesPods === true);
     });
-    const { stdout } = await kubectl(['get', 'events', '-n', 'sidecar-injector', '--field-selector', 'reason=RolloutPreflightFailed', '-o', 'json']);
+    const { stdout } = await kubectl(['get', 'events', '-n', 'default', '--field-selector', 'reason=RolloutPreflightFailed', '-o', 'json']);
     t.deepEqual(
       (JSON.parse(stdout).items as Json[]).filter((e) => e.reportingInstance === name).map((e) => e.message),
       [],

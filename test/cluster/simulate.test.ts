@@ -13,7 +13,18 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { formatSimulation, type SimulateReport } from '../../src/cli/simulate.js';
 import { loadTemplateDir } from '../../src/templates/load.js';
-import { cli, eventually, everyReplica, joinWorld, podPolicy, testNamespace, withTemplate, type Json } from './helpers.js';
+import {
+  cli,
+  eventually,
+  everyReplica,
+  joinWorld,
+  podPolicy,
+  sidecarTemplate,
+  sidecarTemplatesPath,
+  testNamespace,
+  withTemplate,
+  type Json,
+} from './helpers.js';
 
 /** The template in force: small enough for every namespace's limits. */
 const agentNow = `name: agent
@@ -175,7 +186,7 @@ test('simulate predicts exactly which of 500 Deployments and a Job a real rollou
   );
 
   // The change for real: the new revision in force, every Deployment restarted, the Job run again.
-  await kube.mergePatch('/api/v1/namespaces/sidecar-injector/configmaps/sidecar-injector-templates', { data: { 'agent.yaml': agentNext } });
+  await kube.mergePatch(sidecarTemplatesPath('agent'), { spec: sidecarTemplate(agentNext).spec });
   const nextRevision = (await loadTemplateDir(dir)).byName.get('agent')!.hash;
   await everyReplica((status) => (status.templates.templates as string[]).includes(`agent@${nextRevision}`), 'every replica serving the new agent');
   const restartedAt = new Date().toISOString();

@@ -636,7 +636,13 @@ export class FakeApiServer {
     if (req.method === 'PATCH' && subresource === 'status') {
       const body = await this.readBody(req);
       this.templateStatusPatches.push({ name: name!, body });
-      const object = { ...current, status: body.status, metadata: { ...current.metadata, resourceVersion: String(++this.rv) } };
+      // A merge patch, as the API server applies one: null removes a field, a list is replaced.
+      const status: Record<string, any> = { ...(current.status ?? {}) };
+      for (const [key, value] of Object.entries(body.status ?? {})) {
+        if (value === null) delete status[key];
+        else status[key] = value;
+      }
+      const object = { ...current, status, metadata: { ...current.metadata, resourceVersion: String(++this.rv) } };
       this.sidecarTemplates.set(name!, object);
       this.emit('MODIFIED', object);
       return this.send(res, 200, object);

@@ -9,7 +9,7 @@ import { nameOf } from '../../templates/forms.js';
 import { revisionsFor, rolloutSubject } from '../../templates/rollout.js';
 import type { TemplateSet } from '../../templates/set.js';
 import type { Template } from '../../templates/template.js';
-import type { Labels } from '../../k8s/selector.js';
+import { matches, type Labels } from '../../k8s/selector.js';
 import type { TemplateDecision } from '../decision.js';
 import { preparePod, type PreparedPod } from '../inject-pod.js';
 import { say } from '../reasons.js';
@@ -56,6 +56,17 @@ export async function selectTemplates(read: Read, input: PodInput, deps: AdmitDe
   for (const skip of selection.skipped) {
     if (requested.has(skip.template)) warnings.push(warning('template-not-selected', skip.message, skip.template));
     else if (skip.reason === 'os') notes.push(skip.message);
+  }
+  // A required template whose object the injector refuses is not in the set; a pod it may apply
+  // to is refused rather than admitted without it (required means required).
+  if (deps.failurePolicy !== 'Ignore' && selection.reason !== 'namespace-not-enabled' && selection.reason !== 'pod-opted-out') {
+    const missing = loaded.refusedRequired?.find(
+      (r) =>
+        (r.onRequest ? requested.has(r.template) : true) &&
+        (r.namespaceSelector ? matches(r.namespaceSelector, namespaceLabels) : true) &&
+        (r.objectSelector ? matches(r.objectSelector, own.labels) : true),
+    );
+    if (missing) return done(denied(at, 'required-template-refused', say('required-template-refused', missing.object, missing.problem)));
   }
   switch (selection.reason) {
     case undefined:

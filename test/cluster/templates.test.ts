@@ -1,0 +1,208 @@
+/**
+ * Templates as SidecarTemplate objects on the real API server: a bad template is refused at
+ * `kubectl apply` with check's message and never reaches a replica; replicas that start (a
+ * rollout restart, every replica pod evicted) serve the stored templates and no pod create is
+ * refused; the status the leader writes is what `kubectl get sidecartemplates` shows and agrees
+ * with `audit`; every command reads the cluster's templates from any working directory.
+ */
+import test from 'ava';
+import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { cli, eventually, healthyInstall, injectorPods, joinWorld, optedInNamespace, plainPod, sidecarTemplatesPath, type Json } from './helpers.js';
+
+/** The injector's pods: name and restart count, as a fingerprint of "nothing restarted". */
+async function replicaFingerprint(): Promise<string[]> {
+  return (await injectorPods())
+    .filter((p) => !p.metadata.deletionTimestamp)
+    .map((p) => `${p.metadata.name}:${((p.status?.containerStatuses ?? []) as Json[]).map((c) => c.restartCount).join()}`)
+    .sort();
+}
+
+const manifest = (name: string, spec: string) => `apiVersion: sidecar-injector.io/v1alpha1\nkind: SidecarTemplate\nmetadata:\n  name: ${name}\nspec:\n${spec}`;
+
+test.serial('a bad SidecarTemplate is refused at kubectl apply with check’s message, never stored, and no replica restarts', async (t) => {
+  const { kube, kubectl } = joinWorld();
+  const before = await replicaFingerprint();
+  const cases: { what: string; files: Record<string, string>; message: RegExp }[] = [
+    {
+      what: 'mis-indentation',
+      files: { 'agent.yaml': manifest('bad-indent', '  containers:\n  - name: agent\n  image: registry.example/agent:1\n') },
+      message: /SidecarTemplate bad-indent is refused \(the checks of sidecar-injector check\):\n\s+spec\.image: unknown field/,
+    },
+    {
+      what: 'an unknown field',
+      files: { 'agent.yaml': manifest('bad-field', '  containers:\n    - name: agent\n      image: registry.example/agent:1\n      volumeMount: []\n') },
+      message: /spec\.containers\[0\]\.volumeMount: unknown field "volumeMount" \(did you mean volumeMounts\?\)/,
+    },
+    {
+      what: 'a bad placeholder',
+      files: { 'agent.yaml': manifest('bad-placeholder', '  containers:\n    - name: agent\n      image: "registry.example/agent:{{ pod.nmaespace }}"\n') },
+      message: /spec\.containers\[0\]\.image: .*pod\.nmaespace/,
+    },
+    {
+      what: 'a Pod-schema error',
+      files: {
+        'agent.yaml': manifest(
+          'bad-schema',
+          '  containers:\n    - name: agent\n      image: registry.example/agent:1\n      ports: [{ containerPort: "http" }]\n',
+        ),
+      },
+      message: /does not match the Kubernetes Pod schema/,
+    },
+    {
+      what: 'a kustomization mistake (a patch that breaks the template)',
+      files: {
+        'agent.yaml': manifest('bad-patch', '  containers:\n    - name: agent\n      image: registry.example/agent:1\n'),
+        'kustomization.yaml':
+          'resources: [agent.yaml]\npatches:\n  - target: { kind: SidecarTemplate, name: bad-patch }\n    patch: |-\n      - op: add\n        path: /spec/containers/0/resources\n        value: { limits: { memory: lots } }\n',
+      },
+      message: /SidecarTemplate bad-patch is refused/,
+    },
+  ];
+  for (const { what, files, message } of cases) {
+    const dir = await mkdtemp(join(tmpdir(), 'bad-template-'));
+    for (const [name, text] of Object.entries(files)) await writeFile(join(dir, name), text);
+    if (!files['kustomization.yaml']) await writeFile(join(dir, 'kustomization.yaml'), 'resources: [agent.yaml]\n');
+    const applied = await kubectl(['apply', '-k', dir]).then(
+      () => ({ ok: true, out: '' }),
+      (err: Error) => ({ ok: false, out: err.message }),
+    );
+    t.false(applied.ok, `${what}: refused`);
+    t.regex(applied.out, /admission webhook "templates\.sidecar-injector\.io" denied the request: SidecarTemplate /, what);
+    t.regex(applied.out, message, what);
+  }
+  const stored = ((await kube.get(sidecarTemplatesPath())).items as Json[]).map((o) => o.metadata.name).sort();
+  t.deepEqual(stored, ['log-shipper', 'proxy'], 'nothing of them stored');
+  t.deepEqual(await replicaFingerprint(), before, 'no replica restarted');
+});
+
+/** Creates plain pods in `namespace` until `done()`, at most 4 at once; returns the refusals' messages and the count. */
+async function createWhile(namespace: string, done: () => boolean): Promise<{ created: number; refused: string[] }> {
+  const { kube } = joinWorld();
+  const refused: string[] = [];
+  let created = 0;
+  await Promise.all(
+    Array.from({ length: 4 }, async (_, worker) => {
+      while (!done()) {
+        const answer = await kube.request('POST', `/api/v1/namespaces/${namespace}/pods?dryRun=All`, plainPod(`during-${worker}-${created}`));
+        created++;
+        if (answer.status !== 201) refused.push(String(answer.body.message ?? answer.status));
+        else if (!((answer.body.spec.initContainers ?? []) as Json[]).some((c) => c.name === 'log-shipper')) refused.push('admitted without log-shipper');
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    }),
+  );
+  return { created, refused };
+}
+
+test.serial(
+  'replicas that start serve the stored templates: a rollout restart, then every replica pod evicted as a drain does, and no pod create refused or missing its sidecar',
+  async (t) => {
+    const { kube, kubectl } = joinWorld();
+    const namespace = await optedInNamespace(t, 'restarts');
+    let finished = false;
+    const load = createWhile(namespace, () => finished);
+    try {
+      await kubectl(['rollout', 'restart', 'deployment/sidecar-injector', '-n', 'sidecar-injector']);
+      await kubectl(['rollout', 'status', 'deployment/sidecar-injector', '-n', 'sidecar-injector', '--timeout=180s']);
+      await healthyInstall();
+    } finally {
+      finished = true;
+    }
+    const restart = await load;
+    t.true(restart.created > 20, `${restart.created} creates during the rollout restart`);
+    t.deepEqual(restart.refused, [], 'a rollout restart refuses no pod create');
+
+    // Every replica pod evicted, as a node drain does (the PodDisruptionBudget paces it): each new
+    // replica lists the SidecarTemplates and serves them before the next old one goes.
+    finished = false;
+    const second = createWhile(namespace, () => finished);
+    const old = (await injectorPods()).map((p) => p.metadata.name as string);
+    try {
+      for (const name of old)
+        await eventually(`the eviction of ${name} accepted`, async () => {
+          const answer = await kube.request('POST', `/api/v1/namespaces/sidecar-injector/pods/${name}/eviction`, {
+            apiVersion: 'policy/v1',
+            kind: 'Eviction',
+            metadata: { name, namespace: 'sidecar-injector' },
+          });
+          // 429: the budget allows no disruption yet (the replacement is not ready).
+          return answer.status === 201 || answer.status === 200;
+        });
+      await eventually('new replicas, the old ones gone', async () => {
+        const pods = await injectorPods();
+        return pods.every((p) => !old.includes(p.metadata.name)) && pods.length === 2;
+      });
+      await healthyInstall();
+    } finally {
+      finished = true;
+    }
+    const drained = await second;
+    t.true(drained.created > 10, `${drained.created} creates while every replica was replaced`);
+    t.deepEqual(drained.refused, [], 'no pod create refused while every replica was evicted and replaced');
+  },
+);
+
+test.serial('kubectl get sidecartemplates: the status the leader writes names the revision in force, and its pod counts agree with audit', async (t) => {
+  const { kube, kubectl } = joinWorld();
+  const namespace = await optedInNamespace(t, 'status');
+  for (let i = 0; i < 3; i++) await kube.create(`/api/v1/namespaces/${namespace}/pods`, plainPod(`counted-${i}`));
+  const served = await kube.get('/api/v1/namespaces/sidecar-injector/services/https:sidecar-injector:443/proxy/status');
+  const revision = (served.templates.templates as string[]).find((s) => s.startsWith('log-shipper@'))!.split('@')[1];
+  // The audit of the whole cluster, as `sidecar-injector audit` counts it, per state of log-shipper.
+  const audited = async () => {
+    const run = await cli(['audit', '-o', 'json']);
+    const counts: Record<string, number> = {};
+    for (const pod of JSON.parse(run.stdout).pods as Json[])
+      for (const verdict of pod.templates as Json[]) if (verdict.name === 'log-shipper') counts[verdict.state] = (counts[verdict.state] ?? 0) + 1;
+    return counts;
+  };
+  const status = await eventually('the status of log-shipper agreeing with audit', async () => {
+    const object = await kube.get(sidecarTemplatesPath('log-shipper'));
+    const counts = await audited();
+    const pods = object.status?.pods;
+    return pods && pods.current === (counts.current ?? 0) && pods.stale === (counts.stale ?? 0) && pods.missing === (counts.missing ?? 0) && pods.current >= 3
+      ? object.status
+      : undefined;
+  });
+  t.like(status, { template: 'log-shipper', revision, role: 'stable', state: 'Serving' });
+  t.is(status.observedGeneration, (await kube.get(sidecarTemplatesPath('log-shipper'))).metadata.generation);
+  t.like(
+    (status.conditions as Json[]).find((c) => c.type === 'Ready'),
+    { status: 'True', reason: 'Accepted' },
+  );
+  const table = (await kubectl(['get', 'sidecartemplates', 'log-shipper'])).stdout;
+  t.regex(
+    table,
+    new RegExp(
+      `^log-shipper\\s+log-shipper\\s+${revision}\\s+stable\\s+Serving\\s+${status.pods.current}\\s+${status.pods.stale}\\s+${status.pods.missing}\\s`,
+      'm',
+    ),
+  );
+});
+
+test.serial('every command reads the cluster’s templates from any working directory', async (t) => {
+  const { kube } = joinWorld();
+  const namespace = await optedInNamespace(t, 'anywhere');
+  await kube.create(`/api/v1/namespaces/${namespace}/pods`, plainPod('web'));
+  const elsewhere = await mkdtemp(join(tmpdir(), 'elsewhere-'));
+  await mkdir(join(elsewhere, 'templates'));
+  // A folder named templates with nothing in it: no command reads it unless told to.
+  const inForce = ['log-shipper', 'proxy'];
+  const why = await cli(['why', '-n', namespace, 'pod/web', '-o', 'json'], { cwd: elsewhere });
+  t.is(why.code, 0, why.stderr);
+  t.deepEqual((JSON.parse(why.stdout).templates as Json[]).map((a) => a.template).sort(), inForce);
+  const audit = await cli(['audit', '-n', namespace, '-o', 'json'], { cwd: elsewhere });
+  t.is(audit.code, 0, audit.stderr);
+  t.true((JSON.parse(audit.stdout).pods as Json[]).some((p) => (p.templates as Json[]).some((v) => v.name === 'log-shipper' && v.state === 'current')));
+  const rollout = await cli(['rollout', 'status', '-o', 'json'], { cwd: elsewhere });
+  t.is(rollout.code, 0, rollout.stderr);
+  t.deepEqual((JSON.parse(rollout.stdout).templates as Json[]).map((r) => r.template).sort(), inForce);
+  const render = await cli(['render', '-f', '-'], { cwd: elsewhere, input: JSON.stringify({ ...plainPod('x'), metadata: { name: 'x', namespace } }) });
+  t.is(render.code, 0, render.stderr);
+  t.regex(render.stdout, /name: log-shipper/);
+  const policies = await cli(['policies'], { cwd: elsewhere });
+  t.is(policies.code, 0, policies.stderr);
+  t.regex(policies.stdout, /sidecar-injector-required-proxy/);
+});
