@@ -5,7 +5,7 @@
  * from (nothing, and a refusal on the required webhook, until it has listed them), and the
  * status the leader writes.
  */
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { mkdtemp, writeFile } from 'node:fs/promises';
@@ -29,6 +29,20 @@ import { optedIn } from './helpers/pods.js';
 import { until } from './helpers/until.js';
 
 const silent = pino({ level: 'silent' });
+/** The fake API server holding `templates` (name → spec), and a cluster source that has listed them. */
+async function listedObjects(t: ExecutionContext, templates: Record<string, Record<string, unknown>>) {
+  const api = new FakeApiServer();
+  await api.start();
+  t.teardown(() => api.stop());
+  for (const [name, spec] of Object.entries(templates)) api.applyTemplate(name, spec);
+  const kubeConfig = await api.kubeConfig();
+  const objects = new TemplateObjects({ kubeConfig, log: silent });
+  objects.start();
+  t.teardown(() => objects.stop());
+  await until(() => objects.ready(), 'listed');
+  return { api, kubeConfig, objects };
+}
+
 const pod = () => ({
   apiVersion: 'v1',
   kind: 'Pod',
@@ -278,16 +292,10 @@ test("a SidecarTemplate's status: revision, role, share and state, pod counts, a
 });
 
 test("the leader writes each object's status once, through the status subresource, and again only when it changes", async (t) => {
-  const api = new FakeApiServer();
-  await api.start();
-  t.teardown(() => api.stop());
-  api.applyTemplate('logs', templateObject(logShipperDoc).spec);
-  api.applyTemplate('broken', { containers: [{ name: 'b', image: '{{ nothing }}' }] });
-  const kubeConfig = await api.kubeConfig();
-  const objects = new TemplateObjects({ kubeConfig, log: silent });
-  objects.start();
-  t.teardown(() => objects.stop());
-  await until(() => objects.ready(), 'listed');
+  const { api, kubeConfig, objects } = await listedObjects(t, {
+    logs: templateObject(logShipperDoc).spec,
+    broken: { containers: [{ name: 'b', image: '{{ nothing }}' }] },
+  });
   const clock = new FakeClock();
   const audit: { counts?: Map<string, Record<string, number>> } = {};
   const writer = new TemplateStatusWriter({
@@ -400,15 +408,7 @@ test('what concerns the set never unserves a stable revision: a candidate of a d
 });
 
 test('a status the object no longer has is cleared, not left beside the new one', async (t) => {
-  const api = new FakeApiServer();
-  await api.start();
-  t.teardown(() => api.stop());
-  api.applyTemplate('logs', templateObject(logShipperDoc).spec);
-  const kubeConfig = await api.kubeConfig();
-  const objects = new TemplateObjects({ kubeConfig, log: silent });
-  objects.start();
-  t.teardown(() => objects.stop());
-  await until(() => objects.ready(), 'listed');
+  const { api, kubeConfig, objects } = await listedObjects(t, { logs: templateObject(logShipperDoc).spec });
   const clock = new FakeClock();
   const writer = new TemplateStatusWriter({
     kubeConfig,
