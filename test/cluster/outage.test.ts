@@ -95,7 +95,7 @@ test.serial(
       ],
       "the operator's Ignore is never reverted",
     );
-    t.is(after.metadata.annotations['sidecar-injector.io/armed-webhooks'], 'required.sidecar-injector.io');
+    t.is(after.metadata.annotations['sidecar-injector.io/armed-webhooks'], 'required.sidecar-injector.io,templates.sidecar-injector.io');
     // Never forgotten: the replica that writes certificates reports the lowered webhook in its /status and its metric.
     const leader = await eventually('the leader reporting the webhook failing open', async () => {
       for (const pod of await injectorPods()) {
