@@ -90,7 +90,8 @@ function floor(room, allowed) {
 }
 
 export default tseslint.config(
-  { ignores: ['dist/', 'node_modules/', '.dev-certs/', '.node24/', 'manifests/overlays/self-signed/'] },
+  // build/: what make image and make release write (the image's root filesystem holds a copy of dist/).
+  { ignores: ['dist/', 'build/', 'node_modules/', '.dev-certs/', '.node24/', 'manifests/overlays/self-signed/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   prettier,

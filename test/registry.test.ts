@@ -140,9 +140,13 @@ registryTest('make push puts the built image into a registry; a pull by its dige
   const deployment = objects.find((o) => o.kind === 'Deployment' && o.metadata.name === 'sidecar-injector')!;
   t.is(deployment.spec.template.spec.containers[0].image, `${registry.host}/platform/sidecar-injector@${digest}`);
   t.deepEqual(
-    objects.find((o) => o.kind === 'ConfigMap' && o.metadata.name === 'sidecar-injector-templates')?.data ?? {},
-    {},
+    objects.filter((o) => o.kind === 'SidecarTemplate'),
+    [],
     'the release installs no template',
+  );
+  t.true(
+    objects.some((o) => o.kind === 'CustomResourceDefinition' && o.metadata.name === 'sidecartemplates.sidecar-injector.io'),
+    'the resource it reads',
   );
   const sums = await readFile(join(releaseDir, 'SHA256SUMS'), 'utf8');
   t.regex(sums, /install\.yaml\n/);

@@ -12,7 +12,7 @@ import { ConfigError, UsageError } from '../src/errors.js';
 import { FakeApiServer } from './helpers/fake-apiserver.js';
 import { candidateFile, rolloutWorld, serveStatus } from './helpers/rollout-world.js';
 import { until } from './helpers/until.js';
-import { bareExampleText } from './helpers/templates.js';
+import { applyExamples, bareExampleText, revisionManifestText } from './helpers/templates.js';
 
 const shipper = bareExampleText('log-shipper');
 const next = `rollout:\n  role: candidate\n  share: 25\n  namespaces: [shop]\n  podSelector: {matchLabels: {tier: web}}\n${shipper.replace('fluent-bit:3.2.2', 'fluent-bit:3.2.3')}`;
@@ -194,4 +194,50 @@ test('an injector that runs no preflight says so', async (t) => {
   const dir = await templatesDir();
   const { stdout } = await run(['status', '--templates', dir, '--kubeconfig', await kubeconfigFile(api), '--injector', 'ops/injector:8443']);
   t.regex(stdout, /^injector ops\/injector:8443: runs no preflight \(no --rollout-probe-namespace\): each candidate takes its share as soon as it is loaded$/m);
+});
+
+test("without --templates: the cluster's SidecarTemplates, and each one's status as the injector wrote it (read as untrusted text)", async (t) => {
+  const api = new FakeApiServer();
+  await api.start();
+  t.teardown(() => api.stop());
+  applyExamples(api);
+  api.applyTemplateText(
+    revisionManifestText(bareExampleText('log-shipper').replace('fluent-bit:3.2.2', 'fluent-bit:3.2.3'), 'log-shipper-next', { role: 'candidate', share: 25 }),
+  );
+  const stored = (name: string) => api.sidecarTemplates.get(name)!;
+  stored('log-shipper').status = {
+    template: 'log-shipper',
+    role: 'stable',
+    state: 'Serving',
+    revision: 'abc',
+    pods: { current: 7, stale: 1, missing: 0, leftOut: 0 },
+  };
+  stored('log-shipper-next').status = {
+    template: 'log-shipper',
+    role: 'candidate',
+    share: '25%',
+    state: 'Stopped',
+    message: 'takes no pod: preflight failed\u202e (refused)',
+  };
+  const kubeconfig = await kubeconfigFile(api);
+  const json = JSON.parse((await run(['status', '--kubeconfig', kubeconfig, '-o', 'json'])).stdout) as RolloutReport;
+  t.deepEqual(
+    json.templates.map((r) => [r.template, r.candidate?.share]),
+    [
+      ['log-shipper', 25],
+      ['proxy', undefined],
+    ],
+  );
+  t.deepEqual(
+    json.objects!.map((o) => [o.name, o.role, o.state, o.pods?.current]),
+    [
+      ['log-shipper', 'stable', 'Serving', 7],
+      ['log-shipper-next', 'candidate', 'Stopped', undefined],
+      ['proxy', undefined, undefined, undefined],
+    ],
+  );
+  const text = (await run(['status', '--kubeconfig', kubeconfig])).stdout;
+  t.regex(text, /^SIDECARTEMPLATE\s+ROLE\s+SHARE\s+STATE\s+CURRENT\s+STALE\s+MISSING\s+MESSAGE$/m);
+  t.regex(text, /^log-shipper-next\s+candidate\s+25%\s+Stopped\s+-\s+-\s+-\s+takes no pod: preflight failed\\u202e \(refused\)$/m);
+  t.regex(text, /^proxy\s+-\s+-\s+no status yet/m);
 });

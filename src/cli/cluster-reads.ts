@@ -52,6 +52,42 @@ export interface TemplatesInForce {
   readonly changed?: string;
   /** SidecarTemplates the injector refuses (it serves the others), each with its problems as `check` prints them. */
   readonly refused: readonly { readonly name: string; readonly problems: readonly string[] }[];
+  /** Each SidecarTemplate's status as the injector's elected replica wrote it (from the cluster only). */
+  readonly objects?: readonly ObjectState[];
+}
+
+/** What a SidecarTemplate's status says, as far as a reader takes it (strings cut, counts numbers). */
+export interface ObjectState {
+  readonly name: string;
+  readonly template?: string;
+  readonly revision?: string;
+  readonly role?: string;
+  readonly share?: string;
+  readonly state?: string;
+  readonly message?: string;
+  readonly pods?: { readonly current: number; readonly stale: number; readonly missing: number; readonly leftOut: number };
+}
+
+/** A SidecarTemplate's status, read defensively: anyone who may write it may write anything. */
+export function objectState(object: JsonObject): ObjectState {
+  const metadata = isJsonObject(object.metadata) ? object.metadata : {};
+  const status = isJsonObject(object.status) ? object.status : {};
+  const text = (value: unknown, max = 200) => (typeof value === 'string' ? value.slice(0, max) : undefined);
+  const count = (value: unknown) => (typeof value === 'number' && Number.isFinite(value) && value >= 0 ? Math.floor(value) : 0);
+  const pods = isJsonObject(status.pods) ? status.pods : undefined;
+  const fields = {
+    template: text(status.template, 63),
+    revision: text(status.revision, 64),
+    role: text(status.role, 20),
+    share: text(status.share, 20),
+    state: text(status.state, 20),
+    message: text(status.message, 300),
+  };
+  return {
+    name: text(metadata.name, 253) ?? '',
+    ...Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined)),
+    ...(pods ? { pods: { current: count(pods.current), stale: count(pods.stale), missing: count(pods.missing), leftOut: count(pods.leftOut) } } : {}),
+  };
 }
 
 /**
@@ -83,6 +119,7 @@ export async function templatesInForce(kubeConfig: KubeConfig, dir: string | und
     fromCluster: true,
     ...(changed ? { changed } : {}),
     refused: [...refused.entries()].map(([name, problems]) => ({ name, problems: problems.map(problemLine) })),
+    objects: items.map(objectState).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)),
   };
 }
 

@@ -15,7 +15,8 @@ import { isJsonObject, type JsonObject } from '../k8s/json.js';
 import { isDns1123Label } from '../k8s/label-syntax.js';
 import type { ListedMetadata } from '../pipeline/audit.js';
 import { loadTemplateDir } from '../templates/load.js';
-import { templatesInForce } from './cluster-reads.js';
+import { printable } from '../quote.js';
+import { templatesInForce, type ObjectState } from './cluster-reads.js';
 import { rolloutSubject, bucketKey, type Rollout } from '../templates/rollout.js';
 import type { TemplateSet } from '../templates/set.js';
 import { rolloutOptions } from './usage.js';
@@ -80,6 +81,8 @@ export interface InjectorRollout {
 
 export interface RolloutReport {
   readonly templates: readonly TemplateRollout[];
+  /** Each SidecarTemplate's status as the injector wrote it; undefined with a folder. */
+  readonly objects?: readonly ObjectState[];
   /** Undefined with --offline. */
   readonly pods?: readonly RevisionCount[];
   /** Undefined with --offline. */
@@ -193,13 +196,28 @@ export function formatRollout(report: RolloutReport): string {
       t.previous ?? '-',
     ]),
   );
-  if (!report.pods) return templates;
+  const objects = report.objects?.length
+    ? `\n${columns(
+        ['SIDECARTEMPLATE', 'ROLE', 'SHARE', 'STATE', 'CURRENT', 'STALE', 'MISSING', 'MESSAGE'],
+        report.objects.map((o) => [
+          printable(o.name),
+          printable(o.role ?? '-'),
+          printable(o.share ?? '-'),
+          printable(o.state ?? 'no status yet'),
+          String(o.pods?.current ?? '-'),
+          String(o.pods?.stale ?? '-'),
+          String(o.pods?.missing ?? '-'),
+          printable(o.message ?? ''),
+        ]),
+      )}`
+    : '';
+  if (!report.pods) return `${templates}${objects}`;
   const injector = report.injector ? `\n${formatInjector(report.injector)}` : '';
   const pods = columns(
     ['TEMPLATE', 'REVISION', 'ROLE', 'WORKLOADS', 'PODS'],
     report.pods.map((c) => [c.template, c.revision, c.role, String(c.workloads), String(c.pods)]),
   );
-  return `${templates}\n${report.pods.length > 0 ? pods : 'no pod carries a template of this directory\n'}${injector}`;
+  return `${templates}${objects}\n${report.pods.length > 0 ? pods : 'no pod carries one of these templates\n'}${injector}`;
 }
 
 /** `NS/SERVICE[:PORT]`, checked. */
@@ -325,8 +343,12 @@ export async function rollout(argv: readonly string[], io: RolloutIo, env: Reado
         hint: ' (--offline shows a --templates folder only)',
       });
   // The cluster's SidecarTemplates by default (as the injector checks them), a folder when given.
-  const set = kubeConfig ? (await templatesInForce(kubeConfig, dir)).set : await loadTemplateDir(dir!);
-  const report: { templates: TemplateRollout[]; pods?: RevisionCount[]; injector?: InjectorRollout } = { templates: templateRollouts(set) };
+  const inForce = kubeConfig ? await templatesInForce(kubeConfig, dir) : undefined;
+  const set = inForce ? inForce.set : await loadTemplateDir(dir!);
+  const report: { templates: TemplateRollout[]; objects?: readonly ObjectState[]; pods?: RevisionCount[]; injector?: InjectorRollout } = {
+    templates: templateRollouts(set),
+    ...(inForce?.objects ? { objects: inForce.objects } : {}),
+  };
   if (kubeConfig) {
     const service = parseInjectorService((values.injector as string | undefined) ?? 'sidecar-injector/sidecar-injector:443');
     const namespace = values.namespace as string | undefined;

@@ -68,7 +68,7 @@ export interface EventInput {
   readonly action?: string;
   /**
    * What tells this occurrence from others of the same reason on the same object (a template
-   * revision on the templates ConfigMap): a series of its own, never counted into theirs. @default none
+   * revision on its SidecarTemplate): a series of its own, never counted into theirs. @default none
    */
   readonly series?: string;
   /**

@@ -64,7 +64,7 @@ export function answersForNewPod(outcome: PodOutcome, set: TemplateSet, workload
 export interface CreationContext {
   /** The pod's creationTimestamp. */
   readonly podCreated?: string;
-  /** The last change of the templates ConfigMap (its managedFields). */
+  /** The last change of the SidecarTemplates' spec (their managedFields). */
   readonly templatesChanged?: string;
   /** The last change of the namespace's labels (its managedFields). */
   readonly namespaceLabelsChanged?: string;

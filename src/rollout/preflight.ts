@@ -203,7 +203,7 @@ export async function preflight(candidate: Template, namespace: string, dryRun: 
   return done(undefined, `${subject} was admitted by the chain with the sidecar once, and a second pass changed nothing`);
 }
 
-/** Told of each result (a metric, an Event on the templates ConfigMap, the log). */
+/** Told of each result (a metric, an Event on the candidate's SidecarTemplate, the log). */
 export type PreflightListener = (result: PreflightResult) => void;
 
 /**

@@ -71,7 +71,7 @@ export class TemplateStatusWriter {
 
   /** Resolves once the round under way (if any) and the one it asked for are done (tests). */
   async settled(): Promise<void> {
-    while (this.running) await new Promise((resolve) => setImmediate(resolve));
+    while (this.running) await new Promise((resolve) => setTimeout(resolve, 1));
   }
 
   /** One pass over the objects; a call during a pass asks for one more after it. */

@@ -591,8 +591,9 @@ export class FakeApiServer {
   /** Stores a template from its YAML (a bare document `name: …` or a SidecarTemplate manifest); `changedAt` sets its managedFields' time for spec. */
   applyTemplateText(text: string, changedAt?: string): Record<string, any> {
     const doc = parseYaml(text) as Record<string, any>;
-    const { name, ...spec } = doc.kind === 'SidecarTemplate' ? { name: doc.metadata.name, ...doc.spec } : doc;
-    const object = this.applyTemplate(name, spec);
+    // A manifest's spec whole (a revision's spec.name is the template's, not the object's); a bare document's name is the object's.
+    const { name, ...bare } = doc;
+    const object = doc.kind === 'SidecarTemplate' ? this.applyTemplate(doc.metadata.name, doc.spec) : this.applyTemplate(name, bare);
     if (changedAt) object.metadata.managedFields = [{ manager: 'kubectl', operation: 'Apply', time: changedAt, fieldsV1: { 'f:spec': {} } }];
     return object;
   }
