@@ -8,7 +8,7 @@
 import test, { type ExecutionContext } from 'ava';
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
-import { mkdtemp, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
@@ -106,6 +106,14 @@ test('check on a folder of manifests: the kustomization must apply every file as
     join(dir, 'kustomization.yaml'),
     'namespace: sidecar-injector\nconfigMapGenerator:\n  - name: sidecar-injector-templates\n    files: [logs.yaml, proxy.yaml]\nresources:\n  - logs.yaml\n',
   );
+  // Two documents in one file: named, not the YAML library's words.
+  await writeFile(join(dir, 'two.yaml'), `${manifest(logShipperDoc)}\n---\n${manifest({ ...proxyDoc, name: 'proxy-2' })}\n`);
+  const two = await t.throwsAsync(check(dir), { instanceOf: TemplateError });
+  t.true(
+    two!.problems.some((p) => p.file === 'two.yaml' && /^2 YAML documents: one SidecarTemplate per file/.test(p.message)),
+    JSON.stringify(two!.problems),
+  );
+  await rm(join(dir, 'two.yaml'));
   const error = await t.throwsAsync(check(dir), { instanceOf: TemplateError });
   const lines = error!.problems.map((p) => `${p.file}: ${p.field}: ${p.message}`);
   t.true(

@@ -4,7 +4,7 @@
  */
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { isCollection, LineCounter, parseDocument, visit, type Document, type YAMLError } from 'yaml';
+import { isCollection, LineCounter, parseAllDocuments, parseDocument, visit, type Document, type YAMLError } from 'yaml';
 import { TemplateError, type TemplateProblem } from '../errors.js';
 import type { TemplateSet } from './set.js';
 import { createRevisionSet, splitRollout, type RevisionFile, type RolloutStanza } from './rollout.js';
@@ -27,6 +27,14 @@ export function yamlPosition(error: YAMLError, lineCounter: LineCounter): string
 /** Parses one file's text (YAML or JSON, a single document) and compiles it, its `rollout:` stanza apart. */
 export function parseTemplateText(text: string, file: string): { template?: Template; stanza?: RolloutStanza; problems: TemplateProblem[] } {
   const lineCounter = new LineCounter();
+  // One template per file: a second document (`---` between two) would be read by no one.
+  const documents = parseAllDocuments(text, { uniqueKeys: true, prettyErrors: false });
+  if (Array.isArray(documents) && documents.length > 1)
+    return {
+      problems: [
+        { file, field: '', message: `${documents.length} YAML documents: one SidecarTemplate per file (split it, and list each file in kustomization.yaml)` },
+      ],
+    };
   const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: false, lineCounter });
   const issues = doc.errors.length > 0 ? doc.errors : doc.warnings;
   if (issues.length > 0)
