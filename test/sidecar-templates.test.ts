@@ -11,6 +11,7 @@ import { parse as parseYaml } from 'yaml';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { KubeConfig } from '@kubernetes/client-node';
 import pino from 'pino';
 import { answerTemplateReview, templateRefusal } from '../src/admission/validate-templates.js';
 import { RequestError, TemplateError } from '../src/errors.js';
@@ -49,6 +50,15 @@ const pod = () => ({
   metadata: { generateName: 'web-', namespace: 'shop', labels: { app: 'web' } },
   spec: { containers: [{ name: 'app', image: 'app:1' }] },
 });
+
+/** The leader's status writer over `objects`, on a fake clock (a round a second), stopped after the test. */
+function startWriter(t: ExecutionContext, kubeConfig: KubeConfig, objects: TemplateObjects, counts: () => Map<string, Record<string, number>> | undefined) {
+  const clock = new FakeClock();
+  const writer = new TemplateStatusWriter({ kubeConfig, log: silent, clock, objects, inForce: () => objects.current(), counts, intervalMs: 1000 });
+  writer.start();
+  t.teardown(() => writer.stop());
+  return { clock, writer };
+}
 
 test('a SidecarTemplate manifest is its spec named by its metadata: the same revision as the bare document, problems under spec.', (t) => {
   const bare = compileTemplate(logShipperDoc, 'logs.yaml');
@@ -263,8 +273,11 @@ test('the cluster source serves nothing until listed (a refusal on the required 
   );
   // A status write changes no generation: no new set.
   const before = objects.generation;
-  api.applyTemplate('broken', { failurePolicy: 'Ignore', containers: [{ name: 'b', image: '{{ pod.namespace }}' }] });
-  await new Promise((resolve) => setTimeout(resolve, 50));
+  const rewritten = api.applyTemplate('broken', { failurePolicy: 'Ignore', containers: [{ name: 'b', image: '{{ pod.namespace }}' }] });
+  await until(
+    () => (objects.stored().get('broken')?.metadata as { resourceVersion?: string } | undefined)?.resourceVersion === rewritten.metadata.resourceVersion,
+    'the write seen through the watch',
+  );
   t.is(objects.generation, before);
 });
 
@@ -304,19 +317,8 @@ test("the leader writes each object's status once, through the status subresourc
     logs: templateObject(logShipperDoc).spec,
     broken: { containers: [{ name: 'b', image: '{{ nothing }}' }] },
   });
-  const clock = new FakeClock();
   const audit: { counts?: Map<string, Record<string, number>> } = {};
-  const writer = new TemplateStatusWriter({
-    kubeConfig,
-    log: silent,
-    clock,
-    objects,
-    inForce: () => objects.current(),
-    counts: () => audit.counts,
-    intervalMs: 1000,
-  });
-  writer.start();
-  t.teardown(() => writer.stop());
+  const { clock, writer } = startWriter(t, kubeConfig, objects, () => audit.counts);
   await until(() => api.templateStatusPatches.length === 2, 'both statuses written');
   await until(() => [...objects.stored().values()].every((o) => o.status), 'the writes seen through the watch');
   const logs = api.sidecarTemplates.get('logs')!.status;
@@ -417,18 +419,7 @@ test('what concerns the set never unserves a stable revision: a candidate of a d
 
 test('a status the object no longer has is cleared, not left beside the new one', async (t) => {
   const { api, kubeConfig, objects } = await listedObjects(t, { logs: templateObject(logShipperDoc).spec });
-  const clock = new FakeClock();
-  const writer = new TemplateStatusWriter({
-    kubeConfig,
-    log: silent,
-    clock,
-    objects,
-    inForce: () => objects.current(),
-    counts: () => new Map([['logs', { current: 1 }]]),
-    intervalMs: 1000,
-  });
-  writer.start();
-  t.teardown(() => writer.stop());
+  const { clock, writer } = startWriter(t, kubeConfig, objects, () => new Map([['logs', { current: 1 }]]));
   await until(() => api.sidecarTemplates.get('logs')?.status?.role === 'stable', 'served');
   api.applyTemplate('logs', { containers: [{ name: 'b', image: '{{ nothing }}' }] });
   await until(() => api.sidecarTemplates.get('logs')?.status?.state === 'Refused', 'refused');
