@@ -118,7 +118,7 @@ const routeMeaning: Readonly<Record<string, string>> = {
   'GET /healthz':
     '`200 {"status":"ok"}`; `503 {"status":"unhealthy","problems":[…]}` when the replica cannot answer reviews (a built-in prototype changed, the last reviews all failed internally, the sample pod fails), so the kubelet restarts it.',
   'GET /readyz':
-    '`200 {"status":"ready"}` once templates are loaded, the namespace source is ready and (in cluster mode) the cluster was asked for its version; `503` before, and from the start of shutdown.',
+    '`200 {"status":"ready"}` once templates are loaded, the namespace source is ready and (in cluster mode) the cluster was asked for its version; `503` before. From the start of shutdown it keeps the answer it had (a terminating replica that still serves takes connections while no other is ready; see [graceful shutdown](../operating.md#graceful-shutdown)), and every answer carries `Connection: close`.',
   'GET /metrics': 'Prometheus text format; see [metrics](metrics.md).',
   'GET /status':
     'JSON: `ready`, `draining`, `templates`, `namespaces`, `kubernetes`, `audit` (cluster mode with the audit on), `rollout` (with `--rollout-probe-namespace`: the preflight of each candidate; see [rollout](../rollout.md)), `podSecurityAction`, `certificate`.',

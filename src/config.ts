@@ -31,6 +31,8 @@ export interface Config {
   readonly selfManaged?: { readonly secretName: string; readonly webhookConfigurationName: string; readonly serviceName: string };
   /** The injector's own namespace (Secret, Service, lease). @default $POD_NAMESPACE, else 'sidecar-injector' */
   readonly namespace: string;
+  /** The injector's Service, in `namespace`: named in a self-managed certificate, read on shutdown (the handover). @default 'sidecar-injector' */
+  readonly serviceName: string;
   /**
    * This replica's name: its lease identity and the `reportingInstance` of its Events.
    * @default $POD_NAME (the Deployment passes it), else $HOSTNAME, else `sidecar-injector-<pid>`
@@ -64,6 +66,11 @@ export interface Config {
   readonly shutdownDelayMs: number;
   /** On SIGTERM: the longest wait for in-flight reviews after the listener closes. @default 20000 */
   readonly shutdownTimeoutMs: number;
+  /**
+   * On SIGTERM, for a replica behind the Service: the longest wait, serving, for another ready
+   * replica to take over before the shutdown delay begins. @default 30000
+   */
+  readonly shutdownHandoverMs: number;
   /** How often the templates directory is checked for changes (besides file events). @default 5000 */
   readonly templateCheckIntervalMs: number;
   /** pino level. @default 'info' */
@@ -138,7 +145,7 @@ export const serveOptions = {
     value: 'NAME',
     env: 'SIDECAR_INJECTOR_SERVICE',
     default: 'sidecar-injector',
-    help: 'the Service named in the --tls-secret certificate',
+    help: "the injector's Service: named in the --tls-secret certificate, and whose endpoints a stopping replica waits on",
   },
   namespace: {
     kind: 'string',
@@ -209,6 +216,13 @@ export const serveOptions = {
   'log-level': { kind: 'string', value: 'LEVEL', env: 'SIDECAR_INJECTOR_LOG_LEVEL', default: 'info', help: 'pino level' },
   'shutdown-delay-ms': { kind: 'string', value: 'N', env: 'SIDECAR_INJECTOR_SHUTDOWN_DELAY_MS', default: '5000', help: 'unready but serving, before closing' },
   'shutdown-timeout-ms': { kind: 'string', value: 'N', env: 'SIDECAR_INJECTOR_SHUTDOWN_TIMEOUT_MS', default: '20000', help: 'wait for in-flight reviews' },
+  'shutdown-handover-ms': {
+    kind: 'string',
+    value: 'N',
+    env: 'SIDECAR_INJECTOR_SHUTDOWN_HANDOVER_MS',
+    default: '30000',
+    help: 'serving, wait for another replica to be ready behind the Service',
+  },
   'template-check-interval-ms': {
     kind: 'string',
     value: 'N',
@@ -285,6 +299,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
   const namespaceLookupTimeoutMs = integer('namespace-lookup-timeout-ms', 2000, 50, 30_000);
   const shutdownDelayMs = integer('shutdown-delay-ms', 5000, 0, 600_000);
   const shutdownTimeoutMs = integer('shutdown-timeout-ms', 20_000, 100, 600_000);
+  const shutdownHandoverMs = integer('shutdown-handover-ms', 30_000, 0, 600_000);
   const templateCheckIntervalMs = integer('template-check-interval-ms', 5000, 100, 3_600_000);
   const logLevel = option('log-level') ?? 'info';
   if (!logLevels.has(logLevel)) problems.push(`--log-level: expected one of ${[...logLevels].join(', ')} (got ${JSON.stringify(logLevel)})`);
@@ -293,7 +308,9 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
   if ((tlsCertFile === undefined) !== (tlsKeyFile === undefined)) problems.push('--tls-cert and --tls-key go together: give both or neither');
   const clientCaFile = option('client-ca');
   if (clientCaFile === '') problems.push('--client-ca: expected a file of CA certificates (PEM)');
-  const selfManaged = selfManagedOptions(option, { inCluster, kubeconfig, tlsFiles: tlsCertFile !== undefined }, problems);
+  const serviceName = option('service') ?? 'sidecar-injector';
+  const selfManaged = selfManagedOptions(option, serviceName, { inCluster, kubeconfig, tlsFiles: tlsCertFile !== undefined }, problems);
+  if (!selfManaged && !isDns1123Label(serviceName)) problems.push(serviceProblem(serviceName));
   const namespace = option('namespace') ?? (env.POD_NAMESPACE || 'sidecar-injector');
   if (!isDns1123Label(namespace)) problems.push(`--namespace / POD_NAMESPACE: expected a DNS-1123 label (got ${JSON.stringify(namespace).slice(0, 80)})`);
   // Null-prototype maps: names come from the command line.
@@ -346,6 +363,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
     ...(clientCaFile !== undefined ? { clientCaFile } : {}),
     ...(selfManaged ? { selfManaged: Object.freeze(selfManaged) } : {}),
     namespace,
+    serviceName,
     replica: env.POD_NAME || env.HOSTNAME || `sidecar-injector-${process.pid}`,
     inPod: Boolean(env.KUBERNETES_SERVICE_HOST && env.KUBERNETES_SERVICE_PORT),
     ...(namespaceLabelsFile !== undefined ? { namespaceLabelsFile } : {}),
@@ -357,6 +375,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
     maxBodyBytes,
     shutdownDelayMs,
     shutdownTimeoutMs,
+    shutdownHandoverMs,
     templateCheckIntervalMs,
     logLevel,
     ...(kubernetesVersion ? { kubernetesVersion } : {}),
@@ -374,22 +393,24 @@ export function kubernetesVersionProblem(text: string): string {
   return `--kubernetes-version: expected a version such as 1.28 or v1.29.3 (got ${JSON.stringify(text).slice(0, 80)})`;
 }
 
+const serviceProblem = (name: string) => `--service: expected a Service name, a DNS-1123 label (got ${JSON.stringify(name).slice(0, 80)})`;
+
 /** The self-managed certificate options, checked; undefined without --tls-secret. */
 function selfManagedOptions(
-  option: (name: 'tls-secret' | 'webhook-configuration' | 'service') => string | undefined,
+  option: (name: 'tls-secret' | 'webhook-configuration') => string | undefined,
+  serviceName: string,
   context: { inCluster: boolean; kubeconfig: string | undefined; tlsFiles: boolean },
   problems: string[],
 ): { secretName: string; webhookConfigurationName: string; serviceName: string } | undefined {
   const secretName = option('tls-secret');
   if (secretName === undefined) return undefined;
   const webhookConfigurationName = option('webhook-configuration') ?? 'sidecar-injector';
-  const serviceName = option('service') ?? 'sidecar-injector';
   const shown = (value: string) => JSON.stringify(value).slice(0, 80);
   if (!isDns1123Subdomain(secretName)) problems.push(`--tls-secret: expected a Secret name, a DNS-1123 subdomain (got ${shown(secretName)})`);
   if (!isDns1123Subdomain(webhookConfigurationName))
     problems.push(`--webhook-configuration: expected a DNS-1123 subdomain (got ${shown(webhookConfigurationName)})`);
   // It becomes the certificate's DNS names, so it must be a Service name: a DNS-1123 label.
-  if (!isDns1123Label(serviceName)) problems.push(`--service: expected a Service name, a DNS-1123 label (got ${shown(serviceName)})`);
+  if (!isDns1123Label(serviceName)) problems.push(serviceProblem(serviceName));
   if (context.tlsFiles) problems.push('--tls-secret and --tls-cert/--tls-key are two sources of the serving certificate: give one');
   if (!context.inCluster && !context.kubeconfig) problems.push('--tls-secret needs the cluster: run in a pod, or give --kubeconfig');
   return { secretName, webhookConfigurationName, serviceName };

@@ -329,7 +329,7 @@ test('SIGTERM releases the audit Lease before the process exits: another replica
   t.is(await exited, 0);
   t.is(lease()!.spec.holderIdentity, '', 'released before exit');
   t.is(lease()!.spec.leaseDurationSeconds, 1);
-  const shuttingDown = logs.find((l) => l.msg === 'shutting down: not ready, still serving');
+  const shuttingDown = logs.find((l) => l.msg === 'shutting down: still serving until another replica takes over');
   t.is(shuttingDown?.order[0], 'audit', 'the audit stops first');
   // Another replica: its first try takes the lease, no 15 s wait for it to expire.
   const next = new LeaderElector({

@@ -69,6 +69,8 @@ test('every object of the base and of both overlays validates against the Kubern
     'ResourceQuota',
     'Role',
     'Role',
+    'Role',
+    'RoleBinding',
     'RoleBinding',
     'RoleBinding',
     'Service',
@@ -292,13 +294,12 @@ test('deployment: self-managed certificates from the Secret, no certificate path
   );
 });
 
-test('rbac: self-managed certificates may get and update their Secret, create Secrets, list the EndpointSlices of their namespace, and get and patch their webhook configuration, nothing more', (t) => {
+test('rbac: self-managed certificates may get and update their Secret, create Secrets, and get and patch their webhook configuration, nothing more', (t) => {
   const role = named(base, 'Role', 'sidecar-injector-certificates');
   t.is(role.metadata.namespace, deployment().metadata.namespace);
   t.deepEqual(role.rules, [
     { apiGroups: [''], resources: ['secrets'], verbs: ['create'] },
     { apiGroups: [''], resources: ['secrets'], resourceNames: [arg('tls-secret')], verbs: ['get', 'update'] },
-    { apiGroups: ['discovery.k8s.io'], resources: ['endpointslices'], verbs: ['list'] },
   ]);
   t.deepEqual(named(base, 'ClusterRole', 'sidecar-injector-webhook-ca').rules, [
     {
@@ -321,6 +322,16 @@ test('rbac: self-managed certificates may get and update their Secret, create Se
       find(certManager, kind).some((o) => o.metadata.name === name),
       `the cert-manager overlay removes ${kind} ${name}`,
     );
+  }
+});
+
+test('rbac: every install may list the EndpointSlices of its own namespace (the handover on shutdown, arming the required webhook), nothing more', (t) => {
+  const account = { kind: 'ServiceAccount', name: deployment().spec.template.spec.serviceAccountName, namespace: deployment().metadata.namespace };
+  for (const objects of [base, certManager]) {
+    const role = named(objects, 'Role', 'sidecar-injector-service');
+    t.is(role.metadata.namespace, deployment().metadata.namespace);
+    t.deepEqual(role.rules, [{ apiGroups: ['discovery.k8s.io'], resources: ['endpointslices'], verbs: ['list'] }]);
+    t.deepEqual(named(objects, 'RoleBinding', 'sidecar-injector-service').subjects, [account]);
   }
 });
 

@@ -138,11 +138,11 @@ test('template reload under load: a valid set is taken, a broken set is refused 
   t.deepEqual(results.at(-1)?.names, ['log-shipper']);
 });
 
-test('SIGTERM under load: readiness turns false first, every request is answered, the process exits 0', async (t) => {
+test('SIGTERM under load: readiness stays, every answer closes its connection, every request is answered, the process exits 0', async (t) => {
   const { child, port, ca, exited } = await spawnServe([
     '--namespace-labels',
     'dev/namespaces.yaml',
-    // Long enough for readiness to be polled false on a busy machine before the server closes.
+    // Long enough for the closing answers to be seen on a busy machine before the server closes.
     '--shutdown-delay-ms',
     '3000',
     '--shutdown-timeout-ms',
@@ -150,16 +150,17 @@ test('SIGTERM under load: readiness turns false first, every request is answered
   ]);
   const agent = new https.Agent({ keepAlive: true, ca, maxSockets: 8 });
   t.teardown(() => agent.destroy());
-  const call = async (method: string, path: string, body?: string) =>
-    (await httpsCall({ port, agent, method, path, ...(body === undefined ? {} : { body }) })).status;
+  const call = async (method: string, path: string, body?: string) => await httpsCall({ port, agent, method, path, ...(body === undefined ? {} : { body }) });
   const body = await readFile(join('dev', 'sample-review.json'), 'utf8');
-  const load = startLoad(6, () => call('POST', '/mutate?timeout=10s', body));
+  const load = startLoad(6, async () => (await call('POST', '/mutate?timeout=10s', body)).status);
   await load.waitFor(30);
   child.kill('SIGTERM');
-  while ((await call('GET', '/readyz')) === 200) {
-    /* readiness is polled, as the kubelet does */
-  }
-  // Like endpoints: traffic stops once readiness is seen false.
+  // Draining, /readyz keeps its answer (a terminating endpoint that serves is kube-proxy's
+  // fallback) and every answer says Connection: close, so that callers reconnect elsewhere.
+  let readyz = await call('GET', '/readyz');
+  while (readyz.headers.connection !== 'close') readyz = await call('GET', '/readyz');
+  t.is(readyz.status, 200);
+  // Like endpoints: traffic moves once the replica is seen draining.
   await load.stop();
   t.is(await exited, 0);
   t.deepEqual(load.failures, []);

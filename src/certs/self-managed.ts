@@ -11,6 +11,7 @@ import { EventEmitter } from 'node:events';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { CertificateControllerError, KubernetesApiError } from '../errors.js';
+import { readyEndpointBehind } from '../kube-api/endpoints.js';
 import { requestJson } from '../kube-api/request.js';
 import { createCa, createServingCertificate, type Pem } from '../tls/certificates.js';
 import { checkKeyPair, type KeyPair } from '../tls/reloader.js';
@@ -69,17 +70,6 @@ export interface CertificateElection {
   isLeader(): boolean;
   on(event: 'leading', listener: () => void): unknown;
   off(event: 'leading', listener: () => void): unknown;
-}
-
-/**
- * Whether the EndpointSlices of `service` hold an endpoint ready to answer (`conditions.ready`
- * true, or unset, which the API says to read as ready).
- */
-export async function readyEndpointBehind(kubeConfig: KubeConfig, namespace: string, service: string): Promise<boolean> {
-  const query = new URLSearchParams({ labelSelector: `kubernetes.io/service-name=${service}` });
-  const list = (await requestJson(kubeConfig, 'GET', `${apiPath(apiResources.endpointSlices, { namespace })}?${query}`, requestTimeoutMs)) as
-    { items?: { endpoints?: { conditions?: { ready?: boolean } }[] }[] } | undefined;
-  return (list?.items ?? []).some((slice) => (slice.endpoints ?? []).some((e) => e.conditions?.ready !== false));
 }
 
 /** What /status shows. */

@@ -112,6 +112,9 @@ export function livenessSet(set: TemplateSet): TemplateSet {
   return served;
 }
 
+/** How often a stopping replica looks whether another one has taken over. */
+const handoverLookMs = 1000;
+
 /** The Lease of the one leader election, in the injector's namespace. */
 const leaseName = 'sidecar-injector-leader';
 
@@ -150,7 +153,7 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
           instance: config.replica,
         })
       : undefined;
-  // The set in force: the templates on disk, with candidates that have not passed their preflight stopped.
+  // The set in force: the stored templates, with candidates that have not passed their preflight stopped.
   const inForce = (): TemplateSet => (rollout ? rollout.gate(templates.store.current()) : templates.store.current());
 
   // The one leader election: the elected replica writes the certificates (self-managed) and runs
@@ -231,9 +234,10 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
     if (outcome.decision === 'denied') throw new Error(outcome.message);
   });
   let draining = false;
+  let readyAtSignal = false;
   const manager = new Manager({
     log,
-    stopTimeoutMs: config.shutdownTimeoutMs + config.shutdownDelayMs,
+    stopTimeoutMs: config.shutdownHandoverMs + config.shutdownDelayMs + config.shutdownTimeoutMs,
     clock,
     ...(election ? { election, onLeading: (leading: boolean) => metrics.leader.set({ lease: leaseName }, leading ? 1 : 0) } : {}),
   });
@@ -252,15 +256,51 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
     maxBodyBytes: config.maxBodyBytes,
     reviewer,
     ...(view.events ? { events: view.events } : {}),
-    isReady: () => !draining && manager.ready(),
+    // Draining, the readiness at the signal stays: the EndpointSlice controller marks a
+    // terminating pod not ready whatever it says, and `serving` (this answer) is what lets
+    // kube-proxy fall back to it while no other replica is ready.
+    isReady: () => (draining ? readyAtSignal : manager.ready()),
     isDraining: () => draining,
     ...(clientCa ? { requireClientCertificate: true } : {}),
     templateAdmission: {},
     status: () => ({ draining, ...manager.status(), podSecurityAction: config.podSecurityAction }),
   });
   let running: RunningServer | undefined;
-  // The server drains as one part: not ready (set at the signal), the shutdown delay while
-  // endpoints catch up, then a close that waits for in-flight reviews (bounded).
+  const sleep = (ms: number) => new Promise<void>((resolve) => clock.after(ms, () => resolve()));
+  // A replica behind the Service keeps serving until another one has taken over (bounded):
+  // kube-proxy sends a Service's connections to a terminating endpoint that still serves only
+  // while no other endpoint is ready, so when every replica is deleted at once the old ones
+  // answer until the new ones are ready. Taken over means seen so twice, a shutdown delay apart:
+  // the first look proves kube-proxy was told, the second that the successor is still there.
+  const handOver = async (): Promise<boolean> => {
+    if (!kubeConfig || config.shutdownHandoverMs === 0) return false;
+    const { handoverState } = await import('../kube-api/endpoints.js');
+    const look = () =>
+      handoverState(kubeConfig, config.namespace, config.serviceName, config.replica).catch((err: unknown) => {
+        log.warn({ err: (err as Error).message }, "handover: cannot read the Service's endpoints; serving on");
+        return 'alone' as const;
+      });
+    const deadline = clock.now() + config.shutdownHandoverMs;
+    let state = await look();
+    if (state === 'alone')
+      log.info({ service: config.serviceName, maxMs: config.shutdownHandoverMs }, 'handover: no other replica is ready yet; serving until one is');
+    let confirmed = false;
+    while (state !== 'not-behind' && !confirmed && clock.now() < deadline) {
+      if (state === 'taken-over') {
+        await sleep(config.shutdownDelayMs);
+        confirmed = (state = await look()) === 'taken-over';
+      } else {
+        await sleep(Math.min(handoverLookMs, Math.max(0, deadline - clock.now())));
+        state = await look();
+      }
+    }
+    if (confirmed) log.info({ service: config.serviceName }, 'handover: another replica is ready behind the Service');
+    else if (state !== 'not-behind')
+      log.warn({ service: config.serviceName, maxMs: config.shutdownHandoverMs }, 'handover: no other replica became ready in time; closing');
+    return confirmed;
+  };
+  // The server drains as one part: the handover (serving, ready as it was at the signal), the
+  // shutdown delay while endpoints catch up, then a close that waits for in-flight reviews (bounded).
   const server: Runnable = {
     name: 'server',
     start: async () => {
@@ -292,7 +332,8 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
     stop: async () => {
       if (!running) return;
       const listening = running;
-      await new Promise((resolve) => clock.after(config.shutdownDelayMs, () => resolve(undefined)));
+      // Taken over, the handover has waited the delay already (between its two looks).
+      if (!(await handOver())) await sleep(config.shutdownDelayMs);
       const closed = listening.close();
       const deadline = new Promise<'timeout'>((resolve) => clock.after(config.shutdownTimeoutMs, () => resolve('timeout')));
       const result = await Promise.race([closed.then(() => 'closed' as const), deadline]);
@@ -313,8 +354,9 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
   let stopping: Promise<void> | undefined;
   const shutdown = (reason: string): Promise<void> =>
     (stopping ??= (async () => {
+      readyAtSignal = manager.ready();
       draining = true;
-      log.info({ reason, delayMs: config.shutdownDelayMs, order: manager.stopOrder() }, 'shutting down: not ready, still serving');
+      log.info({ reason, delayMs: config.shutdownDelayMs, order: manager.stopOrder() }, 'shutting down: still serving until another replica takes over');
       await manager.stop();
       log.info({ reason }, 'stopped');
     })());

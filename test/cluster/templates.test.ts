@@ -1,7 +1,7 @@
 /**
  * Templates as SidecarTemplate objects on the real API server: a bad template is refused at
  * `kubectl apply` with check's message and never reaches a replica; replicas that start (a
- * rollout restart, every replica pod evicted) serve the stored templates and no pod create is
+ * rollout restart, every replica pod evicted, or deleted at once) serve the stored templates and no pod create is
  * refused; the status the leader writes is what `kubectl get sidecartemplates` shows and agrees
  * with `audit`; every command reads the cluster's templates from any working directory.
  */
@@ -97,7 +97,7 @@ async function createWhile(namespace: string, done: () => boolean): Promise<{ cr
 }
 
 test.serial(
-  'replicas that start serve the stored templates: a rollout restart, then every replica pod evicted as a drain does, and no pod create refused or missing its sidecar',
+  'replicas that start serve the stored templates: a rollout restart, every replica pod evicted as a drain does, every replica pod deleted at once, and no pod create refused or missing its sidecar',
   async (t) => {
     const { kube, kubectl } = joinWorld();
     const namespace = await optedInNamespace(t, 'restarts');
@@ -141,6 +141,25 @@ test.serial(
     const drained = await second;
     t.true(drained.created > 10, `${drained.created} creates while every replica was replaced`);
     t.deepEqual(drained.refused, [], 'no pod create refused while every replica was evicted and replaced');
+
+    // Every replica pod deleted at once (no budget paces a delete): the old replicas keep
+    // serving, terminating, until a new one is ready behind the Service.
+    finished = false;
+    const third = createWhile(namespace, () => finished);
+    const deleted = (await injectorPods()).map((p) => p.metadata.name as string);
+    try {
+      await kubectl(['delete', 'pods', '-n', 'sidecar-injector', ...deleted, '--wait=false']);
+      await eventually('new replicas, the deleted ones gone', async () => {
+        const pods = await injectorPods();
+        return pods.every((p) => !deleted.includes(p.metadata.name)) && pods.length === 2;
+      });
+      await healthyInstall();
+    } finally {
+      finished = true;
+    }
+    const replaced = await third;
+    t.true(replaced.created > 10, `${replaced.created} creates while every replica was deleted and replaced`);
+    t.deepEqual(replaced.refused, [], 'no pod create refused while every replica pod was deleted at once');
   },
 );
 

@@ -651,8 +651,12 @@ export class FakeApiServer {
     return this.send(res, 405, status(405, 'MethodNotAllowed', 'method not allowed'));
   }
 
-  /** EndpointSlices by `namespace/service`: the readiness of each endpoint (none: no slice at all, as for a Service without ready pods' addresses yet). */
-  readonly serviceEndpoints = new Map<string, boolean[]>();
+  /**
+   * EndpointSlices by `namespace/service`: each endpoint's readiness, or the endpoint itself
+   * (the pod it targets, terminating or not) (none: no slice at all, as for a Service without
+   * ready pods' addresses yet).
+   */
+  readonly serviceEndpoints = new Map<string, (boolean | { ready: boolean; pod: string; terminating?: boolean; serving?: boolean })[]>();
 
   /** Adds a MutatingWebhookConfiguration (as `kubectl apply` would): stored with a resourceVersion. */
   addWebhookConfiguration(object: Record<string, any>): void {
@@ -868,7 +872,15 @@ export class FakeApiServer {
               {
                 metadata: { name: `${service}-abcde`, namespace, labels: { 'kubernetes.io/service-name': service } },
                 addressType: 'IPv4',
-                endpoints: ready.map((r, i) => ({ addresses: [`10.0.0.${i + 1}`], conditions: { ready: r, serving: r, terminating: false } })),
+                endpoints: ready.map((r, i) =>
+                  typeof r === 'boolean'
+                    ? { addresses: [`10.0.0.${i + 1}`], conditions: { ready: r, serving: r, terminating: false } }
+                    : {
+                        addresses: [`10.0.0.${i + 1}`],
+                        conditions: { ready: r.ready, serving: r.serving ?? r.ready, terminating: r.terminating ?? false },
+                        targetRef: { kind: 'Pod', namespace, name: r.pod },
+                      },
+                ),
                 ports: [{ name: 'https', port: 10250, protocol: 'TCP' }],
               },
             ];

@@ -5,7 +5,8 @@
  * - the node: the API server's advertise address and the whole Service range are local
  *   addresses on `lo`, so that a connection to any ClusterIP is made at all;
  * - kube-proxy's part: one nftables table that sends each ClusterIP:port to the ready
- *   endpoints of its EndpointSlices (DNAT, round robin), for connections from the node
+ *   endpoints of its EndpointSlices (DNAT, round robin), or while none is ready to the
+ *   terminating ones that still serve, for connections from the node
  *   (the API server calling a webhook) and from pods (the injector calling the API server);
  * - pods: each pod the world runs has a network namespace of its own with its pod IP on
  *   `eth0`, a veth pair to the node, and a default route through it, as a CNI plugin sets up.
@@ -88,14 +89,21 @@ export function serviceRules(services: readonly Json[], slices: readonly Json[])
     const own = slices.filter((s) => s.metadata.namespace === ns && s.metadata.labels?.['kubernetes.io/service-name'] === name && s.addressType === 'IPv4');
     for (const port of service.spec.ports ?? []) {
       const protocol = (port.protocol ?? 'TCP').toLowerCase();
-      const endpoints = new Set<string>();
+      const ready = new Set<string>();
+      const servingTerminating = new Set<string>();
       for (const slice of own) {
         const slicePort = (slice.ports ?? []).find((p: Json) => (p.name ?? '') === (port.name ?? '') && (p.protocol ?? 'TCP').toLowerCase() === protocol);
         if (!slicePort?.port) continue;
-        // Ready endpoints only: a replica that is not ready gets no new connection.
-        for (const endpoint of slice.endpoints ?? [])
-          if (endpoint.conditions?.ready !== false) for (const address of endpoint.addresses ?? []) endpoints.add(`${address} . ${slicePort.port}`);
+        for (const endpoint of slice.endpoints ?? []) {
+          const conditions = endpoint.conditions ?? {};
+          // Unset reads as true (the API's rule for ready and serving).
+          const target = conditions.ready !== false ? ready : conditions.serving !== false && conditions.terminating === true ? servingTerminating : undefined;
+          for (const address of endpoint.addresses ?? []) target?.add(`${address} . ${slicePort.port}`);
+        }
       }
+      // Ready endpoints; only when there is none, the terminating ones that still serve (as
+      // kube-proxy does: a Service whose every pod is being replaced keeps answering).
+      const endpoints = ready.size > 0 ? ready : servingTerminating;
       rules.push({ clusterIp, port: port.port, protocol, endpoints: [...endpoints].sort() });
     }
   }

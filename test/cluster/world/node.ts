@@ -8,7 +8,8 @@
  * projected service-account token from the TokenRequest API) in the kubelet's atomic layout and
  * keeps configMap and secret volumes current, starts each container's command (container.sh),
  * probes readiness and liveness as the pod spec says, restarts containers that exit, reports
- * all of it in the pod's status, and on deletion sends SIGTERM, waits the grace period, and
+ * all of it in the pod's status, and on deletion sends SIGTERM (still probing readiness and
+ * reporting it, as the kubelet does for a terminating pod), waits the grace period, and
  * removes the pod. Pods of namespaces labelled `sidecar-injector.test/pods: simulated` are run
  * as kwok runs them (reported Running and ready, no process); every other pod stays Pending:
  * admission is what the suite tests.
@@ -297,8 +298,13 @@ export class WorldNode {
         if (pod.spec.nodeName !== nodeName) continue;
         const running = this.pods.get(pod.metadata.uid);
         if (pod.metadata.deletionTimestamp) {
-          if (running) running.terminating ??= this.terminate(running, pod.metadata.deletionGracePeriodSeconds ?? 30);
-          else if (pod.status?.phase !== 'Running') await kube.delete(`/api/v1/namespaces/${namespace}/pods/${pod.metadata.name}`, { gracePeriodSeconds: 0 });
+          if (running) {
+            running.terminating ??= this.terminate(running, pod.metadata.deletionGracePeriodSeconds ?? 30);
+            // As the kubelet does: readiness is still probed while the pod terminates (the
+            // EndpointSlice's `serving`), liveness and startup are not.
+            await this.probeAll(running, { terminating: true });
+            await this.reportStatus(running).catch(() => undefined);
+          } else if (pod.status?.phase !== 'Running') await kube.delete(`/api/v1/namespaces/${namespace}/pods/${pod.metadata.name}`, { gracePeriodSeconds: 0 });
           continue;
         }
         if (!running) {
@@ -533,7 +539,7 @@ export class WorldNode {
     });
   }
 
-  private async probeAll(running: RunningPod): Promise<void> {
+  private async probeAll(running: RunningPod, { terminating = false } = {}): Promise<void> {
     const now = performance.now();
     await Promise.all(
       (running.pod.spec.containers as Json[]).map(async (container) => {
@@ -552,7 +558,7 @@ export class WorldNode {
               c.ready = true;
             } else if (++c.readyFailures >= (readiness.failureThreshold ?? 3) || !c.ready) c.ready = false;
           }
-          const liveness = container.livenessProbe;
+          const liveness = terminating ? undefined : container.livenessProbe;
           if (liveness && now >= c.lastLiveProbe + (liveness.periodSeconds ?? 10) * 1000) {
             c.lastLiveProbe = now;
             const ok = await probe(running.ip, liveness, ports, 0);
