@@ -4,7 +4,8 @@ import { spawn } from 'node:child_process';
 import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { decodePatch } from './helpers/apiserver.js';
+import { createReview, decodePatch, prepareCreate } from './helpers/apiserver.js';
+import { logShipperDoc } from './helpers/templates.js';
 import { FakeApiServer } from './helpers/fake-apiserver.js';
 import { httpsCall } from './helpers/https.js';
 import { spawnServe } from './helpers/process.js';
@@ -439,4 +440,47 @@ test('a read the API server refuses is one line in its words, with what a 403 me
     );
     t.notRegex(stderr, /\n\s+at /, `${args[0]}: no stack trace`);
   }
+});
+
+test('serve without --rollout-probe-namespace stops every candidate: pods get the stable revision, and the candidate’s status says why', async (t) => {
+  const api = new FakeApiServer();
+  await api.start();
+  api.create('demo', { 'sidecar-injector.io/injection': 'enabled' });
+  const { name: _name, ...stableSpec } = logShipperDoc;
+  api.applyTemplate('logs', stableSpec);
+  // A candidate at 100 %: live for every workload once a preflight passed it; none runs here.
+  const candidateSpec = {
+    ...stableSpec,
+    name: 'logs',
+    rollout: { role: 'candidate', share: 100 },
+    containers: [{ ...stableSpec.containers[0]!, image: 'fluent/fluent-bit:4' }],
+  };
+  api.applyTemplate('logs-next', candidateSpec);
+  const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-test-'));
+  const kubeconfig = join(dir, 'kubeconfig');
+  await writeFile(kubeconfig, (await api.kubeConfig()).exportConfig());
+  const { child, port, ca } = await spawnServe(['--kubeconfig', kubeconfig, '--template-source', 'cluster', '--shutdown-delay-ms', '0'], {
+    waitFor: 'namespaces listed',
+  });
+  t.teardown(async () => {
+    child.kill('SIGTERM');
+    await api.stop();
+  });
+  const pod = {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { generateName: 'web-', namespace: 'demo', labels: { app: 'web' } },
+    spec: { containers: [{ name: 'app', image: 'app:1' }] },
+  };
+  const review = await post(port, ca, JSON.stringify(createReview(prepareCreate(pod, 'demo'), { namespace: 'demo' })));
+  // Added as a container, or as a native sidecar (the whole initContainers list).
+  const images = decodePatch(review.response)
+    .flatMap((op) => (Array.isArray(op.value) ? op.value : [op.value]))
+    .filter((value: any) => value?.name === 'log-shipper')
+    .map((value: any) => value.image);
+  t.deepEqual(images, ['fluent/fluent-bit:3'], 'the stable revision, not the candidate');
+  await until(() => api.sidecarTemplates.get('logs-next')?.status?.state === 'Stopped', 'the candidate’s status written');
+  const halted = (api.sidecarTemplates.get('logs-next')!.status.conditions as any[]).find((c) => c.type === 'Halted');
+  t.like(halted, { status: 'True', reason: 'PreflightNotRun' });
+  t.regex(halted.message, /no --rollout-probe-namespace/);
 });

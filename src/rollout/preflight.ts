@@ -206,6 +206,28 @@ export async function preflight(candidate: Template, namespace: string, dryRun: 
 /** Told of each result (a metric, an Event on the candidate's SidecarTemplate, the log). */
 export type PreflightListener = (result: PreflightResult) => void;
 
+/** Why a candidate takes no pod on a replica that runs no preflight (no --rollout-probe-namespace). */
+export const preflightNotRun =
+  'preflight not run: this replica has no --rollout-probe-namespace (the rollout-preflight component), and a candidate takes no pod without a passed preflight';
+
+const ungated = new WeakMap<TemplateSet, TemplateSet>();
+
+/**
+ * `set` as a replica without the preflight serves it: every candidate stopped (the same set
+ * object for the same input, for the answer cache), so that replicas started without the
+ * preflight's overlay never make a candidate live.
+ */
+export function withoutPreflight(set: TemplateSet): TemplateSet {
+  if (!set.rollouts) return set;
+  let gated = ungated.get(set);
+  if (!gated) {
+    const stopped = new Map([...set.rollouts.values()].filter((r) => r.candidate).map((r) => [r.name, preflightNotRun] as const));
+    gated = stopCandidates(set, stopped);
+    ungated.set(set, gated);
+  }
+  return gated;
+}
+
 /**
  * The preflights of a running injector: which candidate revisions passed, and the set in force
  * with every other candidate stopped. `gate` answers the same set object for the same inputs,

@@ -154,7 +154,10 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
         })
       : undefined;
   // The set in force: the stored templates, with candidates that have not passed their preflight stopped.
-  const inForce = (): TemplateSet => (rollout ? rollout.gate(templates.store.current()) : templates.store.current());
+  // Without the preflight no candidate takes pods, whatever the objects say (an upgrade that
+  // dropped the preflight's overlay stops canaries rather than making them live).
+  const { withoutPreflight } = await import('../rollout/preflight.js');
+  const inForce = (): TemplateSet => (rollout ? rollout.gate(templates.store.current()) : withoutPreflight(templates.store.current()));
 
   // The one leader election: the elected replica writes the certificates (self-managed) and runs
   // the continuous audit; every replica serves.

@@ -80,7 +80,9 @@ export function objectStatus(input: ObjectStatusInput): JsonObject {
           ? 'PreflightPending'
           : rollout.stopped.startsWith('preflight failed')
             ? 'PreflightFailed'
-            : 'Halted';
+            : rollout.stopped.startsWith('preflight not run')
+              ? 'PreflightNotRun'
+              : 'Halted';
         condition('Halted', 'True', reason, status.message as string);
       } else {
         status.state = 'Candidate';

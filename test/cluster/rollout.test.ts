@@ -3,7 +3,8 @@
  * the preflight's dry-run probe goes through kube-apiserver's own admission chain, so a
  * ValidatingAdmissionPolicy that refuses the candidate's image stops the candidate before any
  * real pod gets it; a candidate that passes takes its share per workload over real Deployments
- * and their ReplicaSets, one revision per workload, across a `kubectl rollout restart`.
+ * and their ReplicaSets, one revision per workload, across a `kubectl rollout restart`; replicas
+ * installed without the component stop every candidate.
  */
 import test from 'ava';
 import { readFileSync } from 'node:fs';
@@ -217,5 +218,41 @@ test.serial(
       [],
       'no RolloutPreflightFailed from the replica that was only starting',
     );
+  },
+);
+
+test.serial(
+  'an upgrade that leaves the rollout-preflight component out stops the candidate: every pod gets the stable revision, and the candidate’s status says why',
+  async (t) => {
+    const { kube, kubectl } = joinWorld();
+    const namespace = await optedInNamespace(t, 'no-preflight');
+    // A candidate at 100 % that a preflight would pass (the test before shows it taking its share).
+    await putCandidate('fluent/fluent-bit:3.2.3', 100);
+    // `make deploy` with the base alone, as the upgrade line does without KUSTOMIZATION=.
+    await deploy();
+    await eventually('the Deployment rolled out without --rollout-probe-namespace', async () => {
+      const d = await kube.get('/apis/apps/v1/namespaces/sidecar-injector/deployments/sidecar-injector');
+      return !JSON.stringify(d.spec.template.spec.containers[0].args).includes('--rollout-probe-namespace') && d.status?.updatedReplicas === d.spec.replicas;
+    });
+    await healthyInstall();
+    await eventually('only replicas without the preflight', async () => {
+      const pods = await injectorPods();
+      return pods.length === 2 && pods.every((p) => !JSON.stringify(p.spec.containers[0].args).includes('--rollout-probe-namespace'));
+    });
+    const images = new Set<string>();
+    for (let i = 0; i < 20; i++) {
+      const answer = await kube.request('POST', `/api/v1/namespaces/${namespace}/pods?dryRun=All`, plainPod(`workload-${i}`));
+      t.is(answer.status, 201, String(answer.body.message ?? ''));
+      images.add(String(shipperImage(answer.body)));
+    }
+    t.deepEqual([...images], [stableImage], '20 workloads, every one with the stable revision');
+    const written = await eventually('the candidate’s status: Stopped, no preflight run', async () => {
+      const status = await candidateStatus();
+      return status.state === 'Stopped' && (status.conditions as Json[]).some((c) => c.type === 'Halted' && c.reason === 'PreflightNotRun')
+        ? status
+        : undefined;
+    });
+    t.regex(String(written.message), /no --rollout-probe-namespace/);
+    t.regex((await kubectl(['get', 'sidecartemplates'])).stdout, /^log-shipper-next\s+log-shipper\s+[0-9a-f]{12}\s+candidate\s+100%\s+Stopped\s/m);
   },
 );
