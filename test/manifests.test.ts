@@ -104,6 +104,10 @@ test('webhook: the pod opt-out label is excluded by the objectSelector', (t) => 
 });
 
 test('webhook: reinvocationPolicy IfNeeded', (t) => t.is(webhook().reinvocationPolicy, 'IfNeeded'));
+test('the SidecarTemplate webhook is called again when a webhook after it changed the object', (t) => {
+  const templates = (one(base, 'MutatingWebhookConfiguration').webhooks as Obj[]).find((w) => w.name === 'templates.sidecar-injector.io')!;
+  t.is(templates.reinvocationPolicy, 'IfNeeded');
+});
 test('webhook: sideEffects NoneOnDryRun (an Event is the one side effect, never for a dry run)', (t) => t.is(webhook().sideEffects, 'NoneOnDryRun'));
 test('webhook: admissionReviewVersions v1 then v1beta1', (t) => t.deepEqual(webhook().admissionReviewVersions, ['v1', 'v1beta1']));
 test('webhook: matchPolicy Equivalent', (t) => t.is(webhook().matchPolicy, 'Equivalent'));

@@ -213,6 +213,30 @@ test("admission refuses a bad SidecarTemplate with check's message and admits a 
   t.regex(message, /\(and \d+ more\)$/);
 });
 
+test('admission refuses a SidecarTemplate create beyond the most a replica serves; an update, or a count not known yet, is judged as ever', (t) => {
+  const review = (operation: string) => ({
+    apiVersion: 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
+    request: {
+      uid: 'u-2',
+      kind: { group: 'sidecar-injector.io', version: 'v1alpha1', kind: 'SidecarTemplate' },
+      operation,
+      name: 'logs',
+      object: templateObject(logShipperDoc),
+    },
+  });
+  const full = answerTemplateReview(review('CREATE'), { stored: () => 500 });
+  t.true(full.refused);
+  t.is(full.response.response.status?.code, 422);
+  t.is(
+    full.response.response.status?.message,
+    'SidecarTemplate logs is refused: the cluster holds 500 SidecarTemplates, the most the injector serves is 500; delete one first',
+  );
+  t.false(answerTemplateReview(review('UPDATE'), { stored: () => 500 }).refused, 'an update adds none');
+  t.false(answerTemplateReview(review('CREATE'), { stored: () => 499 }).refused);
+  t.false(answerTemplateReview(review('CREATE'), { stored: () => undefined }).refused, 'not listed yet: the replicas name what they leave out');
+});
+
 test('the cluster source serves nothing until listed (a refusal on the required webhook, nothing added on the optional one), then each valid object, naming a refused one', async (t) => {
   const api = new FakeApiServer();
   await api.start();

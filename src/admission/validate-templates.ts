@@ -8,12 +8,14 @@
 import { isJsonObject } from '../k8s/json.js';
 import { checkTemplateObject, problemLine, type ClusterCheck } from '../pipeline/template-check.js';
 import { cut } from '../quote.js';
-import { sidecarTemplateResource } from '../templates/resource.js';
+import { maxTemplateObjects, sidecarTemplateResource } from '../templates/resource.js';
 import { allowed, denied, parseReview, type ReviewResponse } from './review.js';
 
 export interface TemplateAdmissionDeps {
   /** What the checks check about the cluster (its version, for a template's form). */
   readonly cluster?: () => ClusterCheck;
+  /** How many SidecarTemplates the cluster holds, as this replica last listed them; undefined while unknown. */
+  readonly stored?: () => number | undefined;
 }
 
 /** What a denial quotes at most: every problem of a realistic template, never a megabyte. */
@@ -44,7 +46,11 @@ export function answerTemplateReview(body: unknown, deps: TemplateAdmissionDeps 
   // Another kind, a subresource (status), a delete: not this webhook's to judge.
   if (!ours || request.subResource !== '' || (request.operation !== 'CREATE' && request.operation !== 'UPDATE'))
     return { response: allowed(version, request.uid), refused: false };
-  const refusal = templateRefusal(request.object, request.name, deps);
+  const stored = request.operation === 'CREATE' ? deps.stored?.() : undefined;
+  const refusal =
+    stored !== undefined && stored >= maxTemplateObjects
+      ? `${sidecarTemplateResource.kind} ${cut(request.name, 80)} is refused: the cluster holds ${stored} SidecarTemplates, the most the injector serves is ${maxTemplateObjects}; delete one first`
+      : templateRefusal(request.object, request.name, deps);
   if (refusal === undefined) return { response: allowed(version, request.uid), refused: false };
   return { response: denied(version, request.uid, 422, refusal), refused: true };
 }

@@ -265,7 +265,7 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
     isReady: () => (draining ? readyAtSignal : manager.ready()),
     isDraining: () => draining,
     ...(clientCa ? { requireClientCertificate: true } : {}),
-    templateAdmission: {},
+    templateAdmission: templates.objects ? { stored: () => (templates.objects!.ready() ? templates.objects!.stored().size : undefined) } : {},
     status: () => ({ draining, ...manager.status(), podSecurityAction: config.podSecurityAction }),
   });
   let running: RunningServer | undefined;

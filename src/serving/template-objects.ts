@@ -17,7 +17,7 @@ import { isJsonObject, type JsonObject } from '../k8s/json.js';
 import { Reflector, type ReflectorTuning } from '../kube-api/reflector.js';
 import { checkTemplateObjects, problemLine, type ClusterCheck, type ObjectChecks } from '../pipeline/template-check.js';
 import { cut } from '../quote.js';
-import { sidecarTemplateResource } from '../templates/resource.js';
+import { maxTemplateObjects, sidecarTemplateResource } from '../templates/resource.js';
 import type { RefusedRequired, TemplateSet } from '../templates/set.js';
 import { parseSelector, type Selector } from '../k8s/selector.js';
 import type { TemplateSource } from '../templates/store.js';
@@ -52,9 +52,6 @@ export interface TemplateObjectsStatus {
 function emptySet(unavailable: string): TemplateSet {
   return Object.freeze({ templates: Object.freeze([]), byName: new Map(), unavailable });
 }
-
-/** Objects are at most this many: each is checked on every change, and a cluster with more is not one this serves well. */
-export const maxTemplateObjects = 500;
 
 /** What a set is, for telling a change from a repeat: every template's revision and role, and every refusal. */
 function fingerprint(set: TemplateSet, refused: ReadonlyMap<string, readonly TemplateProblem[]>): string {

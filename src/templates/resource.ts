@@ -12,6 +12,13 @@ import { isDns1123Label } from '../k8s/label-syntax.js';
 import { cut } from '../quote.js';
 
 /** Group, version, kind and plural of the resource; one place for every reader and writer. */
+/**
+ * SidecarTemplates are at most this many: each is checked on every change, and a cluster with
+ * more is not one a replica serves well. Admission refuses a create beyond it; a replica that
+ * lists more serves the oldest and names the others.
+ */
+export const maxTemplateObjects = 500;
+
 export const sidecarTemplateResource = Object.freeze({
   group: 'sidecar-injector.io',
   version: 'v1alpha1',
