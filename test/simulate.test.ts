@@ -89,8 +89,10 @@ test('per workload: the sidecars that change, the verdict of the cluster chain w
   // A namespace that has not opted in: nothing changes, nothing is sent.
   t.like(byName['plain/Deployment/quiet'], { verdict: 'unchanged' });
   t.deepEqual(report.summary.byVerdict, { admitted: 2, refused: 1, unchanged: 1 });
-  // Every dry run reached the injector, which stood aside; none was a real create.
-  t.true(chain.calls.length === 3 && chain.calls.every((c) => c.dryRun && c.pod.metadata.annotations['sidecar-injector.io/simulation'] === 'true'));
+  // Every dry run reached the injector, which stood aside; none was a real create. The refused
+  // one was sent again as the templates in force make it (admitted: the change's doing).
+  t.is(chain.calls.length, 4);
+  t.true(chain.calls.every((c) => c.dryRun && c.pod.metadata.annotations['sidecar-injector.io/simulation'] === 'true'));
   // The text form: counts, the failure first with its refuser.
   const text = (await run('--templates', nextDir)).out;
   t.regex(
@@ -130,4 +132,44 @@ test('the injector stands aside only for a dry run that carries the simulation a
   // A real create with the same annotation gets its sidecar; so does a dry run without it.
   t.like(await answer(pod(marked), false), { decision: 'patched', injected: ['agent'] });
   t.like(await answer(pod({}), true), { decision: 'patched', injected: ['agent'] });
+});
+
+test('a bare pod is sent under a generated name (its own is taken); a workload refused with the templates in force too is refused-before, and exit 3 is for what the change refuses', async (t) => {
+  const { api, chain, run, nextDir } = await world(t);
+  api.addObject('pods', { namespace: 'shop', name: 'bare-one', labels: { app: 'bare' } }, { containers: [{ name: 'bare', image: 'bare:1' }] });
+  api.addObject(
+    'deployments',
+    { namespace: 'shop', name: 'legacy' },
+    {
+      template: { metadata: { labels: { app: 'legacy', blocked: 'yes' } }, spec: { containers: [{ name: 'legacy', image: 'legacy:1' }] } },
+    },
+  );
+  // A policy that refuses the legacy app whatever its sidecars: refused before the change as after.
+  chain.validators.push((pod) =>
+    pod.metadata?.labels?.blocked === 'yes'
+      ? "pods \"x\" is forbidden: ValidatingAdmissionPolicy 'no-blocked-apps' with binding 'no-blocked-apps' denied request: this app is blocked"
+      : undefined,
+  );
+  const { code, out } = await run('--templates', nextDir, '-n', 'shop', '-o', 'json');
+  const report = JSON.parse(out) as SimulateReport;
+  const byName = Object.fromEntries(report.workloads.map((w) => [`${w.kind}/${w.name}`, w]));
+  t.like(byName['Pod/bare-one'], { verdict: 'admitted' });
+  const bareSent = chain.calls.filter((c) => c.pod.metadata.labels?.app === 'bare');
+  t.deepEqual(
+    bareSent.map((c) => [c.pod.metadata.name, c.pod.metadata.generateName]),
+    [[undefined, 'bare-one-']],
+  );
+  t.like(byName['Deployment/legacy'], { verdict: 'refused-before', refusedBy: 'policy', refuser: 'no-blocked-apps' });
+  // The legacy pod was sent twice: as the new templates make it, then as those in force do.
+  t.deepEqual(
+    chain.calls.filter((c) => c.pod.metadata.labels?.app === 'legacy').map((c) => c.pod.spec.containers.find((x: any) => x.name === 'agent')?.image),
+    ['blocked.example/agent:2', 'agent:1'],
+  );
+  t.is(code, 0, 'no refusal is the change’s doing');
+  t.deepEqual(report.summary.byVerdict, { admitted: 3, 'refused-before': 1 });
+  t.regex(
+    (await run('--templates', nextDir, '-n', 'shop')).out,
+    /^4 workload\(s\): admitted 3, refused-before 1\n {2}REFUSED-BEFORE by policy no-blocked-apps: 1 workload\(s\), e\.g\.\n/,
+  );
+  t.is((await run('--templates', nextDir, '-n', 'shop', '--strict')).code, 3, '--strict: any refusal');
 });

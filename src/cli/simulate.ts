@@ -6,7 +6,9 @@
  * admission code, locally), and the new pod is sent as a dry-run create through the cluster's own
  * admission chain — other webhooks and policies, Pod Security, LimitRanges, quotas; the injector
  * stands aside for a simulation's dry run (it carries the sidecars simulated) — and the answer is
- * decided again for a fixed point. Nothing is stored. Exit 3 when any workload would be refused.
+ * decided again for a fixed point. A refused workload is sent again as the templates in force make
+ * it: refused then too, it was refused before the change. Nothing is stored. Exit 3 when the
+ * change would make any workload refused.
  */
 import { ConfigError } from '../errors.js';
 import { printable } from '../quote.js';
@@ -14,6 +16,7 @@ import { apiPath, apiResources } from '../k8s/api-paths.js';
 import { isJsonObject, type JsonObject } from '../k8s/json.js';
 import { AnnotationKeys } from '../k8s/keys.js';
 import { controllingOwner } from '../k8s/object-reference.js';
+import { withoutInjected } from '../inject/authored.js';
 import type { Labels } from '../k8s/selector.js';
 import { collectionPath, kindsWhere, podFromTemplate, podTemplateOf } from '../k8s/workloads.js';
 import { loadKubeConfig } from '../kube-api/kubeconfig.js';
@@ -51,8 +54,13 @@ export interface SimulatedWorkload {
   readonly qos: { readonly before: string; readonly after: string };
   /** The pod's cpu and memory, requested and limited, before and after (what quotas and LimitRanges count). */
   readonly resources: { readonly before: PodResources; readonly after: PodResources };
-  /** `admitted`; `refused` (by whom, the API server's message); `not-fixed-point` (decided again, the admitted pod gets another patch); `unchanged` (no sidecar changes: not sent). */
-  readonly verdict: 'admitted' | 'refused' | 'not-fixed-point' | 'unchanged';
+  /**
+   * `admitted`; `refused` (by whom, the API server's message: the change's doing, the pod as the
+   * templates in force make it is admitted); `refused-before` (refused, and so is the pod the
+   * templates in force make: not the change's doing); `not-fixed-point` (decided again, the
+   * admitted pod gets another patch); `unchanged` (no sidecar changes: not sent).
+   */
+  readonly verdict: 'admitted' | 'refused' | 'refused-before' | 'not-fixed-point' | 'unchanged';
   readonly refusedBy?: RefusedBy;
   readonly refuser?: string;
   readonly message?: string;
@@ -84,6 +92,24 @@ function asNewPod(pod: JsonObject): JsonObject {
   return { ...resubmittable(pod), spec };
 }
 
+/**
+ * The pod a dry run sends: marked as a simulation (the injector stands aside, it carries the
+ * sidecars simulated) and, when it has a name, sent under a generated one so that the verdict is
+ * about the change and not about the pod of that name that exists (`already exists`).
+ */
+function dryRunPod(pod: JsonObject): JsonObject {
+  const { name, ...metadata } = isJsonObject(pod.metadata) ? pod.metadata : {};
+  const annotations = isJsonObject(metadata.annotations) ? metadata.annotations : {};
+  return {
+    ...pod,
+    metadata: {
+      ...metadata,
+      ...(typeof name === 'string' && name !== '' ? { generateName: `${name.slice(0, 200)}-` } : {}),
+      annotations: { ...annotations, [AnnotationKeys.simulation]: 'true' },
+    },
+  };
+}
+
 /** Every workload in scope: each kind's objects whose pods are not another workload's, and bare pods. */
 async function workloadsInScope(kubeConfig: Parameters<typeof listPages>[0], namespace: string | undefined): Promise<Subject[]> {
   const subjects: Subject[] = [];
@@ -113,13 +139,17 @@ async function workloadsInScope(kubeConfig: Parameters<typeof listPages>[0], nam
       const metadata = isJsonObject(object.metadata) ? object.metadata : {};
       if (typeof metadata.name !== 'string' || typeof metadata.namespace !== 'string') continue;
       if (controllingOwner(metadata.ownerReferences, metadata.namespace)) continue;
-      subjects.push({ kind: 'Pod', namespace: metadata.namespace, name: metadata.name, pod: asNewPod(object) });
+      // Its re-create starts from its author's manifest: what the injector added is taken out.
+      subjects.push({ kind: 'Pod', namespace: metadata.namespace, name: metadata.name, pod: withoutInjected(asNewPod(object)) });
     }
   });
   return subjects;
 }
 
-/** Runs `simulate`; returns the exit code (3 when any workload would be refused or is not a fixed point). */
+/**
+ * Runs `simulate`; returns the exit code: 3 when the change would make any workload refused or
+ * not a fixed point (with --strict, also when a workload is refused before the change too).
+ */
 export async function simulate(argv: readonly string[], io: SimulateIo, env: Readonly<Record<string, string | undefined>> = {}): Promise<number> {
   const { values } = parseOptions('simulate', simulateOptions, argv, env);
   const problems: string[] = [];
@@ -133,6 +163,7 @@ export async function simulate(argv: readonly string[], io: SimulateIo, env: Rea
   const maxFailures = values['max-failures'] === undefined ? Infinity : Number(values['max-failures']);
   if (!(maxFailures === Infinity || (Number.isInteger(maxFailures) && maxFailures >= 1)))
     problems.push(`--max-failures: expected a whole number from 1 (got ${JSON.stringify(String(values['max-failures'])).slice(0, 40)})`);
+  const strict = values.strict === true;
   const { flagVersion, podSecurity } = decideFlags(values, problems);
   if (problems.length > 0) throw new ConfigError(problems);
   const next = await loadTemplateDir(dir!, { allowEmpty: true });
@@ -193,8 +224,9 @@ export async function simulate(argv: readonly string[], io: SimulateIo, env: Rea
       ...(runsToCompletion.has(subject.kind) ? { completes: stillCompletes(now) } : {}),
     };
     if (now.decision === 'denied') {
-      failures++;
-      workloads.push({ ...common, verdict: 'refused', refusedBy: 'injector', message: now.message.slice(0, 1000) });
+      const before = was.decision === 'denied';
+      if (!before || strict) failures++;
+      workloads.push({ ...common, verdict: before ? 'refused-before' : 'refused', refusedBy: 'injector', message: now.message.slice(0, 1000) });
       continue;
     }
     if (!sidecars.added.length && !sidecars.removed.length && !sidecars.changed.length && was.decision === now.decision) {
@@ -202,17 +234,25 @@ export async function simulate(argv: readonly string[], io: SimulateIo, env: Rea
       continue;
     }
     // Polite: at most `rate` dry runs a second.
-    const wait = lastSent + 1000 / rate - Date.now();
-    if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
-    lastSent = Date.now();
-    const metadata = isJsonObject(newPod.metadata) ? newPod.metadata : {};
-    const annotations = isJsonObject(metadata.annotations) ? metadata.annotations : {};
-    const sent = { ...newPod, metadata: { ...metadata, annotations: { ...annotations, [AnnotationKeys.simulation]: 'true' } } };
-    const answer = await dryRun(subject.namespace, sent);
+    const send = async (pod: JsonObject) => {
+      const wait = lastSent + 1000 / rate - Date.now();
+      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+      lastSent = Date.now();
+      return dryRun(subject.namespace, dryRunPod(pod));
+    };
+    const answer = await send(newPod);
     if (!answer.admitted) {
-      failures++;
+      // Refused: is it the change? The pod as the templates in force make it, sent the same way.
+      const before = was.decision === 'denied' || !(await send(podOf(was, subject.pod))).admitted;
+      if (!before || strict) failures++;
       const by = refusedBy(answer.message);
-      workloads.push({ ...common, verdict: 'refused', refusedBy: by.by, ...(by.name ? { refuser: by.name } : {}), message: answer.message.slice(0, 1000) });
+      workloads.push({
+        ...common,
+        verdict: before ? 'refused-before' : 'refused',
+        refusedBy: by.by,
+        ...(by.name ? { refuser: by.name } : {}),
+        message: answer.message.slice(0, 1000),
+      });
       continue;
     }
     // The pod as the chain made it, decided again with the new templates: a fixed point gets no patch.
@@ -242,17 +282,21 @@ export async function simulate(argv: readonly string[], io: SimulateIo, env: Rea
   return failures > 0 ? 3 : 0;
 }
 
+const verdicts: readonly SimulatedWorkload['verdict'][] = ['admitted', 'refused', 'refused-before', 'not-fixed-point', 'unchanged'];
+
 /** The text report: the counts, each failure's first examples, then one line per workload that changes. */
 export function formatSimulation(report: SimulateReport): string {
   const lines: string[] = [];
-  const counts = Object.entries(report.summary.byVerdict)
-    .map(([verdict, n]) => `${verdict} ${n}`)
+  // In one order whatever came first: a CI log compares from run to run.
+  const counts = verdicts
+    .filter((verdict) => report.summary.byVerdict[verdict])
+    .map((verdict) => `${verdict} ${report.summary.byVerdict[verdict]}`)
     .join(', ');
   lines.push(`${report.workloads.length} workload(s): ${counts || 'none'}${report.stoppedEarly ? ' (stopped early: --max-failures)' : ''}`);
   // The first examples of each failure: by verdict and who refused.
   const groups = new Map<string, SimulatedWorkload[]>();
   for (const w of report.workloads) {
-    if (w.verdict !== 'refused' && w.verdict !== 'not-fixed-point') continue;
+    if (w.verdict !== 'refused' && w.verdict !== 'refused-before' && w.verdict !== 'not-fixed-point') continue;
     const key = `${w.verdict.toUpperCase()}${w.refusedBy ? ` by ${w.refusedBy}${w.refuser ? ` ${w.refuser}` : ''}` : ''}`;
     groups.set(key, [...(groups.get(key) ?? []), w]);
   }

@@ -174,13 +174,14 @@ export const simulateOptions = {
   output: textOrJsonOption,
   rate: { kind: 'string', value: 'N', default: '20', help: 'dry-run creates per second at most' },
   'max-failures': { kind: 'string', value: 'N', help: 'stop after N workloads would be refused' },
+  strict: { kind: 'boolean', help: 'exit 3 also for a workload refused with the templates in force too' },
   ...decideAsAdmissionOptions,
 } as const satisfies OptionTable;
 
 export const simulateUsage = usageText(
   'simulate --templates DIR [options]',
   simulateOptions,
-  "For every workload in scope, decides the pod its controller would create with the templates in\nforce and with DIR's, and sends the new pod as a dry-run create through the cluster's admission\nchain (nothing is stored): what changes (sidecars, QoS class, whether a Job completes) and the\nverdict (admitted, refused and by whom, not a fixed point). Exit 0, or 3 when any workload would\nbe refused. Needs create on pods (dry runs) and list on the workload kinds (docs/rollout.md).\n",
+  "For every workload in scope, decides the pod its controller would create with the templates in\nforce and with DIR's, and sends the new pod as a dry-run create through the cluster's admission\nchain (nothing is stored): what changes (sidecars, QoS class, whether a Job completes) and the\nverdict (admitted, refused and by whom, refused before the change too, not a fixed point). Exit 0,\nor 3 when the change would make any workload refused (--strict: any refused at all). Needs create on pods (dry runs) and list on the workload kinds (docs/rollout.md).\n",
 );
 
 export const policiesUsage = usageText(

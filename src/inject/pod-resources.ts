@@ -74,10 +74,11 @@ export function addGrowth(a: ResourceGrowth | undefined, b: ResourceGrowth | und
 }
 
 /**
- * The pod's `spec.resources` grown by `growth`; resources whose budget is not a quantity are
- * left as they are (the API server refuses such a pod anyway).
+ * The pod's `spec.resources` grown by `growth` (with `taken: true`, shrunk by it: the budget
+ * before the sidecars' share); resources whose budget is not a quantity are left as they are
+ * (the API server refuses such a pod anyway).
  */
-export function grownResources(podResources: JsonObject, growth: ResourceGrowth): JsonObject {
+export function grownResources(podResources: JsonObject, growth: ResourceGrowth, { taken = false } = {}): JsonObject {
   const out: JsonObject = { ...podResources };
   for (const list of lists) {
     const add = growth[list];
@@ -87,7 +88,7 @@ export function grownResources(podResources: JsonObject, growth: ResourceGrowth)
     for (const [name, value] of Object.entries(add)) {
       const before = parseQuantity(budget[name]);
       const extra = parseQuantity(value);
-      if (before && extra) next[name] = formatQuantity(addQuantities(before, extra));
+      if (before && extra) next[name] = formatQuantity(addQuantities(before, taken ? { ...extra, num: -extra.num } : extra));
     }
     out[list] = next;
   }

@@ -239,3 +239,62 @@ test('simulate predicts exactly which of 500 Deployments and a Job a real rollou
   t.is(actualRefused.size, 200);
   t.log(`real rollout: ${actualRefused.size} of ${real.size} refused, as simulated`);
 });
+
+test('simulate as a CI gate: a bare pod is judged on the change (not on its name being taken), a workload refused before the change is refused-before, and exit 3 only for the change’s refusals', async (t) => {
+  const { kube, file } = joinWorld();
+  const namespace = await testNamespace(t, 'sim-gate', { 'sidecar-injector.io/injection': 'enabled', 'sim-gate': 'on' });
+  await withTemplate(t, 'agent', agentNow);
+  // A policy that refuses the legacy app whatever its sidecars.
+  const policy = `sim-blocked-${namespace}`;
+  await podPolicy(
+    t,
+    policy,
+    { expression: "!has(object.metadata.labels) || !('blocked' in object.metadata.labels)", message: 'this app is blocked' },
+    { matchLabels: { 'sim-gate': 'on' } },
+  );
+  const bare = await eventually('the bare pod created through the chain', async () => {
+    const answer = await kube.request('POST', `/api/v1/namespaces/${namespace}/pods`, {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'bare-one', labels: { app: 'bare' } },
+      spec: {
+        containers: [
+          { name: 'app', image: 'registry.example/app:1', resources: { requests: { cpu: '10m', memory: '8Mi' }, limits: { cpu: '50m', memory: '16Mi' } } },
+        ],
+      },
+    });
+    return answer.status === 201 ? answer.body : undefined;
+  });
+  t.true(
+    ((bare.spec.containers ?? []) as Json[]).some((c) => c.name === 'agent'),
+    'the bare pod carries the agent in force',
+  );
+  await eventually('the policy in force', async () => {
+    const probe = await kube.request('POST', `/api/v1/namespaces/${namespace}/pods?dryRun=All`, {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { generateName: 'probe-', labels: { blocked: 'yes' } },
+      spec: { containers: [{ name: 'app', image: 'registry.example/app:1' }] },
+    });
+    return probe.status === 422 || probe.status === 403;
+  });
+  const legacy = deployment('legacy', 'plain');
+  legacy.spec.template.metadata.labels.blocked = 'yes';
+  await kube.create(`/apis/apps/v1/namespaces/${namespace}/deployments`, legacy);
+
+  const dir = await mkdtemp(join(tmpdir(), 'simulate-gate-'));
+  for (const name of ['log-shipper.yaml', 'proxy.yaml']) await writeFile(join(dir, name), await readFile(join('templates', name), 'utf8'));
+  await writeFile(join(dir, 'agent.yaml'), agentNext);
+  const run = await cli(['simulate', '--templates', dir, '-n', namespace, '-o', 'json', '--kubeconfig', file.admin.kubeconfig]);
+  const report = JSON.parse(run.stdout) as SimulateReport;
+  const byName = Object.fromEntries(report.workloads.map((w) => [`${w.kind}/${w.name}`, w]));
+  t.like(byName['Pod/bare-one'], { verdict: 'admitted' });
+  t.regex(byName['Pod/bare-one']!.sidecars.changed.join(), /^agent: [0-9a-f]{12} → [0-9a-f]{12}$/);
+  t.like(byName['Deployment/legacy'], { verdict: 'refused-before', refusedBy: 'policy', refuser: policy });
+  t.regex(byName['Deployment/legacy']!.message!, /this app is blocked/);
+  t.is(run.code, 0, run.stderr);
+  const strict = await cli(['simulate', '--templates', dir, '-n', namespace, '--strict', '--kubeconfig', file.admin.kubeconfig]);
+  t.is(strict.code, 3);
+  t.regex(strict.stdout, /^2 workload\(s\): admitted 1, refused-before 1\n {2}REFUSED-BEFORE by policy sim-blocked-/);
+  t.log(strict.stdout.trim());
+});

@@ -810,7 +810,13 @@ export class FakeApiServer {
     if (templates) return this.handleSidecarTemplates(url, req, res, templates[1] && decodeURIComponent(templates[1]), templates[2]);
     const podCreate = /^\/api\/v1\/namespaces\/([^/]+)\/pods$/.exec(url.pathname);
     if (podCreate && req.method === 'POST' && this.admission) {
-      const answer = await this.admission.create(decodeURIComponent(podCreate[1]!), url.searchParams.get('dryRun') === 'All', await this.bodyOf(req));
+      const namespace = decodeURIComponent(podCreate[1]!);
+      const body = await this.bodyOf(req);
+      const name = (body as { metadata?: { name?: unknown } } | undefined)?.metadata?.name;
+      // As the API server answers a create (a dry run too) of a name that is taken.
+      if (typeof name === 'string' && this.workloads.pods.has(`${namespace}/${name}`))
+        return this.send(res, 409, status(409, 'AlreadyExists', `pods "${name}" already exists`));
+      const answer = await this.admission.create(namespace, url.searchParams.get('dryRun') === 'All', body);
       return this.send(res, answer.code, answer.body);
     }
     if (this.handleWorkloads(url, req, res)) return;
