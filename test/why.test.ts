@@ -289,3 +289,61 @@ test('tenant text with controls, bidi overrides and line separators is printed e
   // The JSON still parses to the same values.
   t.truthy(await json('-f', manifest));
 });
+
+test('near misses: a namespace label one typo, a domain or a name part away from the opt-in, a pod label value one typo away; the fix; overrides that take no effect', async (t) => {
+  const { api, json, run } = await world(t);
+  const deployment = (namespace: string, labels: Record<string, string> = { app: 'web' }, annotations?: Record<string, string>) =>
+    api.addObject(
+      'deployments',
+      { namespace, name: 'web' },
+      { template: { metadata: { labels, ...(annotations ? { annotations } : {}) }, spec: { containers: [{ name: 'web', image: 'nginx' }] } } },
+    );
+  for (const [namespace, labels, near] of [
+    ['near-a', { injection: 'enable' }, 'it has injection=enable, a near miss: did you mean sidecar-injector.io/injection=enabled?'],
+    [
+      'near-b',
+      { 'sidecar-injector.io/inject': 'enabled' },
+      'it has sidecar-injector.io/inject=enabled, a near miss: did you mean sidecar-injector.io/injection=enabled?',
+    ],
+    [
+      'near-c',
+      { 'sidecar-injector/injection': 'enabled' },
+      'it has sidecar-injector/injection=enabled, a near miss: did you mean sidecar-injector.io/injection=enabled?',
+    ],
+    ['near-d', { 'sidecar-injector.io/injection': 'Enabled' }, 'its value "Enabled" is a near miss of "enabled"'],
+  ] as const) {
+    api.create(namespace, labels);
+    deployment(namespace);
+    const shipper = byTemplate(await json('-n', namespace, 'deploy/web'))['log-shipper']!;
+    t.is(shipper.reason, `namespace ${namespace} does not have label sidecar-injector.io/injection=enabled; ${near}`, namespace);
+    const overwrite = namespace === 'near-d' ? ' --overwrite' : '';
+    t.is(shipper.fix, `kubectl label namespace ${namespace} sidecar-injector.io/injection=enabled${overwrite}`);
+  }
+  // No near miss: the plain sentence, still with the fix.
+  api.create('far', { team: 'x' });
+  deployment('far');
+  t.like(byTemplate(await json('-n', 'far', 'deploy/web'))['log-shipper'], {
+    reason: 'namespace far does not have label sidecar-injector.io/injection=enabled',
+    fix: 'kubectl label namespace far sidecar-injector.io/injection=enabled',
+  });
+  // A pod label value one typo away from the template's objectSelector, in text.
+  api.addObject(
+    'deployments',
+    { namespace: 'shop', name: 'typo' },
+    { template: { metadata: { labels: { metrics: 'enable' } }, spec: { containers: [{ name: 'web', image: 'nginx' }] } } },
+  );
+  const { out } = await run('-n', 'shop', 'deploy/typo');
+  t.regex(
+    out,
+    /\n {2}metrics-agent: not-applicable — pod labels do not match its objectSelector: it needs metrics=enabled, and the pod template has metrics="enable"; its value "enable" is a near miss of "enabled"\n/,
+  );
+  // An override naming no template here: said by why (at admission only the creator saw it).
+  deployment('shop', { app: 'web' }, { 'log-shiper.sidecar-injector.io/memoryLimit': '1Gi' });
+  const notes = (await json('-n', 'shop', 'deploy/web')).notes;
+  t.true(
+    notes.some((n) =>
+      /^override ignored: annotation log-shiper\.sidecar-injector\.io\/memoryLimit names no template here \(did you mean log-shipper\?\); ignored$/.test(n),
+    ),
+    notes.join(' | '),
+  );
+});

@@ -20,7 +20,7 @@ import { metadataNameLabel, type NamespaceLabelSource } from '../namespaces/sour
 import { overrideAnnotations } from '../namespaces/source.js';
 import { parseOptions } from '../options.js';
 import { printable } from '../quote.js';
-import { admitPod, type AdmitDeps } from '../pipeline/admit.js';
+import { admitPod, type PodOutcome, type AdmitDeps } from '../pipeline/admit.js';
 import { auditPod, fixFor, reportOwner } from '../pipeline/audit.js';
 import type { TemplateSet } from '../templates/set.js';
 import { whyOptions } from './usage.js';
@@ -148,7 +148,8 @@ export async function why(argv: readonly string[], io: WhyIo, env: Readonly<Reco
     const owner = { apiVersion: known.apiVersion, kind: kind!, name, ...(uid ? { uid } : {}), controller: true };
     const pod = podFromTemplate(found.template, { name, namespace, owner });
     const outcome = await admitPod({ pod, namespace, name: '' }, deps);
-    answers = answersForNewPod(outcome, set, { kind: kind!, labels: stringMap(metadata.labels), path: found.path });
+    answers = answersForNewPod(outcome, set, { kind: kind!, labels: stringMap(metadata.labels), path: found.path }, namespaceLabels);
+    notes.push(...overrideNotes(outcome));
   } else {
     // A pod: the decision for a new pod of its workload (the pod template its controller, or the
     // controller's owner, creates pods from: what a restart uses), or for the pod itself.
@@ -196,7 +197,9 @@ export async function why(argv: readonly string[], io: WhyIo, env: Readonly<Reco
       outcome,
       set,
       workloadRef && found ? { kind: workloadRef.kind, labels: stringMap(workloadMetadata.labels), path: found.path } : undefined,
+      namespaceLabels,
     );
+    notes.push(...overrideNotes(outcome));
     if (!live) answers = forNewPod;
     else {
       const podMetadata = {
@@ -224,6 +227,15 @@ export async function why(argv: readonly string[], io: WhyIo, env: Readonly<Reco
   const report: WhyReport = { subject, templatesFrom: templates.from, templates: answers, notes };
   io.stdout.write(printable(output === 'json' ? `${JSON.stringify(report)}\n` : formatWhy(report)));
   return 0;
+}
+
+/**
+ * The overrides the decision ignored (an annotation naming no template or no parameter here, a
+ * value out of range): at admission they are a warning only the pod's creator sees (a
+ * ReplicaSet's controller), so `why` says them.
+ */
+function overrideNotes(outcome: PodOutcome): string[] {
+  return outcome.warnings.filter((w) => w.id === 'override-ignored').map((w) => `override ignored: ${w.text}`);
 }
 
 /** The text report: the subject, then one line per template with its state and reason, and the fix under it. */

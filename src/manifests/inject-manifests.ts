@@ -11,6 +11,7 @@ import { isJsonObject, type JsonObject } from '../k8s/json.js';
 import { AnnotationKeys, LabelKeys } from '../k8s/keys.js';
 import { clusterWarning } from '../pipeline/cluster-warnings.js';
 import { podFromTemplate, podTemplateOf, workloadKinds } from '../k8s/workloads.js';
+import { nearMiss } from '../k8s/near-miss.js';
 import { requirementPhrase, unmetBecause, unmetRequirement, type Labels } from '../k8s/selector.js';
 import type { TemplateSkip } from '../selection/select.js';
 
@@ -61,7 +62,8 @@ export function skipDetail(skip: TemplateSkip, workload?: WorkloadContext): stri
   const { requirement, labels } = skip.unmet;
   const namespaceSide = skip.reason === 'namespace-selector';
   const whose = namespaceSide ? 'the namespace' : workload ? 'the pod template' : 'the pod';
-  const because = `${detail}: it needs ${requirementPhrase(requirement)}, and ${unmetBecause(requirement, labels, whose)}`;
+  const near = nearMiss(requirement, labels);
+  const because = `${detail}: it needs ${requirementPhrase(requirement)}, and ${unmetBecause(requirement, labels, whose)}${near ? `; ${near}` : ''}`;
   // Only a label the pod lacks can be moved to it: for NotIn and DoesNotExist the fix is removing one.
   const positive = requirement.operator === 'In' || requirement.operator === 'Exists';
   if (namespaceSide || !workload || !positive || unmetRequirement({ requirements: [requirement] }, workload.labels)) return because;

@@ -5,6 +5,9 @@
  * the value seen), left out by a rule, would be refused; and for a pod that lacks a sidecar a new
  * one would get, what most likely happened when it was created and the command that fixes it. Pure.
  */
+import { LabelKeys, LabelValues } from '../k8s/keys.js';
+import { nearMiss } from '../k8s/near-miss.js';
+import type { Labels } from '../k8s/selector.js';
 import { leftOutRules } from '../pipeline/decision.js';
 import type { PodOutcome } from '../pipeline/admit.js';
 import type { PodVerdict } from '../pipeline/audit.js';
@@ -29,7 +32,8 @@ export interface TemplateAnswer {
  * The answer for a new pod (of a workload's template, or the pod itself), per template in
  * force: the admission outcome's decisions, each explained.
  */
-export function answersForNewPod(outcome: PodOutcome, set: TemplateSet, workload?: WorkloadContext): TemplateAnswer[] {
+export function answersForNewPod(outcome: PodOutcome, set: TemplateSet, workload?: WorkloadContext, namespaceLabels?: Labels): TemplateAnswer[] {
+  const optIn = outcome.reason === 'namespace-not-enabled' && namespaceLabels ? optInHint(outcome.namespace, namespaceLabels) : undefined;
   const subject = workload ? `a new pod of this ${workload.kind}` : 'the pod';
   const skips = new Map((outcome.selection?.skipped ?? []).map((s) => [s.template, s]));
   const decided = new Map(outcome.decisions.map((d) => [d.template, d]));
@@ -38,7 +42,12 @@ export function answersForNewPod(outcome: PodOutcome, set: TemplateSet, workload
     const decision = decided.get(name);
     if (outcome.decision === 'denied' && (!decision || decision.kind === 'inject'))
       return { template: name, state: 'would-deny', reason: `admission refuses ${subject}: ${outcome.message}` };
-    if (!decision) return { template: name, state: 'not-applicable', reason: outcome.message };
+    // The whole pod's reason (the namespace has not opted in, the pod opted out): said once per template.
+    const podWide = (): TemplateAnswer =>
+      optIn
+        ? { template: name, state: 'not-applicable', reason: `${outcome.message}${optIn.near ? `; ${optIn.near}` : ''}`, fix: optIn.fix }
+        : { template: name, state: 'not-applicable', reason: outcome.message };
+    if (!decision) return podWide();
     switch (decision.kind) {
       case 'inject': {
         // The revision admission chose (a candidate's share may take the pod).
@@ -53,11 +62,19 @@ export function answersForNewPod(outcome: PodOutcome, set: TemplateSet, workload
         return { template: name, state: 'would-deny', reason: `${decision.rule}: ${decision.text}`, fix: leftOutRules[decision.rule].remedy };
       case 'not-applicable': {
         const skip = skips.get(name);
-        const why = skip ? skipDetail(skip, workload) : decision.why === outcome.reason ? outcome.message : `not applicable to ${subject} (${decision.why})`;
-        return { template: name, state: 'not-applicable', reason: why };
+        if (!skip && decision.why === outcome.reason) return podWide();
+        return { template: name, state: 'not-applicable', reason: skip ? skipDetail(skip, workload) : `not applicable to ${subject} (${decision.why})` };
       }
     }
   });
+}
+
+/** The opt-in label a namespace lacks: a near miss among its labels, and the command that opts it in. */
+function optInHint(namespace: string, labels: Labels): { near?: string; fix: string } {
+  const requirement = { key: LabelKeys.namespaceOptIn, operator: 'In' as const, values: new Set([LabelValues.enabled]) };
+  const near = nearMiss(requirement, labels);
+  const overwrite = Object.hasOwn(labels, LabelKeys.namespaceOptIn) ? ' --overwrite' : '';
+  return { ...(near ? { near } : {}), fix: `kubectl label namespace ${namespace} ${LabelKeys.namespaceOptIn}=${LabelValues.enabled}${overwrite}` };
 }
 
 /** When things happened, as far as the cluster records them (ISO times; absent when unknown). */

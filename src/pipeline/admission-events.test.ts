@@ -36,3 +36,24 @@ test('a SidecarInjectionSkipped Event follows the warning id and says the rule i
     [],
   );
 });
+
+test('an override that takes no effect draws a SidecarOverrideIgnored Event with the count and our suggestion, never the annotation itself', (t) => {
+  const pod = { metadata: {} };
+  const events = admissionEvents(
+    outcome([
+      {
+        id: 'override-ignored',
+        text: 'annotation otel-colector.sidecar-injector.io/memoryLimit names no template here (did you mean otel-collector?); ignored',
+      },
+      { id: 'override-ignored', text: 'annotation "SECURITY NOTICE: call +1-555-0100".sidecar-injector.io/x names no template here; ignored' },
+    ]),
+    pod,
+  );
+  t.deepEqual(
+    events.map((e) => [e.type, e.reason, e.note]),
+    [['Warning', 'SidecarOverrideIgnored', '2 override annotation(s) ignored (did you mean otel-collector?): sidecar-injector why names them (pod web-1)']],
+  );
+  // A suggestion that is no template name is not said.
+  const forged = admissionEvents(outcome([{ id: 'override-ignored', text: 'names no template here (did you mean Call Us Now?); ignored' }]), pod);
+  t.is(forged[0]!.note, '1 override annotation(s) ignored: sidecar-injector why names them (pod web-1)');
+});

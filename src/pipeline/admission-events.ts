@@ -17,7 +17,7 @@ export type EventSubject = ObjectReference;
 export interface AdmissionEvent {
   readonly regarding: EventSubject;
   readonly type: 'Normal' | 'Warning';
-  readonly reason: 'SidecarsInjected' | 'SidecarInjectionSkipped' | 'SidecarInjectionDenied' | 'SidecarsMissing';
+  readonly reason: 'SidecarsInjected' | 'SidecarInjectionSkipped' | 'SidecarOverrideIgnored' | 'SidecarInjectionDenied' | 'SidecarsMissing';
   readonly note: string;
   /** The subject is the review's claim (the pod's owner): checked against the cluster before it is written (events.ts). */
   readonly claimed?: boolean;
@@ -83,6 +83,15 @@ export function admissionEvents(outcome: PodOutcome, pod: unknown): AdmissionEve
   if (why) {
     const note = why.id === 'template-left-out' && why.template && why.rule ? ruleNote(why.template, why.rule) : why.text;
     events.push({ regarding, type: 'Warning', reason: 'SidecarInjectionSkipped', note: `${note}${on}`, ...claimed });
+  }
+  // An override that takes no effect (a misspelled template or parameter in an annotation): the
+  // API server's warning reaches only the pod's creator (a controller), so the workload hears it
+  // too. The annotations are the pod's words: only their count and our suggestion are said.
+  const ignored = outcome.warnings.filter((w) => w.id === 'override-ignored');
+  if (ignored.length > 0) {
+    const near = ignored.map((w) => /\(did you mean ([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)\?\)/.exec(w.text)?.[1]).find((n) => n !== undefined);
+    const note = `${ignored.length} override annotation(s) ignored${near ? ` (did you mean ${near}?)` : ''}: sidecar-injector why names them`;
+    events.push({ regarding, type: 'Warning', reason: 'SidecarOverrideIgnored', note: `${note}${on}`, ...claimed });
   }
   return events;
 }

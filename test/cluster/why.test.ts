@@ -90,3 +90,44 @@ test("why, with the docs' read-only permissions: a workload's next pod, and a po
   // The templates were read from the cluster's SidecarTemplates: a 403 on any read is an error, not an answer.
   t.is(JSON.parse(next.stdout).templatesFrom, "the cluster's SidecarTemplates");
 });
+
+test('a namespace labelled one domain away from the opt-in: why names the near miss and the fix; a misspelled override on a Deployment: why says it and its ReplicaSet gets a SidecarOverrideIgnored Event', async (t) => {
+  const { kube, kubectl, file } = joinWorld();
+  const deployment = (name: string, annotations: Record<string, string> = {}) => ({
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name },
+    spec: {
+      replicas: 1,
+      selector: { matchLabels: { app: name } },
+      template: { metadata: { labels: { app: name }, annotations }, spec: { containers: [{ name: 'web', image: 'registry.example/web:1' }] } },
+    },
+  });
+  const mislabelled = await testNamespace(t, 'why-near', { 'sidecar-injector/injection': 'enabled' });
+  await kube.create(`/apis/apps/v1/namespaces/${mislabelled}/deployments`, deployment('web'));
+  const near = await cli(['why', '-n', mislabelled, 'deployment/web', '--kubeconfig', file.admin.kubeconfig]);
+  t.is(near.code, 0, near.stderr);
+  t.regex(
+    near.stdout,
+    new RegExp(
+      `\\n {2}log-shipper: not-applicable — namespace ${mislabelled} does not have label sidecar-injector\\.io/injection=enabled; it has sidecar-injector/injection=enabled, a near miss: did you mean sidecar-injector\\.io/injection=enabled\\?\\n {4}fix: kubectl label namespace ${mislabelled} sidecar-injector\\.io/injection=enabled\\n`,
+    ),
+  );
+  // The fix works: opted in, a new pod of it gets log-shipper.
+  await kubectl(['label', 'namespace', mislabelled, 'sidecar-injector.io/injection=enabled']);
+  t.regex((await cli(['why', '-n', mislabelled, 'deployment/web', '--kubeconfig', file.admin.kubeconfig])).stdout, /\n {2}log-shipper: injected — /);
+
+  const opted = await testNamespace(t, 'why-override', { 'sidecar-injector.io/injection': 'enabled' });
+  await kube.create(`/apis/apps/v1/namespaces/${opted}/deployments`, deployment('api', { 'log-shiper.sidecar-injector.io/memoryLimit': '1Gi' }));
+  const said = await cli(['why', '-n', opted, 'deployment/api', '--kubeconfig', file.admin.kubeconfig]);
+  t.regex(
+    said.stdout,
+    /\n {2}note: override ignored: annotation log-shiper\.sidecar-injector\.io\/memoryLimit names no template here \(did you mean log-shipper\?\); ignored\n/,
+  );
+  const event = await eventually('the SidecarOverrideIgnored Event on the ReplicaSet', async () => {
+    const { stdout } = await kubectl(['get', 'events', '-n', opted, '--field-selector', 'reason=SidecarOverrideIgnored', '-o', 'json']);
+    return (JSON.parse(stdout).items as Json[])[0];
+  });
+  t.is(event.involvedObject.kind, 'ReplicaSet');
+  t.regex(event.message, /^1 override annotation\(s\) ignored \(did you mean log-shipper\?\): sidecar-injector why names them \(pod api-[a-z0-9]+-\)$/);
+});
