@@ -457,3 +457,17 @@ test('a status the object no longer has is cleared, not left beside the new one'
   await writer.settled();
   t.is(api.templateStatusPatches.length, writes, JSON.stringify(api.templateStatusPatches.slice(-2)));
 });
+
+test('a change of delivery alone is a new set a replica serves (the revision stays), and /status says who delivers', async (t) => {
+  // A sidecar that fits Pod Security restricted whatever the pod sets: the policy can hold it.
+  const securityContext = { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] }, runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } };
+  const spec = { containers: [{ name: 'agent', image: 'agent:1', securityContext }] };
+  const { api, objects } = await listedObjects(t, { agent: spec });
+  const before = objects.current().byName.get('agent')!;
+  t.is(before.delivery, 'webhook');
+  t.is(objects.status().deliveredByPolicy, undefined);
+  api.applyTemplate('agent', { ...spec, delivery: 'policy' });
+  await until(() => objects.current().byName.get('agent')?.delivery === 'policy', 'the marked object served');
+  t.is(objects.current().byName.get('agent')!.hash, before.hash, 'the same revision');
+  t.deepEqual(objects.status().deliveredByPolicy, ['agent']);
+});

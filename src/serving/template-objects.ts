@@ -18,7 +18,8 @@ import { Reflector, type ReflectorTuning } from '../kube-api/reflector.js';
 import { checkTemplateObjects, problemLine, type ClusterCheck, type ObjectChecks } from '../pipeline/template-check.js';
 import { cut } from '../quote.js';
 import { maxTemplateObjects, sidecarTemplateResource } from '../templates/resource.js';
-import type { RefusedRequired, TemplateSet } from '../templates/set.js';
+import { deliveredByPolicy, type RefusedRequired, type TemplateSet } from '../templates/set.js';
+import type { Template } from '../templates/template.js';
 import { parseSelector, type Selector } from '../k8s/selector.js';
 import type { TemplateSource } from '../templates/store.js';
 
@@ -43,6 +44,8 @@ export interface TemplateObjectsStatus {
   readonly generation: number;
   readonly loadedAt?: string;
   readonly templates: readonly string[];
+  /** The templates the exported MutatingAdmissionPolicy delivers (delivery: policy), when any. */
+  readonly deliveredByPolicy?: readonly string[];
   readonly refused: readonly RefusedObject[];
   /** Why no template is known yet (before the first list). */
   readonly unavailable?: string;
@@ -55,10 +58,12 @@ function emptySet(unavailable: string): TemplateSet {
 
 /** What a set is, for telling a change from a repeat: every template's revision and role, and every refusal. */
 function fingerprint(set: TemplateSet, refused: ReadonlyMap<string, readonly TemplateProblem[]>): string {
-  const revisions = set.templates.map((t) => `${t.name}@${t.hash}`);
+  // Who delivers a template is no part of its revision, but a change of it is a change of the set.
+  const revision = (t: Template | undefined) => (t ? `${t.hash}${t.delivery === 'policy' ? '+policy' : ''}` : '');
+  const revisions = set.templates.map((t) => `${t.name}@${revision(t)}`);
   for (const rollout of set.rollouts?.values() ?? [])
     revisions.push(
-      `${rollout.name}:${rollout.candidate?.hash ?? ''}:${rollout.stanza ? JSON.stringify({ ...rollout.stanza, namespaces: [...(rollout.stanza.namespaces ?? [])] }) : ''}:${rollout.previous?.hash ?? ''}`,
+      `${rollout.name}:${revision(rollout.candidate)}:${rollout.stanza ? JSON.stringify({ ...rollout.stanza, namespaces: [...(rollout.stanza.namespaces ?? [])] }) : ''}:${revision(rollout.previous)}`,
     );
   return JSON.stringify([revisions, [...refused.entries()].map(([name, problems]) => [name, problems.map(problemLine)])]);
 }
@@ -136,6 +141,7 @@ export class TemplateObjects extends EventEmitter implements TemplateSource {
       generation: this.generationCount,
       ...(this.loadedAt ? { loadedAt: this.loadedAt.toISOString() } : {}),
       templates: this.set.templates.map((t) => `${t.name}@${t.hash}`),
+      ...deliveredByPolicy(this.set),
       refused: [...this.refused.entries()].map(([name, problems]) => this.refusal(name, problems)),
       ...(this.set.unavailable !== undefined ? { unavailable: this.set.unavailable } : {}),
       resourceVersion: this.reflector.version(),

@@ -260,7 +260,10 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
   const placed = uses.filter((use) => !under(use.field));
   for (const { field, message } of overrideReachProblems(placed, declarations, doc)) problems.add(field, message);
   if (problems.list.length > 0) return { problems: problems.list };
-  const canonical = canonicalJson(doc);
+  // The revision is what a pod gets: who delivers it (the webhooks or the exported policy) is no
+  // part of it, so moving a template between them leaves every pod that carries it current.
+  const { delivery: _delivery, ...content } = doc;
+  const canonical = canonicalJson(content);
   const hash = createHash('sha256').update(canonical).digest('hex').slice(0, 12);
   const template: Template = {
     name: name as string,

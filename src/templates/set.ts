@@ -51,3 +51,12 @@ export function createTemplateSet(templates: readonly Template[]): TemplateSet {
   const sorted = [...byName.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   return Object.freeze({ templates: Object.freeze(sorted), byName });
 }
+
+/**
+ * For a replica's /status: the templates of `set` the exported MutatingAdmissionPolicy delivers
+ * (`delivery: policy`), when there are any. A template's revision does not say who delivers it.
+ */
+export function deliveredByPolicy(set: TemplateSet): { deliveredByPolicy?: readonly string[] } {
+  const names = set.templates.filter((t) => t.delivery === 'policy').map((t) => t.name);
+  return names.length > 0 ? { deliveredByPolicy: names } : {};
+}

@@ -12,7 +12,7 @@ import type { Reloadable } from '../reloadable.js';
 import { TemplateError } from '../errors.js';
 import { WatchedFiles } from '../fs/watched-check.js';
 import { compileTemplateFiles, readTemplateFiles, type TemplateFile } from './load.js';
-import type { TemplateSet } from './set.js';
+import { deliveredByPolicy, type TemplateSet } from './set.js';
 
 /** What /status shows about templates. */
 export interface TemplateStatus {
@@ -20,6 +20,8 @@ export interface TemplateStatus {
   readonly generation: number;
   readonly loadedAt: string;
   readonly templates: readonly string[];
+  /** The templates the exported MutatingAdmissionPolicy delivers (delivery: policy), when any. */
+  readonly deliveredByPolicy?: readonly string[];
   /** Set while the directory holds a set that was refused. */
   readonly lastError?: { readonly at: string; readonly message: string };
 }
@@ -90,6 +92,7 @@ export class TemplateStore extends WatchedFiles implements Reloadable<TemplateSe
       generation: this.generationCount,
       loadedAt: this.loadedAt.toISOString(),
       templates: this.set.templates.map((t) => `${t.name}@${t.hash}`),
+      ...deliveredByPolicy(this.set),
       ...(this.lastError ? { lastError: this.lastError } : {}),
     };
   }

@@ -29,6 +29,15 @@ test('the hash does not depend on key order but on content', (t) => {
   t.not(a?.hash, c?.hash);
 });
 
+test('who delivers a template is no part of its revision: moving it to the policy and back leaves pods current', (t) => {
+  const webhook = compileTemplate(minimal, 'a.yaml').template!;
+  const policy = compileTemplate({ ...minimal, delivery: 'policy' }, 'a.yaml').template!;
+  const explicit = compileTemplate({ ...minimal, delivery: 'webhook' }, 'a.yaml').template!;
+  t.is(policy.delivery, 'policy');
+  t.is(policy.hash, webhook.hash);
+  t.is(explicit.hash, webhook.hash);
+});
+
 // [title, document, field, message fragment]
 const broken: [string, unknown, string, string][] = [
   ['not a map', ['a'], '', 'must be a YAML map'],

@@ -548,7 +548,11 @@ test('hybrid: a template marked delivery: policy is injected by the policy and l
   await writeFile(join(dir, 'log-shipper.yaml'), marked);
   const set = await loadTemplateDir(dir);
   const hash = set.byName.get('log-shipper')!.hash;
-  const serves = (status: Json) => (status.templates.templates as string[]).includes(`log-shipper@${hash}`);
+  t.is(hash, (await loadTemplateDir('templates')).byName.get('log-shipper')!.hash, 'marked, its revision is the one installed: no pod goes stale');
+  // The revision is the same marked or not (delivery is no part of it): /status says who delivers it.
+  const serves = (status: Json) =>
+    (status.templates.templates as string[]).includes(`log-shipper@${hash}`) &&
+    ((status.templates.deliveredByPolicy ?? []) as string[]).includes('log-shipper');
   await kube.mergePatch(path, { spec: { delivery: 'policy' } });
   t.teardown(async () => {
     await kube.mergePatch(path, { spec: { delivery: null } });
