@@ -158,10 +158,13 @@ test('leader election: one leader; a stopped leader hands over at the next try, 
   }
   t.is(api.leases.get('sidecar-injector/audit')!.spec.holderIdentity, 'injector-a');
   // A stop releases the lease: b takes over at its next try, not when the lease would expire.
+  t.is(a.lastRenewalBeforeMe(), undefined, 'a created the lease: nobody led before it');
+  const aLastRenewal = api.leases.get('sidecar-injector/audit')!.spec.renewTime as string;
   await a.stop();
   t.false(a.isLeader());
   await clock.advance(2000);
   await until(() => b.isLeader(), 'b leads');
+  t.is(b.lastRenewalBeforeMe()?.getTime(), Date.parse(aLastRenewal), 'b knows when a last said it was alive');
   t.is(api.leases.get('sidecar-injector/audit')!.spec.holderIdentity, 'injector-b');
   t.is(api.leases.get('sidecar-injector/audit')!.spec.leaseTransitions, 1);
   await tried(2);
@@ -314,4 +317,46 @@ test('the auditor decides as admission does: a pod a rule leaves out is left-out
   // Only the pod a new pod of its workload would really differ from is announced.
   await until(() => events.length === 1);
   t.regex(events[0]!.note, /^pod web-1-a lacks log-shipper/);
+});
+
+test('a missing pod no audit saw created (created after the last auditor last renewed, while every replica was down) gets its Event at the first list; older ones are counted, not announced', async (t) => {
+  const api = new FakeApiServer();
+  await api.start();
+  const set = await loadTemplateDir('templates');
+  const owner = (name: string) => [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name, uid: `rs-${name}`, controller: true }];
+  // Created before the last auditor's last renewal: that auditor saw it (and said so then).
+  api.addObject('pods', { namespace: 'shop', name: 'seen', labels: {}, annotations: {}, ownerReferences: owner('old') }, { containers: [] });
+  // Created while no replica ran: after it.
+  api.addObject(
+    'pods',
+    { namespace: 'shop', name: 'unseen', labels: {}, annotations: {}, ownerReferences: owner('new'), creationTimestamp: '2026-12-01T10:00:00Z' },
+    { containers: [] },
+  );
+  const events: AdmissionEvent[] = [];
+  const auditor = new PodAuditor({
+    kubeConfig: await api.kubeConfig(),
+    log: silent,
+    templates: () => set,
+    namespaceLabels: (ns) => (ns === 'shop' ? { 'sidecar-injector.io/injection': 'enabled', 'kubernetes.io/metadata.name': ns } : undefined),
+    gauge: fakeGauge(),
+    onMissing: (e) => events.push(e),
+    unseenSince: () => new Date('2026-12-01T09:59:00Z'),
+    backoffInitialMs: 5,
+  });
+  t.teardown(async () => {
+    auditor.stop();
+    await api.stop();
+  });
+  auditor.start();
+  await until(() => auditor.status().synced && events.length === 1, 'the unseen pod announced');
+  t.deepEqual(auditor.status().states, { missing: 2 });
+  t.like(events[0], { reason: 'SidecarsMissing', regarding: { kind: 'ReplicaSet', name: 'new' } });
+  t.is(events[0]!.note, 'pod unseen lacks log-shipper; restart ReplicaSet/new as its controller allows');
+  // A new pod gone missing is announced as ever; the seen one never is.
+  api.addObject('pods', { namespace: 'shop', name: 'later', labels: {}, annotations: {}, ownerReferences: owner('later') }, { containers: [] });
+  await until(() => events.length === 2, 'the later pod announced');
+  t.deepEqual(
+    events.map((e) => e.note.split(' ')[1]),
+    ['unseen', 'later'],
+  );
 });

@@ -58,6 +58,13 @@ export interface PodAuditorOptions extends ReflectorTuning {
   readonly gauge: PodGauge;
   /** Where the Warning Event of a pod gone missing goes. */
   readonly onMissing?: (event: AdmissionEvent) => void;
+  /**
+   * When the auditing replica before this one last said it was alive (the Lease's last renewal
+   * when this replica took it); undefined when none ever audited. A missing pod of the first
+   * list created after it was seen by no audit being created (every replica was down, or none
+   * led): it gets its Event then.
+   */
+  readonly unseenSince?: () => Date | undefined;
   /** Namespaces with series of their own at most; the rest are counted under `(other)`. @default 500 */
   readonly maxNamespaces?: number;
   /**
@@ -88,6 +95,8 @@ interface StoredPod {
   readonly owner: ObjectReference | undefined;
   /** What buckets it for a candidate's share (templates/rollout.ts). */
   readonly workload: PodFacts['workload'];
+  /** Its creationTimestamp in ms (NaN when absent). */
+  readonly created: number;
   /** Its `controller-revision-hash` label (a StatefulSet's or DaemonSet's template revision), cut. */
   readonly revision: string | undefined;
   /** The pod's state, and each template's as `name=state` joined by `,` (names of templates in force, or `(other)`). */
@@ -119,6 +128,8 @@ const other = '(other)';
 const maxLedgerBytes = 64 * 1024;
 const maxLedgerTemplates = 16;
 const maxRequestLength = 1024;
+/** Missing pods no audit saw created, announced at most this many at a start (each reads its owners). */
+const maxUnseenAnnounced = 500;
 
 /** The per-template states of a verdict, as stored: only names of templates in force become labels. */
 function encode(verdict: PodVerdict, set: TemplateSet): string {
@@ -165,8 +176,10 @@ export class PodAuditor extends EventEmitter {
           this.pods.clear();
           for (const [key, pod] of this.listing!) this.pods.set(key, pod);
           this.listing = undefined;
+          const first = !this.synced && !this.unseenAnnounced;
           this.synced = true;
           this.recount();
+          if (first) this.announceUnseen();
         },
       },
       apply: (type, object) => {
@@ -195,6 +208,7 @@ export class PodAuditor extends EventEmitter {
 
   /** Stops watching and removes every series it set (another replica now audits). */
   stop(): void {
+    this.unseenAnnounced = false;
     this.reflector.stop();
     for (const key of this.counts.keys()) this.options.gauge.remove(labelsOf(key));
     this.counts.clear();
@@ -320,6 +334,7 @@ export class PodAuditor extends EventEmitter {
       requested: facts.requested,
       mirror: facts.mirror,
       name: metadata.name.slice(0, 253),
+      created: typeof metadata.creationTimestamp === 'string' ? Date.parse(metadata.creationTimestamp) : NaN,
       owner: controllingOwner(metadata.ownerReferences, metadata.namespace),
       // From all its labels: those judging reads may not yet hold a Deployment's pod-template-hash.
       workload: workloadOfPod({
@@ -389,6 +404,26 @@ export class PodAuditor extends EventEmitter {
     if (this.gaugeNamespaces.size >= this.maxNamespaces) return other;
     this.gaugeNamespaces.add(namespace);
     return namespace;
+  }
+
+  /** Whether the first list since start has announced the missing pods no audit saw created. */
+  private unseenAnnounced = false;
+
+  /**
+   * The missing pods of the first list that no audit saw being created (created after the last
+   * auditor's last renewal): each gets its Event, as a pod seen going missing does (bounded).
+   */
+  private announceUnseen(): void {
+    this.unseenAnnounced = true;
+    const since = this.options.unseenSince?.()?.getTime();
+    if (since === undefined || Number.isNaN(since)) return;
+    let announced = 0;
+    for (const [key, pod] of this.pods) {
+      if (announced >= maxUnseenAnnounced) break;
+      if (pod.state !== 'missing' || !(pod.created > since)) continue;
+      announced++;
+      this.confirm(key, pod, true);
+    }
   }
 
   private missing(pod: StoredPod): void {

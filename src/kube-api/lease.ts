@@ -57,6 +57,7 @@ export class LeaderElector extends EventEmitter {
   private observed: { key: string; at: number } | undefined;
   /** When the last successful renewal was *sent* (never when it was answered: a late answer must not extend leadership). */
   private lastRenew = 0;
+  private previousRenewal: Date | undefined;
   private deadlineTimer: Timer | undefined;
   private readonly leaseDurationMs: number;
   private readonly renewDeadlineMs: number;
@@ -203,6 +204,9 @@ export class LeaderElector extends EventEmitter {
       },
     };
     if (this.stopped) return this.retryPeriodMs;
+    // Taking the lease over: when the leader before (another replica, or this one before it
+    // lost the lease) last said it was alive.
+    const before = this.leading ? undefined : spec.renewTime;
     try {
       await requestJson(kubeConfig, 'PUT', apiPath(apiResources.leases, { namespace: this.options.namespace, name: name }), this.requestTimeout(), {
         body: next,
@@ -215,7 +219,19 @@ export class LeaderElector extends EventEmitter {
       }
       throw err;
     }
+    if (!this.leading && before !== undefined) {
+      const at = Date.parse(before);
+      this.previousRenewal = Number.isNaN(at) ? undefined : new Date(at);
+    }
     if (!this.stopped) this.renewed(sentAt);
     return this.retryPeriodMs;
+  }
+
+  /**
+   * When the lease was last renewed before this replica took it (the leader before, or this
+   * one before it lost the lease); undefined when it created the lease (nobody led before).
+   */
+  lastRenewalBeforeMe(): Date | undefined {
+    return this.previousRenewal;
   }
 }

@@ -63,6 +63,7 @@ export interface ListedMetadata {
   labels?: Record<string, string>;
   annotations?: Record<string, string>;
   ownerReferences?: unknown;
+  creationTimestamp?: unknown;
 }
 
 /**

@@ -192,6 +192,8 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
       namespaces: cluster.namespaces,
       gauge: metrics.pods,
       ...(events ? { onMissing: (event) => events.record(event) } : {}),
+      // Pods created while no replica audited (every replica down) get their Event too.
+      unseenSince: () => election.lastRenewalBeforeMe(),
       // The auditor decides as admission does: the same namespace source, version and Pod Security action.
       decide: { namespaces: cluster.namespaces, kubernetesVersion: view.versions.version, podSecurity: config.podSecurityAction },
       clock,

@@ -47,9 +47,9 @@ const withProxy = (name: string) => {
 };
 
 test.serial(
-  'the injector down: the required webhook refuses pods with the API server’s message; set to Ignore, pods are created without sidecars',
+  'the injector down: the required webhook refuses pods with the API server’s message; set to Ignore, pods are created without sidecars, and announced missing once the injector is back',
   async (t) => {
-    const { kube } = joinWorld();
+    const { kube, kubectl } = joinWorld();
     const namespace = await optedInNamespace(t, 'outage');
     const elsewhere = await testNamespace(t, 'outage-plain');
     t.teardown(restore);
@@ -106,6 +106,14 @@ test.serial(
     });
     const metrics = await kube.request('GET', `/api/v1/namespaces/sidecar-injector/pods/https:${leader}:10250/proxy/metrics`);
     t.regex(metrics.text, /^sidecar_injector_webhook_failing_open\{webhook="required\.sidecar-injector\.io"\} 1$/m);
+    // The pod created while every replica was down: no audit saw it created, the new leader's
+    // first list finds it missing and says so where a person looks (a bare pod: its namespace).
+    const name = created.metadata.name as string;
+    const missing = await eventually(`the SidecarsMissing Event of ${name}`, async () => {
+      const { stdout } = await kubectl(['get', 'events', '-n', namespace, '--field-selector', 'reason=SidecarsMissing', '-o', 'json']);
+      return (JSON.parse(stdout).items as Json[]).find((e) => String(e.message).startsWith(`pod ${name} lacks `));
+    });
+    t.regex(missing.message, new RegExp(`^pod ${name} lacks log-shipper; recreate pod ${name} \\(a bare pod: delete it and create it again\\)$`));
   },
 );
 
