@@ -11,7 +11,8 @@ import { join } from 'node:path';
 import { admitPod } from '../src/pipeline/admit.js';
 import { loadConfig } from '../src/config.js';
 import { ConfigError } from '../src/errors.js';
-import { apiServerDryRun, Preflights, type PreflightResult } from '../src/rollout/preflight.js';
+import { apiServerDryRun, apiServerNamespaceLabels, Preflights, probeKeptOut, type PreflightResult } from '../src/rollout/preflight.js';
+import { compileTemplate } from '../src/templates/compile.js';
 import { loadTemplateDir } from '../src/templates/load.js';
 import { probeAnnotation, revisionsFor } from '../src/templates/rollout.js';
 import type { TemplateSet } from '../src/templates/set.js';
@@ -145,6 +146,46 @@ test('a probe the injector never reached (its namespace not opted in) fails and 
   t.like(c.results[0], { passed: false, failure: 'not-injected' });
   t.regex(c.results[0]!.message, /is the namespace opted in \(label sidecar-injector\.io\/injection=enabled\)/);
   t.is(await c.revisionOfNewPod(), c.stable);
+});
+
+test('the preflight names what kept its probe out, from the probe namespace’s labels, with the fix: the opt-in (a near miss said), or the candidate’s own namespaceSelector', async (t) => {
+  const set = await candidateSet();
+  const candidate = set.rollouts!.get('log-shipper')!.candidate!;
+  t.is(
+    probeKeptOut(candidate, 'probes', { 'sidecar-injector/injection': 'enabled', 'kubernetes.io/metadata.name': 'probes' }),
+    'the probe namespace probes is not opted in (it needs label sidecar-injector.io/injection=enabled; it has sidecar-injector/injection=enabled, a near miss: did you mean sidecar-injector.io/injection=enabled?); fix: kubectl label namespace probes sidecar-injector.io/injection=enabled --overwrite',
+  );
+  const scoped = compileTemplate(
+    { name: 'agent', namespaceSelector: { matchLabels: { team: 'payments' } }, containers: [{ name: 'agent', image: 'agent:1' }] },
+    'agent.yaml',
+  ).template!;
+  t.is(
+    probeKeptOut(scoped, 'probes', { 'sidecar-injector.io/injection': 'enabled', 'kubernetes.io/metadata.name': 'probes' }),
+    "the candidate's namespaceSelector does not select the probe namespace probes: it needs team=payments, and the namespace has no label team; fix: give the probe namespace that label (kubectl label namespace probes team=payments --overwrite), or use a probe namespace labelled as the namespaces the template serves",
+  );
+  t.is(probeKeptOut(scoped, 'probes', { 'sidecar-injector.io/injection': 'enabled', team: 'payments' }), undefined, 'neither: the webhook or another one');
+  // Through the preflight: the probe namespace's labels read when the probe came back without the sidecar.
+  const api = new FakeApiServer();
+  await api.start();
+  t.teardown(() => api.stop());
+  const chain = new AdmissionChain();
+  api.admission = chain;
+  api.create('probes', { 'sidecar-injector/injection': 'enabled' });
+  const results: PreflightResult[] = [];
+  const kubeConfig = await api.kubeConfig();
+  const preflights = new Preflights(
+    'probes',
+    apiServerDryRun(kubeConfig),
+    () => new Date(0),
+    (r) => results.push(r),
+    apiServerNamespaceLabels(kubeConfig),
+  );
+  await preflights.run(set);
+  t.like(results[0], { passed: false, failure: 'not-injected' });
+  t.regex(
+    results[0]!.message,
+    /came back without the candidate's sidecar: the probe namespace probes is not opted in .*fix: kubectl label namespace probes sidecar-injector\.io\/injection=enabled --overwrite$/,
+  );
 });
 
 test('an API server that cannot be reached fails the preflight; the probe annotation counts only in the probe namespace', async (t) => {

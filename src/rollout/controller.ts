@@ -16,7 +16,7 @@ import type { TemplateSet } from '../templates/set.js';
 import type { TemplateSource } from '../templates/store.js';
 import { sidecarTemplateResource } from '../templates/resource.js';
 import { lookAtCandidates } from './look.js';
-import { Preflights, apiServerDryRun } from './preflight.js';
+import { Preflights, apiServerDryRun, apiServerNamespaceLabels } from './preflight.js';
 
 /** How often a candidate in rollout is preflighted again (and at once on every reload). */
 const preflightIntervalMs = 5 * 60_000;
@@ -48,6 +48,8 @@ export interface RolloutOptions {
   readonly clock: Clock;
   /** `reportingInstance` of those Events (the replica's pod name). */
   readonly instance: string;
+  /** The uid of the SidecarTemplate named so, as last listed: an Event names it, so that `kubectl describe` finds it. */
+  readonly uidOf?: (object: string) => string | undefined;
 }
 
 /** The candidate's health at the last look, as /status shows it. */
@@ -140,6 +142,7 @@ export class RolloutController implements Runnable {
             `It takes no pod; new pods get the stable revision. Fix the candidate, or delete its SidecarTemplate to abort; the preflight runs again on every change of the templates and every five minutes.`,
         );
       },
+      apiServerNamespaceLabels(kubeConfig),
     );
   }
 
@@ -208,8 +211,9 @@ export class RolloutController implements Runnable {
     // The candidate's own object: `kubectl describe sidecartemplate` shows why it takes no pod.
     const name = this.options.templates.current().rollouts?.get(template)?.candidate?.object;
     if (name === undefined) return;
+    const uid = this.options.uidOf?.(name);
     this.events?.record({
-      regarding: { apiVersion: sidecarTemplateResource.apiVersion, kind: sidecarTemplateResource.kind, namespace: '', name },
+      regarding: { apiVersion: sidecarTemplateResource.apiVersion, kind: sidecarTemplateResource.kind, namespace: '', name, ...(uid ? { uid } : {}) },
       type: 'Warning',
       reason,
       action,

@@ -10,7 +10,10 @@
 import type { KubeConfig } from '@kubernetes/client-node';
 import { KubernetesApiError } from '../errors.js';
 import { isJsonObject, type JsonObject } from '../k8s/json.js';
-import { AnnotationKeys, LabelKeys } from '../k8s/keys.js';
+import { AnnotationKeys, LabelKeys, LabelValues } from '../k8s/keys.js';
+import { nearMiss } from '../k8s/near-miss.js';
+import { requirementPhrase, unmetBecause, unmetRequirement, type Labels } from '../k8s/selector.js';
+import { metadataNameLabel } from '../namespaces/source.js';
 import { cut } from '../quote.js';
 import { requestJson } from '../kube-api/request.js';
 import { probeAnnotation, stopCandidates } from '../templates/rollout.js';
@@ -158,8 +161,55 @@ function callFailed(answer: { readonly status: number; readonly message: string 
   return answer.status === 500 && answer.message.includes('failed calling webhook');
 }
 
+/** The labels of a namespace as the API server holds them; undefined when they cannot be read. */
+export type NamespaceLabelsRead = (namespace: string) => Promise<Labels | undefined>;
+
+/** A namespace's labels read from the API server of `kubeConfig` (the injector may get namespaces). */
+export function apiServerNamespaceLabels(kubeConfig: KubeConfig, timeoutMs = 5000): NamespaceLabelsRead {
+  return async (namespace) => {
+    try {
+      const object = await requestJson(kubeConfig, 'GET', apiPath(apiResources.namespaces, { name: namespace }), timeoutMs);
+      const metadata = isJsonObject(object) && isJsonObject(object.metadata) ? object.metadata : {};
+      const labels = isJsonObject(metadata.labels) ? metadata.labels : {};
+      return {
+        ...Object.fromEntries(Object.entries(labels).filter((e): e is [string, string] => typeof e[1] === 'string')),
+        [metadataNameLabel]: namespace,
+      };
+    } catch {
+      return undefined;
+    }
+  };
+}
+
+/**
+ * Why the probe namespace kept the candidate out, from its labels, with the fix: the namespace
+ * not opted in, or the candidate's own namespaceSelector not selecting it. Undefined when
+ * neither (then the webhook was not reached, or another webhook took the sidecar out).
+ */
+export function probeKeptOut(candidate: Template, namespace: string, labels: Labels): string | undefined {
+  if (labels[LabelKeys.namespaceOptIn] !== LabelValues.enabled) {
+    const near = nearMiss({ key: LabelKeys.namespaceOptIn, operator: 'In', values: new Set([LabelValues.enabled]) }, labels);
+    return `the probe namespace ${namespace} is not opted in (it needs label ${LabelKeys.namespaceOptIn}=${LabelValues.enabled}${near ? `; ${near}` : ''}); fix: kubectl label namespace ${namespace} ${LabelKeys.namespaceOptIn}=${LabelValues.enabled} --overwrite`;
+  }
+  const unmet = unmetRequirement(candidate.namespaceSelector, labels);
+  if (!unmet) return undefined;
+  const give =
+    unmet.operator === 'In'
+      ? `give the probe namespace that label (kubectl label namespace ${namespace} ${unmet.key}=${[...unmet.values].sort()[0]!} --overwrite), or `
+      : unmet.operator === 'Exists'
+        ? `give the probe namespace that label (kubectl label namespace ${namespace} ${unmet.key}=probe), or `
+        : '';
+  return `the candidate's namespaceSelector does not select the probe namespace ${namespace}: it needs ${requirementPhrase(unmet)}, and ${unmetBecause(unmet, labels, 'the namespace')}; fix: ${give}use a probe namespace labelled as the namespaces the template serves`;
+}
+
 /** Runs one candidate's probe through the chain: a dry-run create, its checks, and a second dry run of the result. */
-export async function preflight(candidate: Template, namespace: string, dryRun: DryRunCreate, now: () => Date): Promise<PreflightResult> {
+export async function preflight(
+  candidate: Template,
+  namespace: string,
+  dryRun: DryRunCreate,
+  now: () => Date,
+  namespaceLabels?: NamespaceLabelsRead,
+): Promise<PreflightResult> {
   const done = (failure: PreflightFailure | undefined, message: string): PreflightResult => ({
     template: candidate.name,
     revision: candidate.hash,
@@ -180,11 +230,18 @@ export async function preflight(candidate: Template, namespace: string, dryRun: 
       ? done('unreachable', `the admission chain could not call a webhook for ${subject} (HTTP ${first.status}): ${first.message}`)
       : done('refused', `the admission chain refused ${subject} (HTTP ${first.status}): ${first.message}`);
   const names = injectedNames(first.pod, candidate);
-  if (!names || names.length === 0)
+  if (!names || names.length === 0) {
+    const labels = await namespaceLabels?.(namespace);
+    const keptOut = labels && probeKeptOut(candidate, namespace, labels);
     return done(
       'not-injected',
-      `${subject} came back without the candidate's sidecar: is the namespace opted in (label ${LabelKeys.namespaceOptIn}=enabled) and reached by the injector's webhook, and does no other webhook take the sidecar out?`,
+      keptOut
+        ? `${subject} came back without the candidate's sidecar: ${keptOut}`
+        : labels
+          ? `${subject} came back without the candidate's sidecar: the probe namespace is opted in and the candidate's namespaceSelector selects it; was the injector's webhook reached, and does no other webhook take the sidecar out?`
+          : `${subject} came back without the candidate's sidecar: is the namespace opted in (label ${LabelKeys.namespaceOptIn}=${LabelValues.enabled}) and reached by the injector's webhook, and does no other webhook take the sidecar out?`,
     );
+  }
   const counts = nameCounts(first.pod);
   const twice = names.filter((n) => (counts.get(n) ?? 0) !== 1);
   if (twice.length > 0) return done('injected-twice', `${subject} holds container ${twice[0]} ${counts.get(twice[0]!) ?? 0} times, not once`);
@@ -246,6 +303,7 @@ export class Preflights {
     private readonly dryRun: DryRunCreate,
     private readonly now: () => Date = () => new Date(),
     private readonly listener: PreflightListener = () => undefined,
+    private readonly namespaceLabels?: NamespaceLabelsRead,
   ) {}
 
   /** A number that changes whenever what gate makes of a set does (a result, a halt). */
@@ -301,7 +359,7 @@ export class Preflights {
       if (!rollout.candidate) continue;
       const key = `${rollout.name}@${rollout.candidate.hash}`;
       seen.add(key);
-      const result = await preflight(rollout.candidate, this.namespace, this.dryRun, this.now);
+      const result = await preflight(rollout.candidate, this.namespace, this.dryRun, this.now, this.namespaceLabels);
       this.results.set(key, result);
       this.version++;
       this.listener(result);

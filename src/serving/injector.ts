@@ -5,6 +5,7 @@
  * and stops in reverse (runtime/manager.ts). `/readyz` and `/status` are gathered from them.
  */
 import type { Logger } from 'pino';
+import { isJsonObject } from '../k8s/json.js';
 import { createApp } from '../app.js';
 import type { Clock } from '../clock.js';
 import type { Config } from '../config.js';
@@ -151,6 +152,11 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
           metrics,
           clock,
           instance: config.replica,
+          uidOf: (name: string) => {
+            const metadata = templates.objects?.stored().get(name)?.metadata;
+            const uid = isJsonObject(metadata) ? metadata.uid : undefined;
+            return typeof uid === 'string' ? uid : undefined;
+          },
         })
       : undefined;
   // The set in force: the stored templates, with candidates that have not passed their preflight stopped.

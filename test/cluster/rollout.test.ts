@@ -114,6 +114,9 @@ test.serial(
     });
     t.deepEqual([...images], [stableImage], `${created} pods, every one with the stable revision`);
     t.regex(events[0]!.message, /failed its preflight \(refused\): .*fluent-bit 9 is not signed/);
+    // The Events name the object with its uid: kubectl describe shows them under it.
+    const described = (await kubectl(['describe', 'sidecartemplate', 'log-shipper-next'])).stdout;
+    t.regex(described, /Warning\s+RolloutPreflightFailed\s+.*Candidate revision [0-9a-f]{12} of template log-shipper failed its preflight \(refused\)/);
     const status = await kube.get('/api/v1/namespaces/sidecar-injector/services/https:sidecar-injector:443/proxy/status');
     const shown = (status.rollout.candidates as Json[]).find((c) => c.template === 'log-shipper');
     t.is(shown?.takesPods, false);
@@ -218,6 +221,43 @@ test.serial(
       [],
       'no RolloutPreflightFailed from the replica that was only starting',
     );
+  },
+);
+
+test.serial(
+  'a candidate whose own namespaceSelector leaves out the probe namespace: the preflight says so and how to fix it, not that the namespace is not opted in',
+  async (t) => {
+    const { kube } = joinWorld();
+    const { kubectl } = joinWorld();
+    const spec = {
+      ...JSON.parse(JSON.stringify(stable.spec).replaceAll(stableImage, 'fluent/fluent-bit:3.2.4')),
+      name: 'log-shipper',
+      namespaceSelector: { matchLabels: { team: 'payments' } },
+      rollout: { role: 'candidate', share: 100 },
+    };
+    if (await kube.find(candidatePath)) await kube.delete(candidatePath);
+    await kube.create(sidecarTemplatesPath(), {
+      apiVersion: 'sidecar-injector.io/v1alpha1',
+      kind: 'SidecarTemplate',
+      metadata: { name: 'log-shipper-next' },
+      spec,
+    });
+    const status = await eventually('the candidate stopped: its probe kept out', async () => {
+      const s = await candidateStatus();
+      return s.state === 'Stopped' && /namespaceSelector/.test(String(s.message)) ? s : undefined;
+    });
+    t.regex(
+      String(status.message),
+      /preflight failed \(not-injected\): .*the candidate's namespaceSelector does not select the probe namespace sidecar-injector-probes: it needs team=payments, and the namespace has no label team; fix: give the probe namespace that label \(kubectl label namespace sidecar-injector-probes team=payments --overwrite\)/,
+    );
+    t.notRegex(String(status.message), /is not opted in/);
+    // The Event follows the status (written after the result), on the object kubectl describe shows.
+    const described = await eventually('the Event under kubectl describe', async () => {
+      const out = (await kubectl(['describe', 'sidecartemplate', 'log-shipper-next'])).stdout;
+      return /RolloutPreflightFailed/.test(out) ? out : undefined;
+    });
+    t.regex(described, /failed its preflight \(not-injected\)/);
+    await kube.delete(candidatePath);
   },
 );
 
