@@ -8,6 +8,7 @@
  */
 import test from 'ava';
 import { execFile } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { containerNames, eventually, everyReplica, healthyInstall, joinWorld, optedInNamespace, plainPod, type Json } from './helpers.js';
@@ -16,9 +17,22 @@ const run = promisify(execFile);
 
 test('helm install of the chart gives a healthy install that injects, where the kustomize install was; helm upgrade keeps it so', async (t) => {
   const { file, kube, kubectl } = joinWorld();
-  await kubectl(['delete', '-k', 'manifests', '--wait=true']);
-  await eventually('the namespace sidecar-injector gone', async () => (await kube.find('/api/v1/namespaces/sidecar-injector')) === undefined);
-  await kubectl(['apply', '-f', 'manifests/base/namespace.yaml']);
+  // The move as docs/helm.md writes it: its kubectl lines, run as written, before helm install.
+  const doc = await readFile(join('docs', 'helm.md'), 'utf8');
+  const block = /## From the kustomize install to the chart[^]*?```sh\n([^]*?)```/.exec(doc)?.[1];
+  if (!block) throw new Error('docs/helm.md shows no commands for the move from kustomize');
+  const lines = block.split('\n').map((l) => l.replace(/\s+#.*$/, '').trim());
+  const moveCommands = lines.slice(
+    0,
+    lines.findIndex((l) => l.startsWith('helm install')),
+  );
+  t.deepEqual(moveCommands, [
+    'kubectl delete -k manifests/',
+    'kubectl wait --for=delete namespace/sidecar-injector --timeout=5m',
+    'kubectl apply -f manifests/base/namespace.yaml',
+  ]);
+  for (const line of moveCommands) await kubectl(line.split(' ').slice(1));
+  t.truthy(await kube.find('/api/v1/namespaces/sidecar-injector'), 'the namespace made again');
   const env = {
     ...process.env,
     KUBECONFIG: file.admin.kubeconfig,
