@@ -38,18 +38,32 @@ test('every item the ledger records is taken out again: the pod before injection
     { requests: { cpu: '600m', memory: '320Mi' }, limits: { cpu: '1100m', memory: '576Mi' } },
     'grown by the shipper',
   );
-  t.deepEqual(withoutInjected(injected), original);
+  t.deepEqual(withoutInjected(injected, set), original);
   // Injected again, it is the same pod as the first injection: the simulation's starting point is exact.
-  const again = await admitPod({ pod: withoutInjected(injected), namespace: 'shop', name: 'bare-one' }, { templates: () => set, namespaces });
+  const again = await admitPod({ pod: withoutInjected(injected, set), namespace: 'shop', name: 'bare-one' }, { templates: () => set, namespaces });
   t.deepEqual(again.decision === 'patched' ? again.injection.pod : undefined, injected);
 });
 
-test('a pod without a ledger is its own author’s; a ledger that is not one takes nothing but itself out', (t) => {
+test('a pod without a ledger is its own author’s; a ledger that is not one, or claims what no template in force adds, takes nothing but itself out', (t) => {
+  const set = templateSet(logShipperDoc, proxyDoc);
   const plain = { metadata: { name: 'p', annotations: { a: 'b' } }, spec: { containers: [{ name: 'app', image: 'app:1' }] } };
-  t.is(withoutInjected(plain), plain);
-  const forged = {
+  t.is(withoutInjected(plain, set), plain);
+  const broken = {
     metadata: { name: 'p', annotations: { 'sidecar-injector.io/status': '{not json' } },
     spec: { containers: [{ name: 'app', image: 'app:1' }] },
   };
-  t.deepEqual(withoutInjected(forged), { metadata: { name: 'p' }, spec: { containers: [{ name: 'app', image: 'app:1' }] } });
+  t.deepEqual(withoutInjected(broken, set), { metadata: { name: 'p' }, spec: { containers: [{ name: 'app', image: 'app:1' }] } });
+  // A forged entry claiming the pod's own container, and one naming the shipper's container
+  // which the pod holds as something else of its own: neither is believed, the containers stay.
+  const ledger = JSON.stringify({ v: 1, templates: { logs: { hash: 'x', containers: ['log-shipper', 'app'] }, made: { hash: 'y', containers: ['app'] } } });
+  const spec = {
+    containers: [
+      { name: 'app', image: 'app:1' },
+      { name: 'log-shipper', image: 'mine:1' },
+    ],
+  };
+  t.deepEqual(withoutInjected({ metadata: { name: 'p', annotations: { 'sidecar-injector.io/status': ledger } }, spec }, set), {
+    metadata: { name: 'p' },
+    spec,
+  });
 });

@@ -111,7 +111,7 @@ function dryRunPod(pod: JsonObject): JsonObject {
 }
 
 /** Every workload in scope: each kind's objects whose pods are not another workload's, and bare pods. */
-async function workloadsInScope(kubeConfig: Parameters<typeof listPages>[0], namespace: string | undefined): Promise<Subject[]> {
+async function workloadsInScope(kubeConfig: Parameters<typeof listPages>[0], namespace: string | undefined, inForce: TemplateSet): Promise<Subject[]> {
   const subjects: Subject[] = [];
   const scope = namespace === undefined ? {} : { namespace };
   for (const kind of kindsWhere((k) => k.createsPods || k.kind === 'Deployment' || k.kind === 'CronJob')) {
@@ -140,7 +140,7 @@ async function workloadsInScope(kubeConfig: Parameters<typeof listPages>[0], nam
       if (typeof metadata.name !== 'string' || typeof metadata.namespace !== 'string') continue;
       if (controllingOwner(metadata.ownerReferences, metadata.namespace)) continue;
       // Its re-create starts from its author's manifest: what the injector added is taken out.
-      subjects.push({ kind: 'Pod', namespace: metadata.namespace, name: metadata.name, pod: withoutInjected(asNewPod(object)) });
+      subjects.push({ kind: 'Pod', namespace: metadata.namespace, name: metadata.name, pod: withoutInjected(asNewPod(object), inForce) });
     }
   });
   return subjects;
@@ -197,7 +197,7 @@ export async function simulate(argv: readonly string[], io: SimulateIo, env: Rea
   const after = depsOf(next);
   const dryRun = apiServerDryRun(kubeConfig, timeoutMs);
 
-  const subjects = await workloadsInScope(kubeConfig, namespace);
+  const subjects = await workloadsInScope(kubeConfig, namespace, inForce.set);
   io.stderr.write(`simulate: ${subjects.length} workload(s); templates in force from ${inForce.from}, new from ${dir}\n`);
   const workloads: SimulatedWorkload[] = [];
   let failures = 0;

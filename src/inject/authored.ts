@@ -3,22 +3,38 @@
  * (containers, native sidecars, volumes, pull secrets, labels, annotations, what was added to
  * the pod's own containers, the pod-level resources grown for the sidecars) taken out again, and
  * the ledger with them. What `simulate` sends for a bare pod, whose re-create starts from the
- * author's manifest, not from the stored pod. The ledger is read as written (a pod can forge
- * one): this is a prediction for an operator, never a decision. Pure.
+ * author's manifest, not from the stored pod. The ledger is a claim (a pod can write one): only
+ * what the templates in force back, as admission believes it (trust.ts), is taken out, so a
+ * forged entry cannot strip the pod's own containers from the simulation. Pure.
  */
 import { isJsonObject, type JsonObject } from '../k8s/json.js';
 import { AnnotationKeys } from '../k8s/keys.js';
+import { parsePod } from '../k8s/pod.js';
+import type { TemplateSet } from '../templates/set.js';
 import { appItemKinds, itemKey, parseLedger, type LedgerEntry } from './ledger.js';
+import { checkLedger } from './trust.js';
 import { addGrowth, grownResources, type ResourceGrowth } from './pod-resources.js';
 
 const namedLists = ['containers', 'initContainers', 'volumes', 'imagePullSecrets'] as const;
 
-export function withoutInjected(pod: JsonObject): JsonObject {
+export function withoutInjected(pod: JsonObject, set: TemplateSet): JsonObject {
   const metadata = isJsonObject(pod.metadata) ? pod.metadata : {};
   const annotations = isJsonObject(metadata.annotations) ? metadata.annotations : {};
   const raw = annotations[AnnotationKeys.status];
   if (typeof raw !== 'string') return pod;
-  const entries: LedgerEntry[] = Object.values(parseLedger(raw).ledger.templates);
+  let entries: LedgerEntry[];
+  try {
+    const claimed = parseLedger(raw).ledger;
+    const believed = checkLedger(claimed, parsePod(pod), set).believed.templates;
+    // The pod-level growth is a record, not an item to prove: taken with its template's believed entry.
+    entries = Object.entries(believed).map(([name, entry]) => {
+      const growth = Object.hasOwn(claimed.templates, name) ? claimed.templates[name]!.podResources : undefined;
+      return growth ? { ...entry, podResources: growth } : entry;
+    });
+  } catch {
+    // A pod admission could not read: sent as it is, the chain says what it makes of it.
+    return pod;
+  }
   const recorded = (kind: (typeof namedLists)[number] | 'labels' | 'annotations') => new Set(entries.flatMap((e) => e[kind] ?? []));
 
   const spec: JsonObject = isJsonObject(pod.spec) ? { ...pod.spec } : {};
