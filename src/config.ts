@@ -60,15 +60,15 @@ export interface Config {
   /** @default 7 MiB */
   readonly maxBodyBytes: number;
   /**
-   * On SIGTERM: how long readiness is false while requests are still served, so that endpoints
-   * stop sending traffic before the listener closes. @default 5000
+   * On SIGTERM: how long requests are still served while endpoints and kube-proxy catch up
+   * (between the handover's two looks, or before the close). @default 5000
    */
   readonly shutdownDelayMs: number;
   /** On SIGTERM: the longest wait for in-flight reviews after the listener closes. @default 20000 */
   readonly shutdownTimeoutMs: number;
   /**
    * On SIGTERM, for a replica behind the Service: the longest wait, serving, for another ready
-   * replica to take over before the shutdown delay begins. @default 30000
+   * replica to take over, counted from the signal. @default 25000
    */
   readonly shutdownHandoverMs: number;
   /** How often the templates directory is checked for changes (besides file events). @default 5000 */
@@ -214,13 +214,19 @@ export const serveOptions = {
   },
   'max-body-bytes': { kind: 'string', value: 'N', env: 'SIDECAR_INJECTOR_MAX_BODY_BYTES', default: String(defaultMaxBodyBytes), help: 'request body limit' },
   'log-level': { kind: 'string', value: 'LEVEL', env: 'SIDECAR_INJECTOR_LOG_LEVEL', default: 'info', help: 'pino level' },
-  'shutdown-delay-ms': { kind: 'string', value: 'N', env: 'SIDECAR_INJECTOR_SHUTDOWN_DELAY_MS', default: '5000', help: 'unready but serving, before closing' },
+  'shutdown-delay-ms': {
+    kind: 'string',
+    value: 'N',
+    env: 'SIDECAR_INJECTOR_SHUTDOWN_DELAY_MS',
+    default: '5000',
+    help: 'serving while endpoints catch up, before closing',
+  },
   'shutdown-timeout-ms': { kind: 'string', value: 'N', env: 'SIDECAR_INJECTOR_SHUTDOWN_TIMEOUT_MS', default: '20000', help: 'wait for in-flight reviews' },
   'shutdown-handover-ms': {
     kind: 'string',
     value: 'N',
     env: 'SIDECAR_INJECTOR_SHUTDOWN_HANDOVER_MS',
-    default: '30000',
+    default: '25000',
     help: 'serving, wait for another replica to be ready behind the Service',
   },
   'template-check-interval-ms': {
@@ -299,7 +305,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
   const namespaceLookupTimeoutMs = integer('namespace-lookup-timeout-ms', 2000, 50, 30_000);
   const shutdownDelayMs = integer('shutdown-delay-ms', 5000, 0, 600_000);
   const shutdownTimeoutMs = integer('shutdown-timeout-ms', 20_000, 100, 600_000);
-  const shutdownHandoverMs = integer('shutdown-handover-ms', 30_000, 0, 600_000);
+  const shutdownHandoverMs = integer('shutdown-handover-ms', 25_000, 0, 600_000);
   const templateCheckIntervalMs = integer('template-check-interval-ms', 5000, 100, 3_600_000);
   const logLevel = option('log-level') ?? 'info';
   if (!logLevels.has(logLevel)) problems.push(`--log-level: expected one of ${[...logLevels].join(', ')} (got ${JSON.stringify(logLevel)})`);

@@ -53,17 +53,45 @@ test('a pod without a ledger is its own author’s; a ledger that is not one, or
     spec: { containers: [{ name: 'app', image: 'app:1' }] },
   };
   t.deepEqual(withoutInjected(broken, set), { metadata: { name: 'p' }, spec: { containers: [{ name: 'app', image: 'app:1' }] } });
-  // A forged entry claiming the pod's own container, and one naming the shipper's container
-  // which the pod holds as something else of its own: neither is believed, the containers stay.
+  // A forged entry claiming the pod's own container (by the template in force, and by one that
+  // is not) takes nothing of it. A container under the name the shipper adds, claimed, is the
+  // shipper's of another revision: taken out (admission refuses it as a name conflict anyway).
   const ledger = JSON.stringify({ v: 1, templates: { logs: { hash: 'x', containers: ['log-shipper', 'app'] }, made: { hash: 'y', containers: ['app'] } } });
   const spec = {
     containers: [
       { name: 'app', image: 'app:1' },
-      { name: 'log-shipper', image: 'mine:1' },
+      { name: 'log-shipper', image: 'older:1' },
     ],
   };
   t.deepEqual(withoutInjected({ metadata: { name: 'p', annotations: { 'sidecar-injector.io/status': ledger } }, spec }, set), {
     metadata: { name: 'p' },
-    spec,
+    spec: { containers: [{ name: 'app', image: 'app:1' }] },
   });
+});
+
+test('a pod injected by an older revision is its author’s pod again under the new one; a claimed pod-level growth is never taken, the sidecars’ share is computed again', async (t) => {
+  const original = {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: 'bare-two', labels: { app: 'web' } },
+    spec: { resources: { limits: { cpu: '1', memory: '512Mi' } }, containers: [{ name: 'app', image: 'app:1' }] },
+  };
+  const shipper = (image: string) => ({
+    ...logShipperDoc,
+    containers: [{ ...logShipperDoc.containers[0]!, image, resources: { limits: { cpu: '100m', memory: '64Mi' } } }],
+  });
+  const old = templateSet(shipper('fluent/fluent-bit:3'));
+  const outcome = await admitPod({ pod: original, namespace: 'shop', name: 'bare-two' }, { templates: () => old, namespaces });
+  if (outcome.decision !== 'patched') return t.fail(outcome.message);
+  const stored = outcome.injection.pod as Record<string, any>;
+  // The templates in force moved on: the shipper's image changed.
+  t.deepEqual(withoutInjected(stored, templateSet(shipper('fluent/fluent-bit:4'))), original);
+  // A ledger whose record of the growth is forged (a thousand CPUs): the share is computed from the sidecar.
+  const ledger = JSON.parse(stored.metadata.annotations['sidecar-injector.io/status']);
+  ledger.templates.logs.podResources = { limits: { cpu: '1000', memory: '1Ti' } };
+  const forged = {
+    ...stored,
+    metadata: { ...stored.metadata, annotations: { ...stored.metadata.annotations, 'sidecar-injector.io/status': JSON.stringify(ledger) } },
+  };
+  t.deepEqual(withoutInjected(forged, old), original);
 });

@@ -41,6 +41,19 @@ test('a replica the Service does not send to has nothing to hand over', async (t
   t.is(await handoverState(kubeConfig, namespace, service, 'me'), 'not-behind');
 });
 
+test('a list it may not make (403) or of a resource not served (404) is nothing to wait for; a throttled or failing one is an error (the replica serves on)', async (t) => {
+  const api = await cluster(t);
+  const kubeConfig = await api.kubeConfig();
+  for (const code of [403, 404]) {
+    api.endpointSlicesStatus = code;
+    t.is(await handoverState(kubeConfig, namespace, service, 'me'), 'not-behind', String(code));
+  }
+  for (const code of [429, 500, 503]) {
+    api.endpointSlicesStatus = code;
+    await t.throwsAsync(handoverState(kubeConfig, namespace, service, 'me'), undefined, String(code));
+  }
+});
+
 test('alone until another replica is ready in the slice and as a pod that is not being deleted', async (t) => {
   const api = await cluster(t);
   const kubeConfig = await api.kubeConfig();

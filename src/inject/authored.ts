@@ -10,10 +10,11 @@
 import { isJsonObject, type JsonObject } from '../k8s/json.js';
 import { AnnotationKeys } from '../k8s/keys.js';
 import { parsePod } from '../k8s/pod.js';
+import { skeletonOf } from '../templates/render.js';
 import type { TemplateSet } from '../templates/set.js';
 import { appItemKinds, itemKey, parseLedger, type LedgerEntry } from './ledger.js';
 import { checkLedger } from './trust.js';
-import { addGrowth, grownResources, type ResourceGrowth } from './pod-resources.js';
+import { grownResources, runsBesideApp, sidecarShare } from './pod-resources.js';
 
 const namedLists = ['containers', 'initContainers', 'volumes', 'imagePullSecrets'] as const;
 
@@ -23,26 +24,33 @@ export function withoutInjected(pod: JsonObject, set: TemplateSet): JsonObject {
   const raw = annotations[AnnotationKeys.status];
   if (typeof raw !== 'string') return pod;
   let entries: LedgerEntry[];
+  let sidecars: ReadonlySet<string>;
   try {
-    const claimed = parseLedger(raw).ledger;
-    const believed = checkLedger(claimed, parsePod(pod), set).believed.templates;
-    // The pod-level growth is a record, not an item to prove: taken with its template's believed entry.
-    entries = Object.entries(believed).map(([name, entry]) => {
-      const growth = Object.hasOwn(claimed.templates, name) ? claimed.templates[name]!.podResources : undefined;
-      return growth ? { ...entry, podResources: growth } : entry;
-    });
+    const checked = checkLedger(parseLedger(raw).ledger, parsePod(pod), set);
+    entries = Object.values(checked.believed.templates);
+    // A sidecar of an older revision (its content no longer the template's) is still the
+    // template's: claimed under a name a template in force adds, it is no container of the
+    // author's (admission would refuse such a container as a name conflict anyway).
+    const added = new Set(set.templates.flatMap((t) => [...skeletonOf(t).containers, ...skeletonOf(t).initContainers].map((c) => String(c.name))));
+    sidecars = new Set([...checked.sidecars].filter((name) => added.has(name)));
   } catch {
     // A pod admission could not read: sent as it is, the chain says what it makes of it.
     return pod;
   }
-  const recorded = (kind: (typeof namedLists)[number] | 'labels' | 'annotations') => new Set(entries.flatMap((e) => e[kind] ?? []));
+  const recorded = (kind: (typeof namedLists)[number] | 'labels' | 'annotations') =>
+    new Set([...entries.flatMap((e) => e[kind] ?? []), ...(kind === 'containers' || kind === 'initContainers' ? sidecars : [])]);
 
   const spec: JsonObject = isJsonObject(pod.spec) ? { ...pod.spec } : {};
+  const removed: { container: JsonObject; list: 'containers' | 'initContainers' }[] = [];
   for (const list of namedLists) {
     const items = spec[list];
     if (!Array.isArray(items)) continue;
     const ours = recorded(list);
-    const kept = items.filter((item) => !(isJsonObject(item) && typeof item.name === 'string' && ours.has(item.name)));
+    const kept = items.filter((item) => {
+      const taken = isJsonObject(item) && typeof item.name === 'string' && ours.has(item.name);
+      if (taken && (list === 'containers' || list === 'initContainers')) removed.push({ container: item as JsonObject, list });
+      return !taken;
+    });
     if (kept.length > 0 || list === 'containers') spec[list] = kept;
     else delete spec[list];
   }
@@ -64,8 +72,15 @@ export function withoutInjected(pod: JsonObject, set: TemplateSet): JsonObject {
       }
       return out;
     });
-  const growth = entries.reduce<ResourceGrowth | undefined>((sum, e) => addGrowth(sum, e.podResources), undefined);
-  if (growth && isJsonObject(spec.resources)) spec.resources = grownResources(spec.resources, growth, { taken: true });
+  // The pod's budget grew by the sidecars' share (pod-resources.ts): the share of the sidecars
+  // taken out, computed again from them (the ledger's record of it is a claim, never taken).
+  if (isJsonObject(spec.resources)) {
+    const growth = sidecarShare(
+      spec.resources,
+      removed.filter(({ container, list }) => runsBesideApp(container, list)).map(({ container }) => container),
+    );
+    if (growth) spec.resources = grownResources(spec.resources, growth, { taken: true });
+  }
 
   const drop = (map: unknown, keys: ReadonlySet<string>): JsonObject | undefined => {
     if (!isJsonObject(map)) return undefined;

@@ -17,8 +17,10 @@ import { requestJson } from './request.js';
 
 /** How long one request to the API server may take. */
 const requestTimeoutMs = 5000;
-/** Ready endpoints looked up as pods, at most, in one look. */
-const maxSuccessorsLooked = 5;
+/** How long one read of a handover look may take: a look is one list and at most two gets, inside the grace period. */
+const handoverTimeoutMs = 2000;
+/** Ready endpoints looked up as pods, at most, in one look (a handover needs one; each read may take the request timeout). */
+const maxSuccessorsLooked = 2;
 
 interface SliceEndpoint {
   readonly addresses?: readonly string[];
@@ -26,9 +28,9 @@ interface SliceEndpoint {
   readonly targetRef?: { readonly kind?: string; readonly name?: string; readonly namespace?: string };
 }
 
-async function serviceEndpoints(kubeConfig: KubeConfig, namespace: string, service: string): Promise<SliceEndpoint[]> {
+async function serviceEndpoints(kubeConfig: KubeConfig, namespace: string, service: string, timeoutMs = requestTimeoutMs): Promise<SliceEndpoint[]> {
   const query = new URLSearchParams({ labelSelector: `kubernetes.io/service-name=${service}` });
-  const list = (await requestJson(kubeConfig, 'GET', `${apiPath(apiResources.endpointSlices, { namespace })}?${query}`, requestTimeoutMs)) as
+  const list = (await requestJson(kubeConfig, 'GET', `${apiPath(apiResources.endpointSlices, { namespace })}?${query}`, timeoutMs)) as
     { items?: { endpoints?: SliceEndpoint[] }[] } | undefined;
   return (list?.items ?? []).flatMap((slice) => (Array.isArray(slice.endpoints) ? slice.endpoints : []));
 }
@@ -51,16 +53,16 @@ export async function readyEndpointBehind(kubeConfig: KubeConfig, namespace: str
 export type HandoverState = 'not-behind' | 'taken-over' | 'alone';
 
 /**
- * The handover state of the replica (pod) `self`. A 4xx answer (no such resource, no right to
- * list it) reads as `not-behind`: without slices there is nothing to wait for. Other failures
- * (the API server unreachable, 5xx) reject.
+ * The handover state of the replica (pod) `self`. 404 (no such resource) and 403 (no right to
+ * list it) read as `not-behind`: without slices there is nothing to wait for. Other failures
+ * (the API server unreachable or throttling, 5xx) reject: the caller serves on.
  */
 export async function handoverState(kubeConfig: KubeConfig, namespace: string, service: string, self: string): Promise<HandoverState> {
   let endpoints: SliceEndpoint[];
   try {
-    endpoints = await serviceEndpoints(kubeConfig, namespace, service);
+    endpoints = await serviceEndpoints(kubeConfig, namespace, service, handoverTimeoutMs);
   } catch (err) {
-    if (err instanceof KubernetesApiError && err.statusCode >= 400 && err.statusCode < 500) return 'not-behind';
+    if (err instanceof KubernetesApiError && (err.statusCode === 404 || err.statusCode === 403)) return 'not-behind';
     throw err;
   }
   const isPod = (e: SliceEndpoint) => e.targetRef?.kind === 'Pod' && typeof e.targetRef.name === 'string';
@@ -69,7 +71,7 @@ export async function handoverState(kubeConfig: KubeConfig, namespace: string, s
   for (const endpoint of others) {
     const name = endpoint.targetRef!.name!;
     // The slice may not have caught up with a deletion (two replicas deleted at once): the pod says.
-    const pod = (await requestJson(kubeConfig, 'GET', apiPath(apiResources.pods, { namespace, name }), requestTimeoutMs).catch(() => undefined)) as
+    const pod = (await requestJson(kubeConfig, 'GET', apiPath(apiResources.pods, { namespace, name }), handoverTimeoutMs).catch(() => undefined)) as
       { metadata?: { deletionTimestamp?: string }; status?: { conditions?: { type?: string; status?: string }[] } } | undefined;
     if (!pod || pod.metadata?.deletionTimestamp) continue;
     if ((pod.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True')) return 'taken-over';

@@ -283,15 +283,21 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
   // while no other endpoint is ready, so when every replica is deleted at once the old ones
   // answer until the new ones are ready. Taken over means seen so twice, a shutdown delay apart:
   // the first look proves kube-proxy was told, the second that the successor is still there.
-  const handOver = async (): Promise<boolean> => {
-    if (!kubeConfig || config.shutdownHandoverMs === 0) return false;
+  // Counted from the signal: every step of the stop before the server's (the leader's work,
+  // the lease) eats into the handover, never into the end of the grace period.
+  let handoverDeadline = 0;
+  const handOver = async (): Promise<'taken-over' | 'alone' | 'nothing-to-hand-over'> => {
+    // Unready at the signal, kube-proxy sends it nothing (it does not serve): nothing to hand over.
+    if (!kubeConfig || config.shutdownHandoverMs === 0 || !readyAtSignal) return 'nothing-to-hand-over';
     const { handoverState } = await import('../kube-api/endpoints.js');
+    let warned = false;
     const look = () =>
       handoverState(kubeConfig, config.namespace, config.serviceName, config.replica).catch((err: unknown) => {
-        log.warn({ err: (err as Error).message }, "handover: cannot read the Service's endpoints; serving on");
+        if (!warned) log.warn({ err: (err as Error).message }, "handover: cannot read the Service's endpoints; serving on");
+        warned = true;
         return 'alone' as const;
       });
-    const deadline = clock.now() + config.shutdownHandoverMs;
+    const deadline = handoverDeadline;
     let state = await look();
     if (state === 'alone')
       log.info({ service: config.serviceName, maxMs: config.shutdownHandoverMs }, 'handover: no other replica is ready yet; serving until one is');
@@ -305,10 +311,13 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
         state = await look();
       }
     }
-    if (confirmed) log.info({ service: config.serviceName }, 'handover: another replica is ready behind the Service');
-    else if (state !== 'not-behind')
-      log.warn({ service: config.serviceName, maxMs: config.shutdownHandoverMs }, 'handover: no other replica became ready in time; closing');
-    return confirmed;
+    if (confirmed) {
+      log.info({ service: config.serviceName }, 'handover: another replica is ready behind the Service');
+      return 'taken-over';
+    }
+    if (state === 'not-behind') return 'nothing-to-hand-over';
+    log.warn({ service: config.serviceName, maxMs: config.shutdownHandoverMs }, 'handover: no other replica became ready in time; closing');
+    return 'alone';
   };
   // The server drains as one part: the handover (serving, ready as it was at the signal), the
   // shutdown delay while endpoints catch up, then a close that waits for in-flight reviews (bounded).
@@ -343,8 +352,10 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
     stop: async () => {
       if (!running) return;
       const listening = running;
-      // Taken over, the handover has waited the delay already (between its two looks).
-      if (!(await handOver())) await sleep(config.shutdownDelayMs);
+      // Taken over, the handover waited the delay already (between its two looks); alone at the
+      // deadline, no other endpoint will take the connections: close now. Otherwise the delay
+      // lets endpoints catch up.
+      if ((await handOver()) === 'nothing-to-hand-over') await sleep(config.shutdownDelayMs);
       const closed = listening.close();
       const deadline = new Promise<'timeout'>((resolve) => clock.after(config.shutdownTimeoutMs, () => resolve('timeout')));
       const result = await Promise.race([closed.then(() => 'closed' as const), deadline]);
@@ -366,6 +377,7 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
   const shutdown = (reason: string): Promise<void> =>
     (stopping ??= (async () => {
       readyAtSignal = manager.ready();
+      handoverDeadline = clock.now() + config.shutdownHandoverMs;
       draining = true;
       log.info({ reason, delayMs: config.shutdownDelayMs, order: manager.stopOrder() }, 'shutting down: still serving until another replica takes over');
       await manager.stop();

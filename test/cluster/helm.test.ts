@@ -11,7 +11,7 @@ import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { containerNames, eventually, everyReplica, healthyInstall, joinWorld, optedInNamespace, plainPod, type Json } from './helpers.js';
+import { containerNames, everyReplica, healthyInstall, joinWorld, optedInNamespace, plainPod, type Json } from './helpers.js';
 
 const run = promisify(execFile);
 

@@ -656,6 +656,8 @@ export class FakeApiServer {
    * (the pod it targets, terminating or not) (none: no slice at all, as for a Service without
    * ready pods' addresses yet).
    */
+  /** Set: every EndpointSlice list is answered with this status (403 no right, 429 throttled, …). */
+  endpointSlicesStatus: number | undefined;
   readonly serviceEndpoints = new Map<string, (boolean | { ready: boolean; pod: string; terminating?: boolean; serving?: boolean })[]>();
 
   /** Adds a MutatingWebhookConfiguration (as `kubectl apply` would): stored with a resourceVersion. */
@@ -866,6 +868,8 @@ export class FakeApiServer {
       return this.send(res, req.method === 'POST' ? 201 : 200, stored);
     }
     const slices = /^\/apis\/discovery\.k8s\.io\/v1\/namespaces\/([^/]+)\/endpointslices$/.exec(url.pathname);
+    if (slices && req.method === 'GET' && this.endpointSlicesStatus !== undefined)
+      return this.send(res, this.endpointSlicesStatus, status(this.endpointSlicesStatus, 'Failure', `endpointslices answered ${this.endpointSlicesStatus}`));
     if (slices && req.method === 'GET') {
       // The EndpointSlice controller labels each slice with its Service; only that selector is served.
       const service = /^kubernetes\.io\/service-name=([a-z0-9.-]+)$/.exec(url.searchParams.get('labelSelector') ?? '')?.[1];
