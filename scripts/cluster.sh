@@ -9,7 +9,10 @@
 # KUBECONFIG set to an admin kubeconfig and that version's kubectl first on PATH, tears it all
 # down when CMD ends, and exits with CMD's status. Everything runs inside network, mount and PID
 # namespaces made here, so nothing reaches this machine's network and nothing outlives the run.
-# Needs root (Linux namespaces, nftables, chroot). SIDECAR_INJECTOR_CLUSTER_KEEP=1 keeps the logs
+# Beside the stand-in node that runs the injector's pods, a real node (`real-node`: a kubelet with
+# containerd and runc, test/cluster/world/real-node.ts) runs the pods that name it;
+# SIDECAR_INJECTOR_REAL_NODE=off starts the world without it.
+# Needs root (Linux namespaces, nftables, chroot, cgroups). SIDECAR_INJECTOR_CLUSTER_KEEP=1 keeps the logs
 # also when CMD succeeds.
 set -euo pipefail
 usage() {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the real-cluster suite's control plane from Go modules pinned in test/cluster/tools:
-# kube-apiserver, kube-controller-manager and kubectl from k8s.io/kubernetes, etcd from
+# kube-apiserver, kube-controller-manager, kubectl and the kubelet of the world's real node from
+# k8s.io/kubernetes, etcd from
 # go.etcd.io/etcd/server/v3, and helm from helm.sh/helm/v4 (the chart's tests). The binaries go to a cache folder outside the clone, keyed by what
 # decides their bytes (the pinned versions, both go.sum files, the Go version), so a second
 # clone on the same machine reuses them. Prints that folder on stdout; progress on stderr.
@@ -62,11 +63,12 @@ for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   ld+=" -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
 done
 
-echo "build.sh: building Kubernetes $k8s_version (kube-apiserver, kube-controller-manager, kubectl) with $go_version" >&2
+echo "build.sh: building Kubernetes $k8s_version (kube-apiserver, kube-controller-manager, kubectl, kubelet) with $go_version" >&2
 (cd "$tools/k8s" && go build -trimpath -pgo=off -tags=selinux,notest -ldflags="all=$ld" -o "$work/" \
   k8s.io/kubernetes/cmd/kube-apiserver \
   k8s.io/kubernetes/cmd/kube-controller-manager \
-  k8s.io/kubernetes/cmd/kubectl)
+  k8s.io/kubernetes/cmd/kubectl \
+  k8s.io/kubernetes/cmd/kubelet)
 echo "build.sh: building etcd $etcd_version" >&2
 (cd "$tools/etcd" && go build -trimpath -ldflags="-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$etcd_version" \
   -o "$work/etcd" go.etcd.io/etcd/server/v3)

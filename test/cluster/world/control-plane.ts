@@ -148,6 +148,8 @@ export async function startControlPlane(bin: string, state: string, pki: Pki): P
         `--admission-control-config-file=${admissionConfiguration}`,
         `--service-cluster-ip-range=${addresses.serviceCidr}`,
         '--allow-privileged=true',
+        // The real node's kubelet by the address it reports, not its name (nothing resolves it here).
+        '--kubelet-preferred-address-types=InternalIP',
         '--profiling=false',
         `--audit-policy-file=${auditPolicy}`,
         `--audit-log-path=${join(state, 'audit.log')}`,

@@ -43,7 +43,7 @@ const keep = process.env.SIDECAR_INJECTOR_CLUSTER_KEEP === '1';
 const t0 = performance.now();
 let world;
 try {
-  world = await startWorld({ bin, state, clone, optIn });
+  world = await startWorld({ bin, state, clone, optIn, realNode: process.env.SIDECAR_INJECTOR_REAL_NODE !== 'off' });
 } catch (err) {
   console.error(`cluster: the world did not come up: ${(err as Error).stack ?? err}`);
   for (const log of containerLogs(state)) console.error(`cluster: the end of ${log.file}:\n${log.tail}`);
@@ -60,7 +60,11 @@ const { startTimes, kubernetesVersion, containers } = world.file;
 console.error(
   `cluster: Kubernetes ${kubernetesVersion} up (etcd ${Math.round(startTimes.etcdMs)} ms, API server ${Math.round(startTimes.apiServerMs)} ms, ` +
     `controllers ${Math.round(startTimes.controllersMs)} ms, injector installed and healthy ${Math.round(performance.now() - t0)} ms; ` +
-    `its pods run from the ${containers === 'image' ? 'built image' : "clone's build"}); state in ${state}`,
+    `its pods run from the ${containers === 'image' ? 'built image' : "clone's build"}); ` +
+    (world.file.realNode
+      ? `real node Ready (images ${Math.round(world.file.realNode.startMs.images)} ms, containerd ${Math.round(world.file.realNode.startMs.containerd)} ms, registry ${Math.round(world.file.realNode.startMs.registry)} ms, kubelet ${Math.round(world.file.realNode.startMs.kubeletReady)} ms); `
+      : 'no real node (SIDECAR_INJECTOR_REAL_NODE=off); ') +
+    `state in ${state}`,
 );
 const child = spawn(command[0]!, command.slice(1), {
   stdio: 'inherit',

@@ -11,8 +11,8 @@
  * all of it in the pod's status, and on deletion sends SIGTERM (still probing readiness and
  * reporting it, as the kubelet does for a terminating pod), waits the grace period, and
  * removes the pod. Pods of namespaces labelled `sidecar-injector.test/pods: simulated` are run
- * as kwok runs them (reported Running and ready, no process); every other pod stays Pending:
- * admission is what the suite tests.
+ * as kwok runs them (reported Running and ready, no process); pods that name the real node
+ * (real-node.ts) run there; every other pod stays Pending: admission is what the suite tests.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, closeSync, mkdirSync, openSync, readdirSync, readlinkSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';

@@ -1,7 +1,7 @@
 /**
  * The real-cluster test world: a control plane built from Kubernetes' own modules, a network
  * where ClusterIP Services work as kube-proxy makes them, one node that runs the injector's
- * pods, and the injector installed from `manifests/` with `kubectl apply -k`, exactly as a user
+ * pods (node.ts), a real node whose kubelet runs the pods that name it (real-node.ts), and the injector installed from `manifests/` with `kubectl apply -k`, exactly as a user
  * does. It runs inside a network namespace of its own (scripts/cluster.sh makes it), so nothing
  * it does reaches the machine's network.
  *
@@ -18,6 +18,7 @@ import { apiServerUrl, startControlPlane, type ControlPlane } from './control-pl
 import { Kube } from './kube.js';
 import { ServiceProxy, setUpNode } from './network.js';
 import { WorldNode, type RootFilesystem } from './node.js';
+import { RealNode, realNodeMissing, type RealNodeFile } from './real-node.js';
 import { createPki, type Pki } from './pki.js';
 import { waitUntil } from './processes.js';
 
@@ -44,6 +45,8 @@ export interface WorldFile {
   readonly deploy: { readonly image: string; readonly digestFile: string };
   /** What the fresh install (before any template was applied) did to a pod of an opted-in namespace. */
   readonly freshInstall?: FreshInstallPod;
+  /** The real node (a kubelet with containerd and runc), unless the world was started with only the stand-in. */
+  readonly realNode?: RealNodeFile;
 }
 
 export interface World {
@@ -60,6 +63,8 @@ export interface WorldOptions {
   readonly clone: string;
   /** Namespaces opted in for injection once the injector is installed. */
   readonly optIn: readonly string[];
+  /** Start the real node beside the stand-in (the default). */
+  readonly realNode: boolean;
 }
 
 /** The last lines of every container log of the world's pods (for a failure's report). */
@@ -129,7 +134,9 @@ export async function startWorld(options: WorldOptions): Promise<World> {
   const kube = new Kube({ server: apiServerUrl, ca: pki.ca, token: pki.admin.token });
   const proxy = new ServiceProxy(kube, join(state, 'service-proxy.log'));
   let node: WorldNode | undefined;
+  let realNode: RealNode | undefined;
   const stop = async () => {
+    await realNode?.stop();
     await node?.stop();
     await proxy.stop();
     kube.close();
@@ -143,6 +150,11 @@ export async function startWorld(options: WorldOptions): Promise<World> {
     node = new WorldNode({ kube, kubeletVersion: kubernetesVersion, state, namespaces: ['sidecar-injector'], root });
     await node.register();
     node.start();
+    if (options.realNode) {
+      const missing = realNodeMissing();
+      if (missing) throw new Error(`the real node cannot start: ${missing} (SIDECAR_INJECTOR_REAL_NODE=off starts the world with only the stand-in node)`);
+      realNode = await RealNode.start({ kube, bin, state, kubeconfig: pki.admin.kubeconfig });
+    }
     // `make push` wrote the pushed digest beside the archive; here the image's own digest stands in
     // for it (the node runs the image's root filesystem whatever registry the pod names). Without
     // an image the pods run the clone's build, and the digest only names that.
@@ -160,6 +172,7 @@ export async function startWorld(options: WorldOptions): Promise<World> {
       webhookClientCaFile: pki.webhookClient.caFile,
       kubernetesVersion,
       containers: root.mode,
+      ...(realNode ? { realNode: realNode.file } : {}),
     };
     const t0 = performance.now();
     const freshInstall = await install(file, kube, clone, options.optIn);
