@@ -9,6 +9,7 @@
 import test from 'ava';
 import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { containerNames, everyReplica, healthyInstall, joinWorld, optedInNamespace, plainPod, type Json } from './helpers.js';
@@ -44,6 +45,7 @@ test('helm install of the chart gives a healthy install that injects, where the 
       ({ stdout }) => ({ ok: true, out: stdout }),
       (err: { stdout?: string; stderr?: string }) => ({ ok: false, out: `${err.stdout ?? ''}${err.stderr ?? ''}` }),
     );
+  const pushed = readFileSync(file.deploy.digestFile, 'utf8').trim();
   const installed = await helm([
     'install',
     'sidecar-injector',
@@ -52,6 +54,11 @@ test('helm install of the chart gives a healthy install that injects, where the 
     'sidecar-injector',
     '--set',
     'exampleTemplates={log-shipper,proxy}',
+    // The image `make push` pushed, pinned to its digest, as docs/helm.md says.
+    '--set',
+    `image.repository=${pushed.split('@')[0]}`,
+    '--set',
+    `image.digest=${pushed.split('@')[1]}`,
   ]);
   t.true(installed.ok, installed.out);
   t.regex(installed.out, /STATUS: deployed/);

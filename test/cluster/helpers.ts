@@ -6,7 +6,7 @@
 import { parse as parseYaml } from 'yaml';
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import type { ExecutionContext } from 'ava';
@@ -85,6 +85,40 @@ export async function createCorpusServiceAccounts(namespace: string): Promise<vo
 /** A namespace opted in for injection. */
 export const optedInNamespace = (t: ExecutionContext, prefix: string, labels: Record<string, string> = {}) =>
   testNamespace(t, prefix, { 'sidecar-injector.io/injection': 'enabled', ...labels });
+
+/**
+ * Every line every injector container the world ran so far has written, in order of writing:
+ * from the real node's pod log files (the CRI's format, partial lines joined) or the stand-in's.
+ */
+export function injectorLogLines(): string[] {
+  const { file } = joinWorld();
+  const lines: string[] = [];
+  if (file.containers === 'real-node' && file.realNode) {
+    const dir = join(file.realNode.dir, 'pod-logs');
+    for (const pod of readdirSync(dir).filter((d) => d.startsWith('sidecar-injector_'))) {
+      const container = join(dir, pod, 'injector');
+      if (!existsSync(container)) continue;
+      for (const log of readdirSync(container).filter((f) => /^\d+\.log$/.test(f))) {
+        let partial = '';
+        // "<time> <stream> <P|F> <text>": P is a part of a longer line, F its end.
+        for (const line of readFileSync(join(container, log), 'utf8').split('\n')) {
+          const match = /^\S+ (?:stdout|stderr) ([PF]) (.*)$/.exec(line);
+          if (!match) continue;
+          partial += match[2];
+          if (match[1] === 'F') {
+            lines.push(partial);
+            partial = '';
+          }
+        }
+      }
+    }
+    return lines;
+  }
+  const dir = join(file.state, 'pods');
+  return readdirSync(dir)
+    .filter((d) => d.startsWith('sidecar-injector_') && existsSync(join(dir, d, 'injector.log')))
+    .flatMap((d) => readFileSync(join(dir, d, 'injector.log'), 'utf8').split('\n'));
+}
 
 /** The API server's audit events so far (Metadata level: the injector's requests and every pod create). */
 export function auditEvents(): Json[] {

@@ -5,9 +5,8 @@
  */
 import test from 'ava';
 import { X509Certificate } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { deploy, healthyInstall, injectorPods, joinWorld, sidecarTemplatesPath, type Json } from './helpers.js';
+import { readFileSync } from 'node:fs';
+import { deploy, healthyInstall, injectorLogLines, injectorPods, joinWorld, sidecarTemplatesPath, type Json } from './helpers.js';
 
 test('the README’s install gives a healthy install: both replicas ready behind the Service, kubectl says so', async (t) => {
   const { kube, kubectl } = joinWorld();
@@ -57,12 +56,8 @@ test('the self-managed certificates: the Secret holds a CA and a serving certifi
 });
 
 test('the required webhook is armed only once a replica is ready behind the Service: never while no replica could answer', async (t) => {
-  const { file } = joinWorld();
   // The log lines of every injector pod the world ran so far (the install's own, as this suite starts with it).
-  const dir = join(file.state, 'pods');
-  const lines = readdirSync(dir)
-    .filter((d) => d.startsWith('sidecar-injector_') && existsSync(join(dir, d, 'injector.log')))
-    .flatMap((d) => readFileSync(join(dir, d, 'injector.log'), 'utf8').split('\n'))
+  const lines = injectorLogLines()
     .filter((l) => l.startsWith('{'))
     .map((l) => JSON.parse(l) as Json)
     .sort((a, b) => a.time - b.time);
@@ -92,7 +87,8 @@ test('make deploy pinned the image to the pushed digest; deploying again leaves 
   const { kube, file } = joinWorld();
   const deploymentPath = '/apis/apps/v1/namespaces/sidecar-injector/deployments/sidecar-injector';
   const pushed = readFileSync(file.deploy.digestFile, 'utf8').trim();
-  t.regex(pushed, /^registry\.example\.com\/platform\/sidecar-injector@sha256:[0-9a-f]{64}$/);
+  t.is(pushed.split('@')[0], file.deploy.image.replace(/:[^/:]*$/, ''));
+  t.regex(pushed, /@sha256:[0-9a-f]{64}$/);
   const templates = async () =>
     ((await kube.get(sidecarTemplatesPath())).items as Json[]).map((o) => `${o.metadata.name}@${o.metadata.resourceVersion}`).sort();
   const before = { deployment: await kube.get(deploymentPath), templates: await templates() };

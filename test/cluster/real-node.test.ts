@@ -266,3 +266,32 @@ realTest('a pod whose QoS the injector kept is Guaranteed in the kubelet’s cgr
     limits.reduce((a, b) => a + b, 0),
   );
 });
+
+/** The injector's own replicas run on the real node only when the world had a fresh image to push (make image). */
+const installTest = world.file.containers === 'real-node' ? test.serial : test.serial.skip;
+
+installTest(
+  'the injector’s replicas run on the real node from the image make push published, pulled by digest, within their Deployment’s memory limit',
+  async (t) => {
+    const pushed = readFileSync(world.file.deploy.digestFile, 'utf8').trim();
+    const deployment = await world.kube.get('/apis/apps/v1/namespaces/sidecar-injector/deployments/sidecar-injector');
+    const container = deployment.spec.template.spec.containers[0];
+    t.is(container.image, pushed);
+    const pods = (
+      (await world.kube.get('/api/v1/namespaces/sidecar-injector/pods?labelSelector=app.kubernetes.io%2Fcomponent%3Dwebhook')).items as Json[]
+    ).filter((p) => !p.metadata.deletionTimestamp);
+    t.is(pods.length, deployment.spec.replicas);
+    for (const pod of pods) {
+      t.is(pod.spec.nodeName, realNode!.name);
+      const status = statusOf(pod, 'injector')!;
+      t.true(status.ready, `${pod.metadata.name} ready`);
+      // The image the kubelet pulled is the one pushed: its repository digest.
+      t.is(status.imageID, pushed);
+      // The container's memory cgroup holds the Deployment's limit (Burstable: under kubepods/burstable).
+      const id = (status.containerID as string).replace(/^containerd:\/\//, '');
+      const cgroup = join('/sys/fs/cgroup/memory/kubepods/burstable', `pod${pod.metadata.uid}`, id, 'memory.limit_in_bytes');
+      t.is(Number(readFileSync(cgroup, 'utf8')), 256 * 1024 * 1024, cgroup);
+      t.is(container.resources.limits.memory, '256Mi');
+    }
+  },
+);

@@ -60,7 +60,7 @@ const { startTimes, kubernetesVersion, containers } = world.file;
 console.error(
   `cluster: Kubernetes ${kubernetesVersion} up (etcd ${Math.round(startTimes.etcdMs)} ms, API server ${Math.round(startTimes.apiServerMs)} ms, ` +
     `controllers ${Math.round(startTimes.controllersMs)} ms, injector installed and healthy ${Math.round(performance.now() - t0)} ms; ` +
-    `its pods run from the ${containers === 'image' ? 'built image' : "clone's build"}); ` +
+    `its pods run ${containers === 'real-node' ? 'on the real node, pulled from the world registry' : containers === 'image' ? "on the stand-in node from the built image's files" : "on the stand-in node from the clone's build"}); ` +
     (world.file.realNode
       ? `real node Ready (images ${Math.round(world.file.realNode.startMs.images)} ms, containerd ${Math.round(world.file.realNode.startMs.containerd)} ms, registry ${Math.round(world.file.realNode.startMs.registry)} ms, kubelet ${Math.round(world.file.realNode.startMs.kubeletReady)} ms); `
       : 'no real node (SIDECAR_INJECTOR_REAL_NODE=off); ') +

@@ -20,9 +20,9 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Kube } from './kube.js';
+import type { Json, Kube } from './kube.js';
 import { addresses } from './network.js';
-import { startProcess, waitUntil, type Managed } from './processes.js';
+import { Loop, startProcess, waitUntil, type Managed } from './processes.js';
 
 export const realNodeName = 'real-node';
 /** The real node's taint: the pods a test puts there tolerate it (realNodePodSpec in the tests' helpers). */
@@ -103,6 +103,7 @@ export class RealNode {
   private readonly processes: Managed[] = [];
   private readonly sysctls = new Map<string, string>();
   private mounted: string[] = [];
+  private scheduler: Loop | undefined;
 
   private constructor(
     private current: RealNodeFile,
@@ -207,10 +208,35 @@ export class RealNode {
   }
 
   /**
+   * The scheduler's part for the pods of `namespaces` (the world runs no scheduler): binds each pod
+   * that names no node to this one.
+   */
+  schedule(namespaces: readonly string[]): void {
+    this.scheduler = new Loop('real-node scheduler', 200, async () => {
+      for (const namespace of namespaces) {
+        const pending = (await this.kube.get(`/api/v1/namespaces/${namespace}/pods?fieldSelector=spec.nodeName%3D`)).items as Json[];
+        for (const pod of pending)
+          if (!pod.metadata.deletionTimestamp)
+            await this.kube
+              .create(`/api/v1/namespaces/${namespace}/pods/${pod.metadata.name}/binding`, {
+                apiVersion: 'v1',
+                kind: 'Binding',
+                metadata: { name: pod.metadata.name, uid: pod.metadata.uid },
+                target: { apiVersion: 'v1', kind: 'Node', name: realNodeName },
+              })
+              // Bound meanwhile, or gone: the next pass sees it.
+              .catch(() => undefined);
+      }
+    });
+    this.scheduler.start();
+  }
+
+  /**
    * Stops the kubelet, every container it started, the registry and containerd; then unmounts
    * what the node mounted, removes its cgroups and puts the global sysctls back.
    */
   async stop(): Promise<void> {
+    await this.scheduler?.stop();
     const [containerd, ...rest] = this.processes;
     for (const process of rest.reverse()) await process.stop(5_000);
     // The containers outlive the kubelet (their shims belong to containerd): end them first.

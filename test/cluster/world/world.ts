@@ -38,8 +38,12 @@ export interface WorldFile {
   /** The CA of the client certificate the API server presents to webhooks (what `serve --client-ca` is given). */
   readonly webhookClientCaFile: string;
   readonly kubernetesVersion: string;
-  /** How the injector's containers run: `image` (the built image's root filesystem) or `clone` (this clone's build). */
-  readonly containers: 'image' | 'clone';
+  /**
+   * How the injector's containers run: `real-node` (the built image, pushed to the world's registry
+   * and pulled and run by the real node's kubelet), `image` (the stand-in node, from the image's root
+   * filesystem) or `clone` (the stand-in node, from this clone's build).
+   */
+  readonly containers: 'real-node' | 'image' | 'clone';
   readonly startTimes: ControlPlane['startTimes'] & { readonly installedMs: number };
   /** The README's `make deploy`: the image it names and the digest file it pins the install to. */
   readonly deploy: { readonly image: string; readonly digestFile: string };
@@ -102,14 +106,21 @@ function newest(dir: string): number {
   return latest;
 }
 
-/**
- * The injector's containers run from the image `make image` built (what a cluster runs), when
- * its archive is there and newer than every file of src/; else from the clone's build, so that
- * a stale image never stands in for the code under test.
- */
-async function rootFilesystem(state: string, clone: string): Promise<RootFilesystem> {
+/** The image archive `make image` built, when it is there and newer than every file of src/ (a stale image never stands in for the code under test). */
+function freshImageArchive(clone: string): string | undefined {
   const archive = join(clone, imageArchive());
-  if (existsSync(archive) && statSync(archive).mtimeMs >= newest(join(clone, 'src'))) {
+  if (existsSync(archive) && statSync(archive).mtimeMs >= newest(join(clone, 'src'))) return archive;
+  if (existsSync(archive))
+    console.error(`cluster: ${archive} is older than src/: the injector's pods run from the clone's build on the stand-in node (make image to use the image)`);
+  return undefined;
+}
+
+/**
+ * How the stand-in node runs the injector's containers, when it runs them: from the image's
+ * root filesystem (without the real node), else from the clone's build.
+ */
+async function rootFilesystem(state: string, clone: string, archive: string | undefined): Promise<RootFilesystem> {
+  if (archive) {
     const image = await unpackImage(archive, join(state, 'image'));
     return {
       mode: 'image',
@@ -120,8 +131,6 @@ async function rootFilesystem(state: string, clone: string): Promise<RootFilesys
       digest: image.manifestDigest,
     };
   }
-  if (existsSync(archive))
-    console.error(`cluster: ${archive} is older than src/: the injector's pods run from the clone's build (make image to use the image)`);
   return { mode: 'clone', clone, node: realpathSync(process.execPath) };
 }
 
@@ -146,8 +155,12 @@ export async function startWorld(options: WorldOptions): Promise<World> {
     await proxy.sync();
     proxy.start();
     const kubernetesVersion = (await kube.get('/version')).gitVersion as string;
-    const root = await rootFilesystem(state, clone);
-    node = new WorldNode({ kube, kubeletVersion: kubernetesVersion, state, namespaces: ['sidecar-injector'], root });
+    const archive = freshImageArchive(clone);
+    // With the real node and a fresh image, the install is what a cluster runs: `make push` to the
+    // world's registry, `make deploy` pinned to that digest, the kubelet pulling and running it.
+    const injectorOnRealNode = options.realNode && archive !== undefined;
+    const root = injectorOnRealNode ? ({ mode: 'clone', clone, node: realpathSync(process.execPath) } as const) : await rootFilesystem(state, clone, archive);
+    node = new WorldNode({ kube, kubeletVersion: kubernetesVersion, state, namespaces: injectorOnRealNode ? [] : ['sidecar-injector'], root });
     await node.register();
     node.start();
     if (options.realNode) {
@@ -155,14 +168,30 @@ export async function startWorld(options: WorldOptions): Promise<World> {
       if (missing) throw new Error(`the real node cannot start: ${missing} (SIDECAR_INJECTOR_REAL_NODE=off starts the world with only the stand-in node)`);
       realNode = await RealNode.start({ kube, bin, state, kubeconfig: pki.admin.kubeconfig });
     }
-    // `make push` wrote the pushed digest beside the archive; here the image's own digest stands in
-    // for it (the node runs the image's root filesystem whatever registry the pod names). Without
-    // an image the pods run the clone's build, and the digest only names that.
     const digestFile = join(state, 'pushed.digest');
-    const digest = root.mode === 'image' ? root.digest : `sha256:${createHash('sha256').update(`clone ${clone}`).digest('hex')}`;
-    writeFileSync(digestFile, `${readmeImage.replace(/:[^/:]*$/, '')}@${digest}\n`);
+    let image = readmeImage;
+    if (injectorOnRealNode) {
+      image = `${realNode!.file.registry}/platform/sidecar-injector:${readmeImage.split(':').pop()}`;
+      await run('make', [
+        '-C',
+        clone,
+        '--no-print-directory',
+        'push',
+        `IMAGE=${image}`,
+        `IMAGE_ARCHIVE=${archive}`,
+        `DIGEST_FILE=${digestFile}`,
+        'PUSH_FLAGS=--dest-tls-verify=false',
+      ]);
+      realNode!.schedule(['sidecar-injector']);
+    } else {
+      // `make push` would have written the pushed digest beside the archive; here the image's own
+      // digest stands in for it (the stand-in runs the image's root filesystem whatever registry the
+      // pod names). Without an image the pods run the clone's build, and the digest only names that.
+      const digest = root.mode === 'image' ? root.digest : `sha256:${createHash('sha256').update(`clone ${clone}`).digest('hex')}`;
+      writeFileSync(digestFile, `${readmeImage.replace(/:[^/:]*$/, '')}@${digest}\n`);
+    }
     const file: Omit<WorldFile, 'startTimes'> = {
-      deploy: { image: readmeImage, digestFile },
+      deploy: { image, digestFile },
       state,
       bin,
       server: apiServerUrl,
@@ -171,7 +200,7 @@ export async function startWorld(options: WorldOptions): Promise<World> {
       nobody: pki.nobody,
       webhookClientCaFile: pki.webhookClient.caFile,
       kubernetesVersion,
-      containers: root.mode,
+      containers: injectorOnRealNode ? 'real-node' : root.mode,
       ...(realNode ? { realNode: realNode.file } : {}),
     };
     const t0 = performance.now();
