@@ -87,6 +87,8 @@ export interface Config {
   readonly rolloutProbeNamespace?: string;
   /** Unhealthy pods of a candidate that halt it (with the preflight). @default 3 */
   readonly rolloutHaltUnhealthyPods: number;
+  /** `--rollout-halt-not-ready-ms`: how long a candidate's sidecar may stay not ready before its pod counts as unhealthy. */
+  readonly rolloutHaltNotReadyMs: number;
   readonly timeouts: ServerTimeouts;
 }
 
@@ -203,7 +205,14 @@ export const serveOptions = {
     value: 'N',
     env: 'SIDECAR_INJECTOR_ROLLOUT_HALT_UNHEALTHY_PODS',
     default: '3',
-    help: 'with --rollout-probe-namespace: a candidate stops taking pods once its unhealthy pods (sidecar crash-looping, restarting, unable to start, or not ready for 5 minutes) and its workloads that cannot create pods reach this many',
+    help: 'with --rollout-probe-namespace: a candidate stops taking pods once its unhealthy pods (sidecar crash-looping, restarting, unable to start, or not ready for --rollout-halt-not-ready-ms) and its workloads that cannot create pods reach this many',
+  },
+  'rollout-halt-not-ready-ms': {
+    kind: 'string',
+    value: 'MS',
+    env: 'SIDECAR_INJECTOR_ROLLOUT_HALT_NOT_READY_MS',
+    default: '300000',
+    help: "with --rollout-probe-namespace: a pod with the candidate counts as unhealthy once a candidate's sidecar has not been ready this long (10000 to 3600000)",
   },
   events: {
     kind: 'string',
@@ -343,6 +352,10 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
   const rolloutHaltUnhealthyPods = Number(haltText);
   if (!/^[0-9]+$/.test(haltText) || rolloutHaltUnhealthyPods < 1 || rolloutHaltUnhealthyPods > 100_000)
     problems.push(`--rollout-halt-unhealthy-pods: expected a whole number from 1 to 100000 (got ${JSON.stringify(haltText).slice(0, 40)})`);
+  const notReadyText = option('rollout-halt-not-ready-ms') ?? '300000';
+  const rolloutHaltNotReadyMs = Number(notReadyText);
+  if (!/^[0-9]+$/.test(notReadyText) || rolloutHaltNotReadyMs < 10_000 || rolloutHaltNotReadyMs > 3_600_000)
+    problems.push(`--rollout-halt-not-ready-ms: expected milliseconds from 10000 to 3600000 (got ${JSON.stringify(notReadyText).slice(0, 40)})`);
   const templateSourceOption = option('template-source') ?? 'auto';
   if (!['auto', 'cluster', 'folder'].includes(templateSourceOption))
     problems.push(`--template-source: expected cluster, folder or auto (got ${JSON.stringify(templateSourceOption).slice(0, 80)})`);
@@ -390,6 +403,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
     audit,
     ...(rolloutProbeNamespace !== undefined ? { rolloutProbeNamespace } : {}),
     rolloutHaltUnhealthyPods,
+    rolloutHaltNotReadyMs,
     timeouts: Object.freeze(timeouts),
   });
 }

@@ -182,6 +182,16 @@ test('a halted candidate takes no pod until the directory names another candidat
   t.regex(preflights.gate(fixed).rollouts!.get('log-shipper')!.stopped!, /^preflight failed/);
 });
 
+test('--rollout-halt-not-ready-ms: from 10 s to an hour, default 5 minutes', (t) => {
+  t.is(loadConfig({}, []).rolloutHaltNotReadyMs, 300_000);
+  t.is(loadConfig({ SIDECAR_INJECTOR_ROLLOUT_HALT_NOT_READY_MS: '20000' }, []).rolloutHaltNotReadyMs, 20_000);
+  for (const bad of ['9999', '3600001', '-1', '2.5', 'soon', '1e5'])
+    t.throws(() => loadConfig({}, [`--rollout-halt-not-ready-ms=${bad}`]), {
+      instanceOf: ConfigError,
+      message: /--rollout-halt-not-ready-ms: expected milliseconds from 10000 to 3600000/,
+    });
+});
+
 test('--rollout-halt-unhealthy-pods: a whole number from 1, default 3', (t) => {
   t.is(loadConfig({}, []).rolloutHaltUnhealthyPods, 3);
   t.is(loadConfig({ SIDECAR_INJECTOR_ROLLOUT_HALT_UNHEALTHY_PODS: '10' }, []).rolloutHaltUnhealthyPods, 10);

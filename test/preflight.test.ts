@@ -13,6 +13,9 @@ import { loadConfig } from '../src/config.js';
 import { ConfigError } from '../src/errors.js';
 import { apiServerDryRun, apiServerNamespaceLabels, Preflights, probeKeptOut, type PreflightResult } from '../src/rollout/preflight.js';
 import { compileTemplate } from '../src/templates/compile.js';
+import { warningTexts } from '../src/kube-api/request.js';
+import { createLocalNamespaceSource } from '../src/namespaces/source.js';
+import { LabelKeys, LabelValues } from '../src/k8s/keys.js';
 import { loadTemplateDir } from '../src/templates/load.js';
 import { probeAnnotation, revisionsFor } from '../src/templates/rollout.js';
 import type { TemplateSet } from '../src/templates/set.js';
@@ -236,4 +239,57 @@ test('the probe annotation is honoured on dry runs only: a real pod in the probe
   };
   t.is(await revision(true), candidate.hash, 'the dry run (the preflight) tries the stopped candidate');
   t.is(await revision(false), stable.hash, 'a pod that is stored never takes a candidate by its annotation');
+});
+
+test('a candidate the injector leaves out of the probe pod: the preflight quotes the injector’s warning that says why (a Pod Security level here)', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'preflight-'));
+  t.teardown(() => rm(dir, { recursive: true }));
+  await writeFile(join(dir, 'log-shipper.yaml'), shipper);
+  await writeFile(join(dir, 'log-shipper-next.yaml'), candidateText.replace('allowPrivilegeEscalation: false', 'allowPrivilegeEscalation: true'));
+  const set = await loadTemplateDir(dir);
+  const api = new FakeApiServer();
+  await api.start();
+  t.teardown(() => api.stop());
+  const chain = new AdmissionChain();
+  api.admission = chain;
+  const results: PreflightResult[] = [];
+  const preflights = new Preflights(
+    'probes',
+    apiServerDryRun(await api.kubeConfig()),
+    () => new Date(0),
+    (r) => results.push(r),
+  );
+  const namespaces = createLocalNamespaceSource({
+    probes: { [LabelKeys.namespaceOptIn]: LabelValues.enabled, 'pod-security.kubernetes.io/enforce': 'restricted' },
+  });
+  const injector = await startTestServer({ templates: () => preflights.gate(set), namespaces });
+  t.teardown(() => injector.stop());
+  chain.webhooks.push({ name: 'all.sidecar-injector.io', port: injector.port, path: '/mutate?timeout=10s' });
+  await preflights.run(set);
+  t.like(results[0], { passed: false, failure: 'not-injected' });
+  t.regex(
+    results[0]!.message,
+    /came back without the candidate's sidecar, and the injector's answer said why: log-shipper not injected: it would violate PodSecurity "restricted:latest": allowPrivilegeEscalation != false/,
+  );
+});
+
+test('warningTexts: each Warning header’s text as the API server writes it, unescaped; other headers, malformed values and any past 20 left out', (t) => {
+  t.deepEqual(
+    warningTexts([
+      'Content-Type',
+      'application/json',
+      'Warning',
+      '299 - "a \\"quoted\\" word and a \\\\ backslash"',
+      'warning',
+      '299 - "second"',
+      'Warning',
+      'not a warning value',
+    ]),
+    ['a "quoted" word and a \\ backslash', 'second'],
+  );
+  t.is(warningTexts(Array.from({ length: 30 }, (_, i) => ['Warning', `299 - "w${i}"`]).flat()).length, 20);
+  t.is(warningTexts(['Warning', `299 - "${'x'.repeat(5000)}"`])[0]!.length, 1000);
+  t.deepEqual(warningTexts([]), []);
+  // UTF-8 bytes, as Node hands them over (read as latin1).
+  t.deepEqual(warningTexts(['Warning', Buffer.from('299 - "cut short…"', 'utf8').toString('latin1')]), ['cut short…']);
 });

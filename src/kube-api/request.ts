@@ -71,11 +71,32 @@ export function getJson(
   return requestJson(kubeConfig, 'GET', path, timeoutMs, { accept: acceptFor(representation, kind), maxBytes });
 }
 
+/** At most this many Warning headers are read from one answer, each cut to this many characters: a webhook chooses their number and length. */
+const maxWarnings = 20;
+const maxWarningLength = 1000;
+
+/**
+ * The texts of an answer's Warning headers, as the API server writes them (`299 - "text"`,
+ * RFC 7234, backslash escapes): admission webhooks' warnings among them. `rawHeaders` is Node's
+ * flat name, value list (repeated headers stay apart there).
+ */
+export function warningTexts(rawHeaders: readonly string[]): string[] {
+  const texts: string[] = [];
+  for (let i = 0; i + 1 < rawHeaders.length && texts.length < maxWarnings; i += 2) {
+    if (rawHeaders[i]!.toLowerCase() !== 'warning') continue;
+    // Node reads header bytes as latin1; the API server writes the text's UTF-8 bytes.
+    const quoted = /^\d{3} \S+ "((?:[^"\\]|\\.)*)"/.exec(Buffer.from(rawHeaders[i + 1]!, 'latin1').toString('utf8'));
+    if (quoted) texts.push(quoted[1]!.replace(/\\(.)/g, '$1').slice(0, maxWarningLength));
+  }
+  return texts;
+}
+
 /**
  * One request with the kubeconfig's TLS and credentials, and a timeout of its own: `body` is
  * sent as JSON with `contentType` (a merge patch, a strategic merge patch, an object). The
  * answer is parsed as JSON; a non-2xx status rejects with KubernetesApiError; an answer past
- * `maxBytes` is cut off unread and rejects with ResponseTooLargeError.
+ * `maxBytes` is cut off unread and rejects with ResponseTooLargeError. `onWarnings` is given
+ * the answer's Warning texts (warningTexts), when it has any.
  */
 export async function requestJson(
   kubeConfig: KubeConfig,
@@ -87,7 +108,8 @@ export async function requestJson(
     body,
     contentType = 'application/json',
     maxBytes = defaultMaxResponseBytes,
-  }: { accept?: string; body?: unknown; contentType?: string; maxBytes?: number } = {},
+    onWarnings,
+  }: { accept?: string; body?: unknown; contentType?: string; maxBytes?: number; onWarnings?: (warnings: string[]) => void } = {},
 ): Promise<unknown> {
   const cluster = kubeConfig.getCurrentCluster();
   if (!cluster) throw new Error('no current cluster in the kubeconfig');
@@ -98,6 +120,10 @@ export async function requestJson(
   const url = new URL(cluster.server + path);
   return new Promise((resolve, reject) => {
     const req = https.request(url, { ...options, agent: undefined, signal: AbortSignal.timeout(timeoutMs) }, (res) => {
+      if (onWarnings) {
+        const warnings = warningTexts(res.rawHeaders);
+        if (warnings.length > 0) onWarnings(warnings);
+      }
       const chunks: Buffer[] = [];
       let bytes = 0;
       res.on('data', (c: Buffer) => {

@@ -40,6 +40,8 @@ export interface RolloutOptions {
   readonly namespace: string;
   /** Unhealthy pods and refused workloads that halt a candidate. */
   readonly haltAfter: number;
+  /** How long a candidate's sidecar may stay not ready before its pod counts as unhealthy. */
+  readonly notReadyGraceMs: number;
   readonly kubeConfig: KubeConfig;
   readonly templates: TemplateSource;
   readonly log: Logger;
@@ -231,7 +233,7 @@ export class RolloutController implements Runnable {
 
   /** The automatic halt: what the pods with a candidate do and whether its workloads can create pods (halt.ts). */
   private async watchHealth(): Promise<void> {
-    const { kubeConfig, haltAfter, clock, log, metrics } = this.options;
+    const { kubeConfig, haltAfter, notReadyGraceMs, clock, log, metrics } = this.options;
     // The set in force: a candidate stopped (preflight pending or failed) takes no workload, so no refusal is its.
     const set = this.preflights.gate(this.options.templates.current());
     if (![...(set.rollouts?.values() ?? [])].some((r) => r.candidate)) {
@@ -242,7 +244,7 @@ export class RolloutController implements Runnable {
     const count = await lookAtCandidates({
       kubeConfig,
       set,
-      thresholds: { unhealthyPods: haltAfter, restarts: 3, notReadyGraceMs: 5 * 60_000 },
+      thresholds: { unhealthyPods: haltAfter, restarts: 3, notReadyGraceMs },
       now,
       onRefusalsUnknown: (err) => log.warn({ err: err.message }, 'candidate health: workloads that cannot create pods not counted'),
     });

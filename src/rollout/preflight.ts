@@ -39,7 +39,8 @@ export interface PreflightResult {
 
 /** The API server's answer to a dry-run create: the pod as it would be stored, or its refusal. */
 export type DryRunAnswer =
-  { readonly admitted: true; readonly pod: JsonObject } | { readonly admitted: false; readonly status: number; readonly message: string };
+  | { readonly admitted: true; readonly pod: JsonObject; readonly warnings?: readonly string[] }
+  | { readonly admitted: false; readonly status: number; readonly message: string };
 
 /** Creates `pod` in `namespace` with dryRun=All. */
 export type DryRunCreate = (namespace: string, pod: JsonObject) => Promise<DryRunAnswer>;
@@ -48,9 +49,13 @@ export type DryRunCreate = (namespace: string, pod: JsonObject) => Promise<DryRu
 export function apiServerDryRun(kubeConfig: KubeConfig, timeoutMs = 30_000): DryRunCreate {
   return async (namespace, pod) => {
     try {
-      const answer = await requestJson(kubeConfig, 'POST', `${apiPath(apiResources.pods, { namespace })}?dryRun=All`, timeoutMs, { body: pod });
+      let warnings: string[] = [];
+      const answer = await requestJson(kubeConfig, 'POST', `${apiPath(apiResources.pods, { namespace })}?dryRun=All`, timeoutMs, {
+        body: pod,
+        onWarnings: (said) => (warnings = said),
+      });
       if (!isJsonObject(answer)) return { admitted: false, status: 0, message: 'the API server answered with no pod' };
-      return { admitted: true, pod: answer };
+      return { admitted: true, pod: answer, ...(warnings.length > 0 ? { warnings } : {}) };
     } catch (err) {
       if (err instanceof KubernetesApiError && err.statusCode !== 0) return { admitted: false, status: err.statusCode, message: err.detail ?? err.message };
       throw err;
@@ -233,13 +238,18 @@ export async function preflight(
   if (!names || names.length === 0) {
     const labels = await namespaceLabels?.(namespace);
     const keptOut = labels && probeKeptOut(candidate, namespace, labels);
+    // The injector's own warning says why it left the template out (a Pod Security level the
+    // sidecar violates, a conflict): `<template> not injected: …`, quoted as it came, bounded.
+    const said = first.warnings?.find((w) => w.startsWith(`${candidate.name} not injected`));
     return done(
       'not-injected',
       keptOut
         ? `${subject} came back without the candidate's sidecar: ${keptOut}`
-        : labels
-          ? `${subject} came back without the candidate's sidecar: the probe namespace is opted in and the candidate's namespaceSelector selects it; was the injector's webhook reached, and does no other webhook take the sidecar out?`
-          : `${subject} came back without the candidate's sidecar: is the namespace opted in (label ${LabelKeys.namespaceOptIn}=${LabelValues.enabled}) and reached by the injector's webhook, and does no other webhook take the sidecar out?`,
+        : said
+          ? `${subject} came back without the candidate's sidecar, and the injector's answer said why: ${said.slice(0, 600)}`
+          : labels
+            ? `${subject} came back without the candidate's sidecar: the probe namespace is opted in and the candidate's namespaceSelector selects it; was the injector's webhook reached, and does no other webhook take the sidecar out?`
+            : `${subject} came back without the candidate's sidecar: is the namespace opted in (label ${LabelKeys.namespaceOptIn}=${LabelValues.enabled}) and reached by the injector's webhook, and does no other webhook take the sidecar out?`,
     );
   }
   const counts = nameCounts(first.pod);

@@ -146,6 +146,7 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
       ? new (await import('../rollout/controller.js')).RolloutController({
           namespace: config.rolloutProbeNamespace,
           haltAfter: config.rolloutHaltUnhealthyPods,
+          notReadyGraceMs: config.rolloutHaltNotReadyMs,
           kubeConfig: view.cluster.kubeConfig,
           templates: templates.store,
           log,

@@ -12,6 +12,7 @@ import { promisify } from 'node:util';
 import type { ExecutionContext } from 'ava';
 import { loadCorpus } from '../helpers/corpus.js';
 import { Kube, type Json } from './world/kube.js';
+import { realNodeTaint } from './world/real-node.js';
 import { kubectl as worldKubectl, makeDeploy, waitForHealthyInstall, type WorldFile } from './world/world.js';
 
 const run = promisify(execFile);
@@ -207,6 +208,19 @@ export async function everyReplica(holds: (status: Json) => boolean, what: strin
     }
     return pods.length > 0;
   });
+}
+
+/**
+ * A pod spec on the real node: the node by name (the world runs no scheduler), its taint
+ * tolerated, a short grace period; `spec` adds to it or overrides it.
+ */
+export function onRealNode(spec: Json): Json {
+  return {
+    nodeName: joinWorld().file.realNode?.name ?? 'real-node',
+    tolerations: [{ key: realNodeTaint.key, operator: 'Equal', value: realNodeTaint.value, effect: realNodeTaint.effect }],
+    terminationGracePeriodSeconds: 2,
+    ...spec,
+  };
 }
 
 /** The path of the SidecarTemplates, or of one of them. */

@@ -11,8 +11,7 @@
 import test, { type ExecutionContext } from 'ava';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { eventually, joinWorld, optedInNamespace, withTemplate, type Json } from './helpers.js';
-import { realNodeTaint } from './world/real-node.js';
+import { cli, eventually, joinWorld, onRealNode, optedInNamespace, testNamespace, withTemplate, type Json } from './helpers.js';
 
 const world = joinWorld();
 const realNode = world.file.realNode;
@@ -20,19 +19,22 @@ const realNode = world.file.realNode;
 const realTest = realNode ? test.serial : test.serial.skip;
 const image = realNode?.image ?? 'sidecar-injector.test/busybox:1';
 
-/** The log tailer: a native sidecar that reads what the app writes to the shared /var/log/app. */
-const tailer = (name: string, selector: string) => `
+/** A test template's head: automatic and optional, for the pods labelled `real-node-test: <selector>`, one container of the busybox image. */
+const head = (name: string, description: string, selector: string, list: 'initContainers' | 'containers', placement = 'last') => `
 name: ${name}
-description: tails the app's log file from a shared emptyDir
+description: ${description}
 injection: automatic
-placement: last
+placement: ${placement}
 failurePolicy: Ignore
 objectSelector:
   matchLabels: {real-node-test: ${selector}}
-initContainers:
+${list}:
   - name: ${name}
     image: ${image}
-    imagePullPolicy: IfNotPresent
+    imagePullPolicy: IfNotPresent`;
+
+/** The log tailer: a native sidecar that reads what the app writes to the shared /var/log/app. */
+const tailer = (name: string, selector: string) => `${head(name, "tails the app's log file from a shared emptyDir", selector, 'initContainers')}
     restartPolicy: Always
     command: [sh, -c, "touch /tmp/started; exec tail -n +1 -F /var/log/app/app.log"]
     startupProbe:
@@ -60,18 +62,13 @@ appContainers:
 `;
 
 /** The loopback server: a native sidecar that serves on port 15000, ready once it answers. */
-const server = (name: string, selector: string, startupCommand = 'wget -q -O /dev/null http://127.0.0.1:15000/hello') => `
-name: ${name}
-description: serves a file on port 15000 for the app containers
-injection: automatic
-placement: first
-failurePolicy: Ignore
-objectSelector:
-  matchLabels: {real-node-test: ${selector}}
-initContainers:
-  - name: ${name}
-    image: ${image}
-    imagePullPolicy: IfNotPresent
+const server = (name: string, selector: string, startupCommand = 'wget -q -O /dev/null http://127.0.0.1:15000/hello') => `${head(
+  name,
+  'serves a file on port 15000 for the app containers',
+  selector,
+  'initContainers',
+  'first',
+)}
     restartPolicy: Always
     command: [sh, -c, "echo served-by-${name} > /www/hello && exec httpd -f -p 15000 -h /www"]
     startupProbe:
@@ -97,15 +94,18 @@ volumes:
   - {name: ${name}-www, emptyDir: {}}
 `;
 
-/** A pod spec's part that puts it on the real node: the node by name (no scheduler here), its taint tolerated, a short grace. */
-function onRealNode(spec: Json): Json {
-  return {
-    nodeName: realNode?.name ?? 'real-node',
-    tolerations: [{ key: realNodeTaint.key, operator: 'Equal', value: realNodeTaint.value, effect: realNodeTaint.effect }],
-    terminationGracePeriodSeconds: 2,
-    ...spec,
-  };
-}
+/**
+ * The agent: an ordinary container (a pod that runs to completion gets it as a native sidecar)
+ * that calls the API server with the pod's service-account token, as an agent reporting to the
+ * control plane does: it asks who it is (a SelfSubjectReview, the image's api-whoami, verifying
+ * the API server with the pod's CA) and prints the answer.
+ */
+const agent = (name: string, selector: string) => `${head(name, "asks the API server who it is with the pod's token", selector, 'containers')}
+    command: [sh, -c, "api-whoami; trap 'exit 0' TERM; while true; do sleep 1; done"]
+    resources:
+      requests: {cpu: 10m, memory: 16Mi}
+      limits: {cpu: 100m, memory: 32Mi}
+`;
 
 /** The app: writes a line the tailer reads, reads what the server serves on loopback (once, no retry), then ends. */
 const appCommand = ['sh', '-c', 'echo app-wrote-this-line >> /var/log/app/app.log && wget -q -O- http://127.0.0.1:15000/hello && sleep 2 && echo app-done'];
@@ -175,43 +175,66 @@ realTest('injected native sidecars run on the real node: ready before the app, s
   t.regex(described, new RegExp(`Killing .*\\{${tail}\\}: Stopping container`));
 });
 
-realTest('a Job whose pod gets native sidecars completes, its sidecars stopped; so does a CronJob’s Job', async (t) => {
-  const namespace = await optedInNamespace(t, 'real-job');
-  await twoSidecars(t, 'job');
-  const podTemplate = {
-    metadata: { labels: labels('job') },
-    spec: onRealNode({ restartPolicy: 'Never', containers: [{ name: 'work', image, imagePullPolicy: 'IfNotPresent', command: appCommand }] }),
-  };
-  await world.kube.create(`/apis/batch/v1/namespaces/${namespace}/jobs`, {
-    apiVersion: 'batch/v1',
-    kind: 'Job',
-    metadata: { name: 'batch' },
-    spec: { backoffLimit: 0, template: podTemplate },
-  });
-  await world.kube.create(`/apis/batch/v1/namespaces/${namespace}/cronjobs`, {
-    apiVersion: 'batch/v1',
-    kind: 'CronJob',
-    metadata: { name: 'nightly' },
-    spec: { schedule: '0 3 * * *', jobTemplate: { spec: { backoffLimit: 0, template: podTemplate } } },
-  });
-  // The CronJob's Job, as `kubectl create job --from=cronjob/…` makes it (no waiting for 03:00).
-  await world.kubectl(['-n', namespace, 'create', 'job', 'nightly-now', '--from=cronjob/nightly']);
-  for (const job of ['batch', 'nightly-now']) {
-    const finished = await eventually(`Job ${job} finished`, async () => {
-      const j = await world.kube.get(`/apis/batch/v1/namespaces/${namespace}/jobs/${job}`);
-      return (j.status?.conditions as Json[] | undefined)?.find((c) => (c.type === 'Complete' || c.type === 'Failed') && c.status === 'True');
+realTest(
+  'a Job whose pod gets native sidecars completes, its sidecars stopped; so does a CronJob’s Job; an agent container runs there as a native sidecar with its token',
+  async (t) => {
+    const namespace = await optedInNamespace(t, 'real-job');
+    await twoSidecars(t, 'job');
+    const agentName = `rn-agent-${Math.random().toString(36).slice(2, 7)}`;
+    await withTemplate(t, agentName, agent(agentName, 'job'));
+    const podTemplate = {
+      metadata: { labels: labels('job') },
+      spec: onRealNode({ restartPolicy: 'Never', containers: [{ name: 'work', image, imagePullPolicy: 'IfNotPresent', command: appCommand }] }),
+    };
+    await world.kube.create(`/apis/batch/v1/namespaces/${namespace}/jobs`, {
+      apiVersion: 'batch/v1',
+      kind: 'Job',
+      metadata: { name: 'batch' },
+      spec: { backoffLimit: 0, template: podTemplate },
     });
-    t.is(finished.type, 'Complete', `Job ${job}: ${JSON.stringify(finished)}`);
-    const pods = (await world.kube.get(`/api/v1/namespaces/${namespace}/pods?labelSelector=job-name%3D${job}`)).items as Json[];
-    t.is(pods.length, 1);
-    const pod = pods[0]!;
-    t.is(pod.status.phase, 'Succeeded');
-    t.is((pod.spec.initContainers as Json[]).length, 2);
-    for (const sidecar of pod.status.initContainerStatuses as Json[]) t.truthy(sidecar.state.terminated, `${job}: ${sidecar.name} stopped`);
-    // The injector's Event is on the pod's Job (the pod did not exist yet when it was admitted), as `kubectl describe job` shows it.
-    t.regex((await world.kubectl(['-n', namespace, 'describe', 'job', job])).stdout, /Normal\s+SidecarsInjected\s+.*injected rn-serve-/);
-  }
-});
+    await world.kube.create(`/apis/batch/v1/namespaces/${namespace}/cronjobs`, {
+      apiVersion: 'batch/v1',
+      kind: 'CronJob',
+      metadata: { name: 'nightly' },
+      spec: { schedule: '0 3 * * *', jobTemplate: { spec: { backoffLimit: 0, template: podTemplate } } },
+    });
+    // The CronJob's Job, as `kubectl create job --from=cronjob/…` makes it (no waiting for 03:00).
+    await world.kubectl(['-n', namespace, 'create', 'job', 'nightly-now', '--from=cronjob/nightly']);
+    for (const job of ['batch', 'nightly-now']) {
+      const finished = await eventually(`Job ${job} finished`, async () => {
+        const j = await world.kube.get(`/apis/batch/v1/namespaces/${namespace}/jobs/${job}`);
+        return (j.status?.conditions as Json[] | undefined)?.find((c) => (c.type === 'Complete' || c.type === 'Failed') && c.status === 'True');
+      });
+      t.is(finished.type, 'Complete', `Job ${job}: ${JSON.stringify(finished)}`);
+      const pods = (await world.kube.get(`/api/v1/namespaces/${namespace}/pods?labelSelector=job-name%3D${job}`)).items as Json[];
+      t.is(pods.length, 1);
+      const pod = pods[0]!;
+      t.is(pod.status.phase, 'Succeeded');
+      // The agent, an ordinary container in its template, is a native sidecar in a pod that runs to completion.
+      t.deepEqual(
+        (pod.spec.initContainers as Json[]).filter((c) => c.restartPolicy === 'Always').map((c) => c.name),
+        (pod.spec.initContainers as Json[]).map((c) => c.name),
+      );
+      t.is((pod.spec.initContainers as Json[]).length, 3);
+      t.true((pod.spec.initContainers as Json[]).some((c) => c.name === agentName));
+      t.deepEqual(
+        (pod.spec.containers as Json[]).map((c) => c.name),
+        ['work'],
+      );
+      // It called the API server with the pod's own token: the API server says who that is.
+      const said = await logs(namespace, pod.metadata.name, agentName);
+      t.is(said.trim(), `system:serviceaccount:${namespace}:default`);
+      for (const sidecar of pod.status.initContainerStatuses as Json[]) t.truthy(sidecar.state.terminated, `${job}: ${sidecar.name} stopped`);
+      // The injector's Event is on the pod's Job (the pod did not exist yet when it was admitted), as `kubectl describe job` shows it.
+      // It is written after the answer (its subject checked first): it may come a moment after the Job completes.
+      const described = await eventually(`the SidecarsInjected Event under kubectl describe job ${job}`, async () => {
+        const out = (await world.kubectl(['-n', namespace, 'describe', 'job', job])).stdout;
+        return /SidecarsInjected/.test(out) ? out : undefined;
+      });
+      t.regex(described, /Normal\s+SidecarsInjected\s+.*injected .*rn-serve-\w+@[0-9a-f]{12}/);
+    }
+  },
+);
 
 realTest('an injected sidecar whose startup probe fails holds the pod unready and its app containers unstarted', async (t) => {
   const namespace = await optedInNamespace(t, 'real-probe');
@@ -293,5 +316,133 @@ installTest(
       t.is(Number(readFileSync(cgroup, 'utf8')), 256 * 1024 * 1024, cgroup);
       t.is(container.resources.limits.memory, '256Mi');
     }
+  },
+);
+
+realTest(
+  'where the oldest kubelet predates native sidecars, a native sidecar falls back to an ordinary container, and the pod runs with it on the real node',
+  async (t) => {
+    const namespace = await optedInNamespace(t, 'real-fallback');
+    const name = `rn-serve-${Math.random().toString(36).slice(2, 7)}`;
+    await withTemplate(t, name, server(name, 'fallback'));
+    const standIn = '/api/v1/nodes/node-1';
+    const version = (await world.kube.get(standIn)).status.nodeInfo.kubeletVersion as string;
+    const shipperForm = async () => {
+      const dry = await world.kube.create(`/api/v1/namespaces/${namespace}/pods?dryRun=All`, {
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: { name: 'version-probe' },
+        spec: { containers: [{ name: 'app', image }] },
+      });
+      return ((dry.spec.initContainers ?? []) as Json[]).some((c) => c.name === 'log-shipper') ? 'native' : 'container';
+    };
+    t.teardown(async () => {
+      await world.kube.mergePatch(`${standIn}/status`, { status: { nodeInfo: { kubeletVersion: version } } });
+      await eventually('every replica deciding native sidecars again', async () => (await shipperForm()) === 'native' && (await shipperForm()) === 'native');
+    });
+    // The stand-in node says it runs a kubelet of 1.28: the oldest kubelet decides (docs/cluster.md).
+    await world.kube.mergePatch(`${standIn}/status`, { status: { nodeInfo: { kubeletVersion: 'v1.28.15' } } });
+    await eventually('the injector deciding 1.28 (the log shipper an ordinary container)', async () => (await shipperForm()) === 'container');
+    const created = await world.kube.create(`/api/v1/namespaces/${namespace}/pods`, {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'app', labels: labels('fallback') },
+      spec: onRealNode({
+        // No start order without native sidecars: the app waits for the server itself.
+        containers: [{ name: 'app', image, command: ['sh', '-c', 'until wget -q -O- http://127.0.0.1:15000/hello; do sleep 1; done; exec sleep 3600'] }],
+      }),
+    });
+    t.deepEqual(
+      (created.spec.containers as Json[]).map((c) => c.name),
+      [name, 'app'],
+      'the server an ordinary container, placed first',
+    );
+    t.deepEqual(created.spec.initContainers ?? [], []);
+    const ready = await podWhen(
+      namespace,
+      'app',
+      'Ready',
+      (p) => (p.status?.conditions as Json[] | undefined)?.some((c) => c.type === 'Ready' && c.status === 'True') === true,
+    );
+    t.true((ready.status.containerStatuses as Json[]).every((c) => c.ready === true && c.state.running));
+    t.regex(await logs(namespace, 'app', 'app'), new RegExp(`served-by-${name}`));
+  },
+);
+
+realTest(
+  'audit --restart replaces running pods created before their namespace opted in; the new ones run with their sidecars, and why calls a running pod missing, then current',
+  async (t) => {
+    const namespace = await testNamespace(t, 'real-audit');
+    const { tail, serve } = await twoSidecars(t, 'audit');
+    await world.kube.create(`/apis/apps/v1/namespaces/${namespace}/deployments`, {
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: 'web' },
+      spec: {
+        replicas: 2,
+        selector: { matchLabels: { app: 'web' } },
+        template: {
+          metadata: { labels: { ...labels('audit'), app: 'web' } },
+          spec: onRealNode({
+            containers: [
+              {
+                name: 'app',
+                image,
+                imagePullPolicy: 'IfNotPresent',
+                command: ['sh', '-c', 'mkdir -p /var/log/app; echo app-wrote-this-line >> /var/log/app/app.log; exec sleep 3600'],
+              },
+            ],
+          }),
+        },
+      },
+    });
+    const readyPods = (count: number) =>
+      eventually(`${count} ready pods of web, no other`, async () => {
+        const pods = (await world.kube.get(`/api/v1/namespaces/${namespace}/pods?labelSelector=app%3Dweb`)).items as Json[];
+        const ready = pods.filter(
+          (p) => !p.metadata.deletionTimestamp && (p.status?.conditions as Json[] | undefined)?.some((c) => c.type === 'Ready' && c.status === 'True'),
+        );
+        return pods.length === count && ready.length === count ? ready : undefined;
+      });
+    const before = await readyPods(2);
+    t.true(
+      before.every((p) => (p.spec.initContainers ?? []).length === 0),
+      'running without sidecars: the namespace was not opted in',
+    );
+    await world.kube.mergePatch(`/api/v1/namespaces/${namespace}`, { metadata: { labels: { 'sidecar-injector.io/injection': 'enabled' } } });
+    const whyPod = async (name: string) => {
+      const run = await cli(['why', '-n', namespace, `pod/${name}`, '-o', 'json']);
+      t.is(run.code, 0, run.stderr);
+      return Object.fromEntries((JSON.parse(run.stdout).templates as Json[]).map((a) => [a.template, a])) as Record<string, Json>;
+    };
+    const missing = await whyPod(before[0]!.metadata.name);
+    t.like(missing[serve], { state: 'missing', fix: `kubectl -n ${namespace} rollout restart deployment/web` });
+    t.like(missing[tail], { state: 'missing' });
+
+    const restart = await cli(['audit', '-n', namespace, '--restart', 'missing', '--max-per-minute', '600']);
+    t.is(restart.code, 0, restart.stderr);
+    t.regex(restart.stdout, /restarted deployment\/web/);
+    await world.kubectl(['rollout', 'status', 'deployment/web', '-n', namespace, '--timeout=180s']);
+    const after = await readyPods(2);
+    for (const pod of after) {
+      t.false(
+        before.some((p) => p.metadata.uid === pod.metadata.uid),
+        'a new pod',
+      );
+      t.deepEqual(
+        (pod.status.initContainerStatuses as Json[]).map((c) => [c.name, c.started, c.ready, Object.keys(c.state)[0]]),
+        [
+          [serve, true, true, 'running'],
+          [tail, true, true, 'running'],
+        ],
+      );
+      t.true((await logs(namespace, pod.metadata.name, tail)).includes('app-wrote-this-line'), 'the tailer reads what the app wrote');
+    }
+    const injected = await whyPod(after[0]!.metadata.name);
+    t.like(injected[serve], { state: 'current' });
+    t.like(injected[tail], { state: 'current' });
+    const again = await cli(['audit', '-n', namespace, '--restart', 'missing,stale']);
+    t.is(again.code, 0, again.stderr);
+    t.notRegex(again.stdout, /^restarted /m);
   },
 );

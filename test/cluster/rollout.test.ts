@@ -16,6 +16,7 @@ import {
   healthyInstall,
   injectorPods,
   joinWorld,
+  onRealNode,
   optedInNamespace,
   plainPod,
   podPolicy,
@@ -260,6 +261,129 @@ test.serial(
     await kube.delete(candidatePath);
   },
 );
+
+/** How a candidate fails on the real node: its sidecar exits at once (a crash loop), or runs and never passes its readiness probe. */
+type Failure = 'crash-loop' | 'never-ready';
+
+/** A busybox sidecar on the real node for the pods of the `failure` test: waits until stopped, or (`fails`) fails as `failure` says. */
+function realNodeSidecar(name: string, failure: Failure, fails: boolean): Json {
+  const image = joinWorld().file.realNode?.image ?? 'sidecar-injector.test/busybox:1';
+  return {
+    name,
+    description: 'a sidecar on the real node',
+    injection: 'automatic',
+    failurePolicy: 'Ignore',
+    objectSelector: { matchLabels: { 'real-node-test': `halt-${failure}` } },
+    initContainers: [
+      {
+        name,
+        image,
+        imagePullPolicy: 'IfNotPresent',
+        restartPolicy: 'Always',
+        command: [
+          'sh',
+          '-c',
+          fails && failure === 'crash-loop' ? 'echo the candidate fails at start; exit 1' : "trap 'exit 0' TERM; while true; do sleep 1; done",
+        ],
+        readinessProbe: { exec: { command: fails && failure === 'never-ready' ? ['false'] : ['true'] }, periodSeconds: 1 },
+        // The probe namespace enforces Pod Security restricted: a sidecar that violates it is left out of the probe.
+        securityContext: {
+          allowPrivilegeEscalation: false,
+          runAsNonRoot: true,
+          runAsUser: 65534,
+          capabilities: { drop: ['ALL'] },
+          seccompProfile: { type: 'RuntimeDefault' },
+        },
+      },
+    ],
+  };
+}
+
+for (const failure of ['crash-loop', 'never-ready'] as const)
+  (joinWorld().file.realNode ? test.serial : test.serial.skip)(
+    `a candidate whose sidecar ${failure === 'crash-loop' ? 'crash-loops' : 'never gets ready'} on the real node is halted by its pods’ health: new pods get the stable revision, and its status, Event and /status say why`,
+    async (t) => {
+      const { kube, kubectl } = joinWorld();
+      const namespace = await optedInNamespace(t, 'halt');
+      const name = `rn-halt-${Math.random().toString(36).slice(2, 7)}`;
+      const { name: _stableName, ...stableSpec } = realNodeSidecar(name, failure, false);
+      await kube.create(sidecarTemplatesPath(), { apiVersion: 'sidecar-injector.io/v1alpha1', kind: 'SidecarTemplate', metadata: { name }, spec: stableSpec });
+      await kube.create(sidecarTemplatesPath(), {
+        apiVersion: 'sidecar-injector.io/v1alpha1',
+        kind: 'SidecarTemplate',
+        metadata: { name: `${name}-next` },
+        spec: { ...realNodeSidecar(name, failure, true), rollout: { role: 'candidate', share: 100 } },
+      });
+      t.teardown(async () => {
+        await kube.delete(sidecarTemplatesPath(`${name}-next`)).catch(() => undefined);
+        await kube.delete(sidecarTemplatesPath(name)).catch(() => undefined);
+      });
+      await everyReplica(
+        (status) => (status.rollout.candidates as Json[]).some((c) => c.template === name && c.takesPods === true),
+        'every replica giving the candidate every pod (its preflight passed)',
+      );
+      const isCandidate = (pod: Json) => JSON.stringify((pod.spec.initContainers ?? []) as Json[]).includes(failure === 'crash-loop' ? 'exit 1' : '"false"');
+      const labels = { 'real-node-test': `halt-${failure}`, 'logging.example.com/ship': 'false' };
+      const image = joinWorld().file.realNode!.image;
+      await kube.create(`/apis/apps/v1/namespaces/${namespace}/deployments`, {
+        apiVersion: 'apps/v1',
+        kind: 'Deployment',
+        metadata: { name: 'canary' },
+        spec: {
+          replicas: 3,
+          selector: { matchLabels: { app: 'canary' } },
+          template: {
+            metadata: { labels: { ...labels, app: 'canary' } },
+            spec: onRealNode({ containers: [{ name: 'app', image, command: ['sleep', '3600'] }] }),
+          },
+        },
+      });
+      // The kubelet runs them: the candidate's sidecar exits and is restarted with a back-off, or runs unready.
+      const failing = await eventually(`the Deployment’s 3 pods with the candidate, its sidecar ${failure}`, async () => {
+        const pods = ((await kube.get(`/api/v1/namespaces/${namespace}/pods?labelSelector=app%3Dcanary`)).items as Json[]).filter(
+          (p) => !p.metadata.deletionTimestamp,
+        );
+        const sidecar = (p: Json) => ((p.status?.initContainerStatuses ?? []) as Json[]).find((c) => c.name === name);
+        const shown = pods.filter((p) =>
+          failure === 'crash-loop' ? sidecar(p)?.state?.waiting?.reason === 'CrashLoopBackOff' : sidecar(p)?.state?.running && sidecar(p)?.ready === false,
+        );
+        return shown.length === 3 ? pods : undefined;
+      });
+      t.true(failing.every(isCandidate), 'every pod got the candidate');
+      // The health look (each minute, on every replica) halts it.
+      const status = await eventually('the candidate’s status: Stopped, halted by its pods’ health', async () => {
+        const s = (await kube.get(sidecarTemplatesPath(`${name}-next`))).status ?? {};
+        return s.state === 'Stopped' && ((s.conditions ?? []) as Json[]).some((c) => c.type === 'Halted' && c.reason === 'Halted') ? s : undefined;
+      });
+      t.regex(
+        String(status.message),
+        failure === 'crash-loop'
+          ? /takes no pod: halted: 3 of 3 pods with the candidate are unhealthy \(pod halt-\w+\/canary-[-\w]+: container rn-halt-\w+ is waiting: CrashLoopBackOff; /
+          : /takes no pod: halted: 3 of 3 pods with the candidate are unhealthy \(3 not ready\) \(pod halt-\w+\/canary-[-\w]+: container rn-halt-\w+ not ready for \d+ s; /,
+      );
+      const described = await eventually('the RolloutHalted Event under kubectl describe', async () => {
+        const out = (await kubectl(['describe', 'sidecartemplate', `${name}-next`])).stdout;
+        return /RolloutHalted/.test(out) ? out : undefined;
+      });
+      t.regex(described, new RegExp(`Warning\\s+RolloutHalted\\s+.*Candidate revision [0-9a-f]{12} of template ${name} is halted`));
+      await everyReplica(
+        (s) => ((s.rollout.halted ?? []) as Json[]).some((h) => String(h.candidate).startsWith(`${name}@`)),
+        'every replica listing the halt in /status',
+      );
+      // A pod created now gets the stable revision, and runs.
+      const after = await kube.create(`/api/v1/namespaces/${namespace}/pods`, {
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: { name: 'after-the-halt', labels },
+        spec: onRealNode({ containers: [{ name: 'app', image, command: ['sleep', '3600'] }] }),
+      });
+      t.false(isCandidate(after), JSON.stringify(after.spec.initContainers));
+      await eventually('the pod after the halt Ready on the real node', async () => {
+        const pod = await kube.get(`/api/v1/namespaces/${namespace}/pods/after-the-halt`);
+        return (pod.status?.conditions as Json[] | undefined)?.some((c) => c.type === 'Ready' && c.status === 'True');
+      });
+    },
+  );
 
 test.serial(
   'an upgrade that leaves the rollout-preflight component out stops the candidate: every pod gets the stable revision, and the candidate’s status says why',

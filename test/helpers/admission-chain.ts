@@ -40,8 +40,9 @@ export class AdmissionChain {
   readonly calls: { webhook: string; dryRun: boolean; pod: Record<string, any> }[] = [];
   private serial = 0;
 
-  async create(namespace: string, dryRun: boolean, body: unknown): Promise<{ code: number; body: unknown }> {
-    if (!dryRun) return { code: 405, body: status(405, 'MethodNotAllowed', 'this test API server stores no pods: create with dryRun=All') };
+  async create(namespace: string, dryRun: boolean, body: unknown): Promise<{ code: number; body: unknown; warnings: string[] }> {
+    const warnings: string[] = [];
+    if (!dryRun) return { code: 405, body: status(405, 'MethodNotAllowed', 'this test API server stores no pods: create with dryRun=All'), warnings };
     let pod = structuredClone(body) as Record<string, any>;
     pod.metadata = { ...pod.metadata, namespace };
     const serial = ++this.serial;
@@ -73,14 +74,24 @@ export class AdmissionChain {
       } catch (err) {
         // As kube-apiserver words a webhook with failurePolicy Fail that it cannot reach.
         const message = `Internal error occurred: failed calling webhook "${webhook.name}": failed to call webhook: Post "https://127.0.0.1:${webhook.port}${webhook.path}": ${(err as Error).message}`;
-        return { code: 500, body: status(500, 'InternalError', message) };
+        return { code: 500, body: status(500, 'InternalError', message), warnings };
       }
       if (answer.status !== 200)
-        return { code: 500, body: status(500, 'InternalError', `Internal error occurred: failed calling webhook "${webhook.name}": HTTP ${answer.status}`) };
+        return {
+          code: 500,
+          body: status(500, 'InternalError', `Internal error occurred: failed calling webhook "${webhook.name}": HTTP ${answer.status}`),
+          warnings,
+        };
       const response = JSON.parse(answer.text).response;
+      // The API server relays each webhook's warnings, a denial's too.
+      for (const warning of Array.isArray(response?.warnings) ? response.warnings : []) if (typeof warning === 'string') warnings.push(warning);
       if (!response?.allowed) {
         const code = response?.status?.code ?? 400;
-        return { code, body: status(code, 'BadRequest', `admission webhook "${webhook.name}" denied the request: ${response?.status?.message ?? ''}`) };
+        return {
+          code,
+          body: status(code, 'BadRequest', `admission webhook "${webhook.name}" denied the request: ${response?.status?.message ?? ''}`),
+          warnings,
+        };
       }
       if (response.patch) {
         const operations = JSON.parse(Buffer.from(response.patch, 'base64').toString('utf8'));
@@ -89,11 +100,12 @@ export class AdmissionChain {
     }
     for (const validator of this.validators) {
       const refusal = validator(pod, namespace);
-      if (refusal) return { code: 403, body: status(403, 'Forbidden', `pods "${pod.metadata.name ?? pod.metadata.generateName}" is forbidden: ${refusal}`) };
+      if (refusal)
+        return { code: 403, body: status(403, 'Forbidden', `pods "${pod.metadata.name ?? pod.metadata.generateName}" is forbidden: ${refusal}`), warnings };
     }
     // As stored (had it been): a name from generateName, a uid, a creation time.
     const name = pod.metadata.name ?? `${pod.metadata.generateName ?? ''}${String(serial).padStart(5, 'x')}`;
-    return { code: 201, body: { ...pod, metadata: { ...pod.metadata, name, uid: `uid-${serial}`, creationTimestamp: '2026-01-01T00:00:00Z' } } };
+    return { code: 201, body: { ...pod, metadata: { ...pod.metadata, name, uid: `uid-${serial}`, creationTimestamp: '2026-01-01T00:00:00Z' } }, warnings };
   }
 }
 

@@ -210,7 +210,7 @@ export class FakeApiServer {
   /** Service proxies (`/api/v1/namespaces/NS/services/https:NAME:PORT/proxy/…`): `NS/https:NAME:PORT` → a local HTTPS port (the test CA). */
   readonly serviceProxies = new Map<string, number>();
   /** Pod creates (`POST …/pods`) go through this admission chain (helpers/admission-chain.ts); unset: not served. */
-  admission: { create(namespace: string, dryRun: boolean, pod: unknown): Promise<{ code: number; body: unknown }> } | undefined;
+  admission: { create(namespace: string, dryRun: boolean, pod: unknown): Promise<{ code: number; body: unknown; warnings?: readonly string[] }> } | undefined;
 
   async start(): Promise<void> {
     const { key, cert } = await testCertificates();
@@ -422,8 +422,12 @@ export class FakeApiServer {
     return JSON.parse(Buffer.concat(chunks).toString('utf8'));
   }
 
-  private send(res: ServerResponse, code: number, body: unknown): void {
-    res.writeHead(code, { 'content-type': 'application/json' });
+  private send(res: ServerResponse, code: number, body: unknown, warnings: readonly string[] = []): void {
+    // As kube-apiserver relays admission warnings: one `Warning: 299 - "text"` header each, quotes and
+    // backslashes escaped, the text's UTF-8 bytes as they are (Node writes a header string as latin1).
+    const header = (w: string) => Buffer.from(`299 - "${w.replace(/["\\]/g, '\\$&')}"`, 'utf8').toString('latin1');
+    const headers: [string, string][] = [['content-type', 'application/json'], ...warnings.map((w): [string, string] => ['warning', header(w)])];
+    res.writeHead(code, headers.flat());
     res.end(JSON.stringify(body));
   }
 
@@ -819,7 +823,7 @@ export class FakeApiServer {
       if (typeof name === 'string' && this.workloads.pods.has(`${namespace}/${name}`))
         return this.send(res, 409, status(409, 'AlreadyExists', `pods "${name}" already exists`));
       const answer = await this.admission.create(namespace, url.searchParams.get('dryRun') === 'All', body);
-      return this.send(res, answer.code, answer.body);
+      return this.send(res, answer.code, answer.body, answer.warnings);
     }
     if (this.handleWorkloads(url, req, res)) return;
     const coreEvents = /^\/api\/v1(?:\/namespaces\/([^/]+))?\/events$/.exec(url.pathname);

@@ -30,7 +30,7 @@ export const candidateFile = (template: string, share: number) =>
 export async function rolloutWorld(
   t: ExecutionContext,
   files: Readonly<Record<string, string>>,
-  options: { haltAfter?: number; injectorInChain?: boolean; webhookInChainAtStart?: ChainWebhook } = {},
+  options: { haltAfter?: number; notReadyGraceMs?: number; injectorInChain?: boolean; webhookInChainAtStart?: ChainWebhook } = {},
 ) {
   const dir = await mkdtemp(join(tmpdir(), 'rollout-world-'));
   for (const [name, text] of Object.entries(files)) await writeFile(join(dir, name), text);
@@ -54,6 +54,7 @@ export async function rolloutWorld(
   const rollout = new RolloutController({
     namespace: 'probes',
     haltAfter: options.haltAfter ?? 3,
+    notReadyGraceMs: options.notReadyGraceMs ?? 5 * 60_000,
     kubeConfig,
     templates,
     log: pino({ level: 'silent' }),

@@ -62,6 +62,7 @@ const tools: readonly (readonly [string, string])[] = [
   ['busybox', 'busybox-static'],
   ['docker-registry', 'docker-registry'],
   ['gcc', 'gcc'],
+  ['go', 'Go 1.26'],
 ];
 
 /** Why the real node cannot start here (a Debian package missing), or undefined. */

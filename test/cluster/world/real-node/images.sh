@@ -2,9 +2,11 @@
 # The real node's images, built here (no registry outside can be reached): a static `pause` as
 # the pod sandbox image, and a busybox image (Debian's busybox-static) that the real-node tests'
 # sidecars and apps run, as OCI archives for `ctr images import`; plus a second busybox of other
-# content as an OCI layout for the world's registry (an image the kubelet pulls).
+# content as an OCI layout for the world's registry (an image the kubelet pulls). The busybox image
+# also holds /bin/api-whoami (api-whoami/, Go's standard library only): an agent's call to the API
+# server with the pod's token, which busybox's TLS cannot make with kube-apiserver.
 #
-#   images.sh OUT   (Debian: gcc, busybox-static, umoci, skopeo)
+#   images.sh OUT   (Debian: gcc, busybox-static, umoci, skopeo; Go)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$1
@@ -22,6 +24,7 @@ umoci new --image layout:busybox
 umoci unpack --rootless --image layout:busybox unpacked
 mkdir -p unpacked/rootfs/bin unpacked/rootfs/tmp unpacked/rootfs/etc
 cp "$(command -v busybox)" unpacked/rootfs/bin/busybox
+(cd "$here/api-whoami" && GOTOOLCHAIN=local GOFLAGS=-mod=readonly CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$out/unpacked/rootfs/bin/api-whoami" .)
 (cd unpacked/rootfs/bin && for applet in $(./busybox --list); do [ "$applet" = busybox ] || ln -s busybox "$applet"; done)
 printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/sh\n' > unpacked/rootfs/etc/passwd
 printf 'root:x:0:\nnobody:x:65534:\n' > unpacked/rootfs/etc/group
