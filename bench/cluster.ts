@@ -140,7 +140,7 @@ for (let i = 0; i < 600; i++) {
   await new Promise((r) => setTimeout(r, 50));
 }
 console.log(
-  `# Pod creates through kube-apiserver ${file.kubernetesVersion} (the injector's pods from the ${file.containers === 'image' ? 'built image' : "clone's build"})\n`,
+  `# Pod creates through kube-apiserver ${file.kubernetesVersion} (the injector's pods ${file.containers === 'real-node' ? 'on the real node, from the pushed image' : file.containers === 'image' ? "on the stand-in node, from the built image's files" : "on the stand-in node, from the clone's build"})\n`,
 );
 console.log(`${creates} creates per run, ${runs} runs; latency as the client sees it; CPU of the injector's replicas and of kube-apiserver per create.\n`);
 console.log('namespace      conc  run   p50 ms   p99 ms  failures  injector CPU ms/create  kube-apiserver CPU ms/create');

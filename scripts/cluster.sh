@@ -12,7 +12,7 @@
 # Beside the stand-in node that runs the injector's pods, a real node (`real-node`: a kubelet with
 # containerd and runc, test/cluster/world/real-node.ts) runs the pods that name it;
 # SIDECAR_INJECTOR_REAL_NODE=off starts the world without it.
-# Needs root (Linux namespaces, nftables, chroot, cgroups). SIDECAR_INJECTOR_CLUSTER_KEEP=1 keeps the logs
+# Needs root (Linux namespaces, nftables, cgroups, and chroot for the stand-in's pods). SIDECAR_INJECTOR_CLUSTER_KEEP=1 keeps the logs
 # also when CMD succeeds.
 set -euo pipefail
 usage() {
@@ -29,7 +29,7 @@ cd "$(dirname "$0")/.."
 PATH=$(printf '%s' "$PATH" | tr ':' '\n' | grep -v '/node_modules/\.bin$' | paste -sd: -)
 export PATH
 if [ "$(id -u)" != 0 ]; then
-  echo "scripts/cluster.sh: needs root (it makes network and mount namespaces and runs the injector's pods under chroot)" >&2
+  echo "scripts/cluster.sh: needs root (it makes network and mount namespaces, runs a kubelet, and the stand-in node's pods under chroot)" >&2
   exit 2
 fi
 for tool in unshare nsenter nft ip openssl chroot; do

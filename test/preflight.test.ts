@@ -241,7 +241,7 @@ test('the probe annotation is honoured on dry runs only: a real pod in the probe
   t.is(await revision(false), stable.hash, 'a pod that is stored never takes a candidate by its annotation');
 });
 
-test('a candidate the injector leaves out of the probe pod: the preflight quotes the injector’s warning that says why (a Pod Security level here)', async (t) => {
+test('a candidate the injector leaves out of the probe pod: the preflight quotes the answer’s warning that says why (a Pod Security level here)', async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'preflight-'));
   t.teardown(() => rm(dir, { recursive: true }));
   await writeFile(join(dir, 'log-shipper.yaml'), shipper);
@@ -269,7 +269,7 @@ test('a candidate the injector leaves out of the probe pod: the preflight quotes
   t.like(results[0], { passed: false, failure: 'not-injected' });
   t.regex(
     results[0]!.message,
-    /came back without the candidate's sidecar, and the injector's answer said why: log-shipper not injected: it would violate PodSecurity "restricted:latest": allowPrivilegeEscalation != false/,
+    /came back without the candidate's sidecar, and the chain's answer warned: log-shipper not injected: it would violate PodSecurity "restricted:latest": allowPrivilegeEscalation != false/,
   );
 });
 

@@ -415,8 +415,12 @@ export class PodAuditor extends EventEmitter {
    */
   private announceUnseen(): void {
     this.unseenAnnounced = true;
-    const since = this.options.unseenSince?.()?.getTime();
-    if (since === undefined || Number.isNaN(since)) return;
+    const renewed = this.options.unseenSince?.()?.getTime();
+    if (renewed === undefined || Number.isNaN(renewed)) return;
+    // A creationTimestamp has whole seconds, a renewal microseconds: a pod created in the second
+    // of the last renewal may have come after it (a leader that renewed once more while it
+    // stopped), so that second counts as unseen. At worst a pod is announced twice, never not at all.
+    const since = Math.floor(renewed / 1000) * 1000 - 1;
     let announced = 0;
     for (const [key, pod] of this.pods) {
       if (announced >= maxUnseenAnnounced) break;

@@ -238,15 +238,16 @@ export async function preflight(
   if (!names || names.length === 0) {
     const labels = await namespaceLabels?.(namespace);
     const keptOut = labels && probeKeptOut(candidate, namespace, labels);
-    // The injector's own warning says why it left the template out (a Pod Security level the
-    // sidecar violates, a conflict): `<template> not injected: …`, quoted as it came, bounded.
+    // The injector's warning says why it left the template out (a Pod Security level the sidecar
+    // violates, a conflict): `<template> not injected: …`. Any webhook or policy of the chain may
+    // write warnings, so it is quoted as the answer's, bounded, and decides nothing.
     const said = first.warnings?.find((w) => w.startsWith(`${candidate.name} not injected`));
     return done(
       'not-injected',
       keptOut
         ? `${subject} came back without the candidate's sidecar: ${keptOut}`
         : said
-          ? `${subject} came back without the candidate's sidecar, and the injector's answer said why: ${said.slice(0, 600)}`
+          ? `${subject} came back without the candidate's sidecar, and the chain's answer warned: ${said.slice(0, 600)}`
           : labels
             ? `${subject} came back without the candidate's sidecar: the probe namespace is opted in and the candidate's namespaceSelector selects it; was the injector's webhook reached, and does no other webhook take the sidecar out?`
             : `${subject} came back without the candidate's sidecar: is the namespace opted in (label ${LabelKeys.namespaceOptIn}=${LabelValues.enabled}) and reached by the injector's webhook, and does no other webhook take the sidecar out?`,

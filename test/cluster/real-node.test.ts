@@ -11,12 +11,14 @@
 import test, { type ExecutionContext } from 'ava';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { cli, eventually, joinWorld, onRealNode, optedInNamespace, testNamespace, withTemplate, type Json } from './helpers.js';
+import { cli, eventually, everyReplica, joinWorld, onRealNode, optedInNamespace, testNamespace, withTemplate, type Json } from './helpers.js';
 
 const world = joinWorld();
 const realNode = world.file.realNode;
-/** Without the real node (SIDECAR_INJECTOR_REAL_NODE=off) these tests are skipped, saying so. */
+/** Without the real node (SIDECAR_INJECTOR_REAL_NODE=off) these tests are skipped, saying so; CI always runs it. */
 const realTest = realNode ? test.serial : test.serial.skip;
+if (!realNode && process.env.CI === 'true')
+  test('CI runs the world with its real node', (t) => t.fail('the world has no real node (SIDECAR_INJECTOR_REAL_NODE=off?)'));
 const image = realNode?.image ?? 'sidecar-injector.test/busybox:1';
 
 /** A test template's head: automatic and optional, for the pods labelled `real-node-test: <selector>`, one container of the busybox image. */
@@ -74,7 +76,7 @@ const server = (name: string, selector: string, startupCommand = 'wget -q -O /de
     startupProbe:
       exec: {command: [sh, -c, "${startupCommand}"]}
       periodSeconds: 1
-      failureThreshold: 2
+      failureThreshold: ${startupCommand === 'exit 1' ? 2 : 30}
     readinessProbe:
       httpGet: {path: /hello, port: 15000}
       periodSeconds: 1
@@ -135,45 +137,61 @@ async function twoSidecars(t: ExecutionContext, selector: string): Promise<{ tai
   return names;
 }
 
-realTest('injected native sidecars run on the real node: ready before the app, sharing its volume and its loopback, stopped after it', async (t) => {
-  const namespace = await optedInNamespace(t, 'real-native');
-  const { tail, serve } = await twoSidecars(t, 'native');
-  const created = await world.kube.create(`/api/v1/namespaces/${namespace}/pods`, {
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: { name: 'app', labels: labels('native') },
-    spec: onRealNode({ restartPolicy: 'Never', containers: [{ name: 'app', image, imagePullPolicy: 'IfNotPresent', command: appCommand }] }),
-  });
-  // Injected as native sidecars: the server first, the tailer last, both restartable init containers.
-  t.deepEqual(
-    (created.spec.initContainers as Json[]).map((c) => [c.name, c.restartPolicy]),
-    [
-      [serve, 'Always'],
-      [tail, 'Always'],
-    ],
-  );
-  const done = await podWhen(namespace, 'app', 'Succeeded or Failed', (pod) => pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed');
-  t.is(done.status.phase, 'Succeeded', JSON.stringify(done.status));
+realTest(
+  'injected native sidecars run on the real node beside an app pulled from the world’s registry: ready before the app, sharing its volume and its loopback, stopped after it',
+  async (t) => {
+    const namespace = await optedInNamespace(t, 'real-native');
+    const { tail, serve } = await twoSidecars(t, 'native');
+    const created = await world.kube.create(`/api/v1/namespaces/${namespace}/pods`, {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'app', labels: labels('native') },
+      // The app's image is pulled from the world's registry (Always: each start asks it).
+      spec: onRealNode({
+        restartPolicy: 'Never',
+        containers: [
+          {
+            name: 'app',
+            image: realNode!.pulledImage,
+            imagePullPolicy: 'Always',
+            command: [...appCommand.slice(0, 2), `${appCommand[2]} && cat /etc/pulled-from`],
+          },
+        ],
+      }),
+    });
+    // Injected as native sidecars: the server first, the tailer last, both restartable init containers.
+    t.deepEqual(
+      (created.spec.initContainers as Json[]).map((c) => [c.name, c.restartPolicy]),
+      [
+        [serve, 'Always'],
+        [tail, 'Always'],
+      ],
+    );
+    const done = await podWhen(namespace, 'app', 'Succeeded or Failed', (pod) => pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed');
+    t.is(done.status.phase, 'Succeeded', JSON.stringify(done.status));
 
-  const app = statusOf(done, 'app')!.state.terminated;
-  t.is(app.exitCode, 0);
-  for (const name of [serve, tail]) {
-    const sidecar = statusOf(done, name)!;
-    // Started no later than the app, ended no earlier (the kubelet stops sidecars after the app containers).
-    t.true(Date.parse(sidecar.state.terminated.startedAt) <= Date.parse(app.startedAt), `${name} started before the app`);
-    t.true(Date.parse(sidecar.state.terminated.finishedAt) >= Date.parse(app.finishedAt), `${name} stopped after the app`);
-    t.is(sidecar.restartCount, 0);
-  }
-  // The app read the server on loopback at its first try: the server was up before the app started.
-  t.is((await logs(namespace, 'app', 'app')).trim(), `served-by-${serve}\napp-done`);
-  // The tailer read what the app wrote to the shared volume.
-  t.true((await logs(namespace, 'app', tail)).includes('app-wrote-this-line'));
-  // What a person sees with `kubectl describe pod`: the kubelet starting the sidecars before the app, and stopping them.
-  const described = (await world.kubectl(['-n', namespace, 'describe', 'pod', 'app'])).stdout;
-  const started = [serve, tail, 'app'].map((name) => described.search(new RegExp(`Started .*\\{${name}\\}: Container started`)));
-  t.true(started.every((at) => at >= 0) && started[0]! < started[1]! && started[1]! < started[2]!, described);
-  t.regex(described, new RegExp(`Killing .*\\{${tail}\\}: Stopping container`));
-});
+    const app = statusOf(done, 'app')!.state.terminated;
+    t.is(app.exitCode, 0);
+    for (const name of [serve, tail]) {
+      const sidecar = statusOf(done, name)!;
+      // Started no later than the app, ended no earlier (the kubelet stops sidecars after the app containers).
+      t.true(Date.parse(sidecar.state.terminated.startedAt) <= Date.parse(app.startedAt), `${name} started before the app`);
+      t.true(Date.parse(sidecar.state.terminated.finishedAt) >= Date.parse(app.finishedAt), `${name} stopped after the app`);
+      t.is(sidecar.restartCount, 0);
+    }
+    // The app read the server on loopback at its first try: the server was up before the app started.
+    t.is((await logs(namespace, 'app', 'app')).trim(), `served-by-${serve}\napp-done\nregistry`);
+    // The kubelet pulled the app's image from the registry: its image ID is the registry's digest.
+    t.regex(statusOf(done, 'app')!.imageID, new RegExp(`^${realNode!.pulledImage.replace(/:[^:]*$/, '').replace(/[.]/g, '\\.')}@sha256:[0-9a-f]{64}$`));
+    // The tailer read what the app wrote to the shared volume.
+    t.true((await logs(namespace, 'app', tail)).includes('app-wrote-this-line'));
+    // What a person sees with `kubectl describe pod`: the kubelet starting the sidecars before the app, and stopping them.
+    const described = (await world.kubectl(['-n', namespace, 'describe', 'pod', 'app'])).stdout;
+    // (Their order is the status's startedAt above: kubectl sorts Events by a time of whole seconds.)
+    for (const name of [serve, tail, 'app']) t.regex(described, new RegExp(`Started .*\\{${name}\\}: Container started`));
+    t.regex(described, new RegExp(`Killing .*\\{${tail}\\}: Stopping container`));
+  },
+);
 
 realTest(
   'a Job whose pod gets native sidecars completes, its sidecars stopped; so does a CronJob’s Job; an agent container runs there as a native sidecar with its token',
@@ -224,7 +242,12 @@ realTest(
       // It called the API server with the pod's own token: the API server says who that is.
       const said = await logs(namespace, pod.metadata.name, agentName);
       t.is(said.trim(), `system:serviceaccount:${namespace}:default`);
-      for (const sidecar of pod.status.initContainerStatuses as Json[]) t.truthy(sidecar.state.terminated, `${job}: ${sidecar.name} stopped`);
+      const work = (pod.status.containerStatuses as Json[]).find((c) => c.name === 'work')!.state.terminated;
+      t.is(work.exitCode, 0);
+      for (const sidecar of pod.status.initContainerStatuses as Json[]) {
+        t.truthy(sidecar.state.terminated, `${job}: ${sidecar.name} stopped`);
+        t.true(Date.parse(sidecar.state.terminated.finishedAt) >= Date.parse(work.finishedAt), `${job}: ${sidecar.name} stopped after the work`);
+      }
       // The injector's Event is on the pod's Job (the pod did not exist yet when it was admitted), as `kubectl describe job` shows it.
       // It is written after the answer (its subject checked first): it may come a moment after the Job completes.
       const described = await eventually(`the SidecarsInjected Event under kubectl describe job ${job}`, async () => {
@@ -251,11 +274,11 @@ realTest('an injected sidecar whose startup probe fails holds the pod unready an
   t.is(statusOf(pod, name)!.started, false);
   t.truthy(statusOf(pod, 'app')!.state.waiting, JSON.stringify(statusOf(pod, 'app')));
   t.is((pod.status.conditions as Json[]).find((c) => c.type === 'Ready')!.status, 'False');
-  const events = (await world.kube.get(`/api/v1/namespaces/${namespace}/events?fieldSelector=involvedObject.name%3Dapp`)).items as Json[];
-  t.true(
-    events.some((e) => e.reason === 'Unhealthy' && /Startup probe failed/.test(e.message)),
-    events.map((e) => `${e.reason}: ${e.message}`).join('\n'),
-  );
+  const unhealthy = await eventually('the kubelet’s Unhealthy Event for the startup probe', async () => {
+    const events = (await world.kube.get(`/api/v1/namespaces/${namespace}/events?fieldSelector=involvedObject.name%3Dapp`)).items as Json[];
+    return events.find((e) => e.reason === 'Unhealthy' && /Startup probe failed/.test(e.message));
+  });
+  t.is(unhealthy.type, 'Warning');
 });
 
 realTest('a pod whose QoS the injector kept is Guaranteed in the kubelet’s cgroups, limited to the sum of its containers’ limits', async (t) => {
@@ -277,7 +300,7 @@ realTest('a pod whose QoS the injector kept is Guaranteed in the kubelet’s cgr
   );
   t.is(running.status.qosClass, 'Guaranteed');
   // A Guaranteed pod's cgroup sits right under kubepods (Burstable and BestEffort ones one level down).
-  const cgroup = join('/sys/fs/cgroup/memory/kubepods', `pod${running.metadata.uid}`);
+  const cgroup = join('/sys/fs/cgroup/memory', realNode!.cgroupRoot, 'kubepods', `pod${running.metadata.uid}`);
   t.true(existsSync(cgroup), `${cgroup} exists`);
   const mebibytes = (q: string) => Number(/^(\d+)Mi$/.exec(q)![1]) * 1024 * 1024;
   const limits = [...(running.spec.initContainers as Json[]), ...(running.spec.containers as Json[])].map((c) => {
@@ -292,6 +315,9 @@ realTest('a pod whose QoS the injector kept is Guaranteed in the kubelet’s cgr
 
 /** The injector's own replicas run on the real node only when the world had a fresh image to push (make image). */
 const installTest = world.file.containers === 'real-node' ? test.serial : test.serial.skip;
+if (world.file.containers !== 'real-node' && process.env.CI === 'true')
+  test('CI runs the injector from its image on the real node', (t) =>
+    t.fail(`the injector's pods ran ${world.file.containers === 'clone' ? "from the clone's build (no fresh make image?)" : 'on the stand-in'}`));
 
 installTest(
   'the injector’s replicas run on the real node from the image make push published, pulled by digest, within their Deployment’s memory limit',
@@ -312,7 +338,7 @@ installTest(
       t.is(status.imageID, pushed);
       // The container's memory cgroup holds the Deployment's limit (Burstable: under kubepods/burstable).
       const id = (status.containerID as string).replace(/^containerd:\/\//, '');
-      const cgroup = join('/sys/fs/cgroup/memory/kubepods/burstable', `pod${pod.metadata.uid}`, id, 'memory.limit_in_bytes');
+      const cgroup = join('/sys/fs/cgroup/memory', realNode!.cgroupRoot, 'kubepods', 'burstable', `pod${pod.metadata.uid}`, id, 'memory.limit_in_bytes');
       t.is(Number(readFileSync(cgroup, 'utf8')), 256 * 1024 * 1024, cgroup);
       t.is(container.resources.limits.memory, '256Mi');
     }
@@ -336,13 +362,15 @@ realTest(
       });
       return ((dry.spec.initContainers ?? []) as Json[]).some((c) => c.name === 'log-shipper') ? 'native' : 'container';
     };
+    const decided = (minor: string) => (status: Json) => new RegExp(`^v?1\\.${minor}(\\.|$)`).test(String(status.kubernetes?.kubernetesVersion));
     t.teardown(async () => {
       await world.kube.mergePatch(`${standIn}/status`, { status: { nodeInfo: { kubeletVersion: version } } });
-      await eventually('every replica deciding native sidecars again', async () => (await shipperForm()) === 'native' && (await shipperForm()) === 'native');
+      await everyReplica(decided('36'), 'every replica deciding 1.36 again');
     });
     // The stand-in node says it runs a kubelet of 1.28: the oldest kubelet decides (docs/cluster.md).
     await world.kube.mergePatch(`${standIn}/status`, { status: { nodeInfo: { kubeletVersion: 'v1.28.15' } } });
-    await eventually('the injector deciding 1.28 (the log shipper an ordinary container)', async () => (await shipperForm()) === 'container');
+    await everyReplica(decided('28'), 'every replica deciding 1.28');
+    t.is(await shipperForm(), 'container', 'the log shipper an ordinary container');
     const created = await world.kube.create(`/api/v1/namespaces/${namespace}/pods`, {
       apiVersion: 'v1',
       kind: 'Pod',

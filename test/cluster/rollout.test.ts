@@ -358,7 +358,7 @@ for (const failure of ['crash-loop', 'never-ready'] as const)
       t.regex(
         String(status.message),
         failure === 'crash-loop'
-          ? /takes no pod: halted: 3 of 3 pods with the candidate are unhealthy \(pod halt-\w+\/canary-[-\w]+: container rn-halt-\w+ is waiting: CrashLoopBackOff; /
+          ? /takes no pod: halted: 3 of 3 pods with the candidate are unhealthy (\([\w ,]+\) )?\(pod halt-\w+\/canary-[-\w]+: container rn-halt-\w+ (is waiting: CrashLoopBackOff|restarted \d+ times|not ready for \d+ s); /
           : /takes no pod: halted: 3 of 3 pods with the candidate are unhealthy \(3 not ready\) \(pod halt-\w+\/canary-[-\w]+: container rn-halt-\w+ not ready for \d+ s; /,
       );
       const described = await eventually('the RolloutHalted Event under kubectl describe', async () => {

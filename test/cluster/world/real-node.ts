@@ -7,10 +7,13 @@
  * through the API server to this kubelet.
  *
  * Everything it writes is under `<state>/real-node`, or on a tmpfs mounted in the world's own
- * mount namespace over the host paths containerd, runc and CNI insist on (/run/containerd,
- * /run/netns, /var/lib/cni, /etc/cni, /var/log/containers). What a mount namespace cannot hold
- * is put back on stop: the kubelet's cgroups (`kubepods` in every controller) and the global
- * sysctls the kubelet sets (vm.overcommit_memory, kernel.panic, kernel.panic_on_oops).
+ * mount namespace over the host paths the kubelet, containerd, runc and CNI insist on
+ * (/run/containerd, /run/netns, /var/lib/cni, /var/lib/kubelet, /etc/cni, /var/log/containers,
+ * /usr/libexec/kubernetes). The global sysctls the kubelet sets (vm.overcommit_memory,
+ * kernel.panic, …) are regular files bind-mounted over their /proc/sys entries in that mount
+ * namespace, so the machine's are never changed. What a mount namespace cannot hold, the cgroups,
+ * live under a cgroup root of this world's own (`cgroupRoot`), removed on stop. It needs cgroup
+ * v1 (the machine's; the kubelet's cgroupfs driver).
  *
  * Two things of this machine shape it: root may lack CAP_SYS_RESOURCE (so no negative
  * oom_score_adj: containerd's restrict_oom_score_adj and the kubelet's oomScoreAdj: 0), and the
@@ -18,7 +21,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Json, Kube } from './kube.js';
 import { addresses } from './network.js';
@@ -41,17 +44,27 @@ export interface RealNodeFile {
   readonly podCidr: string;
   /** The node's folder: containerd's, the kubelet's and the registry's state and logs. */
   readonly dir: string;
+  /** The kubelet's cgroup root (its `kubepods` is under it), in every controller's hierarchy under /sys/fs/cgroup/CONTROLLER. */
+  readonly cgroupRoot: string;
   /** How long each step took to come up, in ms. */
   readonly startMs: { readonly images: number; readonly containerd: number; readonly registry: number; readonly kubeletReady: number };
 }
 
 const here = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', '..', 'test', 'cluster', 'world', 'real-node');
-const podCidr = '10.245.0.0/24';
+/** Not 10.244.0.0/16 (the stand-in's pods) nor 10.245.0.1 (the address the stand-in reports for simulated pods). */
+const podCidr = '10.246.0.0/24';
 const registry = '127.0.0.1:5000';
 /** Host paths the runtime writes to whatever its configuration says: a tmpfs each, in the world's mount namespace. */
-const hostPaths = ['/run/containerd', '/run/netns', '/var/lib/cni', '/etc/cni', '/var/log/containers'];
-/** Global sysctls the kubelet sets (not namespaced): saved before it starts, put back on stop. */
-const globalSysctls = ['vm/overcommit_memory', 'kernel/panic', 'kernel/panic_on_oops'];
+const hostPaths = ['/run/containerd', '/run/netns', '/var/lib/cni', '/var/lib/kubelet', '/etc/cni', '/var/log/containers', '/usr/libexec/kubernetes'];
+/** The global (not namespaced) sysctls the kubelet sets (its container manager's list): a file of the world's over each. */
+const globalSysctls = [
+  'vm/overcommit_memory',
+  'vm/panic_on_oom',
+  'kernel/panic',
+  'kernel/panic_on_oops',
+  'kernel/keys/root_maxkeys',
+  'kernel/keys/root_maxbytes',
+];
 /** The Debian packages the node needs, by the command each one brings. */
 const tools: readonly (readonly [string, string])[] = [
   ['containerd', 'containerd'],
@@ -74,36 +87,62 @@ export function realNodeMissing(): string | undefined {
       return `${command} is missing (Debian: ${pkg})`;
     }
   if (!existsSync('/usr/lib/cni/bridge')) return 'the CNI plugins are missing (Debian: containernetworking-plugins)';
+  // The container images get the machine's busybox: it must run with no library beside it.
+  if (/=>/.test(execFileSync('sh', ['-c', 'ldd "$(command -v busybox)" 2>&1 || true'], { encoding: 'utf8' })))
+    return 'the busybox here is dynamically linked (Debian: busybox-static, which replaces busybox)';
+  if (!existsSync('/sys/fs/cgroup/memory/'))
+    return 'the machine has no cgroup v1 memory hierarchy (the real node uses the kubelet’s cgroupfs driver on cgroup v1)';
   return undefined;
 }
 
-const fill = (text: string, dir: string) => text.replaceAll('@DIR@', dir).replaceAll('@POD_CIDR@', podCidr);
-
-function writeConfig(source: string, target: string, dir: string): string {
+function writeConfig(source: string, target: string, values: Readonly<Record<string, string>>): string {
   mkdirSync(dirname(target), { recursive: true });
-  writeFileSync(target, fill(readFileSync(join(here, source), 'utf8'), dir));
+  let text = readFileSync(join(here, source), 'utf8');
+  for (const [name, value] of Object.entries(values)) text = text.replaceAll(`@${name}@`, value);
+  writeFileSync(target, text);
   return target;
 }
 
-/** Every cgroup folder the kubelet made (`kubepods` in each controller's hierarchy), deepest first. */
-function kubepodsCgroups(): string[] {
+/**
+ * The cgroup hierarchies mounted under /sys/fs/cgroup: one per v1 controller, and with
+ * `unified`, the hybrid layout's cgroup2 one (the kubelet makes its folders there too).
+ */
+const cgroupHierarchies = ({ withUnified }: { withUnified: boolean }): string[] =>
+  readdirSync('/sys/fs/cgroup')
+    .filter((name) => withUnified || name !== 'unified')
+    .map((name) => join('/sys/fs/cgroup', name))
+    .filter((path) => existsSync(join(path, 'cgroup.procs')));
+
+/** Every cgroup folder under `root` in each hierarchy, deepest first (root last). */
+function cgroupsUnder(root: string): string[] {
   const found: string[] = [];
-  for (const controller of readdirSync('/sys/fs/cgroup')) {
-    const root = join('/sys/fs/cgroup', controller, 'kubepods');
-    if (!existsSync(root)) continue;
-    const walk = (dir: string) => {
-      for (const entry of readdirSync(dir, { withFileTypes: true })) if (entry.isDirectory()) walk(join(dir, entry.name));
-      found.push(dir);
-    };
-    walk(root);
-  }
+  const walk = (dir: string) => {
+    let entries;
+    try {
+      entries = readdirSync(dir, { withFileTypes: true });
+    } catch {
+      return; // Removed meanwhile (containerd deletes a stopped container's cgroups).
+    }
+    for (const entry of entries) if (entry.isDirectory()) walk(join(dir, entry.name));
+    found.push(dir);
+  };
+  for (const hierarchy of cgroupHierarchies({ withUnified: true })) if (existsSync(join(hierarchy, root))) walk(join(hierarchy, root));
   return found;
+}
+
+/** A file's content, or undefined when it is gone. */
+function readIfThere(path: string): string | undefined {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return undefined;
+  }
 }
 
 export class RealNode {
   private readonly processes: Managed[] = [];
-  private readonly sysctls = new Map<string, string>();
   private mounted: string[] = [];
+  private cgroupsMade = false;
   private scheduler: Loop | undefined;
 
   private constructor(
@@ -120,6 +159,8 @@ export class RealNode {
   static async start(options: { readonly kube: Kube; readonly bin: string; readonly state: string; readonly kubeconfig: string }): Promise<RealNode> {
     const dir = join(options.state, 'real-node');
     const file: RealNodeFile = {
+      // One world's own: a second world, or the machine's own kubelet, has another.
+      cgroupRoot: `sidecar-injector-${basename(options.state)}`,
       name: realNodeName,
       image: 'sidecar-injector.test/busybox:1',
       pulledImage: `${registry}/test/busybox:pulled`,
@@ -153,11 +194,23 @@ export class RealNode {
       execFileSync('mount', ['-t', 'tmpfs', '-o', 'mode=0755', 'tmpfs', path]);
       this.mounted.push(path);
     }
-    const containerdConfig = writeConfig('containerd.toml', join(dir, 'config', 'containerd.toml'), dir);
-    writeConfig('registry-hosts.toml', join(dir, 'containerd', 'certs.d', registry, 'hosts.toml'), dir);
-    writeConfig('cni.conflist', join(dir, 'cni', 'net.d', '10-real-node.conflist'), dir);
-    const registryConfig = writeConfig('registry.yml', join(dir, 'config', 'registry.yml'), dir);
-    const kubeletConfig = writeConfig('kubelet.yaml', join(dir, 'config', 'kubelet.yaml'), dir);
+    // The kubelet's writes to global sysctls land in files of the world's (as a container runtime masks /proc paths).
+    for (const name of globalSysctls) {
+      const copy = join(dir, 'sysctl', name.replaceAll('/', '.'));
+      mkdirSync(dirname(copy), { recursive: true });
+      writeFileSync(copy, readFileSync(join('/proc/sys', name)));
+      execFileSync('mount', ['--bind', copy, join('/proc/sys', name)]);
+      this.mounted.push(join('/proc/sys', name));
+    }
+    // The kubelet wants its cgroup root to exist in every v1 hierarchy.
+    this.cgroupsMade = true;
+    for (const hierarchy of cgroupHierarchies({ withUnified: false })) mkdirSync(join(hierarchy, this.file.cgroupRoot), { recursive: true });
+    const values = { DIR: dir, POD_CIDR: podCidr, CGROUP_ROOT: `/${this.file.cgroupRoot}` };
+    const containerdConfig = writeConfig('containerd.toml', join(dir, 'config', 'containerd.toml'), values);
+    writeConfig('registry-hosts.toml', join(dir, 'containerd', 'certs.d', registry, 'hosts.toml'), values);
+    writeConfig('cni.conflist', join(dir, 'cni', 'net.d', '10-real-node.conflist'), values);
+    const registryConfig = writeConfig('registry.yml', join(dir, 'config', 'registry.yml'), values);
+    const kubeletConfig = writeConfig('kubelet.yaml', join(dir, 'config', 'kubelet.yaml'), values);
 
     t0 = performance.now();
     const socket = join(dir, 'containerd', 'containerd.sock');
@@ -178,7 +231,11 @@ export class RealNode {
     });
     startMs.registry = performance.now() - t0;
 
-    for (const name of globalSysctls) this.sysctls.set(name, readFileSync(join('/proc/sys', name), 'utf8').trim());
+    // The kubelet serves anonymously (the world's API server has no client certificate for it): no pod may reach it.
+    execFileSync('nft', ['-f', '-'], {
+      input: `table inet real-node-guard {\n  chain input {\n    type filter hook input priority filter; policy accept;\n    ip saddr { ${podCidr}, ${addresses.podCidr} } tcp dport { 10248, 10250 } drop\n  }\n}\n`,
+      stdio: ['pipe', 'ignore', 'pipe'],
+    });
     t0 = performance.now();
     const kubelet = startProcess(
       'kubelet',
@@ -187,6 +244,7 @@ export class RealNode {
         `--config=${kubeletConfig}`,
         `--kubeconfig=${this.kubeconfig}`,
         `--root-dir=${join(dir, 'kubelet')}`,
+        `--cert-dir=${join(dir, 'kubelet', 'pki')}`,
         `--hostname-override=${realNodeName}`,
         `--node-ip=${addresses.advertise}`,
         // Only pods that ask for it: a DaemonSet's controller makes no pod for a node it is not tolerated on.
@@ -237,23 +295,33 @@ export class RealNode {
    * what the node mounted, removes its cgroups and puts the global sysctls back.
    */
   async stop(): Promise<void> {
-    await this.scheduler?.stop();
-    const [containerd, ...rest] = this.processes;
-    for (const process of rest.reverse()) await process.stop(5_000);
-    // The containers outlive the kubelet (their shims belong to containerd): end them first.
-    for (const cgroup of kubepodsCgroups())
-      for (const pid of readFileSync(join(cgroup, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean))
-        try {
-          process.kill(Number(pid), 'SIGKILL');
-        } catch {
-          // Gone already.
-        }
-    await containerd?.stop(5_000);
-    // containerd's overlay mounts and the pods' network namespaces, under the node's folder or the tmpfs mounts.
+    // Each step runs whatever the one before did: a half-started node is stopped as far as it got.
+    try {
+      await this.scheduler?.stop();
+      const [containerd, ...rest] = this.processes;
+      for (const process of rest.reverse()) await process.stop(5_000);
+      // The containers outlive the kubelet (their shims belong to containerd): end them first.
+      for (const cgroup of cgroupsUnder(this.file.cgroupRoot))
+        for (const pid of (readIfThere(join(cgroup, 'cgroup.procs')) ?? '').split('\n').filter(Boolean))
+          try {
+            process.kill(Number(pid), 'SIGKILL');
+          } catch {
+            // Gone already.
+          }
+      await containerd?.stop(5_000);
+    } finally {
+      this.unmount();
+      if (this.cgroupsMade) await this.removeCgroups();
+    }
+  }
+
+  /** containerd's overlay mounts and the pods' network namespaces (under the node's folder or the tmpfs mounts), then the node's own mounts. */
+  private unmount(): void {
+    const under = [this.file.dir, ...hostPaths].map((p) => `${p}/`);
     const mounts = readFileSync('/proc/self/mounts', 'utf8')
       .split('\n')
       .map((line) => line.split(' ')[1]?.replace(/\\040/g, ' '))
-      .filter((path): path is string => path !== undefined && (path.startsWith(`${this.file.dir}/`) || hostPaths.some((p) => path.startsWith(`${p}/`))))
+      .filter((path): path is string => path !== undefined && under.some((p) => path.startsWith(p)))
       .reverse();
     for (const path of [...mounts, ...this.mounted.reverse()])
       try {
@@ -262,20 +330,22 @@ export class RealNode {
         // Not mounted (any more).
       }
     this.mounted = [];
-    // An emptied cgroup goes once its last process has been reaped: a few tries.
+  }
+
+  /** The world's cgroup root in every hierarchy: an emptied cgroup goes once its last process has been reaped, so a few tries. */
+  private async removeCgroups(): Promise<void> {
     for (let attempt = 0; attempt < 50; attempt++) {
-      const left = kubepodsCgroups().filter((cgroup) => {
+      const left = cgroupsUnder(this.file.cgroupRoot).filter((cgroup) => {
         try {
           rmdirSync(cgroup);
           return false;
-        } catch {
-          return true;
+        } catch (err) {
+          return (err as NodeJS.ErrnoException).code !== 'ENOENT';
         }
       });
-      if (left.length === 0) break;
+      if (left.length === 0) return;
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
-    for (const [name, value] of this.sysctls) writeFileSync(join('/proc/sys', name), value);
-    this.sysctls.clear();
+    console.error(`real node: cgroups left under ${this.file.cgroupRoot}: ${cgroupsUnder(this.file.cgroupRoot).join(', ')}`);
   }
 }

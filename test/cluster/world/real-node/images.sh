@@ -10,6 +10,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$1
+# The machine's architecture, in the OCI names Go uses (amd64, arm64, …).
+arch=$(go env GOARCH)
 mkdir -p "$out"
 cd "$out"
 gcc -static -Os -s -o pause "$here/pause.c"
@@ -19,7 +21,7 @@ umoci new --image layout:pause
 umoci unpack --rootless --image layout:pause unpacked
 cp pause unpacked/rootfs/pause
 umoci repack --image layout:pause unpacked && rm -rf unpacked
-umoci config --image layout:pause --config.entrypoint /pause --config.user 65535:65535 --os linux --architecture amd64
+umoci config --image layout:pause --config.entrypoint /pause --config.user 65535:65535 --os linux --architecture "$arch"
 umoci new --image layout:busybox
 umoci unpack --rootless --image layout:busybox unpacked
 mkdir -p unpacked/rootfs/bin unpacked/rootfs/tmp unpacked/rootfs/etc
@@ -30,7 +32,7 @@ printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/sh\n' 
 printf 'root:x:0:\nnobody:x:65534:\n' > unpacked/rootfs/etc/group
 chmod 1777 unpacked/rootfs/tmp
 umoci repack --image layout:busybox unpacked && rm -rf unpacked
-umoci config --image layout:busybox --config.cmd sh --config.env PATH=/bin --os linux --architecture amd64
+umoci config --image layout:busybox --config.cmd sh --config.env PATH=/bin --os linux --architecture "$arch"
 # The registry's copy differs in content: an image ID the kubelet pulled is no longer "present"
 # for imagePullPolicy: Never under another name (KubeletEnsureSecretPulledImages).
 umoci unpack --rootless --image layout:busybox unpacked
