@@ -35,6 +35,18 @@ ${list}:
     image: ${image}
     imagePullPolicy: IfNotPresent`;
 
+/** A test sidecar's small resources and a restricted securityContext as user `uid` (the container's YAML lines). */
+const limitedAndRestricted = (uid: number) => `    resources:
+      requests: {cpu: 10m, memory: 16Mi}
+      limits: {cpu: 100m, memory: 32Mi}
+    securityContext:
+      allowPrivilegeEscalation: false
+      readOnlyRootFilesystem: true
+      runAsNonRoot: true
+      runAsUser: ${uid}
+      capabilities: {drop: ["ALL"]}
+      seccompProfile: {type: RuntimeDefault}`;
+
 /** The log tailer: a native sidecar that reads what the app writes to the shared /var/log/app. */
 const tailer = (name: string, selector: string) => `${head(name, "tails the app's log file from a shared emptyDir", selector, 'initContainers')}
     restartPolicy: Always
@@ -42,16 +54,7 @@ const tailer = (name: string, selector: string) => `${head(name, "tails the app'
     startupProbe:
       exec: {command: [test, -f, /tmp/started]}
       periodSeconds: 1
-    resources:
-      requests: {cpu: 10m, memory: 16Mi}
-      limits: {cpu: 100m, memory: 32Mi}
-    securityContext:
-      allowPrivilegeEscalation: false
-      readOnlyRootFilesystem: true
-      runAsNonRoot: true
-      runAsUser: 65534
-      capabilities: {drop: ["ALL"]}
-      seccompProfile: {type: RuntimeDefault}
+${limitedAndRestricted(65534)}
     volumeMounts:
       - {name: ${name}-logs, mountPath: /var/log/app, readOnly: true}
       - {name: ${name}-tmp, mountPath: /tmp}
@@ -80,16 +83,7 @@ const server = (name: string, selector: string, startupCommand = 'wget -q -O /de
     readinessProbe:
       httpGet: {path: /hello, port: 15000}
       periodSeconds: 1
-    resources:
-      requests: {cpu: 10m, memory: 16Mi}
-      limits: {cpu: 100m, memory: 32Mi}
-    securityContext:
-      allowPrivilegeEscalation: false
-      readOnlyRootFilesystem: true
-      runAsNonRoot: true
-      runAsUser: 101
-      capabilities: {drop: ["ALL"]}
-      seccompProfile: {type: RuntimeDefault}
+${limitedAndRestricted(101)}
     volumeMounts:
       - {name: ${name}-www, mountPath: /www}
 volumes:

@@ -83,6 +83,19 @@ interface RunningPod {
 
 const containerScript = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', '..', 'test', 'cluster', 'world', 'container.sh');
 
+/** The scheduler's part: binds `pod` to the node `node`; a pod bound meanwhile, or gone, is left to the next pass. */
+export async function bindPod(kube: Kube, pod: Json, node: string): Promise<void> {
+  const { namespace, name, uid } = pod.metadata;
+  await kube
+    .create(`/api/v1/namespaces/${namespace}/pods/${name}/binding`, {
+      apiVersion: 'v1',
+      kind: 'Binding',
+      metadata: { name, namespace, ...(uid ? { uid } : {}) },
+      target: { apiVersion: 'v1', kind: 'Node', name: node },
+    })
+    .catch(() => undefined);
+}
+
 /** The kubelet's atomic writer: files under a timestamped folder, `..data` swapped to it in one rename. */
 export function writeAtomically(dir: string, files: Readonly<Record<string, string | Buffer>>, mode = 0o644): void {
   mkdirSync(dir, { recursive: true });
@@ -212,16 +225,8 @@ export class WorldNode {
   }
 
   /** Binds a pending pod to the node: the scheduler's part. */
-  private async bind(pod: Json): Promise<void> {
-    const { namespace, name } = pod.metadata;
-    await this.options.kube
-      .create(`/api/v1/namespaces/${namespace}/pods/${name}/binding`, {
-        apiVersion: 'v1',
-        kind: 'Binding',
-        metadata: { name, namespace },
-        target: { apiVersion: 'v1', kind: 'Node', name: nodeName },
-      })
-      .catch(() => undefined);
+  private bind(pod: Json): Promise<void> {
+    return bindPod(this.options.kube, pod, nodeName);
   }
 
   /**

@@ -25,6 +25,7 @@ import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Json, Kube } from './kube.js';
 import { addresses } from './network.js';
+import { bindPod } from './node.js';
 import { Loop, startProcess, waitUntil, type Managed } from './processes.js';
 
 export const realNodeName = 'real-node';
@@ -274,17 +275,7 @@ export class RealNode {
     this.scheduler = new Loop('real-node scheduler', 200, async () => {
       for (const namespace of namespaces) {
         const pending = (await this.kube.get(`/api/v1/namespaces/${namespace}/pods?fieldSelector=spec.nodeName%3D`)).items as Json[];
-        for (const pod of pending)
-          if (!pod.metadata.deletionTimestamp)
-            await this.kube
-              .create(`/api/v1/namespaces/${namespace}/pods/${pod.metadata.name}/binding`, {
-                apiVersion: 'v1',
-                kind: 'Binding',
-                metadata: { name: pod.metadata.name, uid: pod.metadata.uid },
-                target: { apiVersion: 'v1', kind: 'Node', name: realNodeName },
-              })
-              // Bound meanwhile, or gone: the next pass sees it.
-              .catch(() => undefined);
+        for (const pod of pending) if (!pod.metadata.deletionTimestamp) await bindPod(this.kube, pod, realNodeName);
       }
     });
     this.scheduler.start();
