@@ -249,6 +249,8 @@ const reasonWhen = {
   'native-sidecars-unsupported': 'a template with `nativeSidecars.fallback: deny` applies and the cluster runs Kubernetes older than 1.29',
   'required-sidecar-unavailable':
     'a required template (`failurePolicy: Fail`) applies and a rule leaves it out (see [decisions](decisions.md)); the message names the template, the rule and what to change',
+  'opt-out-refused':
+    'the pod has the opt-out label and a required template with `optOut: deny` applies to it (with the required webhook called for opted-out pods: [templates](../templates.md#opting-out))',
   'pod-security': 'under `--pod-security-action deny`: a template would make the pod violate the namespace’s enforced Pod Security level',
   'namespace-unknown': 'the namespace’s labels cannot be known (the API server did not answer, nothing cached)',
   'required-template-refused':

@@ -95,7 +95,7 @@ function judge(policy: RequiredPolicy, pod: Obj, namespaceLabels: Labels): Verdi
   const failures: string[] = [];
   for (const validation of spec.validations) {
     // The API server evaluates every messageExpression, passed or not: it must never fail.
-    const message = cel(validation.messageExpression, pod);
+    const message = validation.messageExpression ? cel(validation.messageExpression, pod) : validation.message;
     if (typeof message !== 'string' || message.includes('\n') || message.length > 5 * 1024) throw new Error(`bad message ${String(message)}`);
     if (cel(validation.expression, pod) !== true) failures.push(message);
   }
@@ -147,20 +147,24 @@ function admitted(set: TemplateSet): Promise<{ pods: Admitted[]; denied: number 
   return result;
 }
 
+/** A corpus pod in a variant, as the API server sends it, with its namespace's labels (opted in unless the variant says not). */
+async function variantOf(entry: (typeof corpus)[number], variant: Variant) {
+  const namespace = variant.namespace ?? entry.namespace;
+  const pod = prepareCreate(entry.body, namespace);
+  pod.metadata.namespace = namespace;
+  if (variant.annotations) pod.metadata.annotations = { ...pod.metadata.annotations, ...variant.annotations };
+  if (variant.labels) pod.metadata.labels = { ...pod.metadata.labels, ...variant.labels };
+  if (variant.spec) pod.spec = { ...pod.spec, ...variant.spec };
+  const namespaces = createLocalNamespaceSource({ [namespace]: variant.optedIn === false ? {} : { 'sidecar-injector.io/injection': 'enabled' } });
+  return { namespace, pod, namespaces, namespaceLabels: await namespaces.labelsOf(namespace) };
+}
+
 async function admitAll(set: TemplateSet): Promise<{ pods: Admitted[]; denied: number }> {
   const pods: Admitted[] = [];
   let denied = 0;
   for (const entry of corpus) {
     for (const variant of variants) {
-      const namespace = variant.namespace ?? entry.namespace;
-      const pod = prepareCreate(entry.body, namespace);
-      pod.metadata.namespace = namespace;
-      if (variant.annotations) pod.metadata.annotations = { ...pod.metadata.annotations, ...variant.annotations };
-      if (variant.labels) pod.metadata.labels = { ...pod.metadata.labels, ...variant.labels };
-      if (variant.spec) pod.spec = { ...pod.spec, ...variant.spec };
-      const labels: Record<string, string> = variant.optedIn === false ? {} : { 'sidecar-injector.io/injection': 'enabled' };
-      const namespaces = createLocalNamespaceSource({ [namespace]: labels });
-      const namespaceLabels = await namespaces.labelsOf(namespace);
+      const { namespace, pod, namespaces, namespaceLabels } = await variantOf(entry, variant);
       const outcome = await admitPod({ pod, namespace, name: pod.metadata.name ?? '' }, { templates: () => set, namespaces });
       if (outcome.decision === 'denied') {
         denied++;
@@ -225,6 +229,56 @@ test('one policy per required template; optional templates get none', (t) => {
   // A required template that adds no container leaves nothing for a policy to find.
   t.deepEqual(requiredPolicies(templateSet('name: env-only\nappContainers:\n  env: [{ name: REGION, value: eu }]\n')), []);
   t.regex(policiesYaml([]), /No template is required/);
+});
+
+test("optOut: a template's opt-out policy refuses (deny) or warns about (warn) exactly the opted-out pods the required webhook does", async (t) => {
+  const set = templateSet(`${proxyText}\noptOut: deny\n`, `${shipperText.replace('failurePolicy: Ignore', 'failurePolicy: Fail')}\noptOut: warn\n`);
+  const policies = requiredPolicies(set);
+  t.deepEqual(
+    policies.map((p) => [p.template, p.subject, (p.binding as Obj).spec.validationActions]),
+    [
+      ['log-shipper', 'sidecars', ['Warn', 'Audit']],
+      ['log-shipper', 'opt-out', ['Warn', 'Audit']],
+      ['proxy', 'sidecars', ['Warn', 'Audit']],
+      ['proxy', 'opt-out', ['Deny']],
+    ],
+  );
+  t.deepEqual(await schemaProblems(policies.flatMap((p) => [p.policy, p.binding])), []);
+  t.regex(policiesYaml(policies), /# Template proxy, the pods labelled to opt out of it: worst-case CEL cost/);
+  const optOutPolicies = policies.filter((p) => p.subject === 'opt-out');
+  const mismatched: string[] = [];
+  let refused = 0;
+  let warned = 0;
+  const optOutVariants = variants.flatMap((v) => [
+    v,
+    { ...v, name: `${v.name}, opted out`, labels: { ...v.labels, 'sidecar-injector.io/inject': 'disabled' } },
+  ]);
+  for (const entry of corpus) {
+    for (const variant of optOutVariants) {
+      const { namespace, pod, namespaces, namespaceLabels } = await variantOf(entry, variant);
+      // With components/required-opt-out the required webhook is called in every namespace of its scope, opted out or not.
+      if (!matches(parseSelector(webhookScope.namespaceSelector), namespaceLabels)) continue;
+      const outcome = await admitPod({ pod, namespace, name: pod.metadata.name ?? '' }, { templates: () => set, namespaces, failurePolicy: 'Fail' });
+      const webhook = {
+        deny: outcome.decision === 'denied' && outcome.reason === 'opt-out-refused' ? outcome.templates.map((t) => t.name) : [],
+        warn: outcome.warnings.filter((w) => w.id === 'opt-out-of-required').map((w) => w.template),
+      };
+      const policy = { deny: [] as string[], warn: [] as string[] };
+      for (const p of optOutPolicies) {
+        const verdict = judge(p, pod, namespaceLabels);
+        if (verdict.failures.length > 0) policy[(p.binding as Obj).spec.validationActions.includes('Deny') ? 'deny' : 'warn'].push(p.template);
+      }
+      // A refused pod gets no warnings: compare the warnings of the admitted ones.
+      if (webhook.deny.length > 0) policy.warn = [];
+      if (JSON.stringify(webhook) !== JSON.stringify(policy))
+        mismatched.push(`${entry.name} (${variant.name}): webhook ${JSON.stringify(webhook)}, policies ${JSON.stringify(policy)}`);
+      if (webhook.deny.length > 0) refused++;
+      if (webhook.warn.length > 0) warned++;
+    }
+  }
+  t.deepEqual(mismatched, []);
+  t.true(refused > corpus.length && warned > corpus.length / 2, `${refused} refused, ${warned} warned`);
+  t.log(`${refused} opted-out pods refused, ${warned} warned, by the webhook and the policies alike`);
 });
 
 /** Ways to break a pod's required sidecar, and whether the policy must refuse the result. */

@@ -75,6 +75,8 @@ export const maxImageLength = 1024;
 /** One generated policy with its binding, and what it cannot check. */
 export interface RequiredPolicy {
   readonly template: string;
+  /** What it holds: the template's sidecars in the pods it applies to, or its optOut in the pods that opt out. */
+  readonly subject: 'sidecars' | 'opt-out';
   readonly policy: JsonObject;
   readonly binding: JsonObject;
   /** Sentences on what this policy does not check (an image a pod may override), for the YAML and stderr. */
@@ -389,7 +391,10 @@ export function requiredPolicies(set: TemplateSet, options: PolicyOptions = {}):
     const name = `sidecar-injector-required-${template.name}`;
     const containers = requiredContainers(template);
     // A template that adds no container leaves nothing a policy could find (and a policy needs a validation).
-    if (containers.length === 0) continue;
+    if (containers.length === 0) {
+      if (template.optOut !== 'allow') out.push(optOutPolicy(template));
+      continue;
+    }
     const matchConditions = conditions(template);
     const validations = containers.map((c) => validation(template, c));
     const perValidation = containers.flatMap(validationCost);
@@ -433,10 +438,74 @@ export function requiredPolicies(set: TemplateSet, options: PolicyOptions = {}):
         },
       },
     };
-    out.push({ template: template.name, policy, binding, notes: containers.flatMap((c) => (c.imageNote ? [`${template.name}: ${c.imageNote}`] : [])), cost });
+    out.push({
+      template: template.name,
+      subject: 'sidecars',
+      policy,
+      binding,
+      notes: containers.flatMap((c) => (c.imageNote ? [`${template.name}: ${c.imageNote}`] : [])),
+      cost,
+    });
+    if (template.optOut !== 'allow') out.push(optOutPolicy(template));
   }
   if (problems.length > 0) throw new PolicyError(problems);
   return out;
+}
+
+/** The expression true for a pod that carries the opt-out label. */
+const optedOut = `has(object.metadata.labels) && '${LabelKeys.podOptOut}' in object.metadata.labels && object.metadata.labels['${LabelKeys.podOptOut}'] == '${LabelValues.disabled}'`;
+
+/**
+ * The policy of a required template that does not let pods opt out (`optOut: warn` or `deny`):
+ * its binding selects the opted-out pods the template would otherwise apply to (the pods the
+ * template's own policy never sees), and refuses them (deny) or warns (warn) whatever
+ * `--validation-actions` says: the template's author chose. It holds while the injector is down.
+ */
+function optOutPolicy(template: Template): RequiredPolicy {
+  const name = `sidecar-injector-required-${template.name}-opt-out`;
+  const matchConditions = conditions(template);
+  const message = `pod has label ${LabelKeys.podOptOut}=${LabelValues.disabled}, and the required template ${template.name} applies to it and ${template.optOut === 'deny' ? 'does not let a pod opt out (optOut: deny)' : 'asks that pods run it (optOut: warn)'}: remove the label, or ask the platform team to change the template's selectors or optOut`;
+  const perCondition = matchConditions.map((c) => conditionCost(template, c));
+  const validationCost = 40;
+  const cost = {
+    maxPerExpression: Math.max(validationCost, ...perCondition),
+    perBinding: validationCost,
+    matchConditions: perCondition.reduce((a, b) => a + b, 0),
+  };
+  const labels = { ...labelsOf(template), 'app.kubernetes.io/component': 'required-sidecar-opt-out-policy' };
+  const opted = { matchExpressions: [{ key: LabelKeys.podOptOut, operator: 'In', values: [LabelValues.disabled] }] };
+  return {
+    template: template.name,
+    subject: 'opt-out',
+    policy: {
+      apiVersion: 'admissionregistration.k8s.io/v1',
+      kind: 'ValidatingAdmissionPolicy',
+      metadata: { name, labels },
+      spec: {
+        failurePolicy: 'Fail',
+        matchConstraints: {
+          resourceRules: [{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['pods'], scope: 'Namespaced' }],
+        },
+        matchConditions,
+        validations: [{ expression: `!(${optedOut})`, message }],
+      },
+    },
+    binding: {
+      apiVersion: 'admissionregistration.k8s.io/v1',
+      kind: 'ValidatingAdmissionPolicyBinding',
+      metadata: { name, labels },
+      spec: {
+        policyName: name,
+        validationActions: template.optOut === 'deny' ? ['Deny'] : ['Warn', 'Audit'],
+        matchResources: {
+          namespaceSelector: selectorJson(webhookScope.namespaceSelector, template.namespaceSelector),
+          objectSelector: selectorJson(opted, template.objectSelector),
+        },
+      },
+    },
+    notes: [],
+    cost,
+  };
 }
 
 /** The policies as multi-document YAML for GitOps, each pair under a comment naming its template. */
@@ -451,7 +520,7 @@ export function policiesYaml(policies: readonly RequiredPolicy[]): string {
     const policy = new Document(p.policy);
     policy.commentBefore = [
       ...(i === 0 ? [...header.map((l) => ` ${l}`), ''] : []),
-      ` Template ${p.template}: worst-case CEL cost ${p.cost.maxPerExpression} per expression, ${p.cost.perBinding} per binding.`,
+      ` Template ${p.template}${p.subject === 'opt-out' ? ', the pods labelled to opt out of it' : ''}: worst-case CEL cost ${p.cost.maxPerExpression} per expression, ${p.cost.perBinding} per binding.`,
       ...p.notes.map((n) => ` Note: ${n}.`),
     ].join('\n');
     return [policy, new Document(p.binding)];

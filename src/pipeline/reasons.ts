@@ -89,6 +89,12 @@ export const reasons = {
     code: 403,
     say: (first: string, more: number) => (more > 0 ? `${first} (and ${more} more required ${more === 1 ? 'sidecar' : 'sidecars'})` : first),
   },
+  'opt-out-refused': {
+    decision: 'denied',
+    code: 403,
+    say: (templates: readonly string[]) =>
+      `pod has label ${LabelKeys.podOptOut}=${LabelValues.disabled}, and the required ${templates.length === 1 ? 'template' : 'templates'} ${templates.join(', ')} that ${templates.length === 1 ? 'applies' : 'apply'} to it ${templates.length === 1 ? 'does' : 'do'} not let a pod opt out (optOut: deny); remove the label, or ask the platform team to change the template's selectors or optOut`,
+  },
   'pod-security': {
     decision: 'denied',
     code: 403,

@@ -21,6 +21,7 @@ export const warningIds = {
   'pod-resources-grown': "the pod-level resources grew by the sidecars' share",
   'policy-delivery-missing':
     'a template delivered by the MutatingAdmissionPolicy (delivery: policy) reached the webhook missing from a pod it applies to (the policy is not applied, stale, or decides otherwise): the webhook decides it instead',
+  'opt-out-of-required': 'the pod opts out of a required template that applies to it and whose optOut is warn: created without it',
   'misplaced-opt-in': "a workload carries opt-in metadata in its own metadata instead of its pod template's (render)",
 } as const satisfies Record<string, string>;
 

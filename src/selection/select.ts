@@ -29,6 +29,11 @@ export interface Selection {
   readonly reason?: PodSkipReason;
   /** With `unknown-template`: the requested names that are no template here. */
   readonly unknown: readonly string[];
+  /**
+   * With `pod-opted-out`: the templates that would apply to the pod without its opt-out label and
+   * whose `optOut` is not `allow` (required templates that warn about or refuse the opt-out).
+   */
+  readonly optOutContested?: readonly Template[];
 }
 
 /** What selection looks at. `podLabels` are the pod's own labels (without those the injector added). */
@@ -56,7 +61,13 @@ export function requestedTemplates(annotations: Readonly<Record<string, string>>
 export function select(input: SelectionInput, set: TemplateSet): Selection {
   const { namespace, namespaceLabels, podLabels, podAnnotations } = input;
   const none = (reason: PodSkipReason, unknown: readonly string[] = []): Selection => ({ templates: [], skipped: [], reason, unknown });
-  if (podLabels[LabelKeys.podOptOut] === LabelValues.disabled) return none('pod-opted-out');
+  if (podLabels[LabelKeys.podOptOut] === LabelValues.disabled) {
+    // A template that does not let pods opt out is judged as though the label were not there.
+    const optOutContested = set.templates.some((t) => t.optOut !== 'allow')
+      ? select({ ...input, podLabels: withoutOptOut(podLabels) }, set).templates.filter((t) => t.optOut !== 'allow')
+      : [];
+    return { ...none('pod-opted-out'), optOutContested };
+  }
   if (namespaceLabels[LabelKeys.namespaceOptIn] !== LabelValues.enabled) return none('namespace-not-enabled');
   const requested = requestedTemplates(podAnnotations);
   const unknown = requested.filter((name) => !set.byName.has(name));
@@ -98,4 +109,11 @@ export function select(input: SelectionInput, set: TemplateSet): Selection {
     }
   }
   return templates.length === 0 ? { templates, skipped, reason: 'no-template-matched', unknown: [] } : { templates, skipped, unknown: [] };
+}
+
+/** The labels without the opt-out label. */
+function withoutOptOut(labels: Labels): Labels {
+  const rest: Record<string, string> = Object.create(null) as Record<string, string>;
+  for (const [key, value] of Object.entries(labels)) if (key !== LabelKeys.podOptOut) rest[key] = value;
+  return rest;
 }

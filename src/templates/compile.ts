@@ -9,6 +9,7 @@ import { canonicalJson, deepFreeze, isJsonObject } from '../k8s/json.js';
 import type { TemplateProblem } from '../errors.js';
 import { PlaceholderError } from '../errors.js';
 import { isDns1123Label } from '../k8s/label-syntax.js';
+import { LabelKeys } from '../k8s/keys.js';
 import { hasPlaceholder, parseSegments, type ParamValue, type Reference, type Segment } from './placeholders.js';
 import { compileDeclaration, type ParamDeclaration } from './parameters.js';
 import { nearestName, schemaFieldProblems } from '../k8s/schema-fields.js';
@@ -16,6 +17,7 @@ import { cut } from '../quote.js';
 import {
   appContainerFields,
   templateFailurePolicies,
+  templateOptOuts,
   topLevelFields,
   type Compiled,
   type InjectionMode,
@@ -24,6 +26,7 @@ import {
   type TemplateBody,
   type TemplateDelivery,
   type TemplateFailurePolicy,
+  type TemplateOptOut,
 } from './template.js';
 import type { GuaranteedMode } from '../k8s/qos.js';
 import {
@@ -148,6 +151,14 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
   if (!templateFailurePolicies.includes(failurePolicy as TemplateFailurePolicy)) {
     problems.add('failurePolicy', 'must be "Fail" (required: pods wait for the injector) or "Ignore" (optional)');
   }
+  const optOut = doc.optOut ?? 'allow';
+  if (!templateOptOuts.includes(optOut as TemplateOptOut))
+    problems.add('optOut', 'must be "allow" (a pod labelled sidecar-injector.io/inject=disabled goes without it), "warn" or "deny"');
+  else if (optOut !== 'allow' && failurePolicy === 'Ignore')
+    problems.add(
+      'optOut',
+      `"${optOut as string}" is for a required template (failurePolicy: Fail); an optional template's sidecars may always be opted out of`,
+    );
   const guaranteedPods = doc.guaranteedPods ?? 'requests-from-limits';
   if (guaranteedPods !== 'requests-from-limits' && guaranteedPods !== 'limits-from-requests') {
     problems.add(
@@ -181,6 +192,8 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
   const paramNames = new Set(Object.keys(params));
   const namespaceSelector = checkSelector(doc.namespaceSelector, 'namespaceSelector', problems);
   const objectSelector = checkSelector(doc.objectSelector, 'objectSelector', problems);
+  if (optOut !== 'allow' && objectSelector.requirements.some((r) => r.key === LabelKeys.podOptOut))
+    problems.add('objectSelector', `names ${LabelKeys.podOptOut}, the opt-out label, which optOut: ${optOut as string} judges: select pods by other labels`);
 
   const containerNames = new Set<string>();
   const containers = checkNamedList(doc.containers, 'containers', problems, containerNames, 'container');
@@ -262,7 +275,8 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
   if (problems.list.length > 0) return { problems: problems.list };
   // The revision is what a pod gets: who delivers it (the webhooks or the exported policy) is no
   // part of it, so moving a template between them leaves every pod that carries it current.
-  const { delivery: _delivery, ...content } = doc;
+  // Nor is whether a pod may opt out of it: that decides admission, not what a pod carries.
+  const { delivery: _delivery, optOut: _optOut, ...content } = doc;
   const canonical = canonicalJson(content);
   const hash = createHash('sha256').update(canonical).digest('hex').slice(0, 12);
   const template: Template = {
@@ -286,6 +300,7 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
     guaranteedPods: guaranteedPods as GuaranteedMode,
     endsOnItsOwn: doc.endsOnItsOwn === true,
     delivery: delivery as TemplateDelivery,
+    optOut: optOut as TemplateOptOut,
     references: uniqueReferences(allReferences),
     placeholderCount: allReferences.length,
     staticBytes: canonical.length,

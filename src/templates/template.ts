@@ -30,6 +30,15 @@ export const nativeSidecarFallbacks: readonly NativeSidecarFallback[] = ['contai
 export type TemplateFailurePolicy = 'Fail' | 'Ignore';
 export const templateFailurePolicies: readonly TemplateFailurePolicy[] = ['Fail', 'Ignore'];
 
+/**
+ * What a pod labelled `sidecar-injector.io/inject=disabled` gets from a required template that
+ * would otherwise apply to it: created without it (`allow`, the default), created with a warning
+ * (`warn`), or refused (`deny`). Honoured by the required webhook (where it is called for such
+ * pods) and by the required ValidatingAdmissionPolicies.
+ */
+export type TemplateOptOut = 'allow' | 'warn' | 'deny';
+export const templateOptOuts: readonly TemplateOptOut[] = ['allow', 'warn', 'deny'];
+
 /** Who injects a template: the webhook, or a MutatingAdmissionPolicy (manifests/mutating-policies.ts). */
 export type TemplateDelivery = 'webhook' | 'policy';
 
@@ -128,6 +137,8 @@ export interface Template {
    * the audit, `render` and `why`, still expects it in the pods it applies to).
    */
   readonly delivery: TemplateDelivery;
+  /** What a pod that opts out gets where the template would apply (a required template only). @default 'allow' */
+  readonly optOut: TemplateOptOut;
   /** Every value of the pod or namespace the template reads; a rendering depends on these only. */
   readonly references: readonly Reference[];
   /** Placeholders in the template (each may repeat a value in the output): sizes the render cache's accounting. */
@@ -158,6 +169,7 @@ export const topLevelFields: ReadonlySet<string> = new Set([
   'endsOnItsOwn',
   'guaranteedPods',
   'delivery',
+  'optOut',
 ]);
 /** The fields of `appContainers`. */
 export const appContainerFields: ReadonlySet<string> = new Set(['env', 'envFrom', 'volumeMounts']);

@@ -3,6 +3,7 @@
  * carries (its ledger), the namespace's labels, which templates apply, and of those the ones
  * of this webhook's class.
  */
+import { LabelKeys, LabelValues } from '../../k8s/keys.js';
 import { podOs } from '../../k8s/pod.js';
 import { requestedTemplates, select, type Selection } from '../../selection/select.js';
 import { nameOf } from '../../templates/forms.js';
@@ -88,8 +89,33 @@ export async function selectTemplates(read: Read, input: PodInput, deps: AdmitDe
       if (requested.size > 0) warnings.push(warning('requested-namespace-not-enabled', `${message}; requested templates are not injected`));
       return done({ ...common, decisions: noneApply(set, selection.reason), decision: 'allowed', reason: selection.reason, message });
     }
-    case 'pod-opted-out':
+    case 'pod-opted-out': {
+      // A required template may refuse the opt-out (optOut: deny) or warn about it (warn); the
+      // optional webhook leaves that to the required one.
+      const contested = deps.failurePolicy === 'Ignore' ? [] : (selection.optOutContested ?? []);
+      const refusing = contested.filter((t) => t.optOut === 'deny');
+      if (refusing.length > 0)
+        return done(
+          denied(
+            at,
+            'opt-out-refused',
+            say(
+              'opt-out-refused',
+              refusing.map((t) => t.name),
+            ),
+            refusing,
+          ),
+        );
+      for (const t of contested)
+        warnings.push(
+          warning(
+            'opt-out-of-required',
+            `${t.name}: a required sidecar the pod opts out of (optOut: warn); remove label ${LabelKeys.podOptOut}=${LabelValues.disabled}`,
+            t.name,
+          ),
+        );
       return done({ ...common, decisions: noneApply(set, selection.reason), decision: 'allowed', reason: selection.reason, message: say(selection.reason) });
+    }
     default:
       return done({ ...common, decision: 'allowed', reason: selection.reason, message: say(selection.reason) });
   }
