@@ -53,6 +53,17 @@ for (const { name, namespace, body } of corpus) {
         t.regex(res.json.response.status.message, /^required sidecar proxy cannot be injected: proxy not injected: no native sidecars on Kubernetes 1\.28/);
         return;
       }
+      if (requestProxy && pod.spec.hostNetwork === true && namespace !== 'kube-public') {
+        // The proxy declares its admin port: on the node's network that port is the node's, and
+        // the required proxy cannot be injected there, so the pod is refused, saying why.
+        t.false(res.json.response.allowed);
+        t.is(res.json.response.status.code, 403);
+        t.regex(
+          res.json.response.status.message,
+          /^required sidecar proxy cannot be injected: proxy not injected: a hostNetwork pod, and its container proxy declares port 9901\/TCP/,
+        );
+        return;
+      }
       t.true(res.json.response.allowed, JSON.stringify(res.json.response.status));
       const patch = decodePatch(res.json.response);
       t.deepEqual(overwrites(pod, patch), []);

@@ -163,11 +163,23 @@ test("a pod on the node's network: a template that declares a port is left out (
   const plain = prepareCreate(pod(), 'shop');
   const injected = await mutate(createReview(plain, { namespace: 'shop' }), deps(templateSet(listening('Fail'))));
   t.truthy(injected.response.response.patch);
-  // The bundled proxy listens on loopback only and declares no port: a hostNetwork pod gets it.
+  // The bundled proxy listens on loopback and declares that port: on the node's network a
+  // loopback port is the node's too (two such pods would collide on one node), so a hostNetwork
+  // pod that asks for the required proxy is refused; any other pod gets it with its port.
   const set = await loadTemplateDir('templates');
   const requested = prepareCreate(pod({ annotations: { 'sidecar-injector.io/templates': 'proxy' }, spec: { hostNetwork: true } }), 'shop');
   const bundled = await mutate(createReview(requested, { namespace: 'shop' }), deps(set));
-  const withProxy = applyPatchV4(requested, decodePatch(bundled.response.response)) as Json;
-  t.true(withProxy.spec.initContainers.some((c: Json) => c.name === 'proxy' && c.ports === undefined));
-  t.true(withProxy.spec.initContainers.find((c: Json) => c.name === 'proxy').args.some((a: string) => a.includes('address: 127.0.0.1')));
+  t.false(bundled.response.response.allowed);
+  t.is(
+    bundled.response.response.status!.message,
+    "required sidecar proxy cannot be injected: proxy not injected: a hostNetwork pod, and its container proxy declares port 9901/TCP (a port of the node); run the pod without hostNetwork, or use a template whose containers listen on no port (on the node's network, a loopback port is the node's too)",
+  );
+  const onPodNetwork = prepareCreate(pod({ annotations: { 'sidecar-injector.io/templates': 'proxy' } }), 'shop');
+  const withProxy = applyPatchV4(
+    onPodNetwork,
+    decodePatch((await mutate(createReview(onPodNetwork, { namespace: 'shop' }), deps(set))).response.response),
+  ) as Json;
+  const proxy = withProxy.spec.initContainers.find((c: Json) => c.name === 'proxy');
+  t.deepEqual(proxy.ports, [{ name: 'proxy-admin', containerPort: 9901 }]);
+  t.true(proxy.args.some((a: string) => a.includes('address: 127.0.0.1, port_value: 9901')));
 });

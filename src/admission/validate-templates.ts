@@ -8,7 +8,9 @@
 import { isJsonObject } from '../k8s/json.js';
 import { checkTemplateObject, problemLine, type ClusterCheck } from '../pipeline/template-check.js';
 import { cut } from '../quote.js';
-import { maxTemplateObjects, sidecarTemplateResource } from '../templates/resource.js';
+import { compileTemplateValue } from '../templates/load.js';
+import { undeclaredPorts, undeclaredPortText } from '../templates/ports.js';
+import { maxTemplateObjects, objectLabel, sidecarTemplateResource } from '../templates/resource.js';
 import { allowed, denied, parseReview, type ReviewResponse } from './review.js';
 
 export interface TemplateAdmissionDeps {
@@ -39,6 +41,13 @@ export function templateRefusal(object: unknown, name: string, deps: TemplateAdm
   return `${sidecarTemplateResource.kind} ${cut(objectName, 80)} is refused (the checks of sidecar-injector check):\n${shown.join('\n')}`;
 }
 
+/** What `check` warns about in an admitted object (ports its containers listen on and do not declare), for `kubectl apply` to print. */
+function templateWarnings(object: unknown, name: string): string[] {
+  if (!isJsonObject(object)) return [];
+  const { template } = compileTemplateValue(object, objectLabel(name));
+  return template ? undeclaredPorts(template).map((port) => undeclaredPortText(template.name, port)) : [];
+}
+
 /** Answers one review of a SidecarTemplate create or update. Throws RequestError (400) for a body that is no review. */
 export function answerTemplateReview(body: unknown, deps: TemplateAdmissionDeps = {}): { response: ReviewResponse; refused: boolean } {
   const { version, request } = parseReview(body);
@@ -51,6 +60,9 @@ export function answerTemplateReview(body: unknown, deps: TemplateAdmissionDeps 
     stored !== undefined && stored >= maxTemplateObjects
       ? `${sidecarTemplateResource.kind} ${cut(request.name, 80)} is refused: the cluster holds ${stored} SidecarTemplates, the most the injector serves is ${maxTemplateObjects}; delete one first`
       : templateRefusal(request.object, request.name, deps);
-  if (refusal === undefined) return { response: allowed(version, request.uid), refused: false };
+  if (refusal === undefined) {
+    const warnings = templateWarnings(request.object, request.name);
+    return { response: allowed(version, request.uid, warnings.length > 0 ? { warnings } : {}), refused: false };
+  }
   return { response: denied(version, request.uid, 422, refusal), refused: true };
 }

@@ -87,6 +87,13 @@ const commands: Record<string, Command> = {
         const by = template.delivery === 'policy' ? 'delivered by the MutatingAdmissionPolicy' : 'exportable as a MutatingAdmissionPolicy';
         process.stdout.write(`  ${template.name}: ${problems.length === 0 ? by : `not exportable: ${problems.join('; ')}`}\n`);
       }
+      // Ports a container listens on without declaring them: the hostNetwork rule cannot see them.
+      const { undeclaredPorts, undeclaredPortText } = await import('../templates/ports.js');
+      for (const template of set.templates)
+        for (const port of undeclaredPorts(template))
+          process.stdout.write(
+            `  warning: ${undeclaredPortText(template.name, port)}: declare it (ports: [{ name: …, containerPort: "{{ params.${port.parameter} }}" }]) so that pods on the node's network are judged by it\n`,
+          );
     },
   },
   certs: {

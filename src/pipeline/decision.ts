@@ -61,7 +61,7 @@ export const leftOutRules = {
   'host-network-port': {
     means:
       "the pod uses the node's network (hostNetwork) and one of the template's containers declares a port: there every declared port is a port of the node, open on its interfaces, and two such pods cannot share a node",
-    remedy: 'run the pod without hostNetwork, or use a template whose containers declare no port (listening on loopback only)',
+    remedy: "run the pod without hostNetwork, or use a template whose containers listen on no port (on the node's network, a loopback port is the node's too)",
   },
   'volume-conflict': {
     means:

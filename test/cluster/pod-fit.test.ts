@@ -27,7 +27,7 @@ test('the QoS class the API server stores: Guaranteed pods stay Guaranteed (cont
   t.deepEqual(sidecars(bestEffort), ['log-shipper']);
 });
 
-test('Windows pods placed by the older OS label or by required node affinity get no Linux-only sidecar; a hostNetwork pod gets the proxy, which opens no node port', async (t) => {
+test('Windows pods placed by the older OS label or by required node affinity get no Linux-only sidecar; a hostNetwork pod that asks for the proxy, which declares its loopback port, is refused', async (t) => {
   const { kube } = joinWorld();
   const namespace = await optedInNamespace(t, 'placed');
   const create = (name: string, extra: Json, annotations: Json = {}) =>
@@ -44,8 +44,25 @@ test('Windows pods placed by the older OS label or by required node affinity get
     },
   });
   t.deepEqual(sidecars(affinity), []);
-  const host = await create('host-network', { hostNetwork: true }, { 'sidecar-injector.io/templates': 'proxy' });
-  t.deepEqual(sidecars(host).sort(), ['log-shipper', 'proxy']);
+  // The proxy declares its admin port (loopback): on the node's network that port is the node's,
+  // so a hostNetwork pod that asks for the required proxy is refused, saying why and what to do.
+  const refused = await kube.request('POST', `/api/v1/namespaces/${namespace}/pods`, {
+    ...plainPod('host-network', { hostNetwork: true }),
+    metadata: { name: 'host-network', labels: { app: 'host-network' }, annotations: { 'sidecar-injector.io/templates': 'proxy' } },
+  });
+  t.is(refused.status, 403, refused.text);
+  t.is(
+    refused.body.message,
+    `admission webhook "required.sidecar-injector.io" denied the request: required sidecar proxy cannot be injected: proxy not injected: a hostNetwork pod, and its container proxy declares port 9901/TCP (a port of the node); run the pod without hostNetwork, or use a template whose containers listen on no port (on the node's network, a loopback port is the node's too)`,
+  );
+  // Without the proxy it is created with the log shipper, which declares no port.
+  const host = await create('host-network-plain', { hostNetwork: true });
+  t.deepEqual(sidecars(host), ['log-shipper']);
   const ports = [...(host.spec.initContainers as Json[]), ...(host.spec.containers as Json[])].flatMap((c) => (c.ports ?? []) as Json[]);
   t.deepEqual(ports, [], 'no container of the pod declares a port, so none is a port of the node');
+  // On the pod's own network the proxy comes with its port declared.
+  const meshed = await create('meshed', {}, { 'sidecar-injector.io/templates': 'proxy' });
+  t.deepEqual(((meshed.spec.initContainers as Json[]).find((c) => c.name === 'proxy')?.ports ?? []) as Json[], [
+    { name: 'proxy-admin', containerPort: 9901, protocol: 'TCP' },
+  ]);
 });
