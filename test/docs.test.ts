@@ -196,11 +196,12 @@ test('tested blocks and their shown output are found; output lines match in orde
  * repository. `https://localhost:8443` is the one text replaced: the server under test listens on
  * an ephemeral port. Each block's output (stdout and stderr) is checked against the output shown.
  */
-async function runPage(t: ExecutionContext, page: string, server?: { port: number; certDir: string }): Promise<void> {
+async function runPage(t: ExecutionContext, page: string, server?: { port: number; certDir: string }): Promise<string[]> {
   const blocks = testedBlocks(await readFile(page, 'utf8'));
   t.true(blocks.length >= 2, `${page} has tested blocks`);
   const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-docs-'));
-  for (const name of ['dev', 'dist', 'node_modules', 'scripts', 'templates', 'package.json']) await symlink(resolve(name), join(dir, name));
+  const clone = ['dev', 'dist', 'node_modules', 'scripts', 'templates', 'package.json'];
+  for (const name of clone) await symlink(resolve(name), join(dir, name));
   if (server) await symlink(server.certDir, join(dir, '.dev-certs'));
   const marker = (i: number) => `@@@ block ${i} @@@`;
   const script = [
@@ -227,6 +228,8 @@ async function runPage(t: ExecutionContext, page: string, server?: { port: numbe
       t.deepEqual(missingLines(block.output, actual), [], `${page}: block ${i} printed:\n${actual}`);
     }
   });
+  // What the page left in the clone's root, besides the clone's own files and the scratch folder build/ (ignored by git).
+  return (await readdir(dir)).filter((name) => !clone.includes(name) && name !== '.dev-certs' && name !== 'build');
 }
 
 test("the README's quickstart runs as shown, against serve started as npm start starts it", async (t) => {
@@ -236,7 +239,7 @@ test("the README's quickstart runs as shown, against serve started as npm start 
   t.true(args.includes('--namespace-labels'), 'npm start names the namespace labels');
   const server = await spawnServe(args);
   t.teardown(() => void server.child.kill('SIGTERM'));
-  await runPage(t, 'README.md', server);
+  t.deepEqual(await runPage(t, 'README.md', server), [], 'the quickstart writes under build/ only');
 
   // The same server's /status: every field it returns is one the operating page and the HTTP reference name.
   const status = JSON.parse((await httpsCall({ port: server.port, ca: server.ca, path: '/status' })).text) as Record<string, unknown>;
@@ -251,7 +254,7 @@ test("the README's quickstart runs as shown, against serve started as npm start 
 });
 
 test('the tutorial (docs/first-template.md) runs as shown', async (t) => {
-  await runPage(t, join('docs', 'first-template.md'));
+  t.deepEqual(await runPage(t, join('docs', 'first-template.md')), [], 'the tutorial writes under build/ only');
 });
 
 test('docs/cli.md names every command, and its sample of a mistyped command is what the command line prints', async (t) => {

@@ -9,7 +9,19 @@ import test from 'ava';
 import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cli, eventually, healthyInstall, injectorPods, joinWorld, optedInNamespace, plainPod, sidecarTemplatesPath, type Json } from './helpers.js';
+import {
+  cli,
+  eventually,
+  healthyInstall,
+  injectorPods,
+  joinWorld,
+  optedInNamespace,
+  plainPod,
+  sidecarTemplate,
+  sidecarTemplatesPath,
+  warnings,
+  type Json,
+} from './helpers.js';
 
 /** The injector's pods: name and restart count, as a fingerprint of "nothing restarted". */
 async function replicaFingerprint(): Promise<string[]> {
@@ -224,4 +236,19 @@ test.serial('every command reads the cluster’s templates from any working dire
   const policies = await cli(['policies'], { cwd: elsewhere });
   t.is(policies.code, 0, policies.stderr);
   t.regex(policies.stdout, /sidecar-injector-required-proxy/);
+});
+
+test.serial('kubectl apply of a SidecarTemplate whose container listens on a port it does not declare is admitted with a warning', async (t) => {
+  const { kube } = joinWorld();
+  const object = sidecarTemplate(
+    'name: undeclared-port\nparameters:\n  adminPort: 9901\ncontainers:\n  - name: agent\n    image: registry.example/agent:1\n    args: ["--admin-port={{ params.adminPort }}"]\n',
+  );
+  const answer = await kube.request('POST', `${sidecarTemplatesPath()}?dryRun=All`, object);
+  t.is(answer.status, 201, answer.text);
+  t.deepEqual(warnings(answer), ['undeclared-port: container agent listens on params.adminPort (9901), which its ports do not declare']);
+  // Declared, it is admitted without a word.
+  object.spec.containers[0].ports = [{ name: 'admin', containerPort: '{{ params.adminPort }}' }];
+  const declared = await kube.request('POST', `${sidecarTemplatesPath()}?dryRun=All`, object);
+  t.is(declared.status, 201, declared.text);
+  t.deepEqual(warnings(declared), []);
 });
