@@ -13,6 +13,7 @@ export interface Metrics {
   readonly injections: Counter<'template'>;
   /** Pods that reached the webhook without a `delivery: policy` template's injection, by template: the policy is absent, stale, or decides otherwise. */
   readonly policyDeliveryMissing: Counter<'template'>;
+  readonly exportedPolicyStale: Gauge;
   /** Reviews answered from the answer cache (pods of one ReplicaSet after the second). */
   readonly reviewsFromCache: Counter;
   /** Time from receiving a review's body to having its answer. */
@@ -125,6 +126,11 @@ export function createMetrics(): Metrics {
       name: 'sidecar_injector_webhook_failing_open',
       help: '1 while a fail-closed webhook the injector armed has a failurePolicy other than Fail (an operator lowered it), by webhook; reported by the replica that writes certificates',
       labelNames: ['webhook'],
+      registers,
+    }),
+    exportedPolicyStale: new Gauge({
+      name: 'sidecar_injector_exported_policy_stale',
+      help: '1 while the MutatingAdmissionPolicy of the templates marked delivery: policy is absent or stale (an old revision, a template missing or no longer marked); reported by the leader',
       registers,
     }),
     namespaceCacheSize: new Gauge({ name: 'sidecar_injector_namespace_cache_size', help: 'Namespaces in the label cache (cluster source)', registers }),

@@ -230,6 +230,20 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
     leaderOnly.push({ name: 'template-status', start: () => writer.start(), stop: () => writer.stop(), status: () => writer.status() });
   }
 
+  // Whether the exported MutatingAdmissionPolicy holds the templates marked delivery: policy, at their revisions.
+  if (election && kubeConfig) {
+    const { ExportedPolicyWatch } = await import('./exported-policy.js');
+    const watch = new ExportedPolicyWatch({
+      kubeConfig,
+      log: log.child({ component: 'exported-policy' }),
+      clock,
+      templates: () => templates.store.current(),
+      stale: metrics.exportedPolicyStale,
+    });
+    templates.store.on('reload', () => watch.templatesReloaded());
+    leaderOnly.push({ name: 'exportedPolicy', start: () => watch.start(), stop: () => watch.stop(), status: () => watch.status() });
+  }
+
   const certificate = new ServingCertificate(config, log, metrics, election && kubeConfig ? { election, kubeConfig } : undefined);
   // Liveness runs a sample pod through the real pipeline (namespace labels from a fixed map, so
   // that a slow API server never fails the probe): a replica that cannot inject is restarted.

@@ -210,6 +210,18 @@ export async function everyReplica(holds: (status: Json) => boolean, what: strin
   });
 }
 
+/** Waits until the `/status` of some running replica (the leader, for what only it says), asked through the pod proxy, satisfies `holds`. */
+export async function someReplica(holds: (status: Json) => boolean, what: string): Promise<Json> {
+  const { kube } = joinWorld();
+  return eventually(what, async () => {
+    for (const pod of (await injectorPods()).filter((p) => !p.metadata.deletionTimestamp)) {
+      const status = await kube.get(`/api/v1/namespaces/sidecar-injector/pods/https:${pod.metadata.name}:10250/proxy/status`);
+      if (holds(status)) return status;
+    }
+    return undefined;
+  });
+}
+
 /**
  * A pod spec on the real node: the node by name (the world runs no scheduler), its taint
  * tolerated, a short grace period; `spec` adds to it or overrides it.

@@ -22,6 +22,7 @@ import {
   createCorpusServiceAccounts,
   eventually,
   everyReplica,
+  someReplica,
   joinWorld,
   optedInNamespace,
   testNamespace,
@@ -575,6 +576,12 @@ test('hybrid: a template marked delivery: policy is injected by the policy and l
     'never silently missing',
   );
   t.true(missedByPolicy(early), 'the warning names the policy');
+  // The leader says so too, with the command that fixes it.
+  const absent = await someReplica((status) => status.exportedPolicy?.state === 'absent', "the leader's /status: the exported policy absent");
+  t.regex(
+    absent.exportedPolicy.problem,
+    /^the MutatingAdmissionPolicy sidecar-injector-exported does not exist: the webhooks inject log-shipper \(delivery: policy\) instead; sidecar-injector policies --mutating \| kubectl apply -f -$/,
+  );
   for (const object of exported.objects) {
     const bound = String(object.kind).endsWith('Binding')
       ? { ...object, spec: { ...(object.spec as Json), matchResources: { namespaceSelector: { matchLabels: { 'map-export-test': id } } } } }
@@ -585,6 +592,7 @@ test('hybrid: a template marked delivery: policy is injected by the policy and l
     const answer = await create(pod('probe'));
     return answer.status === 201 && answer.body.spec.initContainers?.some((c: Json) => c.name === 'log-shipper') && !missedByPolicy(answer);
   });
+  await someReplica((status) => status.exportedPolicy?.state === 'current', "the leader's /status: the exported policy current");
   const all = [
     ...loadCorpus().map((c) => ({ name: `corpus/${c.name}`, body: structuredClone(c.body) })),
     { name: 'plain', body: pod('plain') },

@@ -172,6 +172,13 @@ export class FakeApiServer {
   readonly configMaps = new Map<string, Record<string, any>>();
   /** MutatingWebhookConfigurations by name: get, and strategic merge patches (webhooks merged by name). */
   readonly webhookConfigurations = new Map<string, Record<string, any>>();
+  /** MutatingAdmissionPolicies and their bindings (admissionregistration.k8s.io/v1) by name: get only. */
+  readonly admissionPolicies = {
+    mutatingadmissionpolicies: new Map<string, Record<string, any>>(),
+    mutatingadmissionpolicybindings: new Map<string, Record<string, any>>(),
+  };
+  /** False: answer as a cluster that does not serve MutatingAdmissionPolicy v1 (404 for the resource). */
+  servesMutatingAdmissionPolicies = true;
   /** Writes to Secrets and webhook configurations, in order (`POST secrets/NAME`, `PATCH mutatingwebhookconfigurations/NAME`). */
   readonly writes: string[] = [];
   /** Resources answered 403 (RBAC without the rule). */
@@ -909,6 +916,17 @@ export class FakeApiServer {
     }
     const secret = /^\/api\/v1\/namespaces\/([^/]+)\/secrets(?:\/([^/]+))?$/.exec(url.pathname);
     if (secret) return this.handleSecret(req, res, decodeURIComponent(secret[1]!), secret[2] === undefined ? undefined : decodeURIComponent(secret[2]));
+    const admissionPolicy = /^\/apis\/admissionregistration\.k8s\.io\/v1\/(mutatingadmissionpolicies|mutatingadmissionpolicybindings)\/([^/]+)$/.exec(
+      url.pathname,
+    );
+    if (admissionPolicy && req.method === 'GET') {
+      const [, resource, name] = admissionPolicy as unknown as [string, 'mutatingadmissionpolicies' | 'mutatingadmissionpolicybindings', string];
+      // As a cluster that does not serve the v1 API: the resource itself is not found.
+      if (!this.servesMutatingAdmissionPolicies) return this.send(res, 404, status(404, 'NotFound', 'the server could not find the requested resource'));
+      const found = this.admissionPolicies[resource].get(decodeURIComponent(name));
+      if (!found) return this.send(res, 404, status(404, 'NotFound', `${resource}.admissionregistration.k8s.io "${decodeURIComponent(name)}" not found`));
+      return this.send(res, 200, found);
+    }
     const configuration = /^\/apis\/admissionregistration\.k8s\.io\/v1\/mutatingwebhookconfigurations\/([^/]+)$/.exec(url.pathname);
     if (configuration) return this.handleWebhookConfiguration(req, res, decodeURIComponent(configuration[1]!));
     const event = /^\/apis\/events\.k8s\.io\/v1\/namespaces\/([^/]+)\/events(?:\/([^/]+))?$/.exec(url.pathname);
