@@ -366,6 +366,12 @@ test("rbac: read namespaces, nodes, pods, the workloads that hold pod templates 
     { apiGroups: ['events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] },
     { apiGroups: ['sidecar-injector.io'], resources: ['sidecartemplates'], verbs: ['get', 'list', 'watch'] },
     { apiGroups: ['sidecar-injector.io'], resources: ['sidecartemplates/status'], verbs: ['get', 'patch', 'update'] },
+    {
+      apiGroups: ['admissionregistration.k8s.io'],
+      resources: ['mutatingadmissionpolicies', 'mutatingadmissionpolicybindings'],
+      resourceNames: ['sidecar-injector-exported'],
+      verbs: ['get'],
+    },
   ]);
   // The one leader election's Lease (certificates and audit): in its own namespace, by name.
   const leader = find(base, 'Role').find((r) => r.metadata.name === 'sidecar-injector-leader')!;

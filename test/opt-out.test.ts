@@ -163,3 +163,66 @@ test('why answers as the injector does: would-deny, with the refusal, for a pod 
     ],
   );
 });
+
+test('a request for a template that does not exist changes nothing: the opt-out is judged as without it', async (t) => {
+  const onRequest = templateSet(proxy({ optOut: 'deny', injection: 'on-request' }));
+  const judge = (templates: string) =>
+    admitPod(
+      { pod: pod({ labels: optedOut, annotations: { 'sidecar-injector.io/templates': templates } }), namespace: 'shop', name: '' },
+      { templates: () => onRequest, namespaces, failurePolicy: 'Fail' },
+    );
+  for (const request of ['proxy', 'proxy,nope', 'nope, proxy']) {
+    const outcome = await judge(request);
+    t.is(outcome.reason, 'opt-out-refused', request);
+    // An on-request template's refusal names the other way out: not requesting it.
+    t.regex(outcome.message, /remove the label, or stop requesting proxy in annotation sidecar-injector\.io\/templates, or ask/, request);
+  }
+  t.is((await judge('nope')).reason, 'pod-opted-out');
+  const automatic = await admit(templateSet(proxy({ optOut: 'deny' })), optedOut, 'Fail');
+  t.notRegex(automatic.message, /stop requesting/);
+});
+
+test('an opted-out pod nothing contests is admitted before any other check, as the shipped webhooks never see it; one a template contests meets them', async (t) => {
+  const labels: Record<string, string> = { ...optedOut };
+  for (let i = 0; i < 2001; i++) labels[`l${i}`] = 'x';
+  const free = await admitPod(
+    { pod: pod({ labels }), namespace: 'shop', name: '' },
+    { templates: () => templateSet(proxy()), namespaces, failurePolicy: 'Fail' },
+  );
+  t.is(free.decision, 'allowed');
+  t.is(free.reason, 'pod-opted-out');
+  const contested = await admitPod(
+    { pod: pod({ labels }), namespace: 'shop', name: '' },
+    { templates: () => templateSet(proxy({ optOut: 'deny' })), namespaces, failurePolicy: 'Fail' },
+  );
+  t.is(contested.reason, 'pod-too-large');
+  // Before the templates are known nothing can say no template contests it: the required webhook waits, as for every pod.
+  const unknown = { ...templateSet(), unavailable: 'not listed yet' };
+  const early = await admitPod(
+    { pod: pod({ labels: optedOut }), namespace: 'shop', name: '' },
+    { templates: () => unknown, namespaces, failurePolicy: 'Fail' },
+  );
+  t.is(early.reason, 'templates-unknown');
+});
+
+test('warn: the pod’s workload gets a SidecarInjectionSkipped Event naming the template', async (t) => {
+  const { admissionEvents } = await import('../src/pipeline/admission-events.js');
+  const body = pod({ labels: optedOut });
+  body.metadata.ownerReferences = [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-5d8f', uid: 'u-1', controller: true }];
+  const outcome = await admitPod(
+    { pod: body, namespace: 'shop', name: '' },
+    { templates: () => templateSet(proxy({ optOut: 'warn' })), namespaces, failurePolicy: 'Fail' },
+  );
+  const events = admissionEvents(outcome, body);
+  t.deepEqual(
+    events.map((e) => [e.type, e.reason, e.regarding.kind, e.note]),
+    [
+      [
+        'Warning',
+        'SidecarInjectionSkipped',
+        'ReplicaSet',
+        'proxy: a required sidecar the pod opts out of (optOut: warn); remove label sidecar-injector.io/inject=disabled (pod web-5d8f-)',
+      ],
+    ],
+  );
+});

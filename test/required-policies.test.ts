@@ -249,10 +249,10 @@ test("optOut: a template's opt-out policy refuses (deny) or warns about (warn) e
   const mismatched: string[] = [];
   let refused = 0;
   let warned = 0;
-  const optOutVariants = variants.flatMap((v) => [
-    v,
-    { ...v, name: `${v.name}, opted out`, labels: { ...v.labels, 'sidecar-injector.io/inject': 'disabled' } },
-  ]);
+  const optOutVariants = [
+    ...variants,
+    { name: 'requests one that does not exist too', annotations: { 'sidecar-injector.io/templates': 'proxy,nope' } },
+  ].flatMap((v) => [v, { ...v, name: `${v.name}, opted out`, labels: { ...v.labels, 'sidecar-injector.io/inject': 'disabled' } }]);
   for (const entry of corpus) {
     for (const variant of optOutVariants) {
       const { namespace, pod, namespaces, namespaceLabels } = await variantOf(entry, variant);

@@ -471,3 +471,17 @@ test('a change of delivery alone is a new set a replica serves (the revision sta
   t.is(objects.current().byName.get('agent')!.hash, before.hash, 'the same revision');
   t.deepEqual(objects.status().deliveredByPolicy, ['agent']);
 });
+
+test('a change of optOut alone is a new set a replica serves at once (the revision stays), both ways', async (t) => {
+  const spec = { containers: [{ name: 'agent', image: 'agent:1' }] };
+  const { api, objects } = await listedObjects(t, { agent: spec });
+  const before = objects.current().byName.get('agent')!;
+  t.is(before.optOut, 'allow');
+  const generation = objects.generation;
+  api.applyTemplate('agent', { ...spec, optOut: 'deny' });
+  await until(() => objects.current().byName.get('agent')?.optOut === 'deny', 'optOut: deny served');
+  t.is(objects.current().byName.get('agent')!.hash, before.hash, 'the same revision');
+  t.true(objects.generation > generation);
+  api.applyTemplate('agent', spec);
+  await until(() => objects.current().byName.get('agent')?.optOut === 'allow', 'optOut: allow served again');
+});

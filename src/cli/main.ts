@@ -92,7 +92,7 @@ const commands: Record<string, Command> = {
       for (const template of set.templates)
         for (const port of undeclaredPorts(template))
           process.stdout.write(
-            `  warning: ${undeclaredPortText(template.name, port)}: declare it (ports: [{ name: …, containerPort: "{{ params.${port.parameter} }}" }]) so that pods on the node's network are judged by it\n`,
+            `  warning: ${undeclaredPortText(template.name, port)} (ports: [{ name: …, containerPort: "{{ params.${port.parameter} }}" }]), so that pods on the node's network are judged by it\n`,
           );
     },
   },

@@ -255,11 +255,14 @@ function requirementText(container: RequiredContainer): string {
 }
 
 function remedy(template: Template): string {
+  // A template that refuses the opt-out (optOut: deny) is not told to be opted out of.
   const optOut =
     template.injection === 'on-request'
-      ? `or remove ${template.name} from the pod's annotation ${AnnotationKeys.request}`
-      : `or label the pod ${LabelKeys.podOptOut}=${LabelValues.disabled} (no sidecars at all)`;
-  return `The sidecar injector adds it when the pod is created: check that the injector is running and that no later admission webhook removes or changes it, then create the pod again; ${optOut}.`;
+      ? `; or remove ${template.name} from the pod's annotation ${AnnotationKeys.request}`
+      : template.optOut === 'deny'
+        ? ''
+        : `; or label the pod ${LabelKeys.podOptOut}=${LabelValues.disabled} (no sidecars at all)`;
+  return `The sidecar injector adds it when the pod is created: check that the injector is running and that no later admission webhook removes or changes it, then create the pod again${optOut}.`;
 }
 
 /** The pod's operating system as admission reads it (k8s/pod.ts podOs): spec.os.name, else an OS node selector, else required node affinity on Windows in every term, else linux. */
@@ -464,7 +467,8 @@ const optedOut = `has(object.metadata.labels) && '${LabelKeys.podOptOut}' in obj
 function optOutPolicy(template: Template): RequiredPolicy {
   const name = `sidecar-injector-required-${template.name}-opt-out`;
   const matchConditions = conditions(template);
-  const message = `pod has label ${LabelKeys.podOptOut}=${LabelValues.disabled}, and the required template ${template.name} applies to it and ${template.optOut === 'deny' ? 'does not let a pod opt out (optOut: deny)' : 'asks that pods run it (optOut: warn)'}: remove the label, or ask the platform team to change the template's selectors or optOut`;
+  const stopRequesting = template.injection === 'on-request' ? `, or stop requesting it in annotation ${AnnotationKeys.request}` : '';
+  const message = `pod has label ${LabelKeys.podOptOut}=${LabelValues.disabled}, and the required template ${template.name} applies to it and ${template.optOut === 'deny' ? 'does not let a pod opt out (optOut: deny)' : 'asks that pods run it (optOut: warn)'}: remove the label${stopRequesting}, or ask the platform team to change the template's selectors or optOut`;
   const perCondition = matchConditions.map((c) => conditionCost(template, c));
   const validationCost = 40;
   const cost = {

@@ -53,8 +53,8 @@ const ruleNote = (template: string, rule: LeftOutRule) => `${template} not injec
 /** A name an object could have (what `(pod …)` may quote). */
 const objectName = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9.-])?$/;
 
-/** Warnings that say a template was left out by a rule, or requested and not selected: each deserves an Event. */
-const skippedIds: ReadonlySet<WarningId> = new Set(['template-left-out', 'template-not-selected', 'requested-namespace-not-enabled']);
+/** Warnings that say a template was left out (by a rule, or by an opt-out its optOut warns about), or requested and not selected: each deserves an Event. */
+const skippedIds: ReadonlySet<WarningId> = new Set(['template-left-out', 'template-not-selected', 'requested-namespace-not-enabled', 'opt-out-of-required']);
 
 /** The events an outcome deserves: injected, skipped (with why), denied; none when nothing happened worth telling. */
 export function admissionEvents(outcome: PodOutcome, pod: unknown): AdmissionEvent[] {

@@ -92,8 +92,8 @@ export const reasons = {
   'opt-out-refused': {
     decision: 'denied',
     code: 403,
-    say: (templates: readonly string[]) =>
-      `pod has label ${LabelKeys.podOptOut}=${LabelValues.disabled}, and the required ${templates.length === 1 ? 'template' : 'templates'} ${templates.join(', ')} that ${templates.length === 1 ? 'applies' : 'apply'} to it ${templates.length === 1 ? 'does' : 'do'} not let a pod opt out (optOut: deny); remove the label, or ask the platform team to change the template's selectors or optOut`,
+    say: (templates: readonly string[], requested: readonly string[]) =>
+      `pod has label ${LabelKeys.podOptOut}=${LabelValues.disabled}, and the required ${templates.length === 1 ? 'template' : 'templates'} ${templates.join(', ')} that ${templates.length === 1 ? 'applies' : 'apply'} to it ${templates.length === 1 ? 'does' : 'do'} not let a pod opt out (optOut: deny); remove the label${requested.length > 0 ? `, or stop requesting ${requested.join(', ')} in annotation ${AnnotationKeys.request}` : ''}, or ask the platform team to change the template's selectors or optOut`,
   },
   'pod-security': {
     decision: 'denied',

@@ -59,20 +59,29 @@ export function requestedTemplates(annotations: Readonly<Record<string, string>>
  * sidecar we cannot give, and running it without is not our call (pipeline/reasons.ts says it).
  */
 export function select(input: SelectionInput, set: TemplateSet): Selection {
-  const { namespace, namespaceLabels, podLabels, podAnnotations } = input;
+  const { namespaceLabels, podLabels, podAnnotations } = input;
   const none = (reason: PodSkipReason, unknown: readonly string[] = []): Selection => ({ templates: [], skipped: [], reason, unknown });
+  const optedIn = namespaceLabels[LabelKeys.namespaceOptIn] === LabelValues.enabled;
+  const requested = requestedTemplates(podAnnotations);
   if (podLabels[LabelKeys.podOptOut] === LabelValues.disabled) {
-    // A template that does not let pods opt out is judged as though the label were not there.
-    const optOutContested = set.templates.some((t) => t.optOut !== 'allow')
-      ? select({ ...input, podLabels: withoutOptOut(podLabels) }, set).templates.filter((t) => t.optOut !== 'allow')
-      : [];
+    // A template that does not let pods opt out is judged as though the label were not there
+    // (whatever else the pod asks for: a request for a template that does not exist changes nothing).
+    const optOutContested =
+      optedIn && set.templates.some((t) => t.optOut !== 'allow')
+        ? matching({ ...input, podLabels: withoutOptOut(podLabels) }, new Set(requested), set).templates.filter((t) => t.optOut !== 'allow')
+        : [];
     return { ...none('pod-opted-out'), optOutContested };
   }
-  if (namespaceLabels[LabelKeys.namespaceOptIn] !== LabelValues.enabled) return none('namespace-not-enabled');
-  const requested = requestedTemplates(podAnnotations);
+  if (!optedIn) return none('namespace-not-enabled');
   const unknown = requested.filter((name) => !set.byName.has(name));
   if (unknown.length > 0) return none('unknown-template', unknown);
-  const requestedSet = new Set(requested);
+  const { templates, skipped } = matching(input, new Set(requested), set);
+  return templates.length === 0 ? { templates, skipped, reason: 'no-template-matched', unknown: [] } : { templates, skipped, unknown: [] };
+}
+
+/** Each template's own test (on request, operating system, selectors) on `input`'s labels: the templates that apply and why the others do not. */
+function matching(input: SelectionInput, requestedSet: ReadonlySet<string>, set: TemplateSet): { templates: Template[]; skipped: TemplateSkip[] } {
+  const { namespace, namespaceLabels, podLabels } = input;
   const templates: Template[] = [];
   const skipped: TemplateSkip[] = [];
   for (const template of set.templates) {
@@ -108,7 +117,7 @@ export function select(input: SelectionInput, set: TemplateSet): Selection {
       else templates.push(template);
     }
   }
-  return templates.length === 0 ? { templates, skipped, reason: 'no-template-matched', unknown: [] } : { templates, skipped, unknown: [] };
+  return { templates, skipped };
 }
 
 /** The labels without the opt-out label. */

@@ -241,7 +241,8 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
       stale: metrics.exportedPolicyStale,
     });
     templates.store.on('reload', () => watch.templatesReloaded());
-    leaderOnly.push({ name: 'exportedPolicy', start: () => watch.start(), stop: () => watch.stop(), status: () => watch.status() });
+    // First in, last out: it reads and says, and the audit stops before it.
+    leaderOnly.unshift({ name: 'exportedPolicy', start: () => watch.start(), stop: () => watch.stop(), status: () => watch.status() });
   }
 
   const certificate = new ServingCertificate(config, log, metrics, election && kubeConfig ? { election, kubeConfig } : undefined);

@@ -58,8 +58,10 @@ function emptySet(unavailable: string): TemplateSet {
 
 /** What a set is, for telling a change from a repeat: every template's revision and role, and every refusal. */
 function fingerprint(set: TemplateSet, refused: ReadonlyMap<string, readonly TemplateProblem[]>): string {
-  // Who delivers a template is no part of its revision, but a change of it is a change of the set.
-  const revision = (t: Template | undefined) => (t ? `${t.hash}${t.delivery === 'policy' ? '+policy' : ''}` : '');
+  // Who delivers a template, and whether a pod may opt out of it, are no part of its revision;
+  // a change of either is a change of the set.
+  const revision = (t: Template | undefined) =>
+    t ? `${t.hash}${t.delivery === 'policy' ? '+policy' : ''}${t.optOut === 'allow' ? '' : `+opt-out-${t.optOut}`}` : '';
   const revisions = set.templates.map((t) => `${t.name}@${revision(t)}`);
   for (const rollout of set.rollouts?.values() ?? [])
     revisions.push(

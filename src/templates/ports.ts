@@ -4,8 +4,9 @@
  * host-network-port) leaves a template out of pods on the node's network only then, since there
  * every port, loopback included, is the node's. A port a container's arguments or command take
  * from a parameter named for a port (`adminPort`, `metrics_port`, `port`) and that no `ports`
- * entry of that container declares is most likely one it listens on and does not say: `check`
- * and SidecarTemplate admission warn about it. Pure.
+ * entry of that container declares may be one it listens on and does not say (or one it dials):
+ * `check` and SidecarTemplate admission warn about it, for the author to judge. A heuristic: a
+ * port given through env, a literal, or a parameter named otherwise goes unseen. Pure.
  */
 import { entryOf } from './export-rules.js';
 import { nameOf } from './forms.js';
@@ -79,6 +80,10 @@ export function undeclaredPorts(template: Template): UndeclaredPort[] {
   return out;
 }
 
-/** The warning for one, short enough for a Warning header (120 characters where the names are short). */
+/**
+ * The warning for one, short enough for a Warning header (120 characters where the names are
+ * short). A port a container is given may be one it dials rather than one it listens on: the
+ * warning says what is seen and leaves the judgement to the author.
+ */
 export const undeclaredPortText = (template: string, port: UndeclaredPort): string =>
-  `${template}: container ${port.container} listens on params.${port.parameter} (${port.value}), which its ports do not declare`;
+  `${template}: container ${port.container} is given params.${port.parameter} (${port.value}) and declares no such port: if it listens there, declare it`;

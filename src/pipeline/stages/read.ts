@@ -3,7 +3,8 @@
  * the API server would refuse it or it is out of proportion to any real pod; a mirror pod is
  * let through as it is.
  */
-import { AnnotationKeys } from '../../k8s/keys.js';
+import { AnnotationKeys, LabelKeys, LabelValues } from '../../k8s/keys.js';
+import { isJsonObject } from '../../k8s/json.js';
 import { parsePod, podDisplayName, type PodParts } from '../../k8s/pod.js';
 import { admissionProblem } from '../../k8s/pod-validation.js';
 import { cut } from '../../quote.js';
@@ -21,6 +22,21 @@ export interface Read {
 }
 
 export function readPod(input: PodInput, deps: AdmitDeps, at: Progress): Step<Read> {
+  // An opted-out pod no template contests (optOut: allow everywhere) is the webhooks' only where
+  // the required one is called for every pod (components/required-opt-out): left as the shipped
+  // webhooks leave it, before it is even parsed, never judged by bounds it would not otherwise meet.
+  const loaded = deps.templates();
+  if (optedOut(input.pod) && loaded.unavailable === undefined && loaded.templates.every((t) => t.optOut === 'allow'))
+    return done({
+      decision: 'allowed',
+      reason: 'pod-opted-out',
+      message: say('pod-opted-out'),
+      warnings: [],
+      podName: at.podName,
+      namespace: at.namespace,
+      templates: [],
+      decisions: noneApply(loaded, 'pod-opted-out'),
+    });
   const parts = parsePod(input.pod);
   at.podName = cut(podDisplayName(parts.metadata) || input.name, 100);
   // Controller-created pods had no metadata.namespace before Kubernetes 1.24 (R-24).
@@ -34,7 +50,6 @@ export function readPod(input: PodInput, deps: AdmitDeps, at: Progress): Step<Re
     const reason = problem.kind === 'invalid' ? 'invalid-pod' : 'pod-too-large';
     return done(denied(at, reason, say(reason, problem.message)));
   }
-  const loaded = deps.templates();
   // A replica that has not read its templates serves nothing rather than guess: a refusal on
   // the required webhook (a retry), nothing added on the optional one.
   if (loaded.unavailable !== undefined) {
@@ -66,4 +81,11 @@ export function readPod(input: PodInput, deps: AdmitDeps, at: Progress): Step<Re
     });
   }
   return { next: { parts, podNamespace, loaded } };
+}
+
+/** Whether the pod as sent carries the opt-out label (read without parsing the rest). */
+function optedOut(pod: unknown): boolean {
+  const metadata = isJsonObject(pod) && isJsonObject(pod.metadata) ? pod.metadata : undefined;
+  const labels = metadata && isJsonObject(metadata.labels) ? metadata.labels : undefined;
+  return labels !== undefined && Object.hasOwn(labels, LabelKeys.podOptOut) && labels[LabelKeys.podOptOut] === LabelValues.disabled;
 }

@@ -102,6 +102,7 @@ export async function selectTemplates(read: Read, input: PodInput, deps: AdmitDe
             say(
               'opt-out-refused',
               refusing.map((t) => t.name),
+              refusing.filter((t) => t.injection === 'on-request').map((t) => t.name),
             ),
             refusing,
           ),
