@@ -226,3 +226,30 @@ test('warn: the pod’s workload gets a SidecarInjectionSkipped Event naming the
     ],
   );
 });
+
+test('a deny template that cannot be injected is not told to be opted out of: the denial, why and the Event leave the opt-out out', async (t) => {
+  const { admissionEvents } = await import('../src/pipeline/admission-events.js');
+  const job = (set: TemplateSet) => {
+    const body = pod({ spec: { restartPolicy: 'Never' } });
+    body.metadata.ownerReferences = [{ apiVersion: 'batch/v1', kind: 'Job', name: 'once', uid: 'u-1', controller: true }];
+    return admitPod(
+      { pod: body, namespace: 'shop', name: '' },
+      {
+        templates: () => set,
+        namespaces,
+        failurePolicy: 'Fail',
+        kubernetesVersion: () => ({ version: { major: 1, minor: 28 }, source: 'flag', reason: 'test' }),
+      },
+    ).then((outcome) => ({ outcome, events: admissionEvents(outcome, body) }));
+  };
+  const allowing = await job(templateSet(proxy()));
+  t.is(allowing.outcome.reason, 'required-sidecar-unavailable');
+  t.regex(allowing.outcome.message, /opt it out with label sidecar-injector\.io\/inject=disabled/);
+  const denying = await job(templateSet(proxy({ optOut: 'deny' })));
+  t.is(denying.outcome.reason, 'required-sidecar-unavailable');
+  t.regex(denying.outcome.message, /run the pod with restartPolicy Always, or run Kubernetes 1\.29 or later/);
+  t.notRegex(denying.outcome.message, /opt it out/);
+  t.notRegex(denying.events[0]!.note, /opt it out/);
+  const answers = answersForNewPod(denying.outcome, templateSet(proxy({ optOut: 'deny' })));
+  t.true(answers.every((a) => !/opt it out/.test(a.fix ?? '') && !/opt it out/.test(a.reason)));
+});

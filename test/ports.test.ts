@@ -28,7 +28,7 @@ function undeclared(doc: unknown): string[] {
 }
 
 test('a port parameter the arguments use and no ports entry declares is reported; one declared by parameter or by value is not', (t) => {
-  const text = 'proxy: container proxy is given params.adminPort (9901) and declares no such port: if it listens there, declare it';
+  const text = 'proxy: container proxy gets params.adminPort (9901), no such port declared; if it listens there, declare it';
   t.deepEqual(undeclared(proxy(adminArgs)), [text]);
   t.deepEqual(undeclared(proxy({ ...adminArgs, ports: [{ name: 'admin', containerPort: '{{ params.adminPort }}' }] })), []);
   t.deepEqual(undeclared(proxy({ ...adminArgs, ports: [{ name: 'admin', containerPort: 9901 }] })), []);
@@ -36,13 +36,13 @@ test('a port parameter the arguments use and no ports entry declares is reported
   t.deepEqual(undeclared(proxy({ ...adminArgs, ports: [{ name: 'http', containerPort: 8080 }] })), [text]);
   // The command counts as the arguments do; a parameter of another name, or used elsewhere, does not.
   t.deepEqual(undeclared(proxy({ command: ['agent', '--listen=:{{ params.metrics_port }}'] }, { metrics_port: 9102 })), [
-    'proxy: container proxy is given params.metrics_port (9102) and declares no such port: if it listens there, declare it',
+    'proxy: container proxy gets params.metrics_port (9102), no such port declared; if it listens there, declare it',
   ]);
   t.deepEqual(undeclared(proxy({ args: ['--report={{ params.report }}'] }, { report: 'daily' })), []);
   t.deepEqual(undeclared(proxy({ env: [{ name: 'PORT', value: '{{ params.adminPort }}' }] })), []);
   // A declaration with a default: the default is the value said.
   t.deepEqual(undeclared(proxy({ args: ['--port={{ params.port }}'] }, { port: { default: 15000, type: 'integer', override: 'pod' } })), [
-    'proxy: container proxy is given params.port (15000) and declares no such port: if it listens there, declare it',
+    'proxy: container proxy gets params.port (15000), no such port declared; if it listens there, declare it',
   ]);
   t.true(text.length <= 120, 'fits a Warning header');
 });
@@ -68,7 +68,7 @@ test('check prints the warning with the fix, and exits 0', async (t) => {
   t.is(code, 0);
   t.true(
     stdout.includes(
-      '  warning: proxy: container proxy is given params.adminPort (9901) and declares no such port: if it listens there, declare it (ports: [{ name: …, containerPort: "{{ params.adminPort }}" }]), so that pods on the node\'s network are judged by it\n',
+      '  warning: proxy: container proxy gets params.adminPort (9901), no such port declared; if it listens there, declare it (ports: [{ name: …, containerPort: "{{ params.adminPort }}" }]), so that pods on the node\'s network are judged by it\n',
     ),
     stdout,
   );
@@ -87,6 +87,6 @@ test('SidecarTemplate admission admits the template and returns the warning, for
   t.deepEqual(answer.response.response, {
     uid: 'u-1',
     allowed: true,
-    warnings: ['proxy: container proxy is given params.adminPort (9901) and declares no such port: if it listens there, declare it'],
+    warnings: ['proxy: container proxy gets params.adminPort (9901), no such port declared; if it listens there, declare it'],
   });
 });

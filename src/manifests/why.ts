@@ -8,7 +8,7 @@
 import { LabelKeys, LabelValues } from '../k8s/keys.js';
 import { nearMiss } from '../k8s/near-miss.js';
 import type { Labels } from '../k8s/selector.js';
-import { leftOutRules } from '../pipeline/decision.js';
+import { leftOutRules, remedyFor } from '../pipeline/decision.js';
 import type { PodOutcome } from '../pipeline/admit.js';
 import type { PodVerdict } from '../pipeline/audit.js';
 import type { TemplateSet } from '../templates/set.js';
@@ -59,7 +59,7 @@ export function answersForNewPod(outcome: PodOutcome, set: TemplateSet, workload
       case 'left-out':
         return { template: name, state: 'left-out', reason: `${decision.rule}: ${leftOutRules[decision.rule].means}`, fix: leftOutRules[decision.rule].remedy };
       case 'cannot':
-        return { template: name, state: 'would-deny', reason: `${decision.rule}: ${decision.text}`, fix: leftOutRules[decision.rule].remedy };
+        return { template: name, state: 'would-deny', reason: `${decision.rule}: ${decision.text}`, fix: remedyFor(decision.rule, template.optOut) };
       case 'not-applicable': {
         const skip = skips.get(name);
         if (!skip && decision.why === outcome.reason) return podWide();

@@ -7,7 +7,7 @@ import { isJsonObject } from '../k8s/json.js';
 import type { PodOutcome } from './admit.js';
 import { isWorkloadKind } from '../k8s/workloads.js';
 import type { WarningId } from './warnings.js';
-import { leftOutRules, type LeftOutRule } from './decision.js';
+import { leftOutRules, remedyFor, type LeftOutRule } from './decision.js';
 import { controllingOwner, namespaceReference, type ObjectReference } from '../k8s/object-reference.js';
 
 /** The object an event is about. */
@@ -67,7 +67,7 @@ export function admissionEvents(outcome: PodOutcome, pod: unknown): AdmissionEve
     const cannot = outcome.reason === 'required-sidecar-unavailable' ? outcome.decisions.find((d) => d.kind === 'cannot') : undefined;
     const note =
       cannot?.kind === 'cannot'
-        ? `required sidecar ${ruleNote(cannot.template, cannot.rule)}; ${leftOutRules[cannot.rule].remedy}${on}`
+        ? `required sidecar ${ruleNote(cannot.template, cannot.rule)}; ${remedyFor(cannot.rule, outcome.templates.find((t) => t.name === cannot.template)?.optOut)}${on}`
         : quotingDenials.has(outcome.reason)
           ? `the pod was denied (${outcome.reason}): the API server's answer to its creator says why${on}`
           : `${outcome.message}${on}`;

@@ -6,6 +6,7 @@
  * each means for admission, the audit and `audit --restart` (docs/decisions.md is this table). Pure.
  */
 import type { TemplateSkipReason } from '../selection/select.js';
+import type { Template, TemplateOptOut } from '../templates/template.js';
 
 /** Why a template does not apply to a pod at all: scope, not a fault. */
 export type NotApplicable = TemplateSkipReason | 'pod-opted-out' | 'namespace-not-enabled' | 'mirror-pod' | 'other-webhook' | 'delivered-by-policy';
@@ -70,10 +71,16 @@ export const leftOutRules = {
   },
 } as const satisfies Record<string, RuleSpec>;
 
+/** What to change for `rule`; a template that refuses the opt-out (optOut: deny) is not told to be opted out of. */
+export function remedyFor(rule: LeftOutRule, optOut: TemplateOptOut = 'allow'): string {
+  const remedy: string = leftOutRules[rule].remedy;
+  return optOut === 'deny' ? remedy.replace(/ opt it out with label \S+,/, '') : remedy;
+}
+
 /** The sentence a required template's denial ends with: the rule's text and what to change. */
-export function cannotInject(template: string, rule: LeftOutRule, text: string): string {
+export function cannotInject(template: Pick<Template, 'name' | 'optOut'>, rule: LeftOutRule, text: string): string {
   // A conflict's text ends with its short fix for the warning it also is ("rename that volume"):
   // here the rule's whole remedy follows, so the short one goes.
   const said = text.replace(/; rename that (?:container|volume)$/, '');
-  return `required sidecar ${template} cannot be injected: ${said}; ${leftOutRules[rule].remedy}`;
+  return `required sidecar ${template.name} cannot be injected: ${said}; ${remedyFor(rule, template.optOut)}`;
 }

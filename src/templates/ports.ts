@@ -86,4 +86,4 @@ export function undeclaredPorts(template: Template): UndeclaredPort[] {
  * warning says what is seen and leaves the judgement to the author.
  */
 export const undeclaredPortText = (template: string, port: UndeclaredPort): string =>
-  `${template}: container ${port.container} is given params.${port.parameter} (${port.value}) and declares no such port: if it listens there, declare it`;
+  `${template}: container ${port.container} gets params.${port.parameter} (${port.value}), no such port declared; if it listens there, declare it`;

@@ -17,6 +17,7 @@ import {
   joinWorld,
   optedInNamespace,
   plainPod,
+  sidecarTemplatesPath,
   warnings,
   withTemplate,
   type Json,
@@ -134,5 +135,8 @@ test.serial(
     const free = await create(namespace, 'free', { team: 'other', ...optOut });
     t.is(free.status, 201, free.text);
     t.deepEqual(warnings(free), []);
+    // optOut changed alone (the revision stays): every replica serves it, and the pod is created.
+    await kube.mergePatch(sidecarTemplatesPath('strict-agent'), { spec: { optOut: 'allow' } });
+    await eventually('optOut: allow served', async () => (await create(namespace, 'after-allow', { team: 'strict', ...optOut })).status === 201);
   },
 );

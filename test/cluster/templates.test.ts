@@ -245,9 +245,7 @@ test.serial('kubectl apply of a SidecarTemplate whose container listens on a por
   );
   const answer = await kube.request('POST', `${sidecarTemplatesPath()}?dryRun=All`, object);
   t.is(answer.status, 201, answer.text);
-  t.deepEqual(warnings(answer), [
-    'undeclared-port: container agent is given params.adminPort (9901) and declares no such port: if it listens there, declare it',
-  ]);
+  t.deepEqual(warnings(answer), ['undeclared-port: container agent gets params.adminPort (9901), no such port declared; if it listens there, declare it']);
   // Declared, it is admitted without a word.
   object.spec.containers[0].ports = [{ name: 'admin', containerPort: '{{ params.adminPort }}' }];
   const declared = await kube.request('POST', `${sidecarTemplatesPath()}?dryRun=All`, object);

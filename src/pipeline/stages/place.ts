@@ -66,7 +66,7 @@ export function placeTemplates(p: Parameterised, input: PodInput, deps: AdmitDep
       denied(
         at,
         'required-sidecar-unavailable',
-        say('required-sidecar-unavailable', cannotInject(first.template.name, first.rule, first.text), cannot.length - 1),
+        say('required-sidecar-unavailable', cannotInject(first.template, first.rule, first.text), cannot.length - 1),
         ours,
       ),
     );
