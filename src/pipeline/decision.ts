@@ -28,6 +28,8 @@ interface RuleSpec {
   readonly means: string;
   /** What a pod author (or the operator) can change, appended to a denial. */
   readonly remedy: string;
+  /** The remedy for a template that refuses the opt-out (optOut: deny), where the remedy names opting out. */
+  readonly remedyWithoutOptOut?: string;
 }
 
 /**
@@ -48,6 +50,7 @@ export const leftOutRules = {
     means:
       "the pod runs to completion (a Job's, or restartPolicy Never or OnFailure) and the sidecar could only be an ordinary container that never exits (no native sidecars below Kubernetes 1.29), which would keep the pod running for ever",
     remedy: `run the pod with restartPolicy Always, opt it out with label sidecar-injector.io/inject=disabled, or run Kubernetes 1.29 or later (native sidecars); a template whose containers exit by themselves declares endsOnItsOwn: true`,
+    remedyWithoutOptOut: `run the pod with restartPolicy Always, or run Kubernetes 1.29 or later (native sidecars); a template whose containers exit by themselves declares endsOnItsOwn: true`,
   },
   'name-conflict': {
     means: "the pod has its own container with the name of one of the template's sidecars (its items would land in the pod's container)",
@@ -73,8 +76,8 @@ export const leftOutRules = {
 
 /** What to change for `rule`; a template that refuses the opt-out (optOut: deny) is not told to be opted out of. */
 export function remedyFor(rule: LeftOutRule, optOut: TemplateOptOut = 'allow'): string {
-  const remedy: string = leftOutRules[rule].remedy;
-  return optOut === 'deny' ? remedy.replace(/ opt it out with label \S+,/, '') : remedy;
+  const spec: RuleSpec = leftOutRules[rule];
+  return optOut === 'deny' ? (spec.remedyWithoutOptOut ?? spec.remedy) : spec.remedy;
 }
 
 /** The sentence a required template's denial ends with: the rule's text and what to change. */

@@ -38,8 +38,8 @@ const exportableTypes = new Set(['enum', 'quantity']);
 const plainText = /^[\x20-\x7e]*$/;
 const jsonSafe = (text: string) => plainText.test(text) && !/["\\]/.test(text);
 
-/** The references of a compiled node, for the checks below. */
-function referencesOf(node: Compiled | undefined, out: Reference[] = []): Reference[] {
+/** The references of a compiled node, anywhere under it. */
+export function referencesOf(node: Compiled | undefined, out: Reference[] = []): Reference[] {
   if (!node) return out;
   if (node.kind === 'string') for (const s of node.segments) if (s.kind === 'placeholder') out.push(s.ref);
   if (node.kind === 'param') out.push({ source: 'params', key: node.key });

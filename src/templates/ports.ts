@@ -8,7 +8,7 @@
  * `check` and SidecarTemplate admission warn about it, for the author to judge. A heuristic: a
  * port given through env, a literal, or a parameter named otherwise goes unseen. Pure.
  */
-import { entryOf } from './export-rules.js';
+import { entryOf, referencesOf } from './export-rules.js';
 import { nameOf } from './forms.js';
 import type { Compiled, Template } from './template.js';
 
@@ -16,25 +16,8 @@ import type { Compiled, Template } from './template.js';
 const portParameter = /(?:^port|Port|[_-]port)$/;
 
 /** The parameters a compiled value refers to, anywhere under it. */
-function parametersIn(node: Compiled | undefined, into: Set<string> = new Set()): Set<string> {
-  if (!node) return into;
-  switch (node.kind) {
-    case 'param':
-      into.add(node.key);
-      break;
-    case 'string':
-      for (const segment of node.segments) if (segment.kind === 'placeholder' && segment.ref.source === 'params') into.add(segment.ref.key);
-      break;
-    case 'object':
-      for (const [, value] of node.entries) parametersIn(value, into);
-      break;
-    case 'array':
-      for (const item of node.items) parametersIn(item, into);
-      break;
-    case 'static':
-      break;
-  }
-  return into;
+function parametersIn(...nodes: (Compiled | undefined)[]): Set<string> {
+  return new Set(nodes.flatMap((node) => referencesOf(node).flatMap((ref) => (ref.source === 'params' ? [ref.key] : []))));
 }
 
 /** The literal `containerPort`s of a `ports` list. */
@@ -66,7 +49,7 @@ export function undeclaredPorts(template: Template): UndeclaredPort[] {
   const out: UndeclaredPort[] = [];
   for (const container of [...template.body.initContainers, ...template.body.containers]) {
     const name = String(nameOf(container) ?? '');
-    const used = parametersIn(entryOf(container, 'args'), parametersIn(entryOf(container, 'command')));
+    const used = parametersIn(entryOf(container, 'args'), entryOf(container, 'command'));
     const portsNode = entryOf(container, 'ports');
     const declaredByParameter = parametersIn(portsNode);
     const declaredLiterally = literalPorts(portsNode);
