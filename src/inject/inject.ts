@@ -9,6 +9,7 @@
  */
 import { isJsonObject, type JsonObject } from '../k8s/json.js';
 import type { RenderedTemplate } from '../templates/render.js';
+import type { Placement } from '../templates/template.js';
 import { labelValueProblem } from '../k8s/label-syntax.js';
 import { AnnotationKeys } from '../k8s/keys.js';
 import {
@@ -130,8 +131,8 @@ class PodBuilder {
   // Null-prototype maps: keys come from templates and pods; "__proto__" or "constructor" stay ordinary keys.
   private readonly labels: Record<string, string> = Object.create(null);
   private readonly annotations: Record<string, string> = Object.create(null);
-  private readonly front = { containers: [] as JsonObject[], initContainers: [] as JsonObject[] };
-  private readonly back = { containers: [] as JsonObject[], initContainers: [] as JsonObject[] };
+  /** Sidecars this call adds, in the order added; build() puts each in its place (placedAt). */
+  private readonly added: { list: ContainerList; container: JsonObject; placement: Placement; template: string }[] = [];
   private readonly volumes: JsonObject[] = [];
   private readonly pullSecrets: JsonObject[] = [];
   /** App container index → additions by list. */
@@ -143,6 +144,7 @@ class PodBuilder {
     private readonly parts: PodParts,
     private readonly owner: Ownership,
     private readonly sidecars: ReadonlySet<string>,
+    private readonly placementOf: (template: string) => Placement | undefined,
   ) {
     for (const c of parts.initContainers) this.containerNames.add(c.name as string);
     parts.containers.forEach((c, i) => {
@@ -164,7 +166,7 @@ class PodBuilder {
     if (message) this.warnings.push(message);
   }
 
-  addContainer(list: 'containers' | 'initContainers', container: JsonObject, placement: 'first' | 'last', template: string): boolean {
+  addContainer(list: ContainerList, container: JsonObject, placement: Placement, template: string): boolean {
     const name = container.name as string;
     if (this.containerNames.has(name)) {
       const owner = this.owner.pod('containers', name) ?? this.owner.pod('initContainers', name);
@@ -172,7 +174,7 @@ class PodBuilder {
       return false;
     }
     this.containerNames.add(name);
-    (placement === 'first' ? this.front : this.back)[list].push(container);
+    this.added.push({ list, container, placement, template });
     return true;
   }
 
@@ -287,16 +289,66 @@ class PodBuilder {
     return key;
   }
 
+  /**
+   * Where a sidecar of `template` placed `placement` goes in `list` as the pod has it: among the
+   * sidecars of that placement already there, in template-name order. Placed first: after the
+   * leading run of containers of earlier-named templates placed first (and of its own); placed
+   * last: before the trailing run of containers of later-named templates placed last. So the
+   * order is the same whichever call or policy added which template, and in whichever order:
+   * native sidecars start in that order. A container no believed ledger entry claims (the
+   * pod's own, or one whose claim was not believed) ends a run.
+   */
+  private placedAt(list: ContainerList, containers: readonly JsonObject[], placement: Placement, template: string): number {
+    const placedBy = (c: JsonObject): string | undefined => {
+      const owner = this.owner.pod(list, c.name as string);
+      return owner !== undefined && this.placementOf(owner) === placement ? owner : undefined;
+    };
+    if (placement === 'first') {
+      let at = 0;
+      while (at < containers.length) {
+        const owner = placedBy(containers[at]!);
+        if (owner === undefined || owner > template) break;
+        at++;
+      }
+      return at;
+    }
+    let at = containers.length;
+    while (at > 0) {
+      const owner = placedBy(containers[at - 1]!);
+      if (owner === undefined || owner <= template) break;
+      at--;
+    }
+    return at;
+  }
+
+  /** `containers` with this call's sidecars of `list` each in its place (placedAt); the list itself when none. */
+  private placed(list: ContainerList, containers: readonly JsonObject[]): readonly JsonObject[] {
+    const adds = this.added.filter((a) => a.list === list).map((a, seq) => ({ ...a, seq, at: this.placedAt(list, containers, a.placement, a.template) }));
+    if (adds.length === 0) return containers;
+    // At one place: those placed first before those placed last, each by template name, each template's in its order.
+    adds.sort(
+      (a, b) =>
+        a.at - b.at ||
+        (a.placement === b.placement ? 0 : a.placement === 'first' ? -1 : 1) ||
+        (a.template < b.template ? -1 : a.template > b.template ? 1 : 0) ||
+        a.seq - b.seq,
+    );
+    const out: JsonObject[] = [];
+    let next = 0;
+    for (const add of adds) {
+      while (next < add.at) out.push(containers[next++]!);
+      out.push(add.container);
+    }
+    while (next < containers.length) out.push(containers[next++]!);
+    return out;
+  }
+
   /** Assembles the new pod; shares every object that did not change. */
   build(pod: JsonObject, ledgerText: string, growth: ResourceGrowth | undefined): JsonObject {
     const { parts } = this;
     const spec: JsonObject = { ...parts.spec };
     if (growth && isJsonObject(parts.spec.resources)) spec.resources = grownResources(parts.spec.resources, growth);
-    const grow = (list: readonly JsonObject[], front: JsonObject[], back: JsonObject[]) =>
-      front.length === 0 && back.length === 0 ? list : [...front, ...list, ...back];
-    if (this.front.initContainers.length + this.back.initContainers.length > 0) {
-      spec.initContainers = grow(parts.initContainers, this.front.initContainers, this.back.initContainers);
-    }
+    if (this.added.some((a) => a.list === 'initContainers')) spec.initContainers = this.placed('initContainers', parts.initContainers);
     let containers: readonly JsonObject[] = parts.containers;
     if (this.appAdds.size > 0) {
       const copy = containers.slice();
@@ -309,7 +361,7 @@ class PodBuilder {
       }
       containers = copy;
     }
-    spec.containers = grow(containers, this.front.containers, this.back.containers);
+    spec.containers = this.placed('containers', containers);
     if (this.volumes.length > 0) spec.volumes = [...parts.volumes, ...this.volumes];
     if (this.pullSecrets.length > 0) spec.imagePullSecrets = [...parts.imagePullSecrets, ...this.pullSecrets];
     const metadata: JsonObject = { ...parts.metadata };
@@ -318,6 +370,8 @@ class PodBuilder {
     return { ...pod, metadata, spec };
   }
 }
+
+type ContainerList = 'containers' | 'initContainers';
 
 function push(entry: LedgerEntry, kind: PodItemKind, key: string): void {
   (entry[kind] ??= []).push(key);
@@ -339,8 +393,9 @@ export function inject(
   rendered: readonly RenderedTemplate[],
   sidecars: ReadonlySet<string> = new Set(),
   recordedParams: (template: string) => Readonly<Record<string, string>> | undefined = () => undefined,
+  placementOf: (template: string) => Placement | undefined = () => undefined,
 ): Injection {
-  const builder = new PodBuilder(parts, owner, sidecars);
+  const builder = new PodBuilder(parts, owner, sidecars, placementOf);
   const qosBefore = qosClass(parts.spec);
   const guaranteed = qosBefore === 'Guaranteed';
   const hostNetwork = parts.spec.hostNetwork === true;

@@ -348,7 +348,7 @@ interface FormPatch {
 function formPatch(
   template: Template,
   formTemplate: Template,
-  before: readonly Template[],
+  exported: readonly Template[],
   guaranteed: boolean,
   appVariable: string,
   appItems: { name: string; expression: string }[],
@@ -363,32 +363,36 @@ function formPatch(
   };
   const containerValue = (node: Compiled, list: 'containers' | 'initContainers') =>
     compiledCel(guaranteed ? guaranteedNode(node, formTemplate)! : node, containerShape(list), template);
-  // Containers: the webhook adds every template's "first" containers ahead of the pod's own, in
-  // template order; a later template's go after those an earlier one put there in this call.
+  // Containers: as the webhook places them (inject/inject.ts placedAt), in template-name order
+  // among the sidecars of their placement, whichever template went in first: placed first, after
+  // the containers of the earlier-named templates placed first; placed last, before those of the
+  // later-named templates placed last. Only templates that went in (in the ledger): a container
+  // of the pod's own with such a name stays where it is.
+  const namesIn = (ts: readonly Template[]) =>
+    ts
+      .map((t) => ({ key: ledgerKey(t.name), names: [...t.body.initContainers, ...t.body.containers].map((c) => String(nameOf(c))) }))
+      .filter((e) => e.names.length > 0)
+      .map((e) => `(variables.ledger.contains(${celString(e.key)}) ? [${e.names.map(celString).join(', ')}] : [])`)
+      .join(' + ');
+  const first = formTemplate.placement === 'first';
+  const neighbours = exported.filter(
+    (t) => t.name !== template.name && t.placement === formTemplate.placement && (first ? t.name < template.name : t.name > template.name),
+  );
   for (const list of ['initContainers', 'containers'] as const) {
     const nodes = body[list];
     if (nodes.length === 0) continue;
     const values = nodes.map((n) => containerValue(n, list));
     for (const n of nodes) pushRecord(list, JSON.stringify(String(nameOf(n))));
     ops.push(`(has(object.spec.${list}) ? [] : [JSONPatch{op: 'add', path: '/spec/${list}', value: []}])`);
-    if (formTemplate.placement === 'last') {
-      ops.push(`[${values.map((v) => `JSONPatch{op: 'add', path: '/spec/${list}/-', value: ${v}}`).join(', ')}]`);
-    } else {
-      // Only the earlier templates that went in (in the ledger): a container of the pod's own with such a name stays where it is.
-      const earlier = before
-        .filter((t) => t.placement === 'first')
-        .map((t) => ({
-          key: ledgerKey(t.name),
-          names: t.body[list].map((c) => String(nameOf(c))).concat(list === 'initContainers' ? t.body.containers.map((c) => String(nameOf(c))) : []),
-        }))
-        .filter((e) => e.names.length > 0);
-      const placed = earlier.map((e) => `(variables.ledger.contains(${celString(e.key)}) ? [${e.names.map(celString).join(', ')}] : [])`).join(' + ');
-      const at =
-        earlier.length === 0
+    const size = `size(object.spec.${list})`;
+    const at =
+      neighbours.length === 0
+        ? first
           ? '0'
-          : `(has(object.spec.${list}) ? (lists.range(size(object.spec.${list})).filter(i, !(object.spec.${list}[i].name in ${placed})) + [size(object.spec.${list})])[0] : 0)`;
-      ops.push(`[${values.map((v, i) => `JSONPatch{op: 'add', path: '/spec/${list}/' + string(${at} + ${i}), value: ${v}}`).join(', ')}]`);
-    }
+          : `(has(object.spec.${list}) ? ${size} : 0)`
+        : // The first index past the earlier ones (placed first), or of a later one (placed last).
+          `(has(object.spec.${list}) ? (lists.range(${size}).filter(i, ${first ? '!' : ''}(object.spec.${list}[i].name in ${namesIn(neighbours)})) + [${size}])[0] : 0)`;
+    ops.push(`[${values.map((v, i) => `JSONPatch{op: 'add', path: '/spec/${list}/' + string(${at} + ${i}), value: ${v}}`).join(', ')}]`);
   }
   // Volumes: added unless the pod has one of that name (the same one: the conflict test ruled out another).
   if (body.volumes.length > 0) {
@@ -531,7 +535,7 @@ function leftOutCel(template: Template): { readonly rule: string; readonly appli
 function mutationCel(
   template: Template,
   set: TemplateSet,
-  before: readonly Template[],
+  exported: readonly Template[],
   index: number,
   appItems: { name: string; expression: string }[],
 ): string {
@@ -550,10 +554,10 @@ function mutationCel(
   const entryVariable = `entry${index}`;
   const sidecarForm = template.endsOnItsOwn ? template : templateInForm(template, 'sidecar');
   const forms = sidecarForm === template ? [template] : [template, sidecarForm];
-  const entries = forms.map((f) => formPatch(template, f, before, false, appVariable, appItems).ledgerEntry);
+  const entries = forms.map((f) => formPatch(template, f, exported, false, appVariable, appItems).ledgerEntry);
   appItems.push({ name: entryVariable, expression: entries.length === 1 ? entries[0]! : `variables.runsToCompletion ? ${entries[1]} : ${entries[0]}` });
   const variant = (formTemplate: Template, guaranteed: boolean) => {
-    const { ops } = formPatch(template, formTemplate, before, guaranteed, appVariable, appItems);
+    const { ops } = formPatch(template, formTemplate, exported, guaranteed, appVariable, appItems);
     return `${[mapsFirst(template), ops, ledgerPatch(template, `variables.${entryVariable}`)].filter((o) => o !== '').join(' + ')}`;
   };
   const byQos = (formTemplate: Template) =>
@@ -668,7 +672,8 @@ export function mutatingPolicies(set: TemplateSet, only?: readonly string[]): Ex
   if (wanted && refused.length > 0) throw new PolicyError(refused.flatMap((r) => r.reasons.map((reason) => `template ${r.template}: ${reason}`)));
   if (chosen.length === 0) return { exported: [], refused, objects: [] };
   // The webhooks' order: the required one is listed first in the configuration
-  // (manifests/base/mutatingwebhookconfiguration.yaml), so its templates go in before the optional ones.
+  // (manifests/base/mutatingwebhookconfiguration.yaml), so its templates' volumes and app items
+  // go in before the optional ones' (containers take their place by name whatever the order).
   chosen.sort((a, b) => webhookOrder.indexOf(a.failurePolicy) - webhookOrder.indexOf(b.failurePolicy));
   const appItems: { name: string; expression: string }[] = [];
   const paramItems: { name: string; expression: string }[] = [];
@@ -683,9 +688,8 @@ export function mutatingPolicies(set: TemplateSet, only?: readonly string[]): Ex
           paramVariables!.set(`${t.name}\0${d.name}`, `param${i}x${j}`);
         }),
     );
-    // A template placed first goes after the "first" containers of the templates before it in the same webhook call.
-    const sameCall = (t: Template, i: number) => chosen.slice(0, i).filter((e) => e.failurePolicy === t.failurePolicy);
-    mutations = chosen.map((t, i) => ({ patchType: 'JSONPatch', jsonPatch: { expression: mutationCel(t, set, sameCall(t, i), i, appItems) } }));
+    // Each template's containers go in among the others' by name (formPatch), in whatever order the mutations run.
+    mutations = chosen.map((t, i) => ({ patchType: 'JSONPatch', jsonPatch: { expression: mutationCel(t, set, chosen, i, appItems) } }));
   } finally {
     paramVariables = undefined;
   }

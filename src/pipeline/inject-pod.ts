@@ -14,7 +14,7 @@ import { checkLedger, type CheckedLedger } from '../inject/trust.js';
 import { contextFor, type OwnMetadata } from '../templates/context.js';
 import { render } from '../templates/render.js';
 import type { TemplateSet } from '../templates/set.js';
-import type { Template } from '../templates/template.js';
+import type { Placement, Template } from '../templates/template.js';
 import type { ParamValue } from '../templates/placeholders.js';
 
 /** A pod read, with its ledger checked: what selection and injection need. */
@@ -29,6 +29,8 @@ export interface PreparedPod {
   readonly warnings: readonly string[];
   /** The templates the ledger names, believed or not (a claim: only for what no item can prove). */
   readonly claimed: ReadonlySet<string>;
+  /** Where a template in force places its containers: the order sidecars keep (inject.ts placedAt). */
+  readonly placementOf: (template: string) => Placement | undefined;
 }
 
 /**
@@ -48,6 +50,7 @@ export function preparePod(pod: unknown, set: TemplateSet, parts: PodParts = par
     own: ownMetadata(parts, owner),
     warnings: [...(problem ? [problem] : []), ...ledger.doubts],
     claimed: new Set(Object.keys(claimed.templates)),
+    placementOf: (template) => set.byName.get(template)?.placement,
   };
 }
 
@@ -69,14 +72,14 @@ export function injectTemplates(
   place: PodPlace,
   overrides?: ReadonlyMap<string, Readonly<Record<string, ParamValue>> | undefined>,
 ): Injection {
-  const { pod, parts, ledger, owner, own } = prepared;
+  const { pod, parts, ledger, owner, own, placementOf } = prepared;
   const context = contextFor(parts, place.requestName ?? '', place.namespace, own, place.namespaceLabels);
   const rendered = templates.map((t) => render(t, context, overrides?.get(t.name)));
   const recorded = (name: string) => {
     const values = overrides?.get(name);
     return values ? Object.fromEntries(Object.entries(values).map(([k, v]) => [k, String(v)])) : undefined;
   };
-  return inject(pod, parts, ledger.carried, owner, rendered, ledger.sidecars, recorded);
+  return inject(pod, parts, ledger.carried, owner, rendered, ledger.sidecars, recorded, placementOf);
 }
 
 /** Both steps at once, for a pod whose templates are already chosen (`check`, tests). */

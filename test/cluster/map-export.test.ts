@@ -17,6 +17,7 @@ import { loadCorpus } from '../helpers/corpus.js';
 import { loadTemplateDir } from '../../src/templates/load.js';
 import { mutatingPolicies } from '../../src/manifests/mutating-policies.js';
 import { requiredPolicies } from '../../src/manifests/required-policies.js';
+import type { TemplateSet } from '../../src/templates/set.js';
 import {
   auditEvents,
   createCorpusServiceAccounts,
@@ -253,6 +254,8 @@ function agentTemplate(c: TemplateClass): string {
     `name: ${name}`,
     `injection: ${c.onRequest ? 'on-request' : 'automatic'}`,
     `failurePolicy: ${c.required ? 'Fail' : 'Ignore'}`,
+    // The native agents start first: sidecars of both classes in both placements, whose order is by name.
+    ...(c.native ? ['placement: first'] : []),
     "objectSelector: { matchLabels: { 'map-export-test/matrix': 'true' } }",
     c.native ? 'initContainers:' : 'containers:',
     ...container,
@@ -333,6 +336,29 @@ interface Side {
   readonly namespace: string;
   status: number;
   body: Json;
+}
+
+/**
+ * Where a stored pod's sidecars are not in their order: in each list, those placed first ahead of
+ * the pod's own containers and those placed last after them, each group in template-name order
+ * (whoever added them). `grouped` counts the lists holding two sidecars of one placement.
+ */
+function orderProblems(name: string, pod: Json, set: TemplateSet, counts: { grouped: number }): string[] {
+  const ledger = JSON.parse(pod.metadata.annotations?.['sidecar-injector.io/status'] ?? '{"templates":{}}');
+  const problems: string[] = [];
+  for (const list of ['initContainers', 'containers'] as const) {
+    const owners = new Map<string, string>();
+    for (const [template, entry] of Object.entries(ledger.templates as Record<string, Json>)) for (const c of entry[list] ?? []) owners.set(c, template);
+    const keys = ((pod.spec[list] ?? []) as Json[]).map((c) => {
+      const owner = owners.get(c.name);
+      const placement = owner === undefined ? undefined : set.byName.get(owner)?.placement;
+      return { container: c.name as string, key: owner === undefined ? '1' : `${placement === 'first' ? '0' : '2'}${owner}`, placement };
+    });
+    for (let i = 1; i < keys.length; i++)
+      if (keys[i - 1]!.key > keys[i]!.key) problems.push(`${name}: ${list} ${keys.map((k) => k.container).join(', ')}: ${keys[i]!.container} out of order`);
+    for (const placement of ['first', 'last']) if (new Set(keys.filter((k) => k.placement === placement).map((k) => k.key)).size > 1) counts.grouped++;
+  }
+  return problems;
 }
 
 async function createBoth(webhookNs: string, policyNs: string, body: Json): Promise<[Side, Side]> {
@@ -474,6 +500,7 @@ test('the exported policy stores the pods the webhook stores, refuses the pods i
   const differences: string[] = [];
   const refusedNames: string[] = [];
   const knownSeen: string[] = [];
+  const ordered = { grouped: 0 };
   let injected = 0;
   for (const c of all) {
     const sides = await createBoth(c.webhookNs, c.policyNs, c.body);
@@ -489,6 +516,7 @@ test('the exported policy stores the pods the webhook stores, refuses the pods i
     }
     const problem = difference(c.name, sides);
     if (problem) differences.push(problem);
+    if (sides[0].status === 201) differences.push(...orderProblems(c.name, sides[0].body, set, ordered));
     if (sides[0].status !== 201) refusedNames.push(`${c.name} (${sides[0].status})`);
     else if (sides[0].body.metadata.annotations?.['sidecar-injector.io/status']) injected++;
     // The policy's pod created again comes back unchanged: a fixed point.
@@ -508,6 +536,8 @@ test('the exported policy stores the pods the webhook stores, refuses the pods i
   t.deepEqual(differences, []);
   t.deepEqual(knownSeen, [...knownDifferences.keys()]);
   t.true(injected > 30 && refusedNames.length >= 5, 'the cases inject and refuse');
+  t.log(`${ordered.grouped} container lists hold sidecars of two templates placed alike, each in template-name order`);
+  t.true(ordered.grouped >= 10, 'the order is seen where it can go wrong');
 
   // The guard names in the audit log the rule that left a template out (ResponseComplete carries the annotations).
   const annotated = (name: string, key: string) =>
@@ -547,6 +577,20 @@ test('hybrid: a template marked delivery: policy is injected by the policy and l
   const dir = await mkdtemp(join(tmpdir(), 'map-hybrid-'));
   for (const file of await readdir('templates')) if (file !== 'kustomization.yaml') await copyFile(join('templates', file), join(dir, file));
   await writeFile(join(dir, 'log-shipper.yaml'), marked);
+  // A webhook-delivered native sidecar placed last whose name comes before the log shipper's: the
+  // policy adds the log shipper first, and the webhook still puts its sidecar ahead of it.
+  const auditAgent = [
+    'name: audit-agent',
+    'failurePolicy: Ignore',
+    "objectSelector: { matchLabels: { 'map-export-test/order': 'true' } }",
+    'initContainers:',
+    '  - name: audit-agent',
+    '    image: example.com/audit-agent:1.0',
+    '    restartPolicy: Always',
+    '',
+  ].join('\n');
+  await writeFile(join(dir, 'audit-agent.yaml'), auditAgent);
+  await withTemplate(t, 'audit-agent', auditAgent);
   const set = await loadTemplateDir(dir);
   const hash = set.byName.get('log-shipper')!.hash;
   t.is(hash, (await loadTemplateDir('templates')).byName.get('log-shipper')!.hash, 'marked, its revision is the one installed: no pod goes stale');
@@ -600,9 +644,18 @@ test('hybrid: a template marked delivery: policy is injected by the policy and l
       name: 'proxy-requested',
       body: pod('proxied', { metadata: { annotations: { 'sidecar-injector.io/templates': 'proxy', 'proxy.sidecar-injector.io/cpuRequest': '100m' } } }),
     },
+    { name: 'ordered', body: pod('ordered', { metadata: { labels: { 'map-export-test/order': 'true' } } }) },
+    {
+      name: 'ordered-job',
+      body: pod('ordered-job', {
+        metadata: { labels: { 'map-export-test/order': 'true' }, annotations: { 'sidecar-injector.io/templates': 'proxy' } },
+        spec: { restartPolicy: 'Never' },
+      }),
+    },
     { name: 'opted-out-of-one', body: pod('no-ship', { metadata: { labels: { 'logging.example.com/ship': 'false' } } }) },
   ];
   const problems: string[] = [];
+  const ordered = { grouped: 0 };
   let both = 0;
   for (const c of all) {
     delete c.body.metadata.namespace;
@@ -626,6 +679,12 @@ test('hybrid: a template marked delivery: policy is injected by the policy and l
     const shipper = (stored.spec.initContainers ?? []).find((x: Json) => x.name === 'log-shipper');
     if (shipper && (shipper.env ?? []).some((e: Json) => e.name === 'LOG_DIR')) problems.push(`${c.name}: the log shipper got the app containers' items`);
     if (ledger.templates['log-shipper'] && ledger.templates.proxy) both++;
+    problems.push(...orderProblems(c.name, stored, set, ordered));
+    if (c.name.startsWith('ordered')) {
+      const sidecars = (stored.spec.initContainers as Json[]).map((x) => x.name as string).filter((n) => ['audit-agent', 'log-shipper', 'proxy'].includes(n));
+      if (JSON.stringify(sidecars) !== JSON.stringify(c.name === 'ordered' ? ['audit-agent', 'log-shipper'] : ['proxy', 'audit-agent', 'log-shipper']))
+        problems.push(`${c.name}: sidecars ${sidecars.join(', ')}, not in the webhook's order`);
+    }
     const again = structuredClone(stored);
     for (const field of ['resourceVersion', 'uid', 'creationTimestamp', 'managedFields']) delete again.metadata[field];
     if (again.metadata.generateName) delete again.metadata.name;
@@ -635,4 +694,5 @@ test('hybrid: a template marked delivery: policy is injected by the policy and l
   t.log(`${all.length} pods through the policy and the webhook together; ${both} carry both templates; ${problems.length} problems`);
   t.deepEqual(problems, []);
   t.true(both >= 1);
+  t.true(ordered.grouped >= 2, 'sidecars of two templates placed alike, one by the policy and one by the webhook');
 });
