@@ -7,7 +7,18 @@
  */
 import test from 'ava';
 import { loadTemplateDir } from '../src/templates/load.js';
-import { applyPatchV4, createReview, decodePatch, overwrites, prepareCreate, reinvocationInput, validationProblems } from './helpers/apiserver.js';
+import {
+  applyDefaults,
+  applyPatchV4,
+  applyServiceAccountPlugin,
+  createReview,
+  decodePatch,
+  overwrites,
+  prepareCreate,
+  reinvocationInput,
+  tokenMountPath,
+  validationProblems,
+} from './helpers/apiserver.js';
 import { loadCorpus } from './helpers/corpus.js';
 import { optedIn, pod } from './helpers/pods.js';
 import { startTestServer, type TestServer } from './helpers/server.js';
@@ -98,6 +109,46 @@ for (const { name, namespace, body } of corpus) {
     t.deepEqual(normalised(reinvocationInput(finals[0]!)), normalised(reinvocationInput(single)));
   });
 }
+
+const ledgerContainers = (p: Json): Set<string> => {
+  const ledger = JSON.parse(p.metadata.annotations?.['sidecar-injector.io/status'] ?? '{"templates":{}}');
+  return new Set(Object.values(ledger.templates as Record<string, Json>).flatMap((e) => [...(e.containers ?? []), ...(e.initContainers ?? [])]));
+};
+
+/** The pod without the token mounts the injector gave its sidecars: what the plugin would have mounted into. */
+function withoutOurTokenMounts(p: Json): Json {
+  const out = structuredClone(p);
+  const ours = ledgerContainers(out);
+  for (const c of [...(out.spec.initContainers ?? []), ...out.spec.containers]) {
+    if (!ours.has(c.name)) continue;
+    c.volumeMounts = (c.volumeMounts ?? []).filter((m: Json) => m.mountPath !== tokenMountPath);
+    if (c.volumeMounts.length === 0) delete c.volumeMounts;
+  }
+  return out;
+}
+
+// The sidecars carry the ServiceAccount plugin's token mount (k8s/service-account-token.ts): its
+// run after the webhooks changes nothing, so the API server calls neither webhook again for it,
+// and the pod is the one that run would have made from the sidecars without the mount.
+let tokenMounts = 0;
+for (const { name, namespace, body } of corpus) {
+  test.serial(`${name}: after both webhooks the ServiceAccount plugin changes nothing, and the pod is the one it would have made`, async (t) => {
+    const start = prepareCreate(body, namespace);
+    if (start.spec.hostNetwork !== true) start.metadata.annotations = { ...(start.metadata.annotations ?? {}), 'sidecar-injector.io/templates': 'proxy' };
+    let stored = start;
+    for (const path of ['/mutate/required', '/mutate/optional']) stored = applyDefaults((await call(t, path, stored, namespace)).pod);
+    t.deepEqual(applyServiceAccountPlugin(structuredClone(stored)), stored);
+    t.deepEqual(applyDefaults(applyServiceAccountPlugin(withoutOurTokenMounts(stored))), stored);
+    const ours = ledgerContainers(stored);
+    for (const c of [...(stored.spec.initContainers ?? []), ...stored.spec.containers])
+      if (ours.has(c.name) && (c.volumeMounts ?? []).some((m: Json) => m.mountPath === tokenMountPath)) tokenMounts++;
+  });
+}
+
+test.serial('the corpus exercises the token mount: sidecars carry the mount the plugin gives', (t) => {
+  t.log(`${tokenMounts} sidecars of the corpus carry the token mount`);
+  t.true(tokenMounts >= 20);
+});
 
 test('a template declares its class; anything but Fail or Ignore is refused at load', async (t) => {
   const { compileTemplate } = await import('../src/templates/compile.js');

@@ -28,6 +28,7 @@ import type { PodParts } from '../k8s/pod.js';
 import { contains } from '../k8s/contains.js';
 import { addGrowth, grownResources, runsBesideApp, sidecarShare, type ResourceGrowth } from './pod-resources.js';
 import { guaranteedContainer, qosClass, type QosClass } from '../k8s/qos.js';
+import { serviceAccountTokenMount, withTokenMount } from '../k8s/service-account-token.js';
 
 /** The result of injection. `pod` is the input object itself when nothing was added. */
 export interface Injection {
@@ -399,6 +400,7 @@ export function inject(
   const qosBefore = qosClass(parts.spec);
   const guaranteed = qosBefore === 'Guaranteed';
   const hostNetwork = parts.spec.hostNetwork === true;
+  const tokenMount = serviceAccountTokenMount(parts);
   const notes: string[] = [];
   let growth: ResourceGrowth | undefined;
   const next: Ledger = { v: 1, templates: Object.assign(Object.create(null) as Ledger['templates'], previous.templates) };
@@ -456,7 +458,9 @@ export function inject(
     // The sidecars this call adds for the template: their share of a pod-level budget.
     const besideApp: JsonObject[] = [];
     for (const list of ['initContainers', 'containers'] as const) {
-      for (const c of lists[list]) {
+      for (const rendered of lists[list]) {
+        // With the token mount the ServiceAccount plugin's next run would add: that run then changes nothing.
+        const c = tokenMount ? withTokenMount(rendered, tokenMount) : rendered;
         const added = builder.addContainer(list, c, t.placement, t.name);
         record(list, c.name as string, added);
         if (added && runsBesideApp(c, list)) besideApp.push(c);
