@@ -174,7 +174,7 @@ function httpPage(): string {
   return (
     banner +
     '# HTTP endpoints\n\n' +
-    'One HTTPS port serves everything (`--port`, 8443 by default; 10250 in the bundled Deployment).\n\n' +
+    'A local run serves everything on one HTTPS port (`--port`, 8443 by default). The bundled Deployment gives each group its own: the reviews on 10250 (`--port`), `/metrics` and `/status` on 8443 (`--metrics-port`), `/healthz` and `/readyz` on 8081 (`--probe-port`); a request on the wrong port gets 404 naming the port that serves it ([security](../security.md#ports-and-the-networkpolicy)).\n\n' +
     table(
       ['request', 'answer'],
       found.map((r) => [code(r), routeMeaning[r]!]),

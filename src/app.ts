@@ -18,6 +18,21 @@ import { cut } from './quote.js';
 import type { AdmissionEvent } from './pipeline/admission-events.js';
 import type { Metrics } from './metrics.js';
 
+/**
+ * The app's routes in three groups, each able to go to a listener of its own: the reviews (the
+ * webhooks and SidecarTemplate admission, for the API server), the kubelet's probes, and what an
+ * operator reads (`/metrics`, `/status`).
+ */
+export type RouteGroup = 'reviews' | 'probes' | 'operations';
+export const allRouteGroups: ReadonlySet<RouteGroup> = new Set(['reviews', 'probes', 'operations']);
+
+/** Each group's paths, and where a request for one of them on another listener is sent. */
+const groupPaths: Readonly<Record<RouteGroup, { readonly paths: readonly string[]; readonly where: string }>> = {
+  reviews: { paths: ['/mutate', '/mutate/required', '/mutate/optional', '/validate/sidecartemplates'], where: 'the webhook port (--port)' },
+  probes: { paths: ['/healthz', '/readyz'], where: 'the probe port (--probe-port)' },
+  operations: { paths: ['/metrics', '/status'], where: 'the metrics port (--metrics-port)' },
+};
+
 /** What the app needs; everything comes in as an argument. */
 export interface AppDeps {
   /** What answers review bodies (admission/mutate.ts createReviewer, or a layer around it). */
@@ -68,13 +83,20 @@ function sendError(ctx: Koa.Context, status: number, code: string, message: stri
   ctx.body = JSON.stringify({ code, message });
 }
 
-/** Creates the koa app serving `/mutate`, `/healthz`, `/readyz`, `/metrics` and `/status`. */
-export function createApp(deps: AppDeps): Koa {
+/**
+ * Creates the koa app serving the routes of `groups` (every one by default): `/mutate…` and
+ * `/validate/sidecartemplates`, `/healthz` and `/readyz`, `/metrics` and `/status`. A request
+ * for a route of another group is told which port serves it (404).
+ */
+export function createApp(deps: AppDeps, groups: ReadonlySet<RouteGroup> = allRouteGroups): Koa {
   const app = new Koa();
   const router = new Router();
   const { log, metrics } = deps;
   const liveness = deps.liveness ?? new Liveness();
   const observer = createObserver(log, metrics, liveness);
+  const elsewhere = new Map<string, string>();
+  for (const [group, { paths, where }] of Object.entries(groupPaths) as [RouteGroup, (typeof groupPaths)[RouteGroup]][])
+    if (!groups.has(group)) for (const path of paths) elsewhere.set(path, where);
 
   const budget = new BodyBudget(deps.maxBodyBytesInFlight ?? defaultMaxBodyBytesInFlight, deps.clock);
   // One path per webhook: /mutate injects every template (one webhook for all); the required and
@@ -85,65 +107,77 @@ export function createApp(deps: AppDeps): Koa {
     ['/mutate/optional', 'optional'],
   ] as const satisfies readonly (readonly [string, Webhook])[];
   const { reviewer } = deps;
-  for (const [path, webhook] of webhooks) {
-    router.post(path, async (ctx) => {
-      let upload: BodyUpload | undefined;
-      if (deps.requireClientCertificate) callerVerified(ctx.req.socket as TLSSocket);
-      try {
-        const body = await readJsonBody(ctx.req, deps.maxBodyBytes, budget, (read) => (upload = read), reviewer.keyPaths);
-        const started = process.hrtime.bigint();
-        const { outcome, answer } = await reviewer.answer(body, webhook);
-        // The header itself: the `type` setter looks the media type up every time.
-        ctx.set('Content-Type', 'application/json');
-        ctx.body = answer;
-        observer.reviewed(outcome, Number(process.hrtime.bigint() - started) / 1e9, webhook);
-        // After the answer has gone: an event never delays admission, and its failure is never felt there.
-        const recorder = deps.events;
-        if (recorder && outcome.events) ctx.res.once('finish', () => outcome.events!().forEach((e) => recorder.record(e)));
-      } finally {
-        upload?.release();
+  if (groups.has('reviews')) addReviewRoutes();
+  if (groups.has('probes')) addProbeRoutes();
+  if (groups.has('operations')) addOperationRoutes();
+
+  function addReviewRoutes(): void {
+    for (const [path, webhook] of webhooks) {
+      router.post(path, async (ctx) => {
+        let upload: BodyUpload | undefined;
+        if (deps.requireClientCertificate) callerVerified(ctx.req.socket as TLSSocket);
+        try {
+          const body = await readJsonBody(ctx.req, deps.maxBodyBytes, budget, (read) => (upload = read), reviewer.keyPaths);
+          const started = process.hrtime.bigint();
+          const { outcome, answer } = await reviewer.answer(body, webhook);
+          // The header itself: the `type` setter looks the media type up every time.
+          ctx.set('Content-Type', 'application/json');
+          ctx.body = answer;
+          observer.reviewed(outcome, Number(process.hrtime.bigint() - started) / 1e9, webhook);
+          // After the answer has gone: an event never delays admission, and its failure is never felt there.
+          const recorder = deps.events;
+          if (recorder && outcome.events) ctx.res.once('finish', () => outcome.events!().forEach((e) => recorder.record(e)));
+        } finally {
+          upload?.release();
+        }
+      });
+    }
+    // SidecarTemplate creates and updates: every check of `check` before the API server stores one.
+    const templateAdmission = deps.templateAdmission;
+    if (templateAdmission)
+      router.post('/validate/sidecartemplates', async (ctx) => {
+        let upload: BodyUpload | undefined;
+        if (deps.requireClientCertificate) callerVerified(ctx.req.socket as TLSSocket);
+        try {
+          const body = await readJsonBody(ctx.req, deps.maxBodyBytes, budget, (read) => (upload = read));
+          const { response, refused } = answerTemplateReview(body.json(), templateAdmission);
+          ctx.set('Content-Type', 'application/json');
+          ctx.body = JSON.stringify(response);
+          metrics.templateReviews.inc({ decision: refused ? 'denied' : 'allowed' });
+          if (refused) log.info({ uid: cut(response.response.uid, 64), message: response.response.status?.message }, 'SidecarTemplate refused');
+        } finally {
+          upload?.release();
+        }
+      });
+  }
+
+  function addProbeRoutes(): void {
+    router.get('/healthz', async (ctx) => {
+      const problems = await liveness.problems();
+      if (problems.length > 0) {
+        ctx.status = 503;
+        ctx.body = { status: 'unhealthy', problems };
+        log.error({ problems }, 'unhealthy: the kubelet should restart this replica');
+        return;
       }
+      ctx.body = { status: 'ok' };
+    });
+    router.get('/readyz', (ctx) => {
+      const ready = deps.isReady();
+      ctx.status = ready ? 200 : 503;
+      ctx.body = { status: ready ? 'ready' : 'not ready' };
     });
   }
-  // SidecarTemplate creates and updates: every check of `check` before the API server stores one.
-  const templateAdmission = deps.templateAdmission;
-  if (templateAdmission)
-    router.post('/validate/sidecartemplates', async (ctx) => {
-      let upload: BodyUpload | undefined;
-      if (deps.requireClientCertificate) callerVerified(ctx.req.socket as TLSSocket);
-      try {
-        const body = await readJsonBody(ctx.req, deps.maxBodyBytes, budget, (read) => (upload = read));
-        const { response, refused } = answerTemplateReview(body.json(), templateAdmission);
-        ctx.set('Content-Type', 'application/json');
-        ctx.body = JSON.stringify(response);
-        metrics.templateReviews.inc({ decision: refused ? 'denied' : 'allowed' });
-        if (refused) log.info({ uid: cut(response.response.uid, 64), message: response.response.status?.message }, 'SidecarTemplate refused');
-      } finally {
-        upload?.release();
-      }
+
+  function addOperationRoutes(): void {
+    router.get('/metrics', async (ctx) => {
+      ctx.type = metrics.registry.contentType;
+      ctx.body = await metrics.registry.metrics();
     });
-  router.get('/healthz', async (ctx) => {
-    const problems = await liveness.problems();
-    if (problems.length > 0) {
-      ctx.status = 503;
-      ctx.body = { status: 'unhealthy', problems };
-      log.error({ problems }, 'unhealthy: the kubelet should restart this replica');
-      return;
-    }
-    ctx.body = { status: 'ok' };
-  });
-  router.get('/readyz', (ctx) => {
-    const ready = deps.isReady();
-    ctx.status = ready ? 200 : 503;
-    ctx.body = { status: ready ? 'ready' : 'not ready' };
-  });
-  router.get('/metrics', async (ctx) => {
-    ctx.type = metrics.registry.contentType;
-    ctx.body = await metrics.registry.metrics();
-  });
-  router.get('/status', (ctx) => {
-    ctx.body = { ready: deps.isReady(), ...((deps.status?.() as object | undefined) ?? {}) };
-  });
+    router.get('/status', (ctx) => {
+      ctx.body = { ready: deps.isReady(), ...((deps.status?.() as object | undefined) ?? {}) };
+    });
+  }
 
   app.use(async (ctx, next) => {
     if (deps.isDraining?.()) ctx.set('Connection', 'close');
@@ -151,7 +185,15 @@ export function createApp(deps: AppDeps): Koa {
       await next();
       if (ctx.status === 404 && ctx.body === undefined) {
         observer.misdirected('ERR_NOT_FOUND');
-        sendError(ctx, 404, 'ERR_NOT_FOUND', `no route for ${ctx.method} ${cut(ctx.path, 100)}; reviews go to POST /mutate`);
+        const where = elsewhere.get(ctx.path);
+        sendError(
+          ctx,
+          404,
+          'ERR_NOT_FOUND',
+          where
+            ? `no route for ${ctx.method} ${ctx.path} on this port: it is served on ${where}`
+            : `no route for ${ctx.method} ${cut(ctx.path, 100)}; ${groups.has('reviews') ? 'reviews go to POST /mutate' : `reviews go to ${groupPaths.reviews.where}`}`,
+        );
       }
     } catch (err) {
       if (err instanceof RequestError) {

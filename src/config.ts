@@ -18,6 +18,17 @@ export interface Config {
   readonly host: string;
   /** @default 8443 */
   readonly port: number;
+  /**
+   * HTTPS port of `/metrics` and `/status` when they are not to share the webhook's port (the
+   * shipped Deployment: a port a NetworkPolicy can open to the monitoring namespace alone).
+   * Unset: served on `port`.
+   */
+  readonly metricsPort?: number;
+  /**
+   * HTTPS port of `/healthz` and `/readyz` for the kubelet's probes, a listener of its own that
+   * a flood of the webhook's port cannot starve. Unset: served on `port`.
+   */
+  readonly probePort?: number;
   /** Directory of template files (`templateSource` folder). @default 'templates' */
   readonly templatesDir: string;
   /** Where the templates come from: the cluster's SidecarTemplate objects, or `templatesDir`. */
@@ -94,7 +105,25 @@ export interface Config {
 
 /** The options of `serve`: flags, environment variables, defaults and help (see options.ts). */
 export const serveOptions = {
-  port: { kind: 'string', value: 'N', env: 'SIDECAR_INJECTOR_PORT', default: '8443', help: 'HTTPS port' },
+  port: {
+    kind: 'string',
+    value: 'N',
+    env: 'SIDECAR_INJECTOR_PORT',
+    default: '8443',
+    help: 'HTTPS port of the webhooks (and of everything not given a port below)',
+  },
+  'metrics-port': {
+    kind: 'string',
+    value: 'N',
+    env: 'SIDECAR_INJECTOR_METRICS_PORT',
+    help: 'HTTPS port of /metrics and /status, off the webhook port (the bundled Deployment: 8443)',
+  },
+  'probe-port': {
+    kind: 'string',
+    value: 'N',
+    env: 'SIDECAR_INJECTOR_PROBE_PORT',
+    help: "HTTPS port of /healthz and /readyz for the kubelet's probes, off the webhook port (the bundled Deployment: 8081)",
+  },
   host: {
     kind: 'string',
     value: 'ADDR',
@@ -294,6 +323,18 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
     return n;
   };
   const port = integer('port', 8443, 0, 65535);
+  // Each its own listener: a port given twice would make the second listen fail at start.
+  const separatePort = (name: 'metrics-port' | 'probe-port'): number | undefined => {
+    if (option(name) === undefined) return undefined;
+    const n = integer(name, 0, 0, 65535);
+    if (n !== 0 && n === port)
+      problems.push(`--${name}: ${n} is the webhook port (--port); give it a port of its own, or leave it unset to serve on the webhook port`);
+    return n;
+  };
+  const metricsPort = separatePort('metrics-port');
+  const probePort = separatePort('probe-port');
+  if (metricsPort !== undefined && metricsPort !== 0 && metricsPort === probePort)
+    problems.push(`--probe-port: ${probePort} is the metrics port (--metrics-port); give each its own`);
   const maxBodyBytes = integer('max-body-bytes', defaultMaxBodyBytes, 1024, 64 * 1024 * 1024);
   const timeouts: ServerTimeouts = {
     headersTimeoutMs: integer('headers-timeout-ms', defaultTimeouts.headersTimeoutMs, 100, 600_000),
@@ -375,6 +416,8 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
     // A throw-away development certificate (no --tls-cert, no --tls-secret) is for this machine only.
     host: option('host') ?? (tlsCertFile === undefined && !selfManaged ? '127.0.0.1' : '0.0.0.0'),
     port,
+    ...(metricsPort !== undefined ? { metricsPort } : {}),
+    ...(probePort !== undefined ? { probePort } : {}),
     templatesDir: option('templates') ?? 'templates',
     templateSource,
     devCertDir: option('dev-cert-dir') ?? '.dev-certs',

@@ -190,9 +190,23 @@ test('deployment: two replicas spread across zones and nodes, and a PodDisruptio
   t.deepEqual(pdb.spec.selector.matchLabels, spec.selector.matchLabels);
 });
 
-test('deployment: readiness on /readyz and liveness on /healthz over HTTPS', (t) => {
-  t.like(injector().readinessProbe.httpGet, { path: '/readyz', port: 'https', scheme: 'HTTPS' });
-  t.like(injector().livenessProbe.httpGet, { path: '/healthz', port: 'https', scheme: 'HTTPS' });
+test('deployment: readiness on /readyz and liveness on /healthz over HTTPS, on the probe port; /metrics and /status on the metrics port; each port a flag of serve', (t) => {
+  t.like(injector().readinessProbe.httpGet, { path: '/readyz', port: 'probes', scheme: 'HTTPS' });
+  t.like(injector().livenessProbe.httpGet, { path: '/healthz', port: 'probes', scheme: 'HTTPS' });
+  const ports = Object.fromEntries((injector().ports as Obj[]).map((p) => [p.name, p.containerPort]));
+  t.deepEqual(ports, { https: 10250, metrics: 8443, probes: 8081 });
+  t.is(arg('port'), String(ports.https));
+  t.is(arg('metrics-port'), String(ports.metrics));
+  t.is(arg('probe-port'), String(ports.probes));
+  // The Service: the webhooks on 443, /metrics and /status (the ServiceMonitor, rollout status) on 8443.
+  const service = one(base, 'Service');
+  t.deepEqual(
+    (service.spec.ports as Obj[]).map((p) => [p.name, p.port, p.targetPort]),
+    [
+      ['https', 443, 'https'],
+      ['metrics', 8443, 'metrics'],
+    ],
+  );
 });
 
 test('deployment: resource requests and limits', (t) => {
@@ -421,18 +435,23 @@ test('certs: a second run keeps the CA and issues a new serving certificate', as
   t.not(await readFile(join(dir, 'tls.crt'), 'utf8'), tls1);
 });
 
-test('a NetworkPolicy admits traffic to the injector pods on the webhook port only', (t) => {
+test('a NetworkPolicy admits traffic to the injector pods per port: the webhooks from any source, the metrics port from the monitoring namespace, the probe port', (t) => {
   const policy = one(base, 'NetworkPolicy');
   t.deepEqual(policy.spec.podSelector.matchLabels, deployment().spec.template.metadata.labels);
   t.deepEqual(policy.spec.policyTypes, ['Ingress']);
-  t.is(policy.spec.ingress.length, 1);
-  const containerPort = injector().ports[0].containerPort;
-  t.deepEqual(policy.spec.ingress[0].ports, [{ protocol: 'TCP', port: containerPort }]);
-  t.is(arg('port'), String(containerPort), 'the policy opens the port the server listens on');
+  const port = (name: string) => (injector().ports as Obj[]).find((p) => p.name === name)!.containerPort;
+  t.deepEqual(
+    (policy.spec.ingress as Obj[]).map((rule) => [rule.ports, rule.from]),
+    [
+      [[{ protocol: 'TCP', port: port('https') }], undefined],
+      [[{ protocol: 'TCP', port: port('metrics') }], [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } }]],
+      [[{ protocol: 'TCP', port: port('probes') }], undefined],
+    ],
+  );
   t.is(policy.metadata.namespace, 'sidecar-injector');
 });
 
-test('the restricted-ingress component narrows the sources to outside the pod network plus Prometheus', async (t) => {
+test('the restricted-ingress component narrows each port to outside the pod network, plus Prometheus on the metrics port', async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'sidecar-injector-netpol-'));
   const root = relative(dir, process.cwd());
   await writeFile(
@@ -441,9 +460,15 @@ test('the restricted-ingress component narrows the sources to outside the pod ne
   );
   const objects = kustomize(dir);
   t.deepEqual(await schemaProblems(objects), []);
-  const from = one(objects, 'NetworkPolicy').spec.ingress[0].from;
-  t.deepEqual(from[0].ipBlock, { cidr: '0.0.0.0/0', except: ['10.244.0.0/16'] });
-  t.deepEqual(from[1].namespaceSelector.matchLabels, { 'kubernetes.io/metadata.name': 'monitoring' });
+  const outside = { ipBlock: { cidr: '0.0.0.0/0', except: ['10.244.0.0/16'] } };
+  t.deepEqual(
+    (one(objects, 'NetworkPolicy').spec.ingress as Obj[]).map((rule) => rule.from),
+    [[outside], [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } }, outside], [outside]],
+    'the webhooks and the probes from outside the pod network; the metrics port from Prometheus and the API server',
+  );
+  // The cert-manager overlay serves each port as the base does.
+  const args = (one(objects, 'Deployment').spec.template.spec.containers[0].args as string[]).filter((a) => a.includes('port'));
+  t.deepEqual(args, ['--port=10250', '--metrics-port=8443', '--probe-port=8081']);
 });
 
 test('deployment: the system-cluster-critical priority class, with a quota that admits it where clusters require one', (t) => {

@@ -34,7 +34,7 @@ const one = (objects: Json[], kind: string) => {
   return found[0]!;
 };
 
-test('the ServiceMonitor scrapes the Service’s HTTPS port, verified with the CA of the Secret the injector serves from, by the name the certificate carries', async (t) => {
+test('the ServiceMonitor scrapes the Service’s metrics port (the one serve gives /metrics), verified with the CA of the Secret the injector serves from, by the name the certificate carries', async (t) => {
   const objects = await withComponent();
   const monitor = one(objects, 'ServiceMonitor');
   const service = one(objects, 'Service');
@@ -42,7 +42,11 @@ test('the ServiceMonitor scrapes the Service’s HTTPS port, verified with the C
   t.is(monitor.metadata.namespace, service.metadata.namespace);
   for (const [key, value] of Object.entries(monitor.spec.selector.matchLabels)) t.is(service.metadata.labels[key], value, key);
   const [endpoint] = monitor.spec.endpoints;
-  t.true((service.spec.ports as Json[]).some((p) => p.name === endpoint.port));
+  // The Service's metrics port, which leads to the container's metrics port, the one serve gives /metrics.
+  const servicePort = (service.spec.ports as Json[]).find((p) => p.name === endpoint.port)!;
+  const container = deployment.spec.template.spec.containers[0];
+  const containerPort = (container.ports as Json[]).find((p) => p.name === servicePort.targetPort)!.containerPort;
+  t.true((container.args as string[]).includes(`--metrics-port=${containerPort}`));
   t.is(endpoint.scheme, 'https');
   t.is(endpoint.path, '/metrics');
   const secret = (deployment.spec.template.spec.containers[0].args as string[]).find((a) => a.startsWith('--tls-secret='))!.split('=')[1];

@@ -126,11 +126,11 @@ test("the injector's preflight, halt and health per candidate, read from its /st
     /^cannot read the injector's \/status through the API server's service proxy: no endpoints available/,
   );
 
-  api.serviceProxies.set('sidecar-injector/https:sidecar-injector:443', await serveStatus(t, () => rollout.status()));
+  api.serviceProxies.set('sidecar-injector/https:sidecar-injector:8443', await serveStatus(t, () => rollout.status()));
   await until(() => rollout.status().results.length === 1, 'the first preflight');
   const passed = JSON.parse((await run([...args, '-o', 'json'])).stdout) as RolloutReport;
   t.deepEqual(passed.injector, {
-    from: 'sidecar-injector/sidecar-injector:443',
+    from: 'sidecar-injector/sidecar-injector:8443',
     replica: 'replica-1',
     preflight: true,
     candidates: [
@@ -180,7 +180,7 @@ test("the injector's preflight, halt and health per candidate, read from its /st
   t.truthy(failed.halted);
 
   const text = (await run(args)).stdout;
-  t.regex(text, /^injector sidecar-injector\/sidecar-injector:443 \(replica replica-1\):$/m);
+  t.regex(text, /^injector sidecar-injector\/sidecar-injector:8443 \(replica replica-1\):$/m);
   t.regex(text, new RegExp(`^log-shipper +${candidate} +no +failed \\(refused\\) +2026-11-20T10:05:00\\.000Z +yes +0 +0 +0 +\\d+ +\\S+$`, 'm'));
   t.regex(text, /^log-shipper: halted: 0 of 0 pods with the candidate are unhealthy and 1 of its workloads cannot create pods/m);
   await t.throwsAsync(run([...args, '--injector', 'sidecar-injector']), { instanceOf: ConfigError, message: /--injector: expected NAMESPACE\/SERVICE/ });

@@ -431,14 +431,29 @@ test('serve --tls-secret is refused beside --tls-cert, and outside a cluster wit
   });
 });
 
-/** `serve` with the Deployment's own arguments, outside a cluster: only --kubeconfig, --host and --port added; the templates are the API server's (the bundled examples). */
+/** `serve` with the Deployment's own arguments, outside a cluster: only --kubeconfig and --host added, and ephemeral ports for its three listeners; the templates are the API server's (the bundled examples). */
 async function serveLikeTheDeployment(t: { teardown(fn: () => unknown): void }, api: FakeApiServer, kubeconfig: string, podName: string) {
   const container = shipped('Deployment').spec.template.spec.containers[0];
-  const own = (container.args as string[]).filter((a) => !/^--(port|host)=/.test(a));
+  const own = (container.args as string[]).filter((a) => !/^--(port|host|metrics-port|probe-port)=/.test(a));
   applyExamples(api);
   const child = spawn(
     process.execPath,
-    ['dist/src/cli/main.js', ...own, '--kubeconfig', kubeconfig, '--host', '127.0.0.1', '--port', '0', '--shutdown-delay-ms', '0'],
+    [
+      'dist/src/cli/main.js',
+      ...own,
+      '--kubeconfig',
+      kubeconfig,
+      '--host',
+      '127.0.0.1',
+      '--port',
+      '0',
+      '--metrics-port',
+      '0',
+      '--probe-port',
+      '0',
+      '--shutdown-delay-ms',
+      '0',
+    ],
     { env: { ...process.env, POD_NAME: podName, POD_NAMESPACE: namespace }, stdio: ['ignore', 'pipe', 'inherit'] },
   );
   const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
@@ -448,11 +463,13 @@ async function serveLikeTheDeployment(t: { teardown(fn: () => unknown): void }, 
     const record = JSON.parse(line);
     logs.emit(record.msg, record);
   });
-  const port = await new Promise<number>((resolve, reject) => {
-    logs.once('listening', (record) => resolve(record.port));
+  const listening = await new Promise<Record<string, number>>((resolve, reject) => {
+    logs.once('listening', (record) => resolve(record));
     void exited.then((code) => reject(new Error(`serve exited with ${code} before listening`)));
   });
-  return { child, port, exited, own, logs };
+  // The three listeners of the Deployment: the webhooks, /metrics and /status, the probes.
+  const ports = [listening.port!, listening.metricsPort!, listening.probePort!];
+  return { child, port: listening.port!, ports, exited, own, logs };
 }
 
 test('SIGTERM while a replica waits for its certificate (the Secret cannot be written): it stops what started, releases the lease and exits 0; it never listened', async (t) => {
@@ -462,11 +479,26 @@ test('SIGTERM while a replica waits for its certificate (the Secret cannot be wr
   const kubeconfig = join(await mkdtemp(join(tmpdir(), 'sidecar-injector-certs-')), 'kubeconfig');
   await writeFile(kubeconfig, (await api.kubeConfig()).exportConfig());
   const container = shipped('Deployment').spec.template.spec.containers[0];
-  const own = (container.args as string[]).filter((a) => !/^--(port|host)=/.test(a));
+  const own = (container.args as string[]).filter((a) => !/^--(port|host|metrics-port|probe-port)=/.test(a));
   applyExamples(api);
   const child = spawn(
     process.execPath,
-    ['dist/src/cli/main.js', ...own, '--kubeconfig', kubeconfig, '--host', '127.0.0.1', '--port', '0', '--shutdown-delay-ms', '0'],
+    [
+      'dist/src/cli/main.js',
+      ...own,
+      '--kubeconfig',
+      kubeconfig,
+      '--host',
+      '127.0.0.1',
+      '--port',
+      '0',
+      '--metrics-port',
+      '0',
+      '--probe-port',
+      '0',
+      '--shutdown-delay-ms',
+      '0',
+    ],
     { env: { ...process.env, POD_NAME: 'injector-a', POD_NAMESPACE: namespace }, stdio: ['ignore', 'pipe', 'inherit'] },
   );
   const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
@@ -513,7 +545,11 @@ test("serve with the Deployment's flags runs outside a cluster: two replicas, on
   });
   await Promise.all(followed);
   const fingerprint = new X509Certificate(renewed.cert).fingerprint256;
-  t.deepEqual([(await handshake(a.port, caBundle)).fingerprint256, (await handshake(b.port, caBundle)).fingerprint256], [fingerprint, fingerprint]);
+  // On every listener of both: the webhook port, the metrics port, the probe port.
+  const served = [];
+  for (const port of [...a.ports, ...b.ports]) served.push((await handshake(port, caBundle)).fingerprint256);
+  t.deepEqual(served, Array<string>(6).fill(fingerprint));
+  t.is((await handshake(a.ports[2]!, caBundle)).status, 200, '/readyz on the probe port');
 
   // The follower first: with no replica left to take the lease over, the leader's release is what remains.
   const lease = () => api.leases.get(`${namespace}/sidecar-injector-leader`)?.spec.holderIdentity;

@@ -223,7 +223,7 @@ export function formatRollout(report: RolloutReport): string {
 /** `NS/SERVICE[:PORT]`, checked. */
 export function parseInjectorService(text: string): { namespace: string; name: string; port: number } {
   const match = /^([^/]+)\/([^/:]+)(?::(\d{1,5}))?$/.exec(text);
-  const port = Number(match?.[3] ?? '443');
+  const port = Number(match?.[3] ?? '8443');
   if (!match || !isDns1123Label(match[1]!) || !isDns1123Label(match[2]!) || port < 1 || port > 65535)
     throw new ConfigError([`--injector: expected NAMESPACE/SERVICE or NAMESPACE/SERVICE:PORT (got ${JSON.stringify(text).slice(0, 80)})`]);
   return { namespace: match[1]!, name: match[2]!, port };
@@ -350,7 +350,7 @@ export async function rollout(argv: readonly string[], io: RolloutIo, env: Reado
     ...(inForce?.objects ? { objects: inForce.objects } : {}),
   };
   if (kubeConfig) {
-    const service = parseInjectorService((values.injector as string | undefined) ?? 'sidecar-injector/sidecar-injector:443');
+    const service = parseInjectorService((values.injector as string | undefined) ?? 'sidecar-injector/sidecar-injector:8443');
     const namespace = values.namespace as string | undefined;
     let counter = new RevisionCounter(set);
     await listPages<{ metadata?: ListedMetadata }>(

@@ -121,7 +121,7 @@ export const rolloutOptions = {
   injector: {
     kind: 'string',
     value: 'NS/SERVICE[:PORT]',
-    default: 'sidecar-injector/sidecar-injector:443',
+    default: 'sidecar-injector/sidecar-injector:8443',
     help: "the injector's Service: its /status (preflight, halt, health) is read through the API server's service proxy",
   },
 } as const satisfies OptionTable;

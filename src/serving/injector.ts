@@ -6,7 +6,7 @@
  */
 import type { Logger } from 'pino';
 import { isJsonObject } from '../k8s/json.js';
-import { createApp } from '../app.js';
+import { createApp, type AppDeps, type RouteGroup } from '../app.js';
 import type { Clock } from '../clock.js';
 import type { Config } from '../config.js';
 import { LabelKeys, LabelValues } from '../k8s/keys.js';
@@ -276,7 +276,7 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
     podSecurity: config.podSecurityAction,
     generation: () => `${templates.store.generation}.${rollout?.generation() ?? 0}/${view.versions.generation()}`,
   });
-  const app = createApp({
+  const appDeps: AppDeps = {
     liveness,
     log,
     metrics,
@@ -291,8 +291,20 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
     ...(clientCa ? { requireClientCertificate: true } : {}),
     templateAdmission: templates.objects ? { stored: () => (templates.objects!.ready() ? templates.objects!.stored().size : undefined) } : {},
     status: () => ({ draining, ...manager.status(), podSecurityAction: config.podSecurityAction }),
-  });
+  };
+  // The listeners: the webhook port serves the reviews, and whatever is given no port of its
+  // own. The probes on a port of their own are never starved by a flood of the webhook port;
+  // /metrics and /status on theirs can be opened to the monitoring namespace alone.
+  const listeners: { readonly name: 'webhook' | 'metrics' | 'probes'; readonly port: number; readonly groups: Set<RouteGroup> }[] = [
+    { name: 'webhook', port: config.port, groups: new Set<RouteGroup>(['reviews']) },
+  ];
+  if (config.metricsPort !== undefined) listeners.push({ name: 'metrics', port: config.metricsPort, groups: new Set(['operations']) });
+  else listeners[0]!.groups.add('operations');
+  if (config.probePort !== undefined) listeners.push({ name: 'probes', port: config.probePort, groups: new Set(['probes']) });
+  else listeners[0]!.groups.add('probes');
   let running: RunningServer | undefined;
+  /** The listeners besides the webhook's, while they listen. */
+  let others: { readonly name: string; readonly server: RunningServer }[] = [];
   const sleep = (ms: number) => new Promise<void>((resolve) => clock.after(ms, () => resolve()));
   // A replica behind the Service keeps serving until another one has taken over (bounded):
   // kube-proxy sends a Service's connections to a terminating endpoint that still serves only
@@ -341,43 +353,54 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
     name: 'server',
     start: async () => {
       const pair = certificate.current();
+      const started: { name: string; server: RunningServer }[] = [];
+      const closeStarted = () => Promise.all(started.map((l) => l.server.close()));
+      for (const listener of listeners) {
+        try {
+          const server = await startServer(createApp(appDeps, listener.groups).callback(), {
+            host: config.host,
+            port: listener.port,
+            key: pair.key,
+            cert: pair.cert,
+            // Only reviews are for the API server alone.
+            ...(clientCa && listener.name === 'webhook' ? { clientCa } : {}),
+            timeouts: config.timeouts,
+          });
+          started.push({ name: listener.name, server });
+        } catch (err) {
+          await closeStarted();
+          // A port in use, an address this machine does not have: the configuration, not a bug.
+          const flag = listener.name === 'webhook' ? '' : ` (--${listener.name === 'metrics' ? 'metrics' : 'probe'}-port)`;
+          throw new ConfigError([`cannot listen on ${config.host}:${listener.port}${flag}: ${(err as Error).message}`]);
+        }
+      }
       try {
-        running = await startServer(app.callback(), {
-          host: config.host,
-          port: config.port,
-          key: pair.key,
-          cert: pair.cert,
-          ...(clientCa ? { clientCa } : {}),
-          timeouts: config.timeouts,
+        // The context is replaced whole: the client CA goes with every new serving pair (webhook port).
+        await certificate.listening((next) => {
+          for (const { name, server } of started)
+            server.server.setSecureContext({ key: next.key, cert: next.cert, ...(clientCa && name === 'webhook' ? { ca: clientCa } : {}) });
         });
       } catch (err) {
-        // A port in use, an address this machine does not have: the configuration, not a bug.
-        throw new ConfigError([`cannot listen on ${config.host}:${config.port}: ${(err as Error).message}`]);
-      }
-      const listening = running;
-      try {
-        // The context is replaced whole: the client CA goes with every new serving pair.
-        await certificate.listening((next) => listening.server.setSecureContext({ key: next.key, cert: next.cert, ...(clientCa ? { ca: clientCa } : {}) }));
-      } catch (err) {
         // Not started: nothing stops it later, so it closes here.
-        running = undefined;
-        await listening.close();
+        await closeStarted();
         throw err;
       }
+      running = started[0]!.server;
+      others = started.slice(1);
     },
     stop: async () => {
       if (!running) return;
-      const listening = running;
+      const listening = [running, ...others.map((o) => o.server)];
       // Taken over, the handover waited the delay already (between its two looks); alone at the
       // deadline, no other endpoint will take the connections: close now. Otherwise the delay
       // lets endpoints catch up.
       if ((await handOver()) === 'nothing-to-hand-over') await sleep(config.shutdownDelayMs);
-      const closed = listening.close();
+      const closed = Promise.all(listening.map((l) => l.close()));
       const deadline = new Promise<'timeout'>((resolve) => clock.after(config.shutdownTimeoutMs, () => resolve('timeout')));
       const result = await Promise.race([closed.then(() => 'closed' as const), deadline]);
       if (result === 'timeout') {
         log.warn({ timeoutMs: config.shutdownTimeoutMs }, 'in-flight requests did not finish in time; closing their connections');
-        listening.server.closeAllConnections();
+        for (const l of listening) l.server.closeAllConnections();
       }
     },
   };
@@ -406,6 +429,7 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
     log.info(
       {
         port: running.port,
+        ...Object.fromEntries(others.map((o) => [o.name === 'metrics' ? 'metricsPort' : 'probePort', o.server.port])),
         host: config.host,
         templates: templates.store.current().templates.map((t) => `${t.name}@${t.hash}`),
         namespaceSource: namespaces.kind,

@@ -203,7 +203,7 @@ export async function everyReplica(holds: (status: Json) => boolean, what: strin
   await eventually(what, async () => {
     const pods = (await injectorPods()).filter((p) => !p.metadata.deletionTimestamp);
     for (const pod of pods) {
-      const status = await kube.get(`/api/v1/namespaces/sidecar-injector/pods/https:${pod.metadata.name}:10250/proxy/status`);
+      const status = await kube.get(`/api/v1/namespaces/sidecar-injector/pods/https:${pod.metadata.name}:8443/proxy/status`);
       if (!holds(status)) return false;
     }
     return pods.length > 0;
@@ -215,7 +215,7 @@ export async function someReplica(holds: (status: Json) => boolean, what: string
   const { kube } = joinWorld();
   return eventually(what, async () => {
     for (const pod of (await injectorPods()).filter((p) => !p.metadata.deletionTimestamp)) {
-      const status = await kube.get(`/api/v1/namespaces/sidecar-injector/pods/https:${pod.metadata.name}:10250/proxy/status`);
+      const status = await kube.get(`/api/v1/namespaces/sidecar-injector/pods/https:${pod.metadata.name}:8443/proxy/status`);
       if (holds(status)) return status;
     }
     return undefined;

@@ -23,11 +23,26 @@ test('the README’s install gives a healthy install: both replicas ready behind
   const ready = (slices.items as Json[]).flatMap((s) => (s.endpoints as Json[]).filter((e) => e.conditions.ready)).length;
   t.is(ready, 2);
   t.deepEqual(
-    (slices.items as Json[]).flatMap((s) => (s.ports as Json[]).map((p) => p.port)),
-    [10250],
+    (slices.items as Json[]).flatMap((s) => (s.ports as Json[]).map((p) => p.port)).sort((a: number, b: number) => a - b),
+    [8443, 10250],
+    'the webhooks and the metrics port',
   );
   const pods = await injectorPods();
   t.is(pods.length, 2);
+  // Each port serves its own: the webhook port no /metrics or /status (it says where they are),
+  // the metrics port no reviews; the kubelet's probes (the pods are ready) on the probe port.
+  const proxied = (pod: string, port: number, path: string) =>
+    kube.request('GET', `/api/v1/namespaces/sidecar-injector/pods/https:${pod}:${port}/proxy${path}`);
+  const pod = pods[0]!.metadata.name as string;
+  for (const path of ['/metrics', '/status']) {
+    const onWebhookPort = await proxied(pod, 10250, path);
+    t.is(onWebhookPort.status, 404, `${path} on the webhook port`);
+    t.is(JSON.parse(onWebhookPort.text).message, `no route for GET ${path} on this port: it is served on the metrics port (--metrics-port)`);
+    t.is((await proxied(pod, 8443, path)).status, 200, `${path} on the metrics port`);
+  }
+  for (const path of ['/healthz', '/readyz']) t.is((await proxied(pod, 10250, path)).status, 404, `${path} not on the webhook port`);
+  t.is((await proxied(pod, 8081, '/readyz')).status, 200, 'the probe port');
+  t.is((await proxied(pod, 8443, '/mutate')).status, 404, 'no reviews on the metrics port');
   for (const pod of pods) {
     t.is(pod.spec.serviceAccountName, 'sidecar-injector');
     t.is(pod.status.phase, 'Running');

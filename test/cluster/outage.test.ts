@@ -99,12 +99,12 @@ test.serial(
     // Never forgotten: the replica that writes certificates reports the lowered webhook in its /status and its metric.
     const leader = await eventually('the leader reporting the webhook failing open', async () => {
       for (const pod of await injectorPods()) {
-        const status = await kube.get(`/api/v1/namespaces/sidecar-injector/pods/https:${pod.metadata.name}:10250/proxy/status`);
+        const status = await kube.get(`/api/v1/namespaces/sidecar-injector/pods/https:${pod.metadata.name}:8443/proxy/status`);
         if ((status.certificate?.failingOpen as string[] | null)?.includes('required.sidecar-injector.io')) return pod.metadata.name as string;
       }
       return undefined;
     });
-    const metrics = await kube.request('GET', `/api/v1/namespaces/sidecar-injector/pods/https:${leader}:10250/proxy/metrics`);
+    const metrics = await kube.request('GET', `/api/v1/namespaces/sidecar-injector/pods/https:${leader}:8443/proxy/metrics`);
     t.regex(metrics.text, /^sidecar_injector_webhook_failing_open\{webhook="required\.sidecar-injector\.io"\} 1$/m);
     // The pod created while every replica was down: no audit saw it created, the new leader's
     // first list finds it missing and says so where a person looks (a bare pod: its namespace).

@@ -41,7 +41,7 @@ test.serial(
     const leading = async (pod: string) =>
       Number(
         /^sidecar_injector_leader\{lease="sidecar-injector-leader"\} (\d+)$/m.exec(
-          (await kube.request('GET', `/api/v1/namespaces/sidecar-injector/pods/https:${pod}:10250/proxy/metrics`)).text,
+          (await kube.request('GET', `/api/v1/namespaces/sidecar-injector/pods/https:${pod}:8443/proxy/metrics`)).text,
         )?.[1],
       );
     t.deepEqual(
@@ -146,8 +146,8 @@ test.serial('Events the injector writes are read with kubectl get events: inject
   // A direct caller (here through the pod proxy, straight to one replica) naming owners that do not
   // exist, or the real ReplicaSet with a uid it guessed: no Event, each counted as dropped.
   const [replica] = await injectorPods();
-  const proxy = (path: string) => `/api/v1/namespaces/sidecar-injector/pods/https:${replica!.metadata.name}:10250/proxy${path}`;
-  const dropped = async () => Number(/^sidecar_injector_events_dropped_total (\d+)/m.exec((await kube.request('GET', proxy('/metrics'))).text)?.[1] ?? 0);
+  const proxy = (path: string, port = 10250) => `/api/v1/namespaces/sidecar-injector/pods/https:${replica!.metadata.name}:${port}/proxy${path}`;
+  const dropped = async () => Number(/^sidecar_injector_events_dropped_total (\d+)/m.exec((await kube.request('GET', proxy('/metrics', 8443))).text)?.[1] ?? 0);
   const before = await dropped();
   const realSet = events.injected.involvedObject.name as string;
   for (const [name, uid] of [

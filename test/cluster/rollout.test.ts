@@ -118,7 +118,7 @@ test.serial(
     // The Events name the object with its uid: kubectl describe shows them under it.
     const described = (await kubectl(['describe', 'sidecartemplate', 'log-shipper-next'])).stdout;
     t.regex(described, /Warning\s+RolloutPreflightFailed\s+.*Candidate revision [0-9a-f]{12} of template log-shipper failed its preflight \(refused\)/);
-    const status = await kube.get('/api/v1/namespaces/sidecar-injector/services/https:sidecar-injector:443/proxy/status');
+    const status = await kube.get('/api/v1/namespaces/sidecar-injector/services/https:sidecar-injector:8443/proxy/status');
     const shown = (status.rollout.candidates as Json[]).find((c) => c.template === 'log-shipper');
     t.is(shown?.takesPods, false);
     t.is((status.rollout.results as Json[]).find((r) => r.template === 'log-shipper')?.failure, 'refused');
@@ -213,7 +213,7 @@ test.serial(
     });
     const name = fresh.metadata.name as string;
     await eventually('its preflight passed', async () => {
-      const s = await kube.get(`/api/v1/namespaces/sidecar-injector/pods/https:${name}:10250/proxy/status`);
+      const s = await kube.get(`/api/v1/namespaces/sidecar-injector/pods/https:${name}:8443/proxy/status`);
       return (s.rollout.candidates as Json[]).some((c) => c.template === 'log-shipper' && c.takesPods === true);
     });
     const { stdout } = await kubectl(['get', 'events', '-n', 'default', '--field-selector', 'reason=RolloutPreflightFailed', '-o', 'json']);

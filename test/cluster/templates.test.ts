@@ -179,7 +179,7 @@ test.serial('kubectl get sidecartemplates: the status the leader writes names th
   const { kube, kubectl } = joinWorld();
   const namespace = await optedInNamespace(t, 'status');
   for (let i = 0; i < 3; i++) await kube.create(`/api/v1/namespaces/${namespace}/pods`, plainPod(`counted-${i}`));
-  const served = await kube.get('/api/v1/namespaces/sidecar-injector/services/https:sidecar-injector:443/proxy/status');
+  const served = await kube.get('/api/v1/namespaces/sidecar-injector/services/https:sidecar-injector:8443/proxy/status');
   const revision = (served.templates.templates as string[]).find((s) => s.startsWith('log-shipper@'))!.split('@')[1];
   // The audit of the whole cluster, as `sidecar-injector audit` counts it, per state of log-shipper.
   const audited = async () => {

@@ -299,7 +299,7 @@ export async function install(
         any
       >[];
       for (const pod of pods) {
-        const status = await kube.get(`/api/v1/namespaces/sidecar-injector/pods/https:${pod.metadata.name}:10250/proxy/status`);
+        const status = await kube.get(`/api/v1/namespaces/sidecar-injector/pods/https:${pod.metadata.name}:8443/proxy/status`);
         const served = (status.templates.templates as string[]).map((t) => t.split('@')[0]).sort();
         if (served.join() !== 'log-shipper,proxy') return false;
       }
