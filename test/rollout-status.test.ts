@@ -3,6 +3,7 @@
  * and pods of the cluster on each, from a metadata-only list of the in-process API server.
  */
 import test from 'ava';
+import net from 'node:net';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -124,6 +125,17 @@ test("the injector's preflight, halt and health per candidate, read from its /st
   t.regex(
     (JSON.parse(before.stdout) as RolloutReport).injector!.error!,
     /^cannot read the injector's \/status through the API server's service proxy: no endpoints available/,
+  );
+
+  // A Service the API server cannot connect to (a NetworkPolicy that keeps it off the metrics port, say): the error says what to admit.
+  const closed = net.createServer();
+  await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+  api.serviceProxies.set('sidecar-injector/https:sidecar-injector:8443', (closed.address() as net.AddressInfo).port);
+  await new Promise<void>((resolve) => closed.close(() => resolve()));
+  const unreachable = await run([...args, '-o', 'json']);
+  t.regex(
+    (JSON.parse(unreachable.stdout) as RolloutReport).injector!.error!,
+    /^cannot read the injector's \/status through the API server's service proxy: error trying to reach service: .*ECONNREFUSED.* \(the API server must reach the Service's port 8443: where a NetworkPolicy is enforced, admit it, e\.g\. manifests\/components\/restricted-ingress\)$/,
   );
 
   api.serviceProxies.set('sidecar-injector/https:sidecar-injector:8443', await serveStatus(t, () => rollout.status()));

@@ -431,30 +431,23 @@ test('serve --tls-secret is refused beside --tls-cert, and outside a cluster wit
   });
 });
 
-/** `serve` with the Deployment's own arguments, outside a cluster: only --kubeconfig and --host added, and ephemeral ports for its three listeners; the templates are the API server's (the bundled examples). */
-async function serveLikeTheDeployment(t: { teardown(fn: () => unknown): void }, api: FakeApiServer, kubeconfig: string, podName: string) {
+/**
+ * `serve` with the Deployment's own arguments, outside a cluster: only --kubeconfig and --host
+ * added, and ephemeral ports for its three listeners; the templates are the API server's (the
+ * bundled examples). Each log line is emitted on `logs` under its message.
+ */
+function spawnLikeTheDeployment(t: { teardown(fn: () => unknown): void }, api: FakeApiServer, kubeconfig: string, podName: string) {
   const container = shipped('Deployment').spec.template.spec.containers[0];
   const own = (container.args as string[]).filter((a) => !/^--(port|host|metrics-port|probe-port)=/.test(a));
   applyExamples(api);
+  const ports = ['--port', '0', '--metrics-port', '0', '--probe-port', '0'];
   const child = spawn(
     process.execPath,
-    [
-      'dist/src/cli/main.js',
-      ...own,
-      '--kubeconfig',
-      kubeconfig,
-      '--host',
-      '127.0.0.1',
-      '--port',
-      '0',
-      '--metrics-port',
-      '0',
-      '--probe-port',
-      '0',
-      '--shutdown-delay-ms',
-      '0',
-    ],
-    { env: { ...process.env, POD_NAME: podName, POD_NAMESPACE: namespace }, stdio: ['ignore', 'pipe', 'inherit'] },
+    ['dist/src/cli/main.js', ...own, '--kubeconfig', kubeconfig, '--host', '127.0.0.1', ...ports, '--shutdown-delay-ms', '0'],
+    {
+      env: { ...process.env, POD_NAME: podName, POD_NAMESPACE: namespace },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
   );
   const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
   t.teardown(() => void child.kill('SIGKILL'));
@@ -462,7 +455,14 @@ async function serveLikeTheDeployment(t: { teardown(fn: () => unknown): void }, 
   createInterface({ input: child.stdout! }).on('line', (line) => {
     const record = JSON.parse(line);
     logs.emit(record.msg, record);
+    logs.emit('line', record);
   });
+  return { child, exited, own, logs };
+}
+
+/** The same, once it listens. */
+async function serveLikeTheDeployment(t: { teardown(fn: () => unknown): void }, api: FakeApiServer, kubeconfig: string, podName: string) {
+  const { child, exited, own, logs } = spawnLikeTheDeployment(t, api, kubeconfig, podName);
   const listening = await new Promise<Record<string, number>>((resolve, reject) => {
     logs.once('listening', (record) => resolve(record));
     void exited.then((code) => reject(new Error(`serve exited with ${code} before listening`)));
@@ -478,33 +478,9 @@ test('SIGTERM while a replica waits for its certificate (the Secret cannot be wr
   api.forbidden.add('secrets');
   const kubeconfig = join(await mkdtemp(join(tmpdir(), 'sidecar-injector-certs-')), 'kubeconfig');
   await writeFile(kubeconfig, (await api.kubeConfig()).exportConfig());
-  const container = shipped('Deployment').spec.template.spec.containers[0];
-  const own = (container.args as string[]).filter((a) => !/^--(port|host|metrics-port|probe-port)=/.test(a));
-  applyExamples(api);
-  const child = spawn(
-    process.execPath,
-    [
-      'dist/src/cli/main.js',
-      ...own,
-      '--kubeconfig',
-      kubeconfig,
-      '--host',
-      '127.0.0.1',
-      '--port',
-      '0',
-      '--metrics-port',
-      '0',
-      '--probe-port',
-      '0',
-      '--shutdown-delay-ms',
-      '0',
-    ],
-    { env: { ...process.env, POD_NAME: 'injector-a', POD_NAMESPACE: namespace }, stdio: ['ignore', 'pipe', 'inherit'] },
-  );
-  const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
-  t.teardown(() => void child.kill('SIGKILL'));
+  const { child, exited, logs } = spawnLikeTheDeployment(t, api, kubeconfig, 'injector-a');
   const messages: string[] = [];
-  createInterface({ input: child.stdout! }).on('line', (line) => messages.push(JSON.parse(line).msg));
+  logs.on('line', (record: { msg: string }) => messages.push(record.msg));
   const lease = () => api.leases.get(`${namespace}/sidecar-injector-leader`)?.spec.holderIdentity;
   await until(() => messages.includes('waiting for the serving certificate in the Secret') && lease() === 'injector-a', 'waiting, and leading');
   child.kill('SIGTERM');

@@ -24,6 +24,30 @@ test("where the pod does not show the plugin's first run mounting the token, the
   const saOptedOut = structuredClone(base);
   for (const c of saOptedOut.spec.containers) c.volumeMounts = (c.volumeMounts ?? []).filter((m: Json) => m.mountPath !== tokenMountPath);
   t.is(serviceAccountTokenMount(parsePod(saOptedOut)), undefined);
+  // A volume of the plugin's name that is the pod author's (a Secret, a hostPath, a token for another audience, one more source):
+  // no sidecar is given it, whoever mounts it.
+  for (const source of [
+    { secret: { secretName: 'chosen' } },
+    { hostPath: { path: '/var/run/secrets/kubernetes.io/serviceaccount' } },
+    {
+      projected: {
+        ...base.spec.volumes[0].projected,
+        sources: [{ serviceAccountToken: { path: 'token', audience: 'vault' } }, ...base.spec.volumes[0].projected.sources.slice(1)],
+      },
+    },
+    { projected: { ...base.spec.volumes[0].projected, sources: [...base.spec.volumes[0].projected.sources, { secret: { name: 'extra' } }] } },
+  ]) {
+    const authored = structuredClone(base);
+    const name = authored.spec.volumes[0].name;
+    authored.spec.volumes[0] = { name, ...structuredClone(source) };
+    t.is(serviceAccountTokenMount(parsePod(authored)), undefined, JSON.stringify(source).slice(0, 80));
+  }
+  // A mount at the path that is not the plugin's (a subPath, writable): the author's.
+  const subPath = structuredClone(base);
+  subPath.spec.containers[0].volumeMounts = subPath.spec.containers[0].volumeMounts.map((m: Json) =>
+    m.mountPath === tokenMountPath ? { ...m, subPath: 'token' } : m,
+  );
+  t.is(serviceAccountTokenMount(parsePod(subPath)), undefined);
   // No token volume: the plugin's next run names a new one at random; nothing to predict.
   const noVolume = structuredClone(base);
   noVolume.spec.volumes = noVolume.spec.volumes.filter((v: Json) => !v.name.startsWith('kube-api-access-'));

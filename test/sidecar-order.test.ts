@@ -116,12 +116,16 @@ test('a template added earlier by someone else (the exported policy runs first):
   t.deepEqual(names(pod).containers, ['a-agent', 'b-mesh', 'b-mesh-helper', 'app', 'worker', 'c-tail', 'd-tail']);
 });
 
-test('a container no believed entry claims ends the run: a sidecar never goes past the pod own containers, nor past one of a template no longer in force', (t) => {
-  // The pod's own container named like nothing of ours sits between two of ours.
+test('placed first, a container no believed entry claims ends the run; placed last, a sidecar goes before the first later-named one, wherever it is; a template no longer in force places nothing', (t) => {
+  // A container of the pod's own after a sidecar placed last: the later-named sidecar still follows the earlier-named one.
   const pod = call(pods['a long-running pod']!(), byName(['d-tail']));
   pod.spec.containers.push({ name: 'late-own', image: 'own' });
   const out = call(pod, byName(['c-tail']));
-  t.deepEqual(names(out).containers, ['app', 'worker', 'd-tail', 'late-own', 'c-tail']);
+  t.deepEqual(names(out).containers, ['app', 'worker', 'c-tail', 'd-tail', 'late-own']);
+  // A container of the pod's own ahead of a sidecar placed first: the earlier-named sidecar goes before it, never past it.
+  const first = call(pods['a long-running pod']!(), byName(['b-mesh']));
+  first.spec.containers.unshift({ name: 'early-own', image: 'own' });
+  t.deepEqual(names(call(first, byName(['a-agent']))).containers, ['a-agent', 'early-own', 'b-mesh', 'b-mesh-helper', 'app', 'worker']);
   // A sidecar of a retired template (in the ledger, not in force): its place is unknown, so nothing is put before it.
   const retired = templateSet(...docs.filter((d) => d.name !== 'd-tail'));
   const again = injectPod(

@@ -289,7 +289,12 @@ async function injectorRollout(
     status = await getJson(kubeConfig, path, 15_000);
   } catch (err) {
     const why = err instanceof KubernetesApiError ? (err.detail ?? err.message) : (err as Error).message;
-    return { from, error: `cannot read the injector's /status through the API server's service proxy: ${why.slice(0, 500)}` };
+    // A proxy that cannot connect (503) is often a NetworkPolicy that keeps the API server off the metrics port.
+    const hint =
+      err instanceof KubernetesApiError && err.statusCode === 503 && /error trying to reach service/.test(why)
+        ? ` (the API server must reach the Service's port ${service.port}: where a NetworkPolicy is enforced, admit it, e.g. manifests/components/restricted-ingress)`
+        : '';
+    return { from, error: `cannot read the injector's /status through the API server's service proxy: ${why.slice(0, 500)}${hint}` };
   }
   if (!isJsonObject(status)) return { from, error: "the injector's /status is not a JSON object" };
   const rollout = isJsonObject(status.rollout) ? status.rollout : undefined;

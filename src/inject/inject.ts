@@ -293,11 +293,12 @@ class PodBuilder {
   /**
    * Where a sidecar of `template` placed `placement` goes in `list` as the pod has it: among the
    * sidecars of that placement already there, in template-name order. Placed first: after the
-   * leading run of containers of earlier-named templates placed first (and of its own); placed
-   * last: before the trailing run of containers of later-named templates placed last. So the
-   * order is the same whichever call or policy added which template, and in whichever order:
-   * native sidecars start in that order. A container no believed ledger entry claims (the
-   * pod's own, or one whose claim was not believed) ends a run.
+   * leading run of containers of earlier-named templates placed first (and of its own), where a
+   * container no believed ledger entry claims (the pod's own, or one whose claim was not
+   * believed) ends the run. Placed last: before the first container of a later-named template
+   * placed last, else at the end. So the order is the same whichever call or policy added which
+   * template, and in whichever order (the exported policy computes the same index:
+   * manifests/mutating-policies.ts formPatch): native sidecars start in that order.
    */
   private placedAt(list: ContainerList, containers: readonly JsonObject[], placement: Placement, template: string): number {
     const placedBy = (c: JsonObject): string | undefined => {
@@ -313,13 +314,11 @@ class PodBuilder {
       }
       return at;
     }
-    let at = containers.length;
-    while (at > 0) {
-      const owner = placedBy(containers[at - 1]!);
-      if (owner === undefined || owner <= template) break;
-      at--;
-    }
-    return at;
+    const later = containers.findIndex((c) => {
+      const owner = placedBy(c);
+      return owner !== undefined && owner > template;
+    });
+    return later === -1 ? containers.length : later;
   }
 
   /** `containers` with this call's sidecars of `list` each in its place (placedAt); the list itself when none. */

@@ -19,21 +19,68 @@ const tokenVolumePrefix = 'kube-api-access-';
 const mountsTokenPath = (container: JsonObject) =>
   Array.isArray(container.volumeMounts) && container.volumeMounts.some((m) => isJsonObject(m) && m.mountPath === serviceAccountTokenPath);
 
+/** Exactly `{name, readOnly: true, mountPath}` of `volume` at the token path: the plugin's mount, nothing else there. */
+const pluginMount = (container: JsonObject, volume: string) =>
+  Array.isArray(container.volumeMounts) &&
+  container.volumeMounts.some(
+    (m) =>
+      isJsonObject(m) &&
+      m.mountPath === serviceAccountTokenPath &&
+      m.name === volume &&
+      m.readOnly === true &&
+      Object.keys(m).every((k) => k === 'name' || k === 'mountPath' || k === 'readOnly'),
+  );
+
+const only = (value: unknown, keys: readonly string[]): value is JsonObject => isJsonObject(value) && Object.keys(value).every((k) => keys.includes(k));
+
+/**
+ * The volume as the plugin makes it (TokenVolumeSource): projected, a bound token at `token`,
+ * the cluster's CA from the ConfigMap kube-root-ca.crt, the namespace from the downward API;
+ * nothing else. A volume of that name that is anything else (a Secret, a hostPath, a token for
+ * another audience) is the pod author's, and no sidecar is given it here.
+ */
+function isPluginVolume(volume: JsonObject): boolean {
+  if (!only(volume, ['name', 'projected']) || !only(volume.projected, ['sources', 'defaultMode'])) return false;
+  const sources = volume.projected.sources;
+  if (!Array.isArray(sources) || sources.length !== 3) return false;
+  const [token, ca, namespace] = sources;
+  return (
+    only(token, ['serviceAccountToken']) &&
+    only(token.serviceAccountToken, ['path', 'expirationSeconds']) &&
+    token.serviceAccountToken.path === 'token' &&
+    only(ca, ['configMap']) &&
+    only(ca.configMap, ['name', 'items']) &&
+    ca.configMap.name === 'kube-root-ca.crt' &&
+    JSON.stringify(ca.configMap.items) === '[{"key":"ca.crt","path":"ca.crt"}]' &&
+    only(namespace, ['downwardAPI']) &&
+    only(namespace.downwardAPI, ['items']) &&
+    Array.isArray(namespace.downwardAPI.items) &&
+    namespace.downwardAPI.items.length === 1 &&
+    only(namespace.downwardAPI.items[0], ['path', 'fieldRef']) &&
+    namespace.downwardAPI.items[0].path === 'namespace' &&
+    only(namespace.downwardAPI.items[0].fieldRef, ['apiVersion', 'fieldPath']) &&
+    namespace.downwardAPI.items[0].fieldRef.fieldPath === 'metadata.namespace'
+  );
+}
+
 /**
  * The mount the plugin's next run would give a new container of this pod, when the pod shows
  * that its first run mounted the token: the pod does not say `automountServiceAccountToken:
- * false`, it has a `kube-api-access-` volume (the first such is the plugin's), and every
- * container and init container mounts that path. Whether the ServiceAccount itself opts out
- * only the plugin knows; a pod whose containers all mount the path shows that it did not (or
- * that the pod's author mounted it everywhere). Otherwise undefined: the plugin decides alone.
+ * false`, its first `kube-api-access-` volume (the one the plugin mounts) is the plugin's
+ * projected token volume, and every container and init container has exactly the plugin's
+ * mount of it. Whether the ServiceAccount itself opts out only the plugin knows: a pod shaped
+ * so that was created again from its stored form after its ServiceAccount turned automounting
+ * off gives the sidecars the token its own containers mount. Otherwise undefined: the plugin
+ * decides alone.
  */
 export function serviceAccountTokenMount(parts: PodParts): JsonObject | undefined {
   if (parts.spec.automountServiceAccountToken === false) return undefined;
   const volume = parts.volumes.find((v) => typeof v.name === 'string' && v.name.startsWith(tokenVolumePrefix));
-  if (!volume) return undefined;
+  if (!volume || !isPluginVolume(volume)) return undefined;
+  const name = volume.name as string;
   const containers = [...parts.initContainers, ...parts.containers];
-  if (containers.length === 0 || !containers.every(mountsTokenPath)) return undefined;
-  return { name: volume.name as string, readOnly: true, mountPath: serviceAccountTokenPath };
+  if (containers.length === 0 || !containers.every((c) => pluginMount(c, name))) return undefined;
+  return { name, readOnly: true, mountPath: serviceAccountTokenPath };
 }
 
 /** `container` as the plugin leaves it: with `mount` appended unless it mounts the path already. */
