@@ -26,11 +26,11 @@ import type { Metrics } from './metrics.js';
 export type RouteGroup = 'reviews' | 'probes' | 'operations';
 export const allRouteGroups: ReadonlySet<RouteGroup> = new Set(['reviews', 'probes', 'operations']);
 
-/** Each group's paths, and where a request for one of them on another listener is sent. */
-const groupPaths: Readonly<Record<RouteGroup, { readonly paths: readonly string[]; readonly where: string }>> = {
-  reviews: { paths: ['/mutate', '/mutate/required', '/mutate/optional', '/validate/sidecartemplates'], where: 'the webhook port (--port)' },
-  probes: { paths: ['/healthz', '/readyz'], where: 'the probe port (--probe-port)' },
-  operations: { paths: ['/metrics', '/status'], where: 'the metrics port (--metrics-port)' },
+/** Where a request for a group's route is sent when another listener serves it. */
+const servedOn: Readonly<Record<RouteGroup, string>> = {
+  reviews: 'the webhook port (--port)',
+  probes: 'the probe port (--probe-port)',
+  operations: 'the metrics port (--metrics-port)',
 };
 
 /** What the app needs; everything comes in as an argument. */
@@ -94,9 +94,17 @@ export function createApp(deps: AppDeps, groups: ReadonlySet<RouteGroup> = allRo
   const { log, metrics } = deps;
   const liveness = deps.liveness ?? new Liveness();
   const observer = createObserver(log, metrics, liveness);
-  const elsewhere = new Map<string, string>();
-  for (const [group, { paths, where }] of Object.entries(groupPaths) as [RouteGroup, (typeof groupPaths)[RouteGroup]][])
-    if (!groups.has(group)) for (const path of paths) elsewhere.set(path, where);
+  // Every route is registered on every listener: one of a group served elsewhere answers 404
+  // naming the port that serves it (the fallback below reads `ctx.state.servedOn`).
+  const route = (group: RouteGroup, method: 'get' | 'post', path: string, handler: Koa.Middleware) =>
+    router[method](
+      path,
+      groups.has(group)
+        ? handler
+        : (ctx) => {
+            ctx.state.servedOn = servedOn[group];
+          },
+    );
 
   const budget = new BodyBudget(deps.maxBodyBytesInFlight ?? defaultMaxBodyBytesInFlight, deps.clock);
   // One path per webhook: /mutate injects every template (one webhook for all); the required and
@@ -107,77 +115,66 @@ export function createApp(deps: AppDeps, groups: ReadonlySet<RouteGroup> = allRo
     ['/mutate/optional', 'optional'],
   ] as const satisfies readonly (readonly [string, Webhook])[];
   const { reviewer } = deps;
-  if (groups.has('reviews')) addReviewRoutes();
-  if (groups.has('probes')) addProbeRoutes();
-  if (groups.has('operations')) addOperationRoutes();
-
-  function addReviewRoutes(): void {
-    for (const [path, webhook] of webhooks) {
-      router.post(path, async (ctx) => {
-        let upload: BodyUpload | undefined;
-        if (deps.requireClientCertificate) callerVerified(ctx.req.socket as TLSSocket);
-        try {
-          const body = await readJsonBody(ctx.req, deps.maxBodyBytes, budget, (read) => (upload = read), reviewer.keyPaths);
-          const started = process.hrtime.bigint();
-          const { outcome, answer } = await reviewer.answer(body, webhook);
-          // The header itself: the `type` setter looks the media type up every time.
-          ctx.set('Content-Type', 'application/json');
-          ctx.body = answer;
-          observer.reviewed(outcome, Number(process.hrtime.bigint() - started) / 1e9, webhook);
-          // After the answer has gone: an event never delays admission, and its failure is never felt there.
-          const recorder = deps.events;
-          if (recorder && outcome.events) ctx.res.once('finish', () => outcome.events!().forEach((e) => recorder.record(e)));
-        } finally {
-          upload?.release();
-        }
-      });
-    }
-    // SidecarTemplate creates and updates: every check of `check` before the API server stores one.
-    const templateAdmission = deps.templateAdmission;
-    if (templateAdmission)
-      router.post('/validate/sidecartemplates', async (ctx) => {
-        let upload: BodyUpload | undefined;
-        if (deps.requireClientCertificate) callerVerified(ctx.req.socket as TLSSocket);
-        try {
-          const body = await readJsonBody(ctx.req, deps.maxBodyBytes, budget, (read) => (upload = read));
-          const { response, refused } = answerTemplateReview(body.json(), templateAdmission);
-          ctx.set('Content-Type', 'application/json');
-          ctx.body = JSON.stringify(response);
-          metrics.templateReviews.inc({ decision: refused ? 'denied' : 'allowed' });
-          if (refused) log.info({ uid: cut(response.response.uid, 64), message: response.response.status?.message }, 'SidecarTemplate refused');
-        } finally {
-          upload?.release();
-        }
-      });
-  }
-
-  function addProbeRoutes(): void {
-    router.get('/healthz', async (ctx) => {
-      const problems = await liveness.problems();
-      if (problems.length > 0) {
-        ctx.status = 503;
-        ctx.body = { status: 'unhealthy', problems };
-        log.error({ problems }, 'unhealthy: the kubelet should restart this replica');
-        return;
+  for (const [path, webhook] of webhooks) {
+    route('reviews', 'post', path, async (ctx) => {
+      let upload: BodyUpload | undefined;
+      if (deps.requireClientCertificate) callerVerified(ctx.req.socket as TLSSocket);
+      try {
+        const body = await readJsonBody(ctx.req, deps.maxBodyBytes, budget, (read) => (upload = read), reviewer.keyPaths);
+        const started = process.hrtime.bigint();
+        const { outcome, answer } = await reviewer.answer(body, webhook);
+        // The header itself: the `type` setter looks the media type up every time.
+        ctx.set('Content-Type', 'application/json');
+        ctx.body = answer;
+        observer.reviewed(outcome, Number(process.hrtime.bigint() - started) / 1e9, webhook);
+        // After the answer has gone: an event never delays admission, and its failure is never felt there.
+        const recorder = deps.events;
+        if (recorder && outcome.events) ctx.res.once('finish', () => outcome.events!().forEach((e) => recorder.record(e)));
+      } finally {
+        upload?.release();
       }
-      ctx.body = { status: 'ok' };
-    });
-    router.get('/readyz', (ctx) => {
-      const ready = deps.isReady();
-      ctx.status = ready ? 200 : 503;
-      ctx.body = { status: ready ? 'ready' : 'not ready' };
     });
   }
+  // SidecarTemplate creates and updates: every check of `check` before the API server stores one.
+  const templateAdmission = deps.templateAdmission;
+  if (templateAdmission)
+    route('reviews', 'post', '/validate/sidecartemplates', async (ctx) => {
+      let upload: BodyUpload | undefined;
+      if (deps.requireClientCertificate) callerVerified(ctx.req.socket as TLSSocket);
+      try {
+        const body = await readJsonBody(ctx.req, deps.maxBodyBytes, budget, (read) => (upload = read));
+        const { response, refused } = answerTemplateReview(body.json(), templateAdmission);
+        ctx.set('Content-Type', 'application/json');
+        ctx.body = JSON.stringify(response);
+        metrics.templateReviews.inc({ decision: refused ? 'denied' : 'allowed' });
+        if (refused) log.info({ uid: cut(response.response.uid, 64), message: response.response.status?.message }, 'SidecarTemplate refused');
+      } finally {
+        upload?.release();
+      }
+    });
 
-  function addOperationRoutes(): void {
-    router.get('/metrics', async (ctx) => {
-      ctx.type = metrics.registry.contentType;
-      ctx.body = await metrics.registry.metrics();
-    });
-    router.get('/status', (ctx) => {
-      ctx.body = { ready: deps.isReady(), ...((deps.status?.() as object | undefined) ?? {}) };
-    });
-  }
+  route('probes', 'get', '/healthz', async (ctx) => {
+    const problems = await liveness.problems();
+    if (problems.length > 0) {
+      ctx.status = 503;
+      ctx.body = { status: 'unhealthy', problems };
+      log.error({ problems }, 'unhealthy: the kubelet should restart this replica');
+      return;
+    }
+    ctx.body = { status: 'ok' };
+  });
+  route('probes', 'get', '/readyz', (ctx) => {
+    const ready = deps.isReady();
+    ctx.status = ready ? 200 : 503;
+    ctx.body = { status: ready ? 'ready' : 'not ready' };
+  });
+  route('operations', 'get', '/metrics', async (ctx) => {
+    ctx.type = metrics.registry.contentType;
+    ctx.body = await metrics.registry.metrics();
+  });
+  route('operations', 'get', '/status', (ctx) => {
+    ctx.body = { ready: deps.isReady(), ...((deps.status?.() as object | undefined) ?? {}) };
+  });
 
   app.use(async (ctx, next) => {
     if (deps.isDraining?.()) ctx.set('Connection', 'close');
@@ -185,14 +182,14 @@ export function createApp(deps: AppDeps, groups: ReadonlySet<RouteGroup> = allRo
       await next();
       if (ctx.status === 404 && ctx.body === undefined) {
         observer.misdirected('ERR_NOT_FOUND');
-        const where = elsewhere.get(ctx.path);
+        const where = ctx.state.servedOn as string | undefined;
         sendError(
           ctx,
           404,
           'ERR_NOT_FOUND',
           where
             ? `no route for ${ctx.method} ${ctx.path} on this port: it is served on ${where}`
-            : `no route for ${ctx.method} ${cut(ctx.path, 100)}; ${groups.has('reviews') ? 'reviews go to POST /mutate' : `reviews go to ${groupPaths.reviews.where}`}`,
+            : `no route for ${ctx.method} ${cut(ctx.path, 100)}; reviews go to ${groups.has('reviews') ? 'POST /mutate' : servedOn.reviews}`,
         );
       }
     } catch (err) {

@@ -355,7 +355,7 @@ export async function rollout(argv: readonly string[], io: RolloutIo, env: Reado
     ...(inForce?.objects ? { objects: inForce.objects } : {}),
   };
   if (kubeConfig) {
-    const service = parseInjectorService((values.injector as string | undefined) ?? 'sidecar-injector/sidecar-injector:8443');
+    const service = parseInjectorService((values.injector as string | undefined) ?? rolloutOptions.injector.default);
     const namespace = values.namespace as string | undefined;
     let counter = new RevisionCounter(set);
     await listPages<{ metadata?: ListedMetadata }>(

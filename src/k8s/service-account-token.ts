@@ -19,19 +19,15 @@ const tokenVolumePrefix = 'kube-api-access-';
 const mountsTokenPath = (container: JsonObject) =>
   Array.isArray(container.volumeMounts) && container.volumeMounts.some((m) => isJsonObject(m) && m.mountPath === serviceAccountTokenPath);
 
+/** An object with no keys but `keys`. */
+const only = (value: unknown, keys: readonly string[]): value is JsonObject => isJsonObject(value) && Object.keys(value).every((k) => keys.includes(k));
+
 /** Exactly `{name, readOnly: true, mountPath}` of `volume` at the token path: the plugin's mount, nothing else there. */
 const pluginMount = (container: JsonObject, volume: string) =>
   Array.isArray(container.volumeMounts) &&
   container.volumeMounts.some(
-    (m) =>
-      isJsonObject(m) &&
-      m.mountPath === serviceAccountTokenPath &&
-      m.name === volume &&
-      m.readOnly === true &&
-      Object.keys(m).every((k) => k === 'name' || k === 'mountPath' || k === 'readOnly'),
+    (m) => only(m, ['name', 'mountPath', 'readOnly']) && m.mountPath === serviceAccountTokenPath && m.name === volume && m.readOnly === true,
   );
-
-const only = (value: unknown, keys: readonly string[]): value is JsonObject => isJsonObject(value) && Object.keys(value).every((k) => keys.includes(k));
 
 /**
  * The volume as the plugin makes it (TokenVolumeSource): projected, a bound token at `token`,

@@ -295,16 +295,23 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
   // The listeners: the webhook port serves the reviews, and whatever is given no port of its
   // own. The probes on a port of their own are never starved by a flood of the webhook port;
   // /metrics and /status on theirs can be opened to the monitoring namespace alone.
-  const listeners: { readonly name: 'webhook' | 'metrics' | 'probes'; readonly port: number; readonly groups: Set<RouteGroup> }[] = [
-    { name: 'webhook', port: config.port, groups: new Set<RouteGroup>(['reviews']) },
-  ];
-  if (config.metricsPort !== undefined) listeners.push({ name: 'metrics', port: config.metricsPort, groups: new Set(['operations']) });
-  else listeners[0]!.groups.add('operations');
-  if (config.probePort !== undefined) listeners.push({ name: 'probes', port: config.probePort, groups: new Set(['probes']) });
-  else listeners[0]!.groups.add('probes');
-  let running: RunningServer | undefined;
-  /** The listeners besides the webhook's, while they listen. */
-  let others: { readonly name: string; readonly server: RunningServer }[] = [];
+  interface Listener {
+    readonly port: number;
+    readonly groups: Set<RouteGroup>;
+    /** Its flag, named in a failure to listen; none for the webhook port's own (`--port`). */
+    readonly flag?: '--metrics-port' | '--probe-port';
+    /** Its field of the `listening` log line. */
+    readonly logField: 'port' | 'metricsPort' | 'probePort';
+  }
+  const webhookListener: Listener = { port: config.port, groups: new Set<RouteGroup>(['reviews']), logField: 'port' };
+  const listeners: Listener[] = [webhookListener];
+  if (config.metricsPort !== undefined)
+    listeners.push({ port: config.metricsPort, groups: new Set(['operations']), flag: '--metrics-port', logField: 'metricsPort' });
+  else webhookListener.groups.add('operations');
+  if (config.probePort !== undefined) listeners.push({ port: config.probePort, groups: new Set(['probes']), flag: '--probe-port', logField: 'probePort' });
+  else webhookListener.groups.add('probes');
+  /** Every listener while they listen, the webhook's first. */
+  let serving: { readonly listener: Listener; readonly server: RunningServer }[] = [];
   const sleep = (ms: number) => new Promise<void>((resolve) => clock.after(ms, () => resolve()));
   // A replica behind the Service keeps serving until another one has taken over (bounded):
   // kube-proxy sends a Service's connections to a terminating endpoint that still serves only
@@ -353,54 +360,56 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
     name: 'server',
     start: async () => {
       const pair = certificate.current();
-      const started: { name: string; server: RunningServer }[] = [];
-      const closeStarted = () => Promise.all(started.map((l) => l.server.close()));
+      const started: { listener: Listener; server: RunningServer }[] = [];
+      const closeStarted = () => Promise.all(started.map(({ server }) => server.close()));
+      // Only reviews are for the API server alone: the client CA goes to the webhook port.
+      const clientCaOf = (listener: Listener) => (clientCa && listener === webhookListener ? clientCa : undefined);
       for (const listener of listeners) {
         try {
+          const ca = clientCaOf(listener);
           const server = await startServer(createApp(appDeps, listener.groups).callback(), {
             host: config.host,
             port: listener.port,
             key: pair.key,
             cert: pair.cert,
-            // Only reviews are for the API server alone.
-            ...(clientCa && listener.name === 'webhook' ? { clientCa } : {}),
+            ...(ca ? { clientCa: ca } : {}),
             timeouts: config.timeouts,
           });
-          started.push({ name: listener.name, server });
+          started.push({ listener, server });
         } catch (err) {
           await closeStarted();
           // A port in use, an address this machine does not have: the configuration, not a bug.
-          const flag = listener.name === 'webhook' ? '' : ` (--${listener.name === 'metrics' ? 'metrics' : 'probe'}-port)`;
-          throw new ConfigError([`cannot listen on ${config.host}:${listener.port}${flag}: ${(err as Error).message}`]);
+          throw new ConfigError([`cannot listen on ${config.host}:${listener.port}${listener.flag ? ` (${listener.flag})` : ''}: ${(err as Error).message}`]);
         }
       }
       try {
-        // The context is replaced whole: the client CA goes with every new serving pair (webhook port).
+        // The context is replaced whole: the client CA goes with every new serving pair.
         await certificate.listening((next) => {
-          for (const { name, server } of started)
-            server.server.setSecureContext({ key: next.key, cert: next.cert, ...(clientCa && name === 'webhook' ? { ca: clientCa } : {}) });
+          for (const { listener, server } of started) {
+            const ca = clientCaOf(listener);
+            server.server.setSecureContext({ key: next.key, cert: next.cert, ...(ca ? { ca } : {}) });
+          }
         });
       } catch (err) {
         // Not started: nothing stops it later, so it closes here.
         await closeStarted();
         throw err;
       }
-      running = started[0]!.server;
-      others = started.slice(1);
+      serving = started;
     },
     stop: async () => {
-      if (!running) return;
-      const listening = [running, ...others.map((o) => o.server)];
+      if (serving.length === 0) return;
+      const servers = serving.map(({ server }) => server);
       // Taken over, the handover waited the delay already (between its two looks); alone at the
       // deadline, no other endpoint will take the connections: close now. Otherwise the delay
       // lets endpoints catch up.
       if ((await handOver()) === 'nothing-to-hand-over') await sleep(config.shutdownDelayMs);
-      const closed = Promise.all(listening.map((l) => l.close()));
+      const closed = Promise.all(servers.map((s) => s.close()));
       const deadline = new Promise<'timeout'>((resolve) => clock.after(config.shutdownTimeoutMs, () => resolve('timeout')));
       const result = await Promise.race([closed.then(() => 'closed' as const), deadline]);
       if (result === 'timeout') {
         log.warn({ timeoutMs: config.shutdownTimeoutMs }, 'in-flight requests did not finish in time; closing their connections');
-        for (const l of listening) l.server.closeAllConnections();
+        for (const s of servers) s.server.closeAllConnections();
       }
     },
   };
@@ -425,11 +434,11 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
   const start = async (): Promise<RunningServer | undefined> => {
     await manager.start();
     // A shutdown during the start: the manager stopped what had started.
-    if (stopping || !running) return undefined;
+    const webhookServer = serving[0]?.server;
+    if (stopping || !webhookServer) return undefined;
     log.info(
       {
-        port: running.port,
-        ...Object.fromEntries(others.map((o) => [o.name === 'metrics' ? 'metricsPort' : 'probePort', o.server.port])),
+        ...Object.fromEntries(serving.map(({ listener, server }) => [listener.logField, server.port])),
         host: config.host,
         templates: templates.store.current().templates.map((t) => `${t.name}@${t.hash}`),
         namespaceSource: namespaces.kind,
@@ -439,7 +448,7 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
     );
     // The first preflight once this replica answers: its own probe can then reach it.
     rollout?.begin();
-    return running;
+    return webhookServer;
   };
   return { start, shutdown };
 }
