@@ -97,14 +97,12 @@ export function createApp(deps: AppDeps, groups: ReadonlySet<RouteGroup> = allRo
   // Every route is registered on every listener: one of a group served elsewhere answers 404
   // naming the port that serves it (the fallback below reads `ctx.state.servedOn`).
   const route = (group: RouteGroup, method: 'get' | 'post', path: string, handler: Koa.Middleware) =>
-    router[method](
-      path,
-      groups.has(group)
-        ? handler
-        : (ctx) => {
-            ctx.state.servedOn = servedOn[group];
-          },
-    );
+    groups.has(group)
+      ? router[method](path, handler)
+      : // Any method: the path is another port's, whatever is asked of it.
+        router.all(path, (ctx) => {
+          ctx.state.servedOn = servedOn[group];
+        });
 
   const budget = new BodyBudget(deps.maxBodyBytesInFlight ?? defaultMaxBodyBytesInFlight, deps.clock);
   // One path per webhook: /mutate injects every template (one webhook for all); the required and
