@@ -141,6 +141,8 @@ const requestErrors = {
     401,
     'with `--client-ca`: a review from a caller without a client certificate that CA signed, refused before its body is read; answered with `Connection: close`',
   ],
+  ERR_PROFILE_SECONDS: [400, 'with `--profiling on`: `GET /debug/cpu-profile` asked for seconds that are not a whole number from 1 to 120'],
+  ERR_PROFILE_RUNNING: [409, 'with `--profiling on`: a CPU profile is being taken already'],
 } as const satisfies Record<RequestErrorCode, readonly [number, string]>;
 
 /** Denials of a pod read before any work (AdmissionReview answers with allowed false). */

@@ -14,6 +14,7 @@ import { RequestError } from './errors.js';
 import { BodyBudget, defaultMaxBodyBytesInFlight, readJsonBody, type BodyUpload } from './http/body.js';
 import { createObserver } from './http/observe.js';
 import { Liveness } from './liveness.js';
+import { profileSeconds } from './http/cpu-profile.js';
 import { cut } from './quote.js';
 import type { AdmissionEvent } from './pipeline/admission-events.js';
 import type { Metrics } from './metrics.js';
@@ -60,6 +61,8 @@ export interface AppDeps {
   readonly requireClientCertificate?: boolean;
   /** What SidecarTemplate admission reads (POST /validate/sidecartemplates); without it, that path is not served. */
   readonly templateAdmission?: TemplateAdmissionDeps;
+  /** With `--profiling on`: GET /debug/cpu-profile?seconds=N (operations) answers a CPU profile of the process. */
+  readonly profiler?: { profile(seconds: number): Promise<unknown> };
   /** Where the Events of reviews go (kube-api/events.ts), written after each answer is sent. */
   readonly events?: { record(event: AdmissionEvent): void };
 }
@@ -173,6 +176,14 @@ export function createApp(deps: AppDeps, groups: ReadonlySet<RouteGroup> = allRo
   route('operations', 'get', '/status', (ctx) => {
     ctx.body = { ready: deps.isReady(), ...((deps.status?.() as object | undefined) ?? {}) };
   });
+  const { profiler } = deps;
+  if (profiler)
+    route('operations', 'get', '/debug/cpu-profile', async (ctx) => {
+      const seconds = profileSeconds(typeof ctx.query.seconds === 'string' ? ctx.query.seconds : undefined);
+      const profile = await profiler.profile(seconds);
+      ctx.set('Content-Disposition', `attachment; filename="sidecar-injector-${seconds}s.cpuprofile"`);
+      ctx.body = profile;
+    });
 
   app.use(async (ctx, next) => {
     if (deps.isDraining?.()) ctx.set('Connection', 'close');

@@ -94,6 +94,12 @@ export interface Config {
   readonly events: boolean;
   /** Audit every pod continuously on the leading replica (cluster mode only). @default true */
   readonly audit: boolean;
+  /** The leading replica keeps each pod webhook's matchConditions to the pods a template may apply to (cluster mode only). @default true */
+  readonly matchConditions: boolean;
+  /** GET /debug/cpu-profile on the operations listener answers a CPU profile. @default false */
+  readonly profiling: boolean;
+  /** The MutatingWebhookConfiguration holding the webhooks (its caBundle, its conditions). @default 'sidecar-injector' */
+  readonly webhookConfigurationName: string;
   /** Where each candidate's preflight creates its probe pod with dryRun=All (cluster mode); unset: no preflight. */
   readonly rolloutProbeNamespace?: string;
   /** Unhealthy pods of a candidate that halt it (with the preflight). @default 3 */
@@ -169,7 +175,7 @@ export const serveOptions = {
     value: 'NAME',
     env: 'SIDECAR_INJECTOR_WEBHOOK_CONFIGURATION',
     default: 'sidecar-injector',
-    help: 'the MutatingWebhookConfiguration whose caBundle --tls-secret keeps',
+    help: 'the MutatingWebhookConfiguration whose caBundle --tls-secret keeps and whose matchConditions --match-conditions keeps',
   },
   service: {
     kind: 'string',
@@ -242,6 +248,20 @@ export const serveOptions = {
     env: 'SIDECAR_INJECTOR_ROLLOUT_HALT_NOT_READY_MS',
     default: '300000',
     help: "with --rollout-probe-namespace: a pod with the candidate counts as unhealthy once a candidate's sidecar has not been ready this long (10000 to 3600000)",
+  },
+  profiling: {
+    kind: 'string',
+    value: 'MODE',
+    env: 'SIDECAR_INJECTOR_PROFILING',
+    default: 'off',
+    help: 'on | off: GET /debug/cpu-profile?seconds=N (1 to 120, default 10) on the metrics port answers a CPU profile of the replica (.cpuprofile); one at a time',
+  },
+  'match-conditions': {
+    kind: 'string',
+    value: 'MODE',
+    env: 'SIDECAR_INJECTOR_MATCH_CONDITIONS',
+    default: 'on',
+    help: "on | off: the leading replica keeps each pod webhook's matchConditions to the pods a template may apply to, so that the API server calls no webhook that would do nothing (cluster mode)",
   },
   events: {
     kind: 'string',
@@ -384,6 +404,11 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
   if (actionProblem) problems.push(actionProblem);
   const audit = onOff('audit', option('audit'), problems);
   const events = onOff('events', option('events'), problems);
+  const matchConditions = onOff('match-conditions', option('match-conditions'), problems);
+  const profiling = option('profiling') === undefined ? false : onOff('profiling', option('profiling'), problems);
+  const webhookConfigurationName = option('webhook-configuration') ?? 'sidecar-injector';
+  if (!selfManaged && !isDns1123Subdomain(webhookConfigurationName))
+    problems.push(`--webhook-configuration: expected a DNS-1123 subdomain (got ${JSON.stringify(webhookConfigurationName).slice(0, 80)})`);
   const rolloutProbeNamespace = option('rollout-probe-namespace');
   if (rolloutProbeNamespace !== undefined && !isDns1123Label(rolloutProbeNamespace))
     problems.push(`--rollout-probe-namespace: expected a namespace name (got ${JSON.stringify(rolloutProbeNamespace).slice(0, 80)})`);
@@ -444,6 +469,9 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
     podSecurityAction: podSecurityAction as PodSecurityAction,
     events,
     audit,
+    matchConditions,
+    profiling,
+    webhookConfigurationName,
     ...(rolloutProbeNamespace !== undefined ? { rolloutProbeNamespace } : {}),
     rolloutHaltUnhealthyPods,
     rolloutHaltNotReadyMs,

@@ -14,7 +14,9 @@ export type RequestErrorCode =
   | 'ERR_NOT_FOUND'
   | 'ERR_METHOD_NOT_ALLOWED'
   | 'ERR_OVERLOADED'
-  | 'ERR_CLIENT_CERTIFICATE';
+  | 'ERR_CLIENT_CERTIFICATE'
+  | 'ERR_PROFILE_SECONDS'
+  | 'ERR_PROFILE_RUNNING';
 
 /** A request we refuse before we know its uid: answered as HTTP `status` with `{ code, message }`. */
 export class RequestError extends Error {

@@ -94,3 +94,39 @@ test('a port given to two listeners is refused at start, naming the flags', (t) 
     { metricsPort: 8443, probePort: 8081 },
   );
 });
+
+test('with --profiling on, the metrics port answers a CPU profile of the replica: one at a time, for 1 to 120 seconds; without it the path is not served', async (t) => {
+  const serve = await spawnServe(['--namespace-source', 'local', '--metrics-port', '0', '--profiling', 'on']);
+  t.teardown(() => void serve.child.kill('SIGTERM'));
+  const { port, metricsPort } = serve.logs.find((l) => l.msg === 'listening')!;
+  const first = httpsCall({ port: metricsPort, ca: serve.ca, path: '/debug/cpu-profile?seconds=1' });
+  // A second while the first runs: refused, with the code.
+  const second = await httpsCall({ port: metricsPort, ca: serve.ca, path: '/debug/cpu-profile?seconds=1' });
+  t.is(second.status, 409);
+  t.is(JSON.parse(second.text).code, 'ERR_PROFILE_RUNNING');
+  const answer = await first;
+  t.is(answer.status, 200);
+  const profile = JSON.parse(answer.text);
+  t.true(Array.isArray(profile.nodes) && profile.nodes.length > 0, 'call tree nodes');
+  t.true(Array.isArray(profile.samples) && profile.samples.length > 0, 'samples');
+  t.true(profile.endTime - profile.startTime >= 900_000, `about a second of samples (µs: ${profile.endTime - profile.startTime})`);
+  for (const seconds of ['0', '121', 'x', '1e2']) {
+    const bad = await httpsCall({ port: metricsPort, ca: serve.ca, path: `/debug/cpu-profile?seconds=${seconds}` });
+    t.is(bad.status, 400, seconds);
+    t.regex(JSON.parse(bad.text).message, /^seconds: expected a whole number from 1 to 120/);
+  }
+  // Not on the webhook port.
+  t.is((await httpsCall({ port, ca: serve.ca, path: '/debug/cpu-profile?seconds=1' })).status, 404);
+  // Off by default.
+  const plain = await spawnServe(['--namespace-source', 'local']);
+  t.teardown(() => void plain.child.kill('SIGTERM'));
+  const off = await httpsCall({ port: plain.logs.find((l) => l.msg === 'listening')!.port, ca: plain.ca, path: '/debug/cpu-profile?seconds=1' });
+  t.is(off.status, 404);
+});
+
+test('--profiling takes on or off', (t) => {
+  t.false(loadConfig({}, ['--namespace-source', 'local']).profiling);
+  t.true(loadConfig({}, ['--namespace-source', 'local', '--profiling', 'on']).profiling);
+  const error = t.throws(() => loadConfig({}, ['--namespace-source', 'local', '--profiling', 'yes']), { instanceOf: ConfigError });
+  t.regex(error!.message, /--profiling: expected on or off/);
+});

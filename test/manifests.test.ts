@@ -370,7 +370,7 @@ test('cert-manager overlay: mounts the TLS Secret where --tls-cert and --tls-key
   t.is(arg('tls-key'), `${certDir}/tls.key`);
 });
 
-test("rbac: read namespaces, nodes, pods, the workloads that hold pod templates and the SidecarTemplates; create and patch on events; write SidecarTemplate status; nothing more, bound to the Deployment's service account", (t) => {
+test("rbac: read namespaces, nodes, pods, the workloads that hold pod templates and the SidecarTemplates; create and patch on events; write SidecarTemplate status and the webhooks' conditions of one configuration; nothing more, bound to the Deployment's service account", (t) => {
   t.deepEqual(named(base, 'ClusterRole', 'sidecar-injector').rules, [
     { apiGroups: [''], resources: ['namespaces', 'nodes'], verbs: ['get', 'list', 'watch'] },
     { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },
@@ -380,6 +380,7 @@ test("rbac: read namespaces, nodes, pods, the workloads that hold pod templates 
     { apiGroups: ['events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] },
     { apiGroups: ['sidecar-injector.io'], resources: ['sidecartemplates'], verbs: ['get', 'list', 'watch'] },
     { apiGroups: ['sidecar-injector.io'], resources: ['sidecartemplates/status'], verbs: ['get', 'patch', 'update'] },
+    { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingwebhookconfigurations'], resourceNames: ['sidecar-injector'], verbs: ['get', 'patch'] },
     {
       apiGroups: ['admissionregistration.k8s.io'],
       resources: ['mutatingadmissionpolicies', 'mutatingadmissionpolicybindings'],

@@ -15,16 +15,9 @@ import { parseAllDocuments } from 'yaml';
 import { policies as policiesCommand } from '../src/cli/policies.js';
 import { policiesOptions } from '../src/cli/usage.js';
 import { ConfigError, PolicyError, UsageError } from '../src/errors.js';
+import { celString } from '../src/k8s/cel.js';
 import { matches, parseSelector, type Labels } from '../src/k8s/selector.js';
-import {
-  celLimits,
-  celString,
-  parseValidationActions,
-  policiesYaml,
-  requiredPolicies,
-  webhookScope,
-  type RequiredPolicy,
-} from '../src/manifests/required-policies.js';
+import { celLimits, parseValidationActions, policiesYaml, requiredPolicies, webhookScope, type RequiredPolicy } from '../src/manifests/required-policies.js';
 import { createLocalNamespaceSource } from '../src/namespaces/source.js';
 import { flagText } from '../src/options.js';
 import { admitPod } from '../src/pipeline/admit.js';

@@ -31,7 +31,7 @@ import { quantityRe } from '../k8s/quantity.js';
 import { podSchemaTypes } from '../k8s/pod-schema.js';
 import { reviewLimits } from '../k8s/pod-validation.js';
 import { maxMetadataEntries } from '../k8s/pod.js';
-import type { Selector } from '../k8s/selector.js';
+import { celString, inMap, selectorCel } from '../k8s/cel.js';
 import { overrideDomain, overrideKey } from '../pipeline/overrides.js';
 import { matchConditions as webhookMatchConditions } from '../pipeline/match-conditions.js';
 import { nameOf, templateInForm } from '../templates/forms.js';
@@ -40,7 +40,7 @@ import type { Reference, Segment } from '../templates/placeholders.js';
 import { entryOf, exportProblems } from '../templates/export-rules.js';
 import type { TemplateSet } from '../templates/set.js';
 import type { Compiled, Template, TemplateFailurePolicy } from '../templates/template.js';
-import { celString, podOs, requestPattern, selectorJson, webhookScope } from './required-policies.js';
+import { podOs, requestPattern, selectorJson, webhookScope } from './required-policies.js';
 
 /** The order in which the API server calls the two webhooks: required first, as the configuration lists them. */
 const webhookOrder: readonly TemplateFailurePolicy[] = ['Fail', 'Ignore'];
@@ -71,28 +71,9 @@ const podLabels = 'object.metadata.labels';
 const podAnnotations = 'object.metadata.annotations';
 const nsLabels = 'namespaceObject.metadata.labels';
 const nsAnnotations = 'namespaceObject.metadata.annotations';
-const inMap = (map: string, key: string) => `(has(${map}) && ${celString(key)} in ${map})`;
 const valueIn = (map: string, key: string) => `(${inMap(map, key)} ? ${map}[${celString(key)}] : '')`;
 const escapePointer = (key: string) => key.replace(/~/g, '~0').replace(/\//g, '~1');
 const listOf = (list: string) => `(has(object.spec.${list}) ? object.spec.${list} : [])`;
-
-/** A label selector over a label map, requirement by requirement (selection/select.ts reads them alike). */
-function selectorCel(selector: Selector, map: string): string[] {
-  return selector.requirements.map((r) => {
-    const present = inMap(map, r.key);
-    const among = `${map}[${celString(r.key)}] in [${[...r.values].map(celString).join(', ')}]`;
-    switch (r.operator) {
-      case 'In':
-        return `(${present} && ${among})`;
-      case 'NotIn':
-        return `!(${present} && ${among})`;
-      case 'Exists':
-        return present;
-      case 'DoesNotExist':
-        return `!${present}`;
-    }
-  });
-}
 
 /** A quantity text as the injector reads one (templates/parameters.ts): non-negative, at most 1,024 characters. */
 /**

@@ -40,6 +40,7 @@ import { osNodeLabels } from '../k8s/pod.js';
 import { goSpaceClass, trimSpace } from '../k8s/space.js';
 import { maxAnnotationBytes, reviewLimits } from '../k8s/pod-validation.js';
 import type { Selector } from '../k8s/selector.js';
+import { celString } from '../k8s/cel.js';
 import { matchConditions as webhookMatchConditions } from '../pipeline/match-conditions.js';
 import type { TemplateSet } from '../templates/set.js';
 import type { Compiled, Template } from '../templates/template.js';
@@ -119,19 +120,6 @@ interface RequiredContainer {
   readonly shown?: readonly string[];
   readonly imageNote?: string;
 }
-
-/**
- * A CEL string literal: printable ASCII as is, everything else escaped by code point (`\\u00a0`,
- * and `\\U0001f680` beyond the basic plane: cel-go refuses a `\\u` escape of a surrogate, so the
- * policy would not compile), so the YAML shows no invisible character. A lone surrogate, which no
- * CEL string can hold, is written as U+FFFD, as Go's JSON decoder reads it.
- */
-export const celString = (text: string): string =>
-  `'${text.replace(/[\\']/g, '\\$&').replace(/[^\x20-\x7e]/gu, (c) => {
-    const code = c.codePointAt(0)!;
-    if (code > 0xffff) return `\\U${code.toString(16).padStart(8, '0')}`;
-    return `\\u${(code >= 0xd800 && code <= 0xdfff ? 0xfffd : code).toString(16).padStart(4, '0')}`;
-  })}'`;
 
 /** A repository as a regular expression that RE2 and ECMAScript read alike: `.` in a class, nothing else special. */
 const plainRepository = /^[A-Za-z0-9._/:-]+$/;

@@ -174,7 +174,9 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
   const auditing = config.audit && view.cluster !== undefined;
   // Loaded only when there is an election: a local run needs no part of the Kubernetes client.
   let election: LeaderElector | undefined;
-  if (kubeConfig && (auditing || config.selfManaged || templates.objects)) {
+  // On even when turned off: the leader then removes the entries it wrote.
+  const conditioning = view.cluster !== undefined;
+  if (kubeConfig && (auditing || config.selfManaged || templates.objects || conditioning)) {
     const { LeaderElector } = await import('../kube-api/lease.js');
     election = new LeaderElector({
       kubeConfig,
@@ -228,6 +230,21 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
       counts: () => auditCounts?.(),
     });
     leaderOnly.push({ name: 'template-status', start: () => writer.start(), stop: () => writer.stop(), status: () => writer.status() });
+  }
+
+  // Each pod webhook's matchConditions: the API server calls it only for pods a template may apply to.
+  if (conditioning && election && kubeConfig) {
+    const { WebhookConditions } = await import('./webhook-conditions.js');
+    const conditions = new WebhookConditions({
+      kubeConfig,
+      log: log.child({ component: 'webhook-conditions' }),
+      clock,
+      templates: templates.store,
+      configurationName: config.webhookConfigurationName,
+      enabled: config.matchConditions,
+    });
+    // Before the audit: it stops after it.
+    leaderOnly.unshift({ name: 'webhook-conditions', start: () => conditions.start(), stop: () => conditions.stop(), status: () => conditions.status() });
   }
 
   // Whether the exported MutatingAdmissionPolicy holds the templates marked delivery: policy, at their revisions.
@@ -291,6 +308,7 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
     ...(clientCa ? { requireClientCertificate: true } : {}),
     templateAdmission: templates.objects ? { stored: () => (templates.objects!.ready() ? templates.objects!.stored().size : undefined) } : {},
     status: () => ({ draining, ...manager.status(), podSecurityAction: config.podSecurityAction }),
+    ...(config.profiling ? { profiler: new (await import('../http/cpu-profile.js')).CpuProfiler(clock) } : {}),
   };
   // The listeners: the webhook port serves the reviews, and whatever is given no port of its
   // own. The probes on a port of their own are never starved by a flood of the webhook port;

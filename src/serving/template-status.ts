@@ -7,7 +7,8 @@
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import type { Clock, Timer } from '../clock.js';
+import type { Clock } from '../clock.js';
+import { Rounds } from '../runtime/rounds.js';
 import { KubernetesApiError } from '../errors.js';
 import { canonicalJson, isJsonObject } from '../k8s/json.js';
 import { requestJson } from '../kube-api/request.js';
@@ -42,27 +43,26 @@ function comparable(status: unknown): string {
 }
 
 export class TemplateStatusWriter {
-  private timer: Timer | undefined;
-  private running = false;
-  private again = false;
-  private stopped = true;
   private written = 0;
   private failures = 0;
-  private readonly onReload = () => this.round();
+  private readonly rounds: Rounds;
 
-  constructor(private readonly options: TemplateStatusOptions) {}
+  constructor(private readonly options: TemplateStatusOptions) {
+    this.rounds = new Rounds({
+      clock: options.clock,
+      intervalMs: options.intervalMs ?? 15_000,
+      pass: () => this.pass(),
+      failed: (err) => options.log.error({ err: (err as Error).message }, 'SidecarTemplate status round'),
+      follow: { emitter: options.objects, event: 'reload' },
+    });
+  }
 
   start(): void {
-    this.stopped = false;
-    this.options.objects.on('reload', this.onReload);
-    this.timer = this.options.clock.every(this.options.intervalMs ?? 15_000, () => this.round());
-    this.round();
+    this.rounds.start();
   }
 
   stop(): void {
-    this.stopped = true;
-    this.timer?.cancel();
-    this.options.objects.off('reload', this.onReload);
+    this.rounds.stop();
   }
 
   status() {
@@ -70,27 +70,13 @@ export class TemplateStatusWriter {
   }
 
   /** Resolves once the round under way (if any) and the one it asked for are done (tests). */
-  async settled(): Promise<void> {
-    while (this.running) await new Promise((resolve) => setTimeout(resolve, 1));
+  settled(): Promise<void> {
+    return this.rounds.settled();
   }
 
   /** One pass over the objects; a call during a pass asks for one more after it. */
   round(): void {
-    if (this.stopped) return;
-    if (this.running) {
-      this.again = true;
-      return;
-    }
-    this.running = true;
-    void this.pass()
-      .catch((err: unknown) => this.options.log.error({ err: (err as Error).message }, 'SidecarTemplate status round'))
-      .finally(() => {
-        this.running = false;
-        if (this.again && !this.stopped) {
-          this.again = false;
-          this.round();
-        }
-      });
+    this.rounds.round();
   }
 
   private async pass(): Promise<void> {
@@ -102,7 +88,7 @@ export class TemplateStatusWriter {
     const now = new Date(clock.now()).toISOString().replace(/\.\d{3}Z$/, 'Z');
     let writes = 0;
     for (const [name, object] of objects.stored()) {
-      if (this.stopped || writes >= (this.options.maxWritesPerRound ?? 50)) return;
+      if (this.rounds.isStopped || writes >= (this.options.maxWritesPerRound ?? 50)) return;
       const metadata = isJsonObject(object.metadata) ? object.metadata : {};
       const refused = refusals.get(name);
       const desired = objectStatus({

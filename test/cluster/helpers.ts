@@ -58,6 +58,15 @@ export async function eventually<T>(what: string, predicate: () => Promise<T | u
   throw new Error(`${what} did not come in ${checks} checks${last ? ` (last error: ${(last as Error).message})` : ''}`);
 }
 
+/** Waits until the leader has written its template condition (a-template-may-apply) on both pod webhooks. */
+export async function templateConditionsWritten(): Promise<void> {
+  const { kube } = joinWorld();
+  await eventually("the leader's template conditions on both pod webhooks", async () => {
+    const configuration = await kube.get('/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/sidecar-injector');
+    return (configuration.webhooks as Json[]).filter((w) => ((w.matchConditions ?? []) as Json[]).some((c) => c.name === 'a-template-may-apply')).length === 2;
+  });
+}
+
 /** A namespace name no other test uses. */
 export const testNamespaceName = (prefix: string) => `${prefix}-${randomBytes(3).toString('hex')}`;
 
@@ -259,6 +268,14 @@ export async function withTemplate(t: ExecutionContext, name: string, text: stri
     await everyReplica((status) => !serves(status), `every replica without template ${name}`);
   });
   await everyReplica(serves, `every replica serving template ${name}`);
+  // And the pod webhooks' template conditions, written by the leader, cover it.
+  await eventually(`the webhooks' template conditions covering ${name}`, async () => {
+    for (const pod of await injectorPods()) {
+      const status = await kube.get(`/api/v1/namespaces/sidecar-injector/pods/https:${pod.metadata.name}:8443/proxy/status`);
+      if (((status['webhook-conditions']?.coveredTemplates ?? []) as string[]).some((tpl) => tpl.startsWith(`${name}@`))) return true;
+    }
+    return undefined;
+  });
 }
 
 /**

@@ -14,6 +14,7 @@ import {
   optedInNamespace,
   plainPod,
   scaleInjector,
+  templateConditionsWritten,
   testNamespace,
   warnings,
   type Json,
@@ -53,14 +54,22 @@ test.serial(
     const namespace = await optedInNamespace(t, 'outage');
     const elsewhere = await testNamespace(t, 'outage-plain');
     t.teardown(restore);
+    await templateConditionsWritten();
     await scaleInjector(0);
-    const refused = await kube.request('POST', `/api/v1/namespaces/${namespace}/pods`, plainPod('refused'));
+    // A pod that asks for the proxy (a required template) is sent to the required webhook: refused.
+    const refused = await kube.request('POST', `/api/v1/namespaces/${namespace}/pods`, withProxy('refused'));
     t.is(refused.status, 500);
     t.is(refused.body.reason, 'InternalError');
     t.regex(
       String(refused.body.message),
       /^Internal error occurred: failed calling webhook "required\.sidecar-injector\.io": failed to call webhook: Post "https:\/\/sidecar-injector\.sidecar-injector\.svc:443\/mutate\/required\?timeout=3s"/,
     );
+    // A pod no required template may apply to is never sent to the required webhook (its
+    // template condition, written by the leader, stays while every replica is down): created,
+    // without the optional sidecar, as the optional webhook fails open.
+    const unneeded = await kube.request('POST', `/api/v1/namespaces/${namespace}/pods`, plainPod('needs-no-required'));
+    t.is(unneeded.status, 201, String(unneeded.body.message));
+    t.is(unneeded.body.metadata.annotations?.['sidecar-injector.io/status'], undefined, 'no ledger');
     // Namespaces that did not opt in never meet the webhooks.
     t.is((await kube.request('POST', `/api/v1/namespaces/${elsewhere}/pods`, plainPod('unaffected'))).status, 201);
     // The operator's incident choice: the required webhook fails open too. Nobody arms it again while every replica is down.

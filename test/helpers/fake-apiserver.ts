@@ -13,6 +13,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
 import { parse as parseYaml } from 'yaml';
+import { parse as parseCel } from '@bufbuild/cel';
 import { testCertificates } from './server.js';
 
 interface NamespaceObject {
@@ -764,7 +765,35 @@ export class FakeApiServer {
       if (change.failurePolicy !== undefined && !['Fail', 'Ignore'].includes(change.failurePolicy)) {
         return this.send(res, 422, status(422, 'Invalid', 'failurePolicy: Unsupported value'));
       }
-      const { clientConfig, ...rest } = change;
+      const { clientConfig, matchConditions, ...rest } = change;
+      // matchConditions merge by name, as the API server's strategic merge does ($patch: delete removes one).
+      if (matchConditions !== undefined) {
+        if (!Array.isArray(matchConditions)) return this.send(res, 400, status(400, 'BadRequest', 'matchConditions: not a list'));
+        const merged: any[] = [...(hook.matchConditions ?? [])];
+        for (const condition of matchConditions) {
+          const at = merged.findIndex((c) => c.name === condition?.name);
+          if (condition?.$patch === 'delete') {
+            if (at >= 0) merged.splice(at, 1);
+            continue;
+          }
+          if (typeof condition?.name !== 'string' || typeof condition?.expression !== 'string')
+            return this.send(res, 422, status(422, 'Invalid', 'matchConditions: name and expression are required'));
+          try {
+            parseCel(condition.expression);
+          } catch (err) {
+            return this.send(
+              res,
+              422,
+              status(422, 'Invalid', `matchConditions[${JSON.stringify(condition.name)}].expression: compilation failed: ${(err as Error).message}`),
+            );
+          }
+          if (at >= 0) merged[at] = condition;
+          else merged.push(condition);
+        }
+        if (merged.length > 64) return this.send(res, 422, status(422, 'Invalid', 'matchConditions: Too many: must have at most 64 items'));
+        if (merged.length > 0) hook.matchConditions = merged;
+        else delete hook.matchConditions;
+      }
       Object.assign(hook, rest);
       if (clientConfig) hook.clientConfig = { ...hook.clientConfig, ...clientConfig };
     }
