@@ -1,32 +1,53 @@
 /**
  * The cost a user sees, through the real API server (run inside the test cluster:
  * `scripts/cluster.sh run -- node dist/bench/cluster.js`; `npm run bench` runs it last when it
- * can): pod creates in a namespace that opted in (both webhooks called, and called again after
- * the ServiceAccount plugin mounts its token into the sidecars) against one that did not, at
- * concurrency 1 and 16, a few hundred creates each, twice; latency as the client sees it, and
- * the CPU time of the injector's replicas and of kube-apiserver per create, from /proc. And the
- * same creates in a namespace the webhooks do not serve but the templates exported as a
- * MutatingAdmissionPolicy do (`policies --mutating`, bound to that namespace only): the time
- * the API server's own injection takes.
+ * can): pod creates at concurrency 1 and 16, a few hundred each, three runs, of
+ * - a typical pod in a namespace that did not opt in (what the others are measured against);
+ * - in namespaces that opted in: a typical pod (one webhook injects it: the bundled log
+ *   shipper), the same pod asking for the proxy (both webhooks inject it), and a pod no template
+ *   applies to (it says logging.example.com/ship=false);
+ * - a typical pod in a namespace the webhooks do not serve but the templates exported as a
+ *   MutatingAdmissionPolicy do (`policies --mutating`, bound to that namespace only).
+ * For each: latency as the client sees it, the CPU time of the injector's replicas and of
+ * kube-apiserver per create from /proc, and the webhook calls per create from the audit log.
  *
- * Options: --creates N (per run, default 300), --runs N (default 2).
+ * With `--profile DIR`, then: the replicas restarted with `--profiling on`, a CPU profile of
+ * each taken while typical pods are created one at a time for `--profile-seconds` (default 20),
+ * written to DIR and summarised (bench/profile-summary.ts).
+ *
+ * Options: --creates N (per run, default 300), --runs N (default 3), --profile DIR, --profile-seconds N,
+ * --profile-only (the profiles alone, no measured runs).
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { joinWorld, testNamespaceName, type Json } from '../test/cluster/helpers.js';
+import { auditEvents, eventually, injectorPods, joinWorld, testNamespaceName, type Json } from '../test/cluster/helpers.js';
 import { mutatingPolicies } from '../src/manifests/mutating-policies.js';
 import { loadTemplateDir } from '../src/templates/load.js';
+import { summarise, type Profile } from './profile-summary.js';
 
-const { values } = parseArgs({ options: { creates: { type: 'string', default: '300' }, runs: { type: 'string', default: '2' } } });
+const { values } = parseArgs({
+  options: {
+    creates: { type: 'string', default: '300' },
+    runs: { type: 'string', default: '3' },
+    profile: { type: 'string' },
+    'profile-seconds': { type: 'string', default: '20' },
+    'profile-only': { type: 'boolean', default: false },
+  },
+});
 const creates = Number(values.creates);
 const runs = Number(values.runs);
 
 /** A pod as a Deployment's controller sends it: generateName, labels, an owner-less typical spec. */
-function typicalPod(): Json {
+function typicalPod(extra: { labels?: Record<string, string>; annotations?: Record<string, string> } = {}): Json {
   return {
     apiVersion: 'v1',
     kind: 'Pod',
-    metadata: { generateName: 'web-5d8f9c7b6d-', labels: { app: 'web', 'pod-template-hash': '5d8f9c7b6d' } },
+    metadata: {
+      generateName: 'web-5d8f9c7b6d-',
+      labels: { app: 'web', 'pod-template-hash': '5d8f9c7b6d', ...extra.labels },
+      ...(extra.annotations ? { annotations: extra.annotations } : {}),
+    },
     spec: {
       containers: [
         {
@@ -85,7 +106,7 @@ interface Result {
   readonly failures: number;
 }
 
-async function run(namespace: string, concurrency: number, count = creates): Promise<Result> {
+async function run(namespace: string, pod: Json, concurrency: number, count = creates): Promise<Result> {
   const { kube } = joinWorld();
   const injector = pidsOf((c) => c.some((a) => a.endsWith('/dist/src/cli/main.js')) && c.includes('serve'));
   const apiServer = pidsOf((c) => (c[0] ?? '').endsWith('/kube-apiserver'));
@@ -98,7 +119,7 @@ async function run(namespace: string, concurrency: number, count = creates): Pro
     Array.from({ length: concurrency }, async () => {
       while (next++ < count) {
         const t0 = performance.now();
-        const answer = await kube.request('POST', `/api/v1/namespaces/${namespace}/pods`, typicalPod());
+        const answer = await kube.request('POST', `/api/v1/namespaces/${namespace}/pods`, pod);
         latencies.push(performance.now() - t0);
         if (answer.status !== 201) failures++;
       }
@@ -110,65 +131,179 @@ async function run(namespace: string, concurrency: number, count = creates): Pro
   return { p50: quantile(latencies, 0.5), p99: quantile(latencies, 0.99), injectorCpuMs: cpu1[0]! - cpu0[0]!, apiServerCpuMs: cpu1[1]! - cpu0[1]!, failures };
 }
 
-const { kube, file } = joinWorld();
-const namespaces = { 'opted in': testNamespaceName('bench-in'), 'not opted in': testNamespaceName('bench-out'), policy: testNamespaceName('bench-map') };
+/** Each case: its namespace (and how it is labelled), and the pod it creates. */
+interface Case {
+  readonly namespace: string;
+  readonly labels: Record<string, string>;
+  readonly pod: Json;
+}
+const optedIn = { 'sidecar-injector.io/injection': 'enabled' };
 const policyLabel = { 'sidecar-injector.io/bench-policy': 'true' };
-for (const [kind, name] of Object.entries(namespaces)) {
-  await kube.create('/api/v1/namespaces', {
-    apiVersion: 'v1',
-    kind: 'Namespace',
-    metadata: { name, labels: kind === 'opted in' ? { 'sidecar-injector.io/injection': 'enabled' } : kind === 'policy' ? policyLabel : {} },
-  });
-  for (let i = 0; i < 600 && !(await kube.find(`/api/v1/namespaces/${name}/serviceaccounts/default`)); i++) await new Promise((r) => setTimeout(r, 50));
-}
-// The installed templates exported, bound to the policy namespace only (the generated binding selects opted-in namespaces).
-const apis = '/apis/admissionregistration.k8s.io/v1';
-const exported = mutatingPolicies(await loadTemplateDir('templates'));
-const policy = exported.objects[0]!;
-const policyName = (policy.metadata as Json).name as string;
-await kube.create(`${apis}/mutatingadmissionpolicies`, policy);
-await kube.create(`${apis}/mutatingadmissionpolicybindings`, {
-  apiVersion: 'admissionregistration.k8s.io/v1',
-  kind: 'MutatingAdmissionPolicyBinding',
-  metadata: { name: policyName },
-  spec: { policyName, matchResources: { namespaceSelector: { matchLabels: policyLabel } } },
-});
-// The API server loads policies about every second: wait until a create is injected.
-for (let i = 0; i < 600; i++) {
-  const probe = await kube.request('POST', `/api/v1/namespaces/${namespaces.policy}/pods?dryRun=All`, typicalPod());
-  if (probe.body.metadata?.annotations?.['sidecar-injector.io/status']) break;
-  await new Promise((r) => setTimeout(r, 50));
-}
-console.log(
-  `# Pod creates through kube-apiserver ${file.kubernetesVersion} (the injector's pods ${file.containers === 'real-node' ? 'on the real node, from the pushed image' : file.containers === 'image' ? "on the stand-in node, from the built image's files" : "on the stand-in node, from the clone's build"})\n`,
-);
-console.log(`${creates} creates per run, ${runs} runs; latency as the client sees it; CPU of the injector's replicas and of kube-apiserver per create.\n`);
-console.log('namespace      conc  run   p50 ms   p99 ms  failures  injector CPU ms/create  kube-apiserver CPU ms/create');
-const results: { kind: string; concurrency: number; result: Result }[] = [];
-// Warm-up: the first creates of a namespace fill the API server's caches and the injector's.
-for (const name of Object.values(namespaces)) await run(name, 4, 50);
-for (const concurrency of [1, 16])
-  for (let r = 1; r <= runs; r++)
-    for (const [kind, name] of Object.entries(namespaces)) {
-      const result = await run(name, concurrency);
-      results.push({ kind, concurrency, result });
-      console.log(
-        `${kind.padEnd(13)} ${String(concurrency).padStart(5)} ${String(r).padStart(4)} ${fmt(result.p50).padStart(8)} ${fmt(result.p99).padStart(8)} ${String(result.failures).padStart(9)} ${fmt(result.injectorCpuMs / creates, 3).padStart(23)} ${fmt(result.apiServerCpuMs / creates, 3).padStart(29)}`,
-      );
+const cases: Record<string, Case> = {
+  'not opted in': { namespace: testNamespaceName('bench-out'), labels: {}, pod: typicalPod() },
+  'one webhook': { namespace: testNamespaceName('bench-one'), labels: optedIn, pod: typicalPod() },
+  'both webhooks': {
+    namespace: testNamespaceName('bench-both'),
+    labels: optedIn,
+    pod: typicalPod({ annotations: { 'sidecar-injector.io/templates': 'proxy' } }),
+  },
+  'nothing applies': { namespace: testNamespaceName('bench-none'), labels: optedIn, pod: typicalPod({ labels: { 'logging.example.com/ship': 'false' } }) },
+  policy: { namespace: testNamespaceName('bench-map'), labels: policyLabel, pod: typicalPod() },
+};
+
+const { kube, file } = joinWorld();
+if (!values['profile-only']) await measure();
+if (values.profile) await profile(values.profile, Number(values['profile-seconds']));
+kube.close();
+
+/** The replicas with --profiling on: a profile of each while typical pods are created one at a time. */
+async function profile(dir: string, seconds: number): Promise<void> {
+  const deployment = '/apis/apps/v1/namespaces/sidecar-injector/deployments/sidecar-injector';
+  const setProfiling = async (value: string | null) => {
+    const current = await kube.get(deployment);
+    const container = (current.spec.template.spec.containers as Json[]).find((c) => c.name === 'injector')!;
+    const env = ((container.env ?? []) as Json[]).filter((e) => e.name !== 'SIDECAR_INJECTOR_PROFILING');
+    if (value !== null) env.push({ name: 'SIDECAR_INJECTOR_PROFILING', value });
+    await kube.call(
+      'PATCH',
+      deployment,
+      { spec: { template: { spec: { containers: [{ name: 'injector', env }] } } } },
+      'application/strategic-merge-patch+json',
+    );
+    await eventually('the replicas restarted and ready', async () => {
+      const pods = await injectorPods();
+      const wanted = (p: Json) =>
+        (((p.spec.containers as Json[]).find((c) => c.name === 'injector')?.env ?? []) as Json[]).some((e) => e.name === 'SIDECAR_INJECTOR_PROFILING') ===
+        (value !== null);
+      const ready = (p: Json) => !p.metadata.deletionTimestamp && p.status?.conditions?.some((c: Json) => c.type === 'Ready' && c.status === 'True');
+      return pods.length === 2 && pods.every((p) => wanted(p) && ready(p));
+    });
+  };
+  await setProfiling('on');
+  try {
+    const namespace = testNamespaceName('bench-profile');
+    await kube.create('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace, labels: optedIn } });
+    for (let i = 0; i < 600 && !(await kube.find(`/api/v1/namespaces/${namespace}/serviceaccounts/default`)); i++) await new Promise((r) => setTimeout(r, 50));
+    await run(namespace, typicalPod(), 4, 100);
+    mkdirSync(dir, { recursive: true });
+    const pods = (await injectorPods()).map((p) => p.metadata.name as string);
+    const before = auditEvents().length;
+    const profiles = pods.map((name) =>
+      kube.request('GET', `/api/v1/namespaces/sidecar-injector/pods/https:${name}:8443/proxy/debug/cpu-profile?seconds=${seconds}`),
+    );
+    const end = Date.now() + (seconds - 1) * 1000;
+    let made = 0;
+    const started = Date.now();
+    while (Date.now() < end) {
+      await kube.request('POST', `/api/v1/namespaces/${namespace}/pods`, typicalPod());
+      made++;
     }
-console.log('\n## what the webhook and the exported policy add (each minus not opted in, same concurrency and run)\n');
-console.log('conc  run  webhook p50 ms  webhook p99 ms  policy p50 ms  policy p99 ms  policy kube-apiserver CPU ms/create added');
-for (const concurrency of [1, 16])
-  for (let r = 0; r < runs; r++) {
-    const of = (kind: string) => results.filter((x) => x.kind === kind && x.concurrency === concurrency)[r]!.result;
-    const yes = of('opted in');
-    const no = of('not opted in');
-    const map = of('policy');
+    const elapsed = (Date.now() - started) / 1000;
+    const calls = auditEvents()
+      .slice(before)
+      .filter((e) => e.verb === 'create' && e.objectRef?.namespace === namespace && e.objectRef?.resource === 'pods')
+      .reduce((n, e) => n + Object.keys(e.annotations ?? {}).filter((k) => k.startsWith('mutation.webhook.admission.k8s.io/')).length, 0);
     console.log(
-      `${String(concurrency).padStart(4)} ${String(r + 1).padStart(4)} ${fmt(yes.p50 - no.p50).padStart(15)} ${fmt(yes.p99 - no.p99).padStart(15)} ${fmt(map.p50 - no.p50).padStart(14)} ${fmt(map.p99 - no.p99).padStart(14)} ${fmt((map.apiServerCpuMs - no.apiServerCpuMs) / creates, 3).padStart(15)}`,
+      `\n# CPU profiles of both replicas, ${seconds} s, while ${made} typical pods were created one at a time (${(made / elapsed).toFixed(1)} per second; ${calls} webhook calls)\n`,
+    );
+    for (const [i, answer] of (await Promise.all(profiles)).entries()) {
+      if (answer.status !== 200) throw new Error(`profile of ${pods[i]}: HTTP ${answer.status} ${answer.text.slice(0, 200)}`);
+      writeFileSync(join(dir, `${pods[i]}.cpuprofile`), answer.text);
+      console.log(`## ${pods[i]} (${join(dir, `${pods[i]}.cpuprofile`)})\n`);
+      // The Service spreads the calls over the replicas: about an equal share each.
+      console.log(summarise(JSON.parse(answer.text) as Profile, 25, Math.max(1, Math.round(calls / pods.length))));
+      console.log('');
+    }
+    await kube.delete(`/api/v1/namespaces/${namespace}`);
+  } finally {
+    await setProfiling(null);
+  }
+}
+
+/** The measured runs of every case, and the calls per create from the audit log. */
+async function measure(): Promise<void> {
+  for (const { namespace, labels } of Object.values(cases)) {
+    await kube.create('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace, labels } });
+    for (let i = 0; i < 600 && !(await kube.find(`/api/v1/namespaces/${namespace}/serviceaccounts/default`)); i++) await new Promise((r) => setTimeout(r, 50));
+  }
+  // The installed templates exported, bound to the policy namespace only (the generated binding selects opted-in namespaces).
+  const apis = '/apis/admissionregistration.k8s.io/v1';
+  const exported = mutatingPolicies(await loadTemplateDir('templates'));
+  const policy = exported.objects[0]!;
+  const policyName = (policy.metadata as Json).name as string;
+  await kube.create(`${apis}/mutatingadmissionpolicies`, policy);
+  await kube.create(`${apis}/mutatingadmissionpolicybindings`, {
+    apiVersion: 'admissionregistration.k8s.io/v1',
+    kind: 'MutatingAdmissionPolicyBinding',
+    metadata: { name: policyName },
+    spec: { policyName, matchResources: { namespaceSelector: { matchLabels: policyLabel } } },
+  });
+  // The API server loads policies about every second: wait until a create is injected.
+  for (let i = 0; i < 600; i++) {
+    const probe = await kube.request('POST', `/api/v1/namespaces/${cases.policy!.namespace}/pods?dryRun=All`, typicalPod());
+    if (probe.body.metadata?.annotations?.['sidecar-injector.io/status']) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  // The leader's template conditions on both pod webhooks (the calls per create depend on them).
+  const configurationPath = `${apis}/mutatingwebhookconfigurations/sidecar-injector`;
+  const conditioned = ((await kube.get(configurationPath)).webhooks as Json[])
+    .filter((w) => ((w.matchConditions ?? []) as Json[]).some((c) => c.name === 'a-template-may-apply'))
+    .map((w) => w.name as string);
+  console.log(
+    `# Pod creates through kube-apiserver ${file.kubernetesVersion} (the injector's pods ${file.containers === 'real-node' ? 'on the real node, from the pushed image' : file.containers === 'image' ? "on the stand-in node, from the built image's files" : "on the stand-in node, from the clone's build"})\n`,
+  );
+  console.log(`${creates} creates per run, ${runs} runs; latency as the client sees it; CPU of the injector's replicas and of kube-apiserver per create.`);
+  console.log(`Webhooks with the leader's template condition: ${conditioned.join(', ') || 'none'}.\n`);
+  console.log('case             conc  run   p50 ms   p99 ms  failures  injector CPU ms/create  kube-apiserver CPU ms/create');
+  const results: { kind: string; concurrency: number; result: Result }[] = [];
+  // Warm-up: the first creates of a namespace fill the API server's caches and the injector's.
+  for (const { namespace, pod } of Object.values(cases)) await run(namespace, pod, 4, 50);
+  const auditedBefore = auditEvents().length;
+  for (const concurrency of [1, 16])
+    for (let r = 1; r <= runs; r++)
+      for (const [kind, { namespace, pod }] of Object.entries(cases)) {
+        const result = await run(namespace, pod, concurrency);
+        results.push({ kind, concurrency, result });
+        console.log(
+          `${kind.padEnd(16)} ${String(concurrency).padStart(4)} ${String(r).padStart(4)} ${fmt(result.p50).padStart(8)} ${fmt(result.p99).padStart(8)} ${String(result.failures).padStart(9)} ${fmt(result.injectorCpuMs / creates, 3).padStart(23)} ${fmt(result.apiServerCpuMs / creates, 3).padStart(29)}`,
+        );
+      }
+  console.log('\n## what each case adds to a create (minus not opted in, same concurrency and run)\n');
+  console.log('case             conc  run  added p50 ms  added p99 ms  kube-apiserver CPU ms/create added');
+  for (const concurrency of [1, 16])
+    for (let r = 0; r < runs; r++) {
+      const of = (kind: string) => results.filter((x) => x.kind === kind && x.concurrency === concurrency)[r]!.result;
+      const base = of('not opted in');
+      for (const kind of Object.keys(cases).filter((k) => k !== 'not opted in')) {
+        const x = of(kind);
+        console.log(
+          `${kind.padEnd(16)} ${String(concurrency).padStart(4)} ${String(r + 1).padStart(4)} ${fmt(x.p50 - base.p50).padStart(13)} ${fmt(x.p99 - base.p99).padStart(13)} ${fmt((x.apiServerCpuMs - base.apiServerCpuMs) / creates, 3).padStart(35)}`,
+        );
+      }
+    }
+  // Calls per create, from the audit log: each mutating webhook call of a create is an annotation of its event.
+  console.log('\n## webhook calls per create (audit log; round 0 and round 1)\n');
+  const events = auditEvents().slice(auditedBefore);
+  for (const [kind, { namespace }] of Object.entries(cases)) {
+    const podCreates = events.filter(
+      (e) => e.verb === 'create' && e.objectRef?.resource === 'pods' && !e.objectRef?.subresource && e.objectRef?.namespace === namespace,
+    );
+    const calls = podCreates.map((e) =>
+      Object.entries((e.annotations ?? {}) as Record<string, string>).filter(
+        ([key, value]) => key.startsWith('mutation.webhook.admission.k8s.io/') && value.includes('"configuration":"sidecar-injector"'),
+      ),
+    );
+    const total = calls.reduce((n, c) => n + c.length, 0);
+    const shapes = new Map<string, number>();
+    for (const c of calls) {
+      const shape = c.map(([key, value]) => `${/round_(\d+)/.exec(key)![1]}:${(JSON.parse(value) as Json).webhook.split('.')[0]}`).join(' ') || 'none';
+      shapes.set(shape, (shapes.get(shape) ?? 0) + 1);
+    }
+    console.log(
+      `${kind.padEnd(16)} ${fmt(podCreates.length ? total / podCreates.length : 0, 2).padStart(5)} calls per create over ${podCreates.length} creates; ${[...shapes].map(([shape, n]) => `${n} × [${shape}]`).join(', ')}`,
     );
   }
-await kube.delete(`${apis}/mutatingadmissionpolicybindings/${policyName}`);
-await kube.delete(`${apis}/mutatingadmissionpolicies/${policyName}`);
-for (const name of Object.values(namespaces)) await kube.delete(`/api/v1/namespaces/${name}`);
-kube.close();
+  await kube.delete(`${apis}/mutatingadmissionpolicybindings/${policyName}`);
+  await kube.delete(`${apis}/mutatingadmissionpolicies/${policyName}`);
+  for (const { namespace } of Object.values(cases)) await kube.delete(`/api/v1/namespaces/${namespace}`);
+}

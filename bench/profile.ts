@@ -11,21 +11,11 @@ import https from 'node:https';
 import { once } from 'node:events';
 import { mkdtemp, readdir, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { basename, join } from 'node:path';
+import { join } from 'node:path';
+import { summarise, type Profile } from './profile-summary.js';
 import { parseArgs } from 'node:util';
 import { pinCores, sendReview, startInjector } from './serve.js';
 import { replicaSetReviews, reviewText } from './reviews.js';
-
-interface ProfileNode {
-  id: number;
-  callFrame: { functionName: string; url: string; lineNumber: number };
-  children?: number[];
-}
-interface Profile {
-  nodes: ProfileNode[];
-  samples: number[];
-  timeDeltas: number[];
-}
 
 /** Keeps `concurrency` reviews in flight for `durationMs`, cycling through `bodies`; resolves with the count answered. */
 async function drive(port: number, ca: string, bodies: readonly string[], concurrency: number, durationMs: number): Promise<number> {
@@ -44,76 +34,6 @@ async function drive(port: number, ca: string, bodies: readonly string[], concur
   );
   agent.destroy();
   return answered;
-}
-
-/** What a frame is: our code, an npm package, Node itself, or a V8 pseudo-frame (GC, program, idle). */
-function kindOf(frame: ProfileNode['callFrame']): string {
-  const { url, functionName } = frame;
-  if (!url) return functionName.startsWith('(') ? functionName : '(native)';
-  if (url.startsWith('node:')) return 'node';
-  const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url);
-  if (pkg) return pkg[1]!;
-  // Our code by folder (the decision's stages live in pipeline, inject, templates, selection, k8s).
-  const ours = /\/dist\/src\/([^/]+)\//.exec(url) ?? /\/dist\/src\/([^/]+)\.js/.exec(url);
-  if (ours) return `sidecar-injector ${ours[1]}`;
-  return 'other';
-}
-
-/**
- * Functions whose time with everything they call (inclusive) is given per review: the fresh
- * decision end to end (answerReview: parse, decide, answer text), the decision alone (decide:
- * admit, diff, patch), the body's parse and scan, and the log line and metrics (reviewed).
- * A function the JIT inlined everywhere has no frame of its own and shows no time.
- */
-const inclusiveOf = ['answerReview', 'decide', 'admitPod', 'diff', 'parseJsonBytes', 'scanJsonText', 'readJsonBody', 'reviewed'];
-
-/** The profile's self time by function (top `top`) and by kind, and the inclusive time per review of inclusiveOf, as text. */
-function summarise(profile: Profile, top: number, reviews: number): string {
-  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
-  const parent = new Map<number, number>();
-  for (const node of profile.nodes) for (const child of node.children ?? []) parent.set(child, node.id);
-  const self = new Map<number, number>();
-  let total = 0;
-  for (let i = 0; i < profile.samples.length; i++) {
-    const dt = profile.timeDeltas[i] ?? 0;
-    self.set(profile.samples[i]!, (self.get(profile.samples[i]!) ?? 0) + dt);
-    total += dt;
-  }
-  const byFunction = new Map<string, number>();
-  const byKind = new Map<string, number>();
-  for (const [id, us] of self) {
-    const frame = byId.get(id)!.callFrame;
-    const where = frame.url ? `${basename(frame.url)}:${frame.lineNumber + 1}` : '';
-    const name = `${frame.functionName || '(anonymous)'} ${where}`.trim();
-    byFunction.set(name, (byFunction.get(name) ?? 0) + us);
-    const kind = kindOf(frame);
-    byKind.set(kind, (byKind.get(kind) ?? 0) + us);
-  }
-  const busy = total - (byKind.get('(idle)') ?? 0);
-  const pct = (us: number) => `${((us / busy) * 100).toFixed(1).padStart(5)} %`;
-  const lines = [`busy ${(busy / 1e6).toFixed(2)} s of ${(total / 1e6).toFixed(2)} s sampled; shares are of busy time`, '', 'by kind:'];
-  for (const [kind, us] of [...byKind].filter(([k]) => k !== '(idle)').sort((a, b) => b[1] - a[1])) lines.push(`  ${pct(us)}  ${kind}`);
-  // Inclusive: a sample counts once for each named function on its stack (recursion once).
-  const inclusive = new Map<string, number>(inclusiveOf.map((name) => [name, 0]));
-  for (const [id, us] of self) {
-    const seen = new Set<string>();
-    for (let at: number | undefined = id; at !== undefined; at = parent.get(at)) {
-      const name = byId.get(at)!.callFrame.functionName;
-      if (inclusive.has(name) && !seen.has(name)) {
-        seen.add(name);
-        inclusive.set(name, inclusive.get(name)! + us);
-      }
-    }
-  }
-  lines.push('', `with what they call, per review (${reviews} reviews):`);
-  for (const [name, us] of inclusive) lines.push(`  ${(us / reviews).toFixed(1).padStart(7)} µs  ${pct(us)}  ${name}`);
-  lines.push('', `top ${top} functions by self time:`);
-  for (const [name, us] of [...byFunction]
-    .filter(([n]) => !n.startsWith('(idle)'))
-    .sort((a, b) => b[1] - a[1])
-    .slice(0, top))
-    lines.push(`  ${pct(us)}  ${name}`);
-  return lines.join('\n');
 }
 
 async function main(): Promise<void> {
