@@ -86,3 +86,41 @@ export function summarise(profile: Profile, top: number, reviews: number): strin
     lines.push(`  ${pct(us)}  ${name}`);
   return lines.join('\n');
 }
+
+/**
+ * Where a replica's busy time goes per call, by what each sample's stack is doing: the first
+ * rule (in this order) that any frame of the stack matches names it. What `npm run
+ * bench:cluster -- --profile` prints for docs/performance.md's account.
+ */
+const accountRules: readonly (readonly [string, (frame: ProfileNode['callFrame']) => boolean])[] = [
+  ['idle', (f) => f.functionName === '(idle)'],
+  ['the answer written to the socket (res.end: TLS, the writev system call)', (f) => f.functionName === 'respond' && f.url.includes('koa')],
+  ['the log line and the metrics', (f) => f.functionName === 'reviewed'],
+  ['the decision under answerReview (scan, parse, decide, answer text)', (f) => f.functionName === 'answerReview'],
+  ['the body read', (f) => f.functionName === 'readJsonBody'],
+  ['the continuous audit (watch events)', (f) => /pod-auditor|continuous|reflector|watch\.js/.test(f.url)],
+  ['the leader election, Events, other API calls', (f) => /lease\.js|events\.js|request\.js|client-node/.test(f.url)],
+  ['the profiler itself', (f) => f.url === 'node:inspector'],
+  ['koa and the router', (f) => /node_modules\/(koa|@koa|koa-compose)\//.test(f.url)],
+  ['HTTP parsing and TLS reads', (f) => /_http_server|_http_common|node:tls|_tls_wrap|stream_base_commons/.test(f.url) || f.functionName === 'onStreamRead'],
+  ['garbage collection', (f) => f.functionName === '(garbage collector)'],
+];
+
+export function account(profile: Profile, calls: number): string {
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const parent = new Map<number, number>();
+  for (const node of profile.nodes) for (const child of node.children ?? []) parent.set(child, node.id);
+  const totals = new Map<string, number>();
+  for (let i = 0; i < profile.samples.length; i++) {
+    const frames: ProfileNode['callFrame'][] = [];
+    for (let at: number | undefined = profile.samples[i]!; at !== undefined; at = parent.get(at)) frames.push(byId.get(at)!.callFrame);
+    const label = accountRules.find(([, test]) => frames.some(test))?.[0] ?? 'the rest (the decision after its awaits, V8, microtasks, timers)';
+    totals.set(label, (totals.get(label) ?? 0) + (profile.timeDeltas[i] ?? 0));
+  }
+  totals.delete('idle');
+  const busy = [...totals.values()].reduce((a, b) => a + b, 0);
+  const lines = [`busy ${(busy / 1e3).toFixed(0)} ms over ${calls} calls: ${(busy / calls / 1e3).toFixed(3)} ms per call`];
+  for (const [label, us] of [...totals].sort((a, b) => b[1] - a[1]))
+    lines.push(`  ${(us / calls / 1e3).toFixed(3).padStart(6)} ms/call ${((100 * us) / busy).toFixed(1).padStart(5)} %  ${label}`);
+  return lines.join('\n');
+}

@@ -186,6 +186,30 @@ export async function scaleInjector(replicas: number): Promise<void> {
   });
 }
 
+/**
+ * Sets (or, with null, removes) one environment variable of the injector's container — a flag of
+ * `serve` — and waits until both replicas run with it, ready, and the install is healthy.
+ */
+export async function setInjectorEnv(name: string, value: string | null): Promise<void> {
+  const { kube } = joinWorld();
+  // Merged by name: the entry set, or deleted ($patch: delete); the other variables stay.
+  const entry = value === null ? { name, $patch: 'delete' } : { name, value };
+  await kube.call(
+    'PATCH',
+    '/apis/apps/v1/namespaces/sidecar-injector/deployments/sidecar-injector',
+    { spec: { template: { spec: { containers: [{ name: 'injector', env: [entry] }] } } } },
+    'application/strategic-merge-patch+json',
+  );
+  await eventually(`both replicas with ${name}${value === null ? ' unset' : `=${value}`}, ready`, async () => {
+    const pods = await injectorPods();
+    const set = (p: Json) =>
+      (((p.spec.containers as Json[]).find((c) => c.name === 'injector')?.env ?? []) as Json[]).find((e) => e.name === name)?.value === (value ?? undefined);
+    const ready = (p: Json) => !p.metadata.deletionTimestamp && p.status?.conditions?.some((c: Json) => c.type === 'Ready' && c.status === 'True');
+    return pods.length === 2 && pods.every((p) => set(p) && ready(p));
+  });
+  await healthyInstall();
+}
+
 /** A pod manifest with one container, the way a user writes it. */
 export function plainPod(name: string, extra: Json = {}): Json {
   return {
