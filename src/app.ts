@@ -34,6 +34,16 @@ const servedOn: Readonly<Record<RouteGroup, string>> = {
   operations: 'the metrics port (--metrics-port)',
 };
 
+/**
+ * One path per webhook: /mutate injects every template (one webhook for all); the required and
+ * the optional webhook (failurePolicy Fail and Ignore) each inject only their own templates.
+ */
+export const webhookPaths = [
+  ['/mutate', 'all'],
+  ['/mutate/required', 'required'],
+  ['/mutate/optional', 'optional'],
+] as const satisfies readonly (readonly [string, Webhook])[];
+
 /** What the app needs; everything comes in as an argument. */
 export interface AppDeps {
   /** What answers review bodies (admission/mutate.ts createReviewer, or a layer around it). */
@@ -108,15 +118,8 @@ export function createApp(deps: AppDeps, groups: ReadonlySet<RouteGroup> = allRo
         });
 
   const budget = new BodyBudget(deps.maxBodyBytesInFlight ?? defaultMaxBodyBytesInFlight, deps.clock);
-  // One path per webhook: /mutate injects every template (one webhook for all); the required and
-  // the optional webhook (failurePolicy Fail and Ignore) each inject only their own templates.
-  const webhooks = [
-    ['/mutate', 'all'],
-    ['/mutate/required', 'required'],
-    ['/mutate/optional', 'optional'],
-  ] as const satisfies readonly (readonly [string, Webhook])[];
   const { reviewer } = deps;
-  for (const [path, webhook] of webhooks) {
+  for (const [path, webhook] of webhookPaths) {
     route('reviews', 'post', path, async (ctx) => {
       let upload: BodyUpload | undefined;
       if (deps.requireClientCertificate) callerVerified(ctx.req.socket as TLSSocket);

@@ -10,6 +10,7 @@ import { compileKeyPaths, isJsonObject, spansAt, type JsonTextScan, type KeyPath
 import { AnnotationKeys } from '../k8s/keys.js';
 import { say, type Decision, type Reason } from '../pipeline/reasons.js';
 import { cut } from '../quote.js';
+import type { TemplateFailurePolicy } from '../templates/template.js';
 import {
   allowed,
   answerText,
@@ -181,12 +182,15 @@ export async function answerReview(body: ReviewBody, deps: MutateDeps): Promise<
 
 const freshKeyPaths = compileKeyPaths(unreadPaths);
 
+/** The class of templates the required and the optional webhook each inject (`all` injects every one). */
+export const webhookFailurePolicy = { required: 'Fail', optional: 'Ignore' } as const satisfies Record<Exclude<Webhook, 'all'>, TemplateFailurePolicy>;
+
 /** The reviewer deciding every body afresh, each webhook with its own class of templates. */
 export function createReviewer(deps: MutateDeps): Reviewer {
   const byWebhook: Readonly<Record<Webhook, MutateDeps>> = {
     all: { ...deps, leavesPolicyDelivered: true },
-    required: { ...deps, failurePolicy: 'Fail', leavesPolicyDelivered: true },
-    optional: { ...deps, failurePolicy: 'Ignore', leavesPolicyDelivered: true },
+    required: { ...deps, failurePolicy: webhookFailurePolicy.required, leavesPolicyDelivered: true },
+    optional: { ...deps, failurePolicy: webhookFailurePolicy.optional, leavesPolicyDelivered: true },
   };
   return { keyPaths: freshKeyPaths, answer: (body, webhook) => answerReview(body, byWebhook[webhook]) };
 }

@@ -8,9 +8,9 @@
 import { celString, selectorCel } from '../k8s/cel.js';
 import { AnnotationKeys } from '../k8s/keys.js';
 import type { Selector } from '../k8s/selector.js';
-import { probeAnnotation } from '../templates/rollout.js';
+import { everyRevision, probeAnnotation } from '../templates/rollout.js';
 import type { TemplateSet } from '../templates/set.js';
-import type { Template, TemplateFailurePolicy } from '../templates/template.js';
+import type { TemplateFailurePolicy } from '../templates/template.js';
 
 /** One match condition: all must be true for the webhook to be called. */
 export interface MatchCondition {
@@ -69,25 +69,20 @@ export type UnconditionedWhy =
  */
 export function templateCondition(set: TemplateSet, failurePolicy: TemplateFailurePolicy): MatchCondition | { readonly none: UnconditionedWhy } {
   if (set.unavailable !== undefined) return { none: 'templates-unknown' };
-  const revisions: Template[] = [...set.templates];
-  for (const rollout of set.rollouts?.values() ?? []) {
-    if (rollout.candidate) revisions.push(rollout.candidate);
-    if (rollout.previous) revisions.push(rollout.previous);
-  }
+  const revisions = everyRevision(set);
   const selectors: Selector[] = [];
   for (const template of revisions) {
     if (template.failurePolicy !== failurePolicy || template.injection === 'on-request') continue;
     if (template.objectSelector.requirements.length === 0) return { none: 'a-template-selects-every-pod' };
     selectors.push(template.objectSelector);
   }
-  if (failurePolicy === 'Fail')
+  if (failurePolicy === 'Fail') {
     for (const refused of set.refusedRequired ?? []) {
       if (refused.onRequest) continue;
       if (refused.objectSelector === undefined) return { none: 'a-refused-template-of-unknown-scope' };
       if (refused.objectSelector.requirements.length === 0) return { none: 'a-template-selects-every-pod' };
       selectors.push(refused.objectSelector);
     }
-  if (failurePolicy === 'Fail') {
     const read = new Set(selectors.flatMap((s) => s.requirements.map((r) => r.key)));
     const addedLater = revisions.some(
       (t) =>

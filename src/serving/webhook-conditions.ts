@@ -17,12 +17,14 @@ import type { Logger } from 'pino';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Clock } from '../clock.js';
 import { Rounds } from '../runtime/rounds.js';
+import { webhookFailurePolicy } from '../admission/mutate.js';
+import { webhookPaths } from '../app.js';
 import { isJsonObject, type JsonObject } from '../k8s/json.js';
 import { apiPath, apiResources } from '../k8s/api-paths.js';
 import { KubernetesApiError } from '../errors.js';
 import { requestJson } from '../kube-api/request.js';
 import { templateCondition, templateConditionName, type MatchCondition, type UnconditionedWhy } from '../pipeline/match-conditions.js';
-import type { TemplateSet } from '../templates/set.js';
+import { everyRevision } from '../templates/rollout.js';
 import type { TemplateFailurePolicy } from '../templates/template.js';
 import type { TemplateSource } from '../templates/store.js';
 
@@ -39,11 +41,10 @@ export interface WebhookConditionsOptions {
   readonly intervalMs?: number;
 }
 
-/** The paths of the pod webhooks and the class of templates each injects (app.ts serves them). */
-const classByPath: ReadonlyMap<string, TemplateFailurePolicy> = new Map([
-  ['/mutate/required', 'Fail'],
-  ['/mutate/optional', 'Ignore'],
-]);
+/** The paths of the pod webhooks (app.ts serves them) and the class of templates each injects. */
+const classByPath: ReadonlyMap<string, TemplateFailurePolicy> = new Map(
+  webhookPaths.flatMap(([path, webhook]) => (webhook === 'all' ? [] : [[path, webhookFailurePolicy[webhook]] as const])),
+);
 
 /** The path a webhook calls: its Service's path, or its URL's. */
 function pathOf(webhook: JsonObject): string | undefined {
@@ -96,14 +97,6 @@ export function conditionsPatch(
   // writes over its successor's condition (a 409, and its next round never comes).
   const resourceVersion = isJsonObject(configuration) && isJsonObject(configuration.metadata) ? configuration.metadata.resourceVersion : undefined;
   return { patch: { ...(typeof resourceVersion === 'string' ? { metadata: { resourceVersion } } : {}), webhooks: entries }, changes };
-}
-
-/** Every revision of `set` a condition reads, as name@hash. */
-function revisionsOf(set: TemplateSet): string[] {
-  const out = set.templates.map((t) => `${t.name}@${t.hash}`);
-  for (const rollout of set.rollouts?.values() ?? [])
-    for (const revision of [rollout.candidate, rollout.previous]) if (revision) out.push(`${revision.name}@${revision.hash}`);
-  return out;
 }
 
 export class WebhookConditions {
@@ -173,7 +166,11 @@ export class WebhookConditions {
     const configuration = await requestJson(kubeConfig, 'GET', this.path, 10_000);
     const change = conditionsPatch(configuration, desiredFor);
     try {
-      await this.write(change, unconditioned, revisionsOf(set));
+      await this.write(
+        change,
+        unconditioned,
+        everyRevision(set).map((t) => `${t.name}@${t.hash}`),
+      );
     } catch (err) {
       // A condition that cannot be written as the set asks (a policy guarding webhook
       // configurations, 64 conditions already) must not stay narrower than the set: the leader

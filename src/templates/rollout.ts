@@ -226,6 +226,13 @@ export function takesCandidate(rollout: Rollout, subject: RolloutSubject): boole
   return bucketOf(rollout.name, bucketKey(subject)) < Math.round(stanza.share * (buckets / 100));
 }
 
+/** Every revision of `set`: each template's stable one, and the candidate and previous revisions of its rollout. */
+export function everyRevision(set: TemplateSet): Template[] {
+  const out = [...set.templates];
+  for (const rollout of set.rollouts?.values() ?? []) for (const revision of [rollout.candidate, rollout.previous]) if (revision) out.push(revision);
+  return out;
+}
+
 /**
  * The templates in force for one pod: the stable set, with the candidate of each template
  * whose share takes the pod in place of its stable revision. One consistent set per pod,
