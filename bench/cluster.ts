@@ -233,9 +233,7 @@ async function measure(): Promise<void> {
   const conditioned = ((await kube.get(configurationPath)).webhooks as Json[])
     .filter((w) => ((w.matchConditions ?? []) as Json[]).some((c) => c.name === 'a-template-may-apply'))
     .map((w) => w.name as string);
-  console.log(
-    `# Pod creates through kube-apiserver ${file.kubernetesVersion} (the injector's pods ${file.containers === 'real-node' ? 'on the real node, from the pushed image' : file.containers === 'image' ? "on the stand-in node, from the built image's files" : "on the stand-in node, from the clone's build"})\n`,
-  );
+  console.log(`# Pod creates through kube-apiserver ${file.kubernetesVersion} (the injector's pods on the real node, from the pushed image)\n`);
   console.log(`${creates} creates per run, ${runs} runs; latency as the client sees it; CPU of the injector's replicas and of kube-apiserver per create.`);
   console.log(`Webhooks with the leader's template condition: ${conditioned.join(', ') || 'none'}.\n`);
   console.log('case             conc  run   p50 ms   p99 ms  failures  injector CPU ms/create  kube-apiserver CPU ms/create');

@@ -9,10 +9,12 @@
 # KUBECONFIG set to an admin kubeconfig and that version's kubectl first on PATH, tears it all
 # down when CMD ends, and exits with CMD's status. Everything runs inside network, mount and PID
 # namespaces made here, so nothing reaches this machine's network and nothing outlives the run.
-# Beside the stand-in node that runs the injector's pods, a real node (`real-node`: a kubelet with
-# containerd and runc, test/cluster/world/real-node.ts) runs the pods that name it;
-# SIDECAR_INJECTOR_REAL_NODE=off starts the world without it.
-# Needs root (Linux namespaces, nftables, cgroups, and chroot for the stand-in's pods). SIDECAR_INJECTOR_CLUSTER_KEEP=1 keeps the logs
+# The injector's pods run on the real node (`real-node`: a kubelet with containerd and runc,
+# test/cluster/world/real-node.ts), from the image `make image` built (made here first when it is
+# missing or older than the code), pushed to the world's registry and pulled by digest; a
+# stand-in node (`node-1`) reports the simulated fleets' pods Running. SIDECAR_INJECTOR_REAL_NODE=off
+# starts the control plane with only the stand-in and installs nothing (nothing could run it).
+# Needs root (Linux namespaces, nftables, cgroups). SIDECAR_INJECTOR_CLUSTER_KEEP=1 keeps the logs
 # also when CMD succeeds.
 set -euo pipefail
 usage() {
@@ -29,14 +31,23 @@ cd "$(dirname "$0")/.."
 PATH=$(printf '%s' "$PATH" | tr ':' '\n' | grep -v '/node_modules/\.bin$' | paste -sd: -)
 export PATH
 if [ "$(id -u)" != 0 ]; then
-  echo "scripts/cluster.sh: needs root (it makes network and mount namespaces, runs a kubelet, and the stand-in node's pods under chroot)" >&2
+  echo "scripts/cluster.sh: needs root (it makes network and mount namespaces, and runs a kubelet with containerd)" >&2
   exit 2
 fi
-for tool in unshare nsenter nft ip openssl chroot; do
+for tool in unshare nsenter nft ip openssl; do
   command -v "$tool" >/dev/null || { echo "scripts/cluster.sh: $tool is missing (Debian: util-linux, nftables, iproute2, openssl, coreutils)" >&2; exit 2; }
 done
 bin=$(test/cluster/build.sh)
 [ -f dist/test/cluster/world/main.js ] || npm run build >&2
+# The image the real node pulls: the world has no network to build it in, so it is built here, and
+# never older than what it is built from (a stale image would test other code than the clone's).
+if [ "${SIDECAR_INJECTOR_REAL_NODE:-}" != off ]; then
+  archive=${IMAGE_ARCHIVE:-build/sidecar-injector-$(node -p "require('./package.json').version").oci.tar}
+  if [ ! -f "$archive" ] || [ -n "$(find src package.json package-lock.json Dockerfile scripts/image -newer "$archive" -type f -print -quit)" ]; then
+    echo "scripts/cluster.sh: $archive is missing or older than the code: make image" >&2
+    make --no-print-directory image IMAGE_ARCHIVE="$archive" >&2
+  fi
+fi
 # No proxy inside: the API server would send service webhook calls to it (kubernetes#107446).
 unset HTTP_PROXY HTTPS_PROXY http_proxy https_proxy NO_PROXY no_proxy
 # A PID namespace too: the world's process is its init, so when it ends, however it ends (a

@@ -5,7 +5,8 @@
 // 1. The unit suite: ava over dist/ (package.json's ava config), every file in parallel.
 // 2. The real-cluster suite: ava over dist/test/cluster/ (test/cluster/ava.config.mjs), inside
 //    scripts/cluster.sh, which builds the pinned control plane if needed and starts it with the
-//    injector installed. It needs root and Go; without them it is skipped, saying why — except
+//    injector installed on its real node. It needs root, Go, and what the real node runs
+//    (containerd, runc, cgroup v1; real-node.ts says what is missing); without them it is skipped, saying why — except
 //    in CI (CI=true), where a missing prerequisite is a failure. SIDECAR_INJECTOR_CLUSTER=off
 //    skips it on purpose (a quick local run).
 //
@@ -45,24 +46,29 @@ const machinePath = (process.env.PATH ?? '')
   .join(':');
 
 /** Why the real-cluster suite cannot run here, or undefined. */
-function clusterMissing() {
+async function clusterMissing() {
   if (process.env.SIDECAR_INJECTOR_CLUSTER === 'off') return 'SIDECAR_INJECTOR_CLUSTER=off';
   if (process.platform !== 'linux') return `it needs Linux (this is ${process.platform})`;
-  if (process.getuid?.() !== 0) return 'it needs root (network namespaces, nftables, chroot)';
+  if (process.getuid?.() !== 0) return 'it needs root (network namespaces, nftables, a kubelet)';
   for (const [tool, pkg] of [
     ['go', 'Go 1.26'],
     ['nft', "Debian's nftables"],
     ['unshare', "Debian's util-linux"],
     ['ip', "Debian's iproute2"],
+    ['buildah', "Debian's buildah (make image: the real node runs the image)"],
   ])
     // The machine's tools: under npm, node_modules/.bin is first on PATH (and @vercel/nft installs an `nft`).
     if (spawnSync('sh', ['-c', `command -v ${tool}`], { env: { ...process.env, PATH: machinePath } }).status !== 0) return `${tool} is missing (${pkg})`;
-  return undefined;
+  // The injector runs only on the world's real node (a kubelet with containerd and runc).
+  if (process.env.SIDECAR_INJECTOR_REAL_NODE === 'off') return 'SIDECAR_INJECTOR_REAL_NODE=off (the injector runs only on the real node)';
+  const { realNodeMissing } = await import('../dist/test/cluster/world/real-node.js');
+  const missing = realNodeMissing();
+  return missing ? `the real node cannot run: ${missing}` : undefined;
 }
 
 let code = 0;
 if (!clusterOnly) code = await suite(process.execPath, [ava, '--tap', ...avaArgs]);
-const missing = clusterMissing();
+const missing = await clusterMissing();
 if (missing && (clusterOnly || process.env.CI === 'true') && missing !== 'SIDECAR_INJECTOR_CLUSTER=off') {
   process.stderr.write(`the real-cluster suite cannot run: ${missing}\n`);
   failed++;

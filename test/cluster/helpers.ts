@@ -35,6 +35,8 @@ export function joinWorld(): TestWorld {
   if (!state || !existsSync(join(state, 'world.json')))
     throw new Error('no test cluster: run the real-cluster suite with `npm run test:cluster` (scripts/cluster.sh starts the cluster)');
   const file = JSON.parse(readFileSync(join(state, 'world.json'), 'utf8')) as WorldFile;
+  if (file.containers !== 'real-node' || !file.realNode)
+    throw new Error('the test cluster has no injector: it was started with SIDECAR_INJECTOR_REAL_NODE=off, and the injector runs only on the real node');
   const kube = new Kube({ server: file.server, ca: readFileSync(file.caFile, 'utf8'), token: file.admin.token });
   joined = { file, kube, kubectl: (args, input) => worldKubectl(file, args, input) };
   return joined;
@@ -98,36 +100,30 @@ export const optedInNamespace = (t: ExecutionContext, prefix: string, labels: Re
 
 /**
  * Every line every injector container the world ran so far has written, in order of writing:
- * from the real node's pod log files (the CRI's format, partial lines joined) or the stand-in's.
+ * from the real node's pod log files (the CRI's format, partial lines joined).
  */
 export function injectorLogLines(): string[] {
   const { file } = joinWorld();
   const lines: string[] = [];
-  if (file.containers === 'real-node' && file.realNode) {
-    const dir = join(file.realNode.dir, 'pod-logs');
-    for (const pod of readdirSync(dir).filter((d) => d.startsWith('sidecar-injector_'))) {
-      const container = join(dir, pod, 'injector');
-      if (!existsSync(container)) continue;
-      for (const log of readdirSync(container).filter((f) => /^\d+\.log$/.test(f))) {
-        let partial = '';
-        // "<time> <stream> <P|F> <text>": P is a part of a longer line, F its end.
-        for (const line of readFileSync(join(container, log), 'utf8').split('\n')) {
-          const match = /^\S+ (?:stdout|stderr) ([PF]) (.*)$/.exec(line);
-          if (!match) continue;
-          partial += match[2];
-          if (match[1] === 'F') {
-            lines.push(partial);
-            partial = '';
-          }
+  const dir = join(file.realNode!.dir, 'pod-logs');
+  for (const pod of readdirSync(dir).filter((d) => d.startsWith('sidecar-injector_'))) {
+    const container = join(dir, pod, 'injector');
+    if (!existsSync(container)) continue;
+    for (const log of readdirSync(container).filter((f) => /^\d+\.log$/.test(f))) {
+      let partial = '';
+      // "<time> <stream> <P|F> <text>": P is a part of a longer line, F its end.
+      for (const line of readFileSync(join(container, log), 'utf8').split('\n')) {
+        const match = /^\S+ (?:stdout|stderr) ([PF]) (.*)$/.exec(line);
+        if (!match) continue;
+        partial += match[2];
+        if (match[1] === 'F') {
+          lines.push(partial);
+          partial = '';
         }
       }
     }
-    return lines;
   }
-  const dir = join(file.state, 'pods');
-  return readdirSync(dir)
-    .filter((d) => d.startsWith('sidecar-injector_') && existsSync(join(dir, d, 'injector.log')))
-    .flatMap((d) => readFileSync(join(dir, d, 'injector.log'), 'utf8').split('\n'));
+  return lines;
 }
 
 /** The API server's audit events so far (Metadata level: the injector's requests and every pod create). */

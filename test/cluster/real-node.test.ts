@@ -14,12 +14,9 @@ import { join } from 'node:path';
 import { cli, eventually, everyReplica, joinWorld, onRealNode, optedInNamespace, testNamespace, withTemplate, type Json } from './helpers.js';
 
 const world = joinWorld();
-const realNode = world.file.realNode;
-/** Without the real node (SIDECAR_INJECTOR_REAL_NODE=off) these tests are skipped, saying so; CI always runs it. */
-const realTest = realNode ? test.serial : test.serial.skip;
-if (!realNode && process.env.CI === 'true')
-  test('CI runs the world with its real node', (t) => t.fail('the world has no real node (SIDECAR_INJECTOR_REAL_NODE=off?)'));
-const image = realNode?.image ?? 'sidecar-injector.test/busybox:1';
+// joinWorld() refuses a world without the real node: the injector runs only there.
+const realNode = world.file.realNode!;
+const image = realNode.image;
 
 /** A test template's head: automatic and optional, for the pods labelled `real-node-test: <selector>`, one container of the busybox image. */
 const head = (name: string, description: string, selector: string, list: 'initContainers' | 'containers', placement = 'last') => `
@@ -131,7 +128,7 @@ async function twoSidecars(t: ExecutionContext, selector: string): Promise<{ tai
   return names;
 }
 
-realTest(
+test.serial(
   'injected native sidecars run on the real node beside an app pulled from the world’s registry: ready before the app, sharing its volume and its loopback, stopped after it',
   async (t) => {
     const namespace = await optedInNamespace(t, 'real-native');
@@ -146,7 +143,7 @@ realTest(
         containers: [
           {
             name: 'app',
-            image: realNode!.pulledImage,
+            image: realNode.pulledImage,
             imagePullPolicy: 'Always',
             command: [...appCommand.slice(0, 2), `${appCommand[2]} && cat /etc/pulled-from`],
           },
@@ -176,7 +173,7 @@ realTest(
     // The app read the server on loopback at its first try: the server was up before the app started.
     t.is((await logs(namespace, 'app', 'app')).trim(), `served-by-${serve}\napp-done\nregistry`);
     // The kubelet pulled the app's image from the registry: its image ID is the registry's digest.
-    t.regex(statusOf(done, 'app')!.imageID, new RegExp(`^${realNode!.pulledImage.replace(/:[^:]*$/, '').replace(/[.]/g, '\\.')}@sha256:[0-9a-f]{64}$`));
+    t.regex(statusOf(done, 'app')!.imageID, new RegExp(`^${realNode.pulledImage.replace(/:[^:]*$/, '').replace(/[.]/g, '\\.')}@sha256:[0-9a-f]{64}$`));
     // The tailer read what the app wrote to the shared volume.
     t.true((await logs(namespace, 'app', tail)).includes('app-wrote-this-line'));
     // What a person sees with `kubectl describe pod`: the kubelet starting the sidecars before the app, and stopping them.
@@ -187,7 +184,7 @@ realTest(
   },
 );
 
-realTest(
+test.serial(
   'a Job whose pod gets native sidecars completes, its sidecars stopped; so does a CronJob’s Job; an agent container runs there as a native sidecar with its token',
   async (t) => {
     const namespace = await optedInNamespace(t, 'real-job');
@@ -253,7 +250,7 @@ realTest(
   },
 );
 
-realTest('an injected sidecar whose startup probe fails holds the pod unready and its app containers unstarted', async (t) => {
+test.serial('an injected sidecar whose startup probe fails holds the pod unready and its app containers unstarted', async (t) => {
   const namespace = await optedInNamespace(t, 'real-probe');
   const name = `rn-never-${Math.random().toString(36).slice(2, 7)}`;
   await withTemplate(t, name, server(name, 'never-starts', 'exit 1'));
@@ -275,7 +272,7 @@ realTest('an injected sidecar whose startup probe fails holds the pod unready an
   t.is(unhealthy.type, 'Warning');
 });
 
-realTest('a pod whose QoS the injector kept is Guaranteed in the kubelet’s cgroups, limited to the sum of its containers’ limits', async (t) => {
+test.serial('a pod whose QoS the injector kept is Guaranteed in the kubelet’s cgroups, limited to the sum of its containers’ limits', async (t) => {
   const namespace = await optedInNamespace(t, 'real-qos');
   await twoSidecars(t, 'qos');
   const resources = { requests: { cpu: '100m', memory: '64Mi' }, limits: { cpu: '100m', memory: '64Mi' } };
@@ -294,7 +291,7 @@ realTest('a pod whose QoS the injector kept is Guaranteed in the kubelet’s cgr
   );
   t.is(running.status.qosClass, 'Guaranteed');
   // A Guaranteed pod's cgroup sits right under kubepods (Burstable and BestEffort ones one level down).
-  const cgroup = join('/sys/fs/cgroup/memory', realNode!.cgroupRoot, 'kubepods', `pod${running.metadata.uid}`);
+  const cgroup = join('/sys/fs/cgroup/memory', realNode.cgroupRoot, 'kubepods', `pod${running.metadata.uid}`);
   t.true(existsSync(cgroup), `${cgroup} exists`);
   const mebibytes = (q: string) => Number(/^(\d+)Mi$/.exec(q)![1]) * 1024 * 1024;
   const limits = [...(running.spec.initContainers as Json[]), ...(running.spec.containers as Json[])].map((c) => {
@@ -307,13 +304,7 @@ realTest('a pod whose QoS the injector kept is Guaranteed in the kubelet’s cgr
   );
 });
 
-/** The injector's own replicas run on the real node only when the world had a fresh image to push (make image). */
-const installTest = world.file.containers === 'real-node' ? test.serial : test.serial.skip;
-if (world.file.containers !== 'real-node' && process.env.CI === 'true')
-  test('CI runs the injector from its image on the real node', (t) =>
-    t.fail(`the injector's pods ran ${world.file.containers === 'clone' ? "from the clone's build (no fresh make image?)" : 'on the stand-in'}`));
-
-installTest(
+test.serial(
   'the injector’s replicas run on the real node from the image make push published, pulled by digest, within their Deployment’s memory limit',
   async (t) => {
     const pushed = readFileSync(world.file.deploy.digestFile, 'utf8').trim();
@@ -325,21 +316,21 @@ installTest(
     ).filter((p) => !p.metadata.deletionTimestamp);
     t.is(pods.length, deployment.spec.replicas);
     for (const pod of pods) {
-      t.is(pod.spec.nodeName, realNode!.name);
+      t.is(pod.spec.nodeName, realNode.name);
       const status = statusOf(pod, 'injector')!;
       t.true(status.ready, `${pod.metadata.name} ready`);
       // The image the kubelet pulled is the one pushed: its repository digest.
       t.is(status.imageID, pushed);
       // The container's memory cgroup holds the Deployment's limit (Burstable: under kubepods/burstable).
       const id = (status.containerID as string).replace(/^containerd:\/\//, '');
-      const cgroup = join('/sys/fs/cgroup/memory', realNode!.cgroupRoot, 'kubepods', 'burstable', `pod${pod.metadata.uid}`, id, 'memory.limit_in_bytes');
+      const cgroup = join('/sys/fs/cgroup/memory', realNode.cgroupRoot, 'kubepods', 'burstable', `pod${pod.metadata.uid}`, id, 'memory.limit_in_bytes');
       t.is(Number(readFileSync(cgroup, 'utf8')), 256 * 1024 * 1024, cgroup);
       t.is(container.resources.limits.memory, '256Mi');
     }
   },
 );
 
-realTest(
+test.serial(
   'where the oldest kubelet predates native sidecars, a native sidecar falls back to an ordinary container, and the pod runs with it on the real node',
   async (t) => {
     const namespace = await optedInNamespace(t, 'real-fallback');
@@ -391,7 +382,7 @@ realTest(
   },
 );
 
-realTest(
+test.serial(
   'audit --restart replaces running pods created before their namespace opted in; the new ones run with their sidecars, and why calls a running pod missing, then current',
   async (t) => {
     const namespace = await testNamespace(t, 'real-audit');

@@ -1,7 +1,7 @@
 /**
  * The container image as built (`make image`): where its archive is, and the archive's OCI
  * layout unpacked into one root filesystem (its layers applied in order) with its config. The
- * image tests and the real-cluster world (which runs the injector's pods from it) share this.
+ * image tests use it (the real-cluster world pushes the archive itself, with `make push`).
  */
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';

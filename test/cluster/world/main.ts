@@ -6,7 +6,7 @@
  * Brings the world up (world.ts), runs CMD with KUBECONFIG set to the admin's kubeconfig, the
  * world's kubectl first on PATH and SIDECAR_INJECTOR_TEST_CLUSTER naming the world's state
  * folder, tears everything down when CMD ends, and exits with CMD's status. The state folder
- * (every component's log, each pod's volumes and container output) is kept when CMD or the
+ * (every component's log, the real node's pod logs) is kept when CMD or the
  * world failed, or with SIDECAR_INJECTOR_CLUSTER_KEEP=1, and its path printed.
  */
 import { execFileSync, spawn } from 'node:child_process';
@@ -56,14 +56,14 @@ try {
   console.error(`cluster: logs kept in ${state}`);
   process.exit(1);
 }
-const { startTimes, kubernetesVersion, containers } = world.file;
+const { startTimes, kubernetesVersion, realNode } = world.file;
 console.error(
   `cluster: Kubernetes ${kubernetesVersion} up (etcd ${Math.round(startTimes.etcdMs)} ms, API server ${Math.round(startTimes.apiServerMs)} ms, ` +
-    `controllers ${Math.round(startTimes.controllersMs)} ms, injector installed and healthy ${Math.round(performance.now() - t0)} ms; ` +
-    `its pods run ${containers === 'real-node' ? 'on the real node, pulled from the world registry' : containers === 'image' ? "on the stand-in node from the built image's files" : "on the stand-in node from the clone's build"}); ` +
-    (world.file.realNode
-      ? `real node Ready (images ${Math.round(world.file.realNode.startMs.images)} ms, containerd ${Math.round(world.file.realNode.startMs.containerd)} ms, registry ${Math.round(world.file.realNode.startMs.registry)} ms, kubelet ${Math.round(world.file.realNode.startMs.kubeletReady)} ms); `
-      : 'no real node (SIDECAR_INJECTOR_REAL_NODE=off); ') +
+    `controllers ${Math.round(startTimes.controllersMs)} ms); ` +
+    (realNode
+      ? `real node Ready (images ${Math.round(realNode.startMs.images)} ms, containerd ${Math.round(realNode.startMs.containerd)} ms, registry ${Math.round(realNode.startMs.registry)} ms, kubelet ${Math.round(realNode.startMs.kubeletReady)} ms); ` +
+        `the injector pushed to its registry, pulled and run there, installed and healthy ${Math.round(performance.now() - t0)} ms after the start; `
+      : 'no real node (SIDECAR_INJECTOR_REAL_NODE=off): only the stand-in node, and no injector installed; ') +
     `state in ${state}`,
 );
 const child = spawn(command[0]!, command.slice(1), {

@@ -8,8 +8,8 @@
  *   endpoints of its EndpointSlices (DNAT, round robin), or while none is ready to the
  *   terminating ones that still serve, for connections from the node
  *   (the API server calling a webhook) and from pods (the injector calling the API server);
- * - pods: each pod the world runs has a network namespace of its own with its pod IP on
- *   `eth0`, a veth pair to the node, and a default route through it, as a CNI plugin sets up.
+ * - pods: the real node's CNI bridge (real-node.ts) gives each pod an address of its own range;
+ *   `podCidr` is the stand-in node's (its simulated pods run no process and have no network).
  */
 import { execFileSync } from 'node:child_process';
 import { appendFileSync } from 'node:fs';
@@ -23,8 +23,6 @@ export const addresses = {
   /** The first address of the Service range: the `kubernetes` Service. */
   kubernetesService: '10.96.0.1',
   podCidr: '10.244.0.0/16',
-  /** The gateway every pod routes through (the node's side of its veth pair). */
-  podGateway: '169.254.1.1',
 } as const;
 
 const ip = (...args: string[]) => execFileSync('ip', args, { stdio: ['ignore', 'ignore', 'pipe'] });
@@ -38,33 +36,6 @@ export function setUpNode(): void {
   ip('addr', 'add', `${addresses.advertise}/32`, 'dev', 'lo');
   ip('addr', 'add', `${addresses.kubernetesService}/16`, 'dev', 'lo');
   nft(`table ip kube-proxy {}\n`);
-}
-
-/** Gives the process `pid` (already in a network namespace of its own) the pod IP `podIp`. */
-export function connectPod(pid: number, podIp: string, index: number): void {
-  const host = `vpod${index}`;
-  ip('link', 'add', host, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', String(pid));
-  ip('link', 'set', host, 'up');
-  ip('route', 'add', `${podIp}/32`, 'dev', host);
-  // Read with ip(8): /sys/class/net shows the interfaces of the namespace that mounted /sys.
-  const mac = (JSON.parse(execFileSync('ip', ['-j', 'link', 'show', 'dev', host], { encoding: 'utf8' })) as { address: string }[])[0]!.address;
-  const inPod = (...args: string[]) => execFileSync('nsenter', [`--net=/proc/${pid}/ns/net`, 'ip', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
-  inPod('link', 'set', 'lo', 'up');
-  inPod('addr', 'add', `${podIp}/32`, 'dev', 'eth0');
-  inPod('link', 'set', 'eth0', 'up');
-  // The gateway is the node's veth, known by its MAC: no ARP proxy needed on the node.
-  inPod('neigh', 'add', addresses.podGateway, 'lladdr', mac, 'dev', 'eth0', 'nud', 'permanent');
-  inPod('route', 'add', addresses.podGateway, 'dev', 'eth0', 'scope', 'link');
-  inPod('route', 'add', 'default', 'via', addresses.podGateway, 'dev', 'eth0');
-}
-
-/** Removes the node's end of a pod's veth pair (the pod's end goes with its namespace). */
-export function disconnectPod(index: number): void {
-  try {
-    ip('link', 'del', `vpod${index}`);
-  } catch {
-    // Gone with the pod's namespace already.
-  }
 }
 
 function nft(ruleset: string): void {

@@ -234,7 +234,7 @@ export class RealNode {
 
     // The kubelet serves anonymously (the world's API server has no client certificate for it): no pod may reach it.
     execFileSync('nft', ['-f', '-'], {
-      input: `table inet real-node-guard {\n  chain input {\n    type filter hook input priority filter; policy accept;\n    ip saddr { ${podCidr}, ${addresses.podCidr} } tcp dport { 10248, 10250 } drop\n  }\n}\n`,
+      input: `table inet real-node-guard {\n  chain input {\n    type filter hook input priority filter; policy accept;\n    ip saddr ${podCidr} tcp dport { 10248, 10250 } drop\n  }\n}\n`,
       stdio: ['pipe', 'ignore', 'pipe'],
     });
     t0 = performance.now();

@@ -1,23 +1,23 @@
 /**
  * The real-cluster test world: a control plane built from Kubernetes' own modules, a network
- * where ClusterIP Services work as kube-proxy makes them, one node that runs the injector's
- * pods (node.ts), a real node whose kubelet runs the pods that name it (real-node.ts), and the injector installed from `manifests/` with `kubectl apply -k`, exactly as a user
- * does. It runs inside a network namespace of its own (scripts/cluster.sh makes it), so nothing
+ * where ClusterIP Services work as kube-proxy makes them, a real node whose kubelet runs the
+ * injector's pods and the pods that name it (real-node.ts), a stand-in node for fleets of
+ * simulated pods (node.ts), and the injector installed as the README says (`make push`, `make
+ * deploy` pinned to the digest, `kubectl apply -k templates/`), exactly as a user does. It runs inside a network namespace of its own (scripts/cluster.sh makes it), so nothing
  * it does reaches the machine's network.
  *
  * `world.json` in the state folder says how to reach it; tests read it with `joinWorld()`
  * (test/cluster/helpers.ts).
  */
 import { execFile } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { imageArchive, unpackImage } from '../../helpers/image.js';
+import { imageArchive } from '../../helpers/image.js';
 import { apiServerUrl, startControlPlane, type ControlPlane } from './control-plane.js';
 import { Kube } from './kube.js';
 import { ServiceProxy, setUpNode } from './network.js';
-import { WorldNode, type RootFilesystem } from './node.js';
+import { WorldNode } from './node.js';
 import { RealNode, realNodeMissing, type RealNodeFile } from './real-node.js';
 import { createPki, type Pki } from './pki.js';
 import { waitUntil } from './processes.js';
@@ -39,12 +39,11 @@ export interface WorldFile {
   readonly webhookClientCaFile: string;
   readonly kubernetesVersion: string;
   /**
-   * How the injector's containers run: `real-node` (the built image, pushed to the world's registry
-   * and pulled and run by the real node's kubelet), `image` (the stand-in node, from the image's root
-   * filesystem) or `clone` (the stand-in node, from this clone's build).
+   * Whether the injector is installed: `real-node` (the built image, pushed to the world's registry
+   * and pulled and run by the real node's kubelet), or `none` (a world with only the stand-in node).
    */
-  readonly containers: 'real-node' | 'image' | 'clone';
-  readonly startTimes: ControlPlane['startTimes'] & { readonly installedMs: number };
+  readonly containers: 'real-node' | 'none';
+  readonly startTimes: ControlPlane['startTimes'] & { readonly installedMs?: number };
   /** The README's `make deploy`: the image it names and the digest file it pins the install to. */
   readonly deploy: { readonly image: string; readonly digestFile: string };
   /** What the fresh install (before any template was applied) did to a pod of an opted-in namespace. */
@@ -63,26 +62,24 @@ export interface World {
 export interface WorldOptions {
   readonly bin: string;
   readonly state: string;
-  /** The clone whose manifests are installed and whose build runs (without an image). */
+  /** The clone whose image and manifests are installed. */
   readonly clone: string;
   /** Namespaces opted in for injection once the injector is installed. */
   readonly optIn: readonly string[];
-  /** Start the real node beside the stand-in (the default). */
+  /** Start the real node beside the stand-in and install the injector on it (the default); without it, nothing is installed. */
   readonly realNode: boolean;
 }
 
-/** The last lines of every container log of the world's pods (for a failure's report). */
+/** The last lines of every container log of the real node's pods (for a failure's report). */
 export function containerLogs(state: string, lines = 15): { file: string; tail: string }[] {
-  const pods = join(state, 'pods');
+  const pods = join(state, 'real-node', 'pod-logs');
   if (!existsSync(pods)) return [];
-  return readdirSync(pods).flatMap((pod) =>
-    readdirSync(join(pods, pod))
-      .filter((f) => f.endsWith('.log'))
-      .map((f) => {
-        const file = join(pods, pod, f);
-        return { file, tail: readFileSync(file, 'utf8').split('\n').slice(-lines).join('\n') };
-      }),
-  );
+  return readdirSync(pods, { recursive: true, encoding: 'utf8' })
+    .filter((f) => f.endsWith('.log'))
+    .map((f) => {
+      const file = join(pods, f);
+      return { file, tail: readFileSync(file, 'utf8').split('\n').slice(-lines).join('\n') };
+    });
 }
 
 /** `kubectl` of the world's version, as the admin; a failure is an Error that quotes kubectl's stderr. */
@@ -106,32 +103,13 @@ function newest(dir: string): number {
   return latest;
 }
 
-/** The image archive `make image` built, when it is there and newer than every file of src/ (a stale image never stands in for the code under test). */
-function freshImageArchive(clone: string): string | undefined {
+/** The image archive `make image` built (scripts/cluster.sh builds it first when it is missing or older than src/). */
+function freshImageArchive(clone: string): string {
   const archive = join(clone, imageArchive());
-  if (existsSync(archive) && statSync(archive).mtimeMs >= newest(join(clone, 'src'))) return archive;
-  if (existsSync(archive))
-    console.error(`cluster: ${archive} is older than src/: the injector's pods run from the clone's build on the stand-in node (make image to use the image)`);
-  return undefined;
-}
-
-/**
- * How the stand-in node runs the injector's containers, when it runs them: from the image's
- * root filesystem (without the real node), else from the clone's build.
- */
-async function rootFilesystem(state: string, clone: string, archive: string | undefined): Promise<RootFilesystem> {
-  if (archive) {
-    const image = await unpackImage(archive, join(state, 'image'));
-    return {
-      mode: 'image',
-      rootfs: image.rootfs,
-      entrypoint: image.config.config.Entrypoint,
-      env: image.env,
-      user: image.config.config.User,
-      digest: image.manifestDigest,
-    };
-  }
-  return { mode: 'clone', clone, node: realpathSync(process.execPath) };
+  if (!existsSync(archive)) throw new Error(`${archive} is missing: make image (scripts/cluster.sh builds it)`);
+  // A stale image never stands in for the code under test.
+  if (statSync(archive).mtimeMs < newest(join(clone, 'src'))) throw new Error(`${archive} is older than src/: make image (scripts/cluster.sh builds it)`);
+  return archive;
 }
 
 export async function startWorld(options: WorldOptions): Promise<World> {
@@ -155,23 +133,22 @@ export async function startWorld(options: WorldOptions): Promise<World> {
     await proxy.sync();
     proxy.start();
     const kubernetesVersion = (await kube.get('/version')).gitVersion as string;
-    const archive = freshImageArchive(clone);
-    // With the real node and a fresh image, the install is what a cluster runs: `make push` to the
-    // world's registry, `make deploy` pinned to that digest, the kubelet pulling and running it.
-    const injectorOnRealNode = options.realNode && archive !== undefined;
-    const root = injectorOnRealNode ? ({ mode: 'clone', clone, node: realpathSync(process.execPath) } as const) : await rootFilesystem(state, clone, archive);
-    node = new WorldNode({ kube, kubeletVersion: kubernetesVersion, state, namespaces: injectorOnRealNode ? [] : ['sidecar-injector'], root });
+    node = new WorldNode({ kube, kubeletVersion: kubernetesVersion });
     await node.register();
     node.start();
-    if (options.realNode) {
-      const missing = realNodeMissing();
-      if (missing) throw new Error(`the real node cannot start: ${missing} (SIDECAR_INJECTOR_REAL_NODE=off starts the world with only the stand-in node)`);
-      realNode = await RealNode.start({ kube, bin, state, kubeconfig: pki.admin.kubeconfig });
-    }
     const digestFile = join(state, 'pushed.digest');
     let image = readmeImage;
-    if (injectorOnRealNode) {
-      image = `${realNode!.file.registry}/platform/sidecar-injector:${readmeImage.split(':').pop()}`;
+    if (options.realNode) {
+      const missing = realNodeMissing();
+      if (missing)
+        throw new Error(
+          `the real node cannot start: ${missing} (SIDECAR_INJECTOR_REAL_NODE=off starts the world with only the stand-in node, and no injector)`,
+        );
+      const archive = freshImageArchive(clone);
+      realNode = await RealNode.start({ kube, bin, state, kubeconfig: pki.admin.kubeconfig });
+      // The install is what a cluster runs: `make push` to the world's registry, `make deploy`
+      // pinned to that digest, the kubelet pulling and running it.
+      image = `${realNode.file.registry}/platform/sidecar-injector:${readmeImage.split(':').pop()}`;
       await run('make', [
         '-C',
         clone,
@@ -182,13 +159,7 @@ export async function startWorld(options: WorldOptions): Promise<World> {
         `DIGEST_FILE=${digestFile}`,
         'PUSH_FLAGS=--dest-tls-verify=false',
       ]);
-      realNode!.schedule(['sidecar-injector']);
-    } else {
-      // `make push` would have written the pushed digest beside the archive; here the image's own
-      // digest stands in for it (the stand-in runs the image's root filesystem whatever registry the
-      // pod names). Without an image the pods run the clone's build, and the digest only names that.
-      const digest = root.mode === 'image' ? root.digest : `sha256:${createHash('sha256').update(`clone ${clone}`).digest('hex')}`;
-      writeFileSync(digestFile, `${readmeImage.replace(/:[^/:]*$/, '')}@${digest}\n`);
+      realNode.schedule(['sidecar-injector']);
     }
     const file: Omit<WorldFile, 'startTimes'> = {
       deploy: { image, digestFile },
@@ -200,15 +171,15 @@ export async function startWorld(options: WorldOptions): Promise<World> {
       nobody: pki.nobody,
       webhookClientCaFile: pki.webhookClient.caFile,
       kubernetesVersion,
-      containers: injectorOnRealNode ? 'real-node' : root.mode,
+      containers: realNode ? 'real-node' : 'none',
       ...(realNode ? { realNode: realNode.file } : {}),
     };
     const t0 = performance.now();
-    const freshInstall = await install(file, kube, clone, options.optIn);
+    const freshInstall = realNode ? await install(file, kube, clone, options.optIn) : undefined;
     const world: WorldFile = {
       ...file,
       ...(freshInstall ? { freshInstall } : {}),
-      startTimes: { ...controlPlane.startTimes, installedMs: controlPlane.startTimes.controllersMs + performance.now() - t0 },
+      startTimes: { ...controlPlane.startTimes, ...(realNode ? { installedMs: controlPlane.startTimes.controllersMs + performance.now() - t0 } : {}) },
     };
     writeFileSync(join(state, 'world.json'), JSON.stringify(world, null, 2));
     return { file: world, kube, node, stop };
