@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # A real Kubernetes for one command:
 #
-#   scripts/cluster.sh run -- CMD ARGS...
+#   scripts/cluster.sh [--kubernetes MINOR] run -- CMD ARGS...
 #
-# builds the pinned control plane if it is not in the cache yet (test/cluster/build.sh), brings
+# builds the pinned control plane of that minor (default: test/cluster/build.sh's) if it is not in
+# the cache yet, brings
 # up etcd, kube-apiserver and kube-controller-manager with the injector installed from manifests/
 # (kubectl apply -k, as the README says) and the namespace `demo` opted in, runs CMD with
 # KUBECONFIG set to an admin kubeconfig and that version's kubectl first on PATH, tears it all
@@ -18,9 +19,15 @@
 # also when CMD succeeds.
 set -euo pipefail
 usage() {
-  echo "usage: scripts/cluster.sh run -- CMD ARGS..." >&2
+  echo "usage: scripts/cluster.sh [--kubernetes MINOR] run -- CMD ARGS..." >&2
   exit 2
 }
+build_args=()
+if [ "${1:-}" = --kubernetes ]; then
+  [ -n "${2:-}" ] || usage
+  build_args=(--kubernetes "$2")
+  shift 2
+fi
 [ "${1:-}" = run ] || usage
 shift
 [ "${1:-}" = -- ] && shift
@@ -37,7 +44,7 @@ fi
 for tool in unshare nsenter nft ip openssl; do
   command -v "$tool" >/dev/null || { echo "scripts/cluster.sh: $tool is missing (Debian: util-linux, nftables, iproute2, openssl, coreutils)" >&2; exit 2; }
 done
-bin=$(test/cluster/build.sh)
+bin=$(test/cluster/build.sh "${build_args[@]}")
 [ -f dist/test/cluster/world/main.js ] || npm run build >&2
 # The image the real node pulls: the world has no network to build it in, so it is built here, and
 # never older than what it is built from (a stale image would test other code than the clone's).

@@ -6,17 +6,36 @@
 # decides their bytes (the pinned versions, both go.sum files, the Go version), so a second
 # clone on the same machine reuses them. Prints that folder on stdout; progress on stderr.
 #
+#   test/cluster/build.sh [--kubernetes MINOR]
+#
+# MINOR is one of the supported minors, each a Go module of its own (tools/k8s-MINOR, its go.sum
+# committed); without it, the one tools/default-minor names (the newest). etcd and helm are the
+# same for every minor.
+#
 #   SIDECAR_INJECTOR_CLUSTER_CACHE  the cache's parent folder (default: the user's cache folder)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 tools=$here/tools
 export GOTOOLCHAIN=local GOFLAGS=-mod=readonly CGO_ENABLED=0
 
-k8s_version=$(cd "$tools/k8s" && go list -m -f '{{.Version}}' k8s.io/kubernetes)
+kubernetes=$(cat "$tools/default-minor")
+while [ $# -gt 0 ]; do
+  case $1 in
+    --kubernetes) kubernetes=${2:-}; shift 2 || { echo "build.sh: --kubernetes needs a minor" >&2; exit 2; } ;;
+    *) echo "usage: test/cluster/build.sh [--kubernetes MINOR]" >&2; exit 2 ;;
+  esac
+done
+k8s_tools=$tools/k8s-$kubernetes
+if ! [[ $kubernetes =~ ^1\.[0-9]+$ ]] || [ ! -f "$k8s_tools/go.mod" ]; then
+  echo "build.sh: Kubernetes $kubernetes is not one of the supported minors ($(cd "$tools" && ls -d k8s-* | sed 's/^k8s-//' | paste -sd' '))" >&2
+  exit 2
+fi
+
+k8s_version=$(cd "$k8s_tools" && go list -m -f '{{.Version}}' k8s.io/kubernetes)
 etcd_version=$(cd "$tools/etcd" && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)
 [ -n "$k8s_version" ] && [ -n "$etcd_version" ] || { echo "build.sh: cannot read the pinned versions" >&2; exit 2; }
 go_version=$(go env GOVERSION)
-key=$(cat "$tools/k8s/go.mod" "$tools/k8s/go.sum" "$tools/etcd/go.mod" "$tools/etcd/go.sum" \
+key=$(cat "$k8s_tools/go.mod" "$k8s_tools/go.sum" "$tools/etcd/go.mod" "$tools/etcd/go.sum" \
   <(echo "$go_version") "$0" | sha256sum | cut -c1-12)
 parent=${SIDECAR_INJECTOR_CLUSTER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sidecar-injector/cluster}
 out=$parent/kubernetes-$k8s_version-etcd-$etcd_version-$key
@@ -64,7 +83,7 @@ for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 
 echo "build.sh: building Kubernetes $k8s_version (kube-apiserver, kube-controller-manager, kubectl, kubelet) with $go_version" >&2
-(cd "$tools/k8s" && go build -trimpath -pgo=off -tags=selinux,notest -ldflags="all=$ld" -o "$work/" \
+(cd "$k8s_tools" && go build -trimpath -pgo=off -tags=selinux,notest -ldflags="all=$ld" -o "$work/" \
   k8s.io/kubernetes/cmd/kube-apiserver \
   k8s.io/kubernetes/cmd/kube-controller-manager \
   k8s.io/kubernetes/cmd/kubectl \

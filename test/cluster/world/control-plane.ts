@@ -2,11 +2,14 @@
  * etcd, kube-apiserver and kube-controller-manager, as a real cluster runs them: RBAC, the
  * default admission plugins with ServiceAccount and PodSecurity on (and the admission policy
  * and webhook plugins named, so the intent reads in the flags), service-account signing keys,
- * the controllers acting with their own service-account credentials. No scheduler and no
- * kubelet: pods stay Pending unless the world's node runs them (node.ts); admission is what is
- * tested. Flags are the ones Kubernetes' own local-up-cluster.sh and envtest pass, minus
- * envtest's `--disable-admission-plugins=ServiceAccount`.
+ * the controllers acting with their own service-account credentials. No scheduler: pods stay
+ * Pending unless a node of the world runs them (real-node.ts, node.ts). Flags are the ones
+ * Kubernetes' own local-up-cluster.sh and envtest pass, minus envtest's
+ * `--disable-admission-plugins=ServiceAccount`; before 1.36, where MutatingAdmissionPolicy is a
+ * beta that is off by default, its feature gate and API are turned on, as a provider may, so that
+ * the export is proved there too.
  */
+import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { join } from 'node:path';
@@ -58,6 +61,10 @@ export async function startControlPlane(bin: string, state: string, pki: Pki): P
     for (const p of [...started].reverse()) await p.stop();
   };
   const t0 = performance.now();
+  const version = execFileSync(join(bin, 'kube-apiserver'), ['--version'], { encoding: 'utf8' });
+  const minor = Number(/^Kubernetes v1\.(\d+)\./.exec(version)?.[1]);
+  if (!Number.isInteger(minor)) throw new Error(`kube-apiserver --version says ${JSON.stringify(version.slice(0, 80))}`);
+  const mutatingPolicyBeta = minor < 36 ? ['--feature-gates=MutatingAdmissionPolicy=true', '--runtime-config=admissionregistration.k8s.io/v1beta1=true'] : [];
   try {
     const etcd = startProcess(
       'etcd',
@@ -151,6 +158,7 @@ export async function startControlPlane(bin: string, state: string, pki: Pki): P
         // The real node's kubelet by the address it reports, not its name (nothing resolves it here).
         '--kubelet-preferred-address-types=InternalIP',
         '--profiling=false',
+        ...mutatingPolicyBeta,
         `--audit-policy-file=${auditPolicy}`,
         `--audit-log-path=${join(state, 'audit.log')}`,
         '--audit-log-maxsize=0',

@@ -1,7 +1,8 @@
-// The control plane the real-cluster suite runs: kube-apiserver, kube-controller-manager and
-// kubectl built from Kubernetes' own module at one pinned release. Never `go get -u` here: it
-// would move the dependencies that release was tested with.
-module sidecar-injector.test/cluster/tools/k8s
+// The control plane and kubelet of Kubernetes 1.36 for the real-cluster suite, built from
+// Kubernetes' own module at one pinned release (test/cluster/build.sh --kubernetes 1.36).
+// Written by pin-kubernetes.sh; never `go get -u` here: it would move the dependencies that
+// release was tested with.
+module sidecar-injector.test/cluster/tools/k8s-1.36
 
 go 1.26.0
 
@@ -21,6 +22,7 @@ require (
 	github.com/JeffAshton/win_pdh v0.0.0-20161109143554-76bb4ee9f0ab // indirect
 	github.com/MakeNowJust/heredoc v1.0.0 // indirect
 	github.com/Microsoft/go-winio v0.6.2 // indirect
+	github.com/Microsoft/hnslib v0.1.2 // indirect
 	github.com/NYTimes/gziphandler v1.1.1 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
