@@ -1,52 +1,101 @@
 #!/usr/bin/env node
 // Writes src/k8s/pod-schema.ts: the field names and types of the Kubernetes objects a template
 // writes (Container, Volume, EnvVar, EnvFromSource, VolumeMount, LocalObjectReference and every
-// type they reach), read from the OpenAPI-generated models of @kubernetes/client-node.
-// Run after upgrading @kubernetes/client-node: node scripts/generate-pod-schema.mjs
-// Pass the Kubernetes minor version that client release was generated from (its README's table).
-import { writeFileSync, readFileSync } from 'node:fs';
+// type they reach), read from the OpenAPI v3 document a real kube-apiserver serves for the core
+// group. The suite's newest control plane is the source:
+//
+//   SIDECAR_INJECTOR_REAL_NODE=off scripts/cluster.sh --kubernetes 1.37 run -- node scripts/generate-pod-schema.mjs
+//
+// (inside the world, kubectl is that minor's and KUBECONFIG its admin's). `--openapi FILE` reads
+// a document saved before (`kubectl get --raw /openapi/v3/api/v1`) instead.
 import { execFileSync } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
 
-const kubernetesVersion = process.argv[2] ?? '1.34';
-const models = await import('@kubernetes/client-node/dist/gen/models/ObjectSerializer.js');
-const { version } = JSON.parse(readFileSync(new URL('../node_modules/@kubernetes/client-node/package.json', import.meta.url), 'utf8'));
-const roots = ['V1Container', 'V1Volume', 'V1EnvVar', 'V1EnvFromSource', 'V1VolumeMount', 'V1LocalObjectReference'];
+const fileAt = process.argv.indexOf('--openapi');
+const document = JSON.parse(
+  fileAt >= 0
+    ? readFileSync(process.argv[fileAt + 1], 'utf8')
+    : execFileSync('kubectl', ['get', '--raw', '/openapi/v3/api/v1'], { encoding: 'utf8', maxBuffer: 256 << 20 }),
+);
+const serverVersion = JSON.parse(
+  fileAt >= 0
+    ? JSON.stringify({ gitVersion: process.argv[process.argv.indexOf('--version') + 1] ?? '' })
+    : execFileSync('kubectl', ['get', '--raw', '/version'], { encoding: 'utf8' }),
+).gitVersion;
+const minor = /^v?(1\.\d+)/.exec(serverVersion)?.[1];
+if (!minor) throw new Error(`cannot tell the Kubernetes minor from ${JSON.stringify(serverVersion)} (with --openapi, give --version vX.Y.Z)`);
+const schemas = document.components.schemas;
 
-/** A client-node type name as the schema writes it: an object type by name, `X[]`, `map`, or a scalar. */
-function typeOf(raw) {
-  const list = /^Array<(.*)>$/.exec(raw);
-  if (list) return `${typeOf(list[1])}[]`;
-  if (raw === '{ [key: string]: string; }') return 'map';
-  if (raw === 'IntOrString') return 'int-or-string';
-  if (raw === 'Date') return 'string';
-  return raw;
+/** The schema's name as the code names the type: `V1Container` for io.k8s.api.core.v1.Container (and the apimachinery meta/v1 types). */
+function typeNameOf(ref) {
+  const name = ref.replace(/^#\/components\/schemas\//, '');
+  const match = /^io\.k8s\.(?:api\.core|apimachinery\.pkg\.apis\.meta)\.(v\d+)\.([A-Za-z0-9]+)$/.exec(name);
+  if (!match) throw new Error(`a type outside core/v1 and meta/v1: ${name}`);
+  return `V${match[1].slice(1)}${match[2]}`;
 }
 
+/** The schemas of values the API writes as a string or number, and the one of any JSON. */
+const scalarRefs = new Map([
+  ['io.k8s.apimachinery.pkg.api.resource.Quantity', 'string'],
+  ['io.k8s.apimachinery.pkg.util.intstr.IntOrString', 'int-or-string'],
+  ['io.k8s.apimachinery.pkg.apis.meta.v1.Time', 'string'],
+  ['io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime', 'string'],
+  ['io.k8s.apimachinery.pkg.apis.meta.v1.FieldsV1', 'any'],
+]);
+
+/** A property's schema as the generated file writes its type (queueing the object types it reaches). */
+function typeOf(schema, queue) {
+  const ref = schema.$ref ?? schema.allOf?.[0]?.$ref;
+  if (ref) {
+    const name = ref.replace(/^#\/components\/schemas\//, '');
+    if (scalarRefs.has(name)) return scalarRefs.get(name);
+    queue.push(name);
+    return typeNameOf(ref);
+  }
+  switch (schema.type) {
+    case 'string':
+    case 'boolean':
+      return schema.type;
+    case 'integer':
+    case 'number':
+      return 'number';
+    case 'array':
+      return `${typeOf(schema.items, queue)}[]`;
+    case 'object': {
+      // Maps of strings, and of quantities (resources' limits and requests): string keys to strings.
+      const value = schema.additionalProperties ? typeOf(schema.additionalProperties, []) : undefined;
+      if (value === 'string') return 'map';
+      throw new Error(`an object property that is not a map of strings: ${JSON.stringify(schema).slice(0, 200)}`);
+    }
+    default:
+      throw new Error(`a property of no known type: ${JSON.stringify(schema).slice(0, 200)}`);
+  }
+}
+
+const roots = ['Container', 'Volume', 'EnvVar', 'EnvFromSource', 'VolumeMount', 'LocalObjectReference'].map((n) => `io.k8s.api.core.v1.${n}`);
 const types = {};
 const queue = [...roots];
 while (queue.length > 0) {
   const name = queue.shift();
-  if (Object.hasOwn(types, name)) continue;
+  const typeName = typeNameOf(name);
+  if (Object.hasOwn(types, typeName)) continue;
+  const schema = schemas[name];
+  if (!schema?.properties) throw new Error(`the document has no properties for ${name}`);
   const fields = {};
-  for (const attribute of models[name].getAttributeTypeMap()) {
-    const type = typeOf(attribute.type);
-    fields[attribute.baseName] = type;
-    const inner = type.replace(/\[\]$/, '');
-    if (typeof models[inner]?.getAttributeTypeMap === 'function') queue.push(inner);
-  }
-  types[name] = fields;
+  for (const key of Object.keys(schema.properties).sort()) fields[key] = typeOf(schema.properties[key], queue);
+  types[typeName] = fields;
 }
 const sorted = Object.fromEntries(Object.entries(types).sort(([a], [b]) => a.localeCompare(b)));
 const out = new URL('../src/k8s/pod-schema.ts', import.meta.url);
 writeFileSync(
   out,
   `/**
- * Generated by scripts/generate-pod-schema.mjs from the OpenAPI-generated models of
- * @kubernetes/client-node ${version} (the Kubernetes ${kubernetesVersion} API): do not edit.
+ * Generated by scripts/generate-pod-schema.mjs from the OpenAPI v3 document of the core group
+ * that kube-apiserver ${serverVersion} serves: do not edit.
  * Per type, each field's type: another type's name, \`T[]\` (a list), \`map\` (string keys to
  * strings), \`int-or-string\`, \`any\`, or a JSON scalar.
  */
-export const podSchemaKubernetesVersion = ${JSON.stringify(kubernetesVersion)};
+export const podSchemaKubernetesVersion = ${JSON.stringify(minor)};
 
 export const podSchemaTypes: Readonly<Record<string, Readonly<Record<string, string>>>> = ${JSON.stringify(sorted, null, 2)};
 `,

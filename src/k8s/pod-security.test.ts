@@ -128,7 +128,7 @@ test('AppArmor annotations the API server copied to their containers: the contai
 /** Containers named as given, each with the securityContext given (none when absent). */
 const named = (...specs: [string, Json?][]) => specs.map(([name, securityContext]) => (securityContext === undefined ? { name } : { name, securityContext }));
 
-/** Upstream's test pods (policy/check_*_test.go, v0.36.5): [its name, policy, pod, check id, the reason and detail it expects]. */
+/** Upstream's test pods (policy/check_*_test.go, v0.37.2): [its name, policy, pod, check id, the reason and detail it expects]. */
 const upstreamCases: [string, PodSecurityPolicy, Json, string, string, string][] = [
   [
     'allowPrivilegeEscalation: multiple containers',

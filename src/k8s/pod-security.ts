@@ -3,7 +3,7 @@
  * after every mutating webhook (CONTRACT R-71): the namespace's labels name a level and a
  * version per mode (enforce, warn, audit), and each check reads the pod's spec. Pure.
  *
- * Written from `kubernetes/pod-security-admission` v0.36.5 (policy/check_*.go, helpers.go,
+ * Written from `kubernetes/pod-security-admission` v0.37.2 (policy/check_*.go, helpers.go,
  * registry.go): the check ids, the reasons and the details are upstream's, word for word (its
  * pluralization, its `joinQuote`, its sorted sets), so that what we say matches what the API
  * server says. One check per file under `pod-security/`, each with the policy versions it

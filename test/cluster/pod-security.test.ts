@@ -10,7 +10,8 @@ import { copyFile, mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import { checkPodSecurity, describeViolations, type PodSecurityPolicy } from '../../src/k8s/pod-security.js';
+import { checkPodSecurity, describeViolations, rulesAt, type PodSecurityPolicy } from '../../src/k8s/pod-security.js';
+import { parseKubernetesVersion } from '../../src/k8s/version.js';
 import { pod, rules, versionCases } from '../helpers/pod-security-cases.js';
 import { cli, joinWorld, optedInNamespace, testNamespace, warnings, withTemplate, type Json } from './helpers.js';
 
@@ -36,7 +37,9 @@ function enforcing(t: Parameters<typeof testNamespace>[0], level: string, versio
 }
 
 test("the injector's Pod Security verdicts equal kube-apiserver's, word for word, on every case the suite knows", async (t) => {
-  const { kube } = joinWorld();
+  const { kube, file } = joinWorld();
+  // What the injector judges by where it runs: a policy version capped at the API server's (latest is its own).
+  const inForce = parseKubernetesVersion(file.kubernetesVersion)!;
   namespaces.clear();
   const plain = await testNamespace(t, 'pss-plain');
   const cases: { name: string; body: Json; level: 'baseline' | 'restricted'; version: string }[] = [];
@@ -57,11 +60,8 @@ test("the injector's Pod Security verdicts equal kube-apiserver's, word for word
       differences.push(`${c.name}: not a pod the API server admits at all: ${admitted.message}`);
       continue;
     }
-    const policy: PodSecurityPolicy = {
-      level: c.level,
-      version: c.version === 'latest' ? 'latest' : { major: 1, minor: Number(c.version.slice(3)) },
-      label: `${c.level}:${c.version}`,
-    };
+    const version = c.version === 'latest' ? ('latest' as const) : { major: 1, minor: Number(c.version.slice(3)) };
+    const policy: PodSecurityPolicy = { level: c.level, version, label: `${c.level}:${c.version}`, rules: rulesAt(version, inForce)! };
     const ours = checkPodSecurity(admitted, policy);
     const expected = ours.length === 0 ? 'admitted' : `pods "p" is forbidden: violates PodSecurity "${policy.label}": ${describeViolations(ours)}`;
     const actual = real.status === 201 ? 'admitted' : String(real.body.message);

@@ -424,6 +424,14 @@ export const versionCases: [string, Json, 'baseline' | 'restricted', number, str
   ['no capability drop', pod((p) => (app(p).securityContext.capabilities = {})), 'restricted', 22, ['capabilities_restricted']],
   ['tcp_keepalive sysctl', pod((p) => (p.spec.securityContext.sysctls = [{ name: 'net.ipv4.tcp_keepalive_time', value: '60' }])), 'baseline', 28, ['sysctls']],
   ['tcp_keepalive sysctl', pod((p) => (p.spec.securityContext.sysctls = [{ name: 'net.ipv4.tcp_keepalive_time', value: '60' }])), 'baseline', 29, []],
+  [
+    'tcp_notsent_lowat sysctl',
+    pod((p) => (p.spec.securityContext.sysctls = [{ name: 'net.ipv4.tcp_notsent_lowat', value: '16384' }])),
+    'baseline',
+    36,
+    ['sysctls'],
+  ],
+  ['tcp_notsent_lowat sysctl', pod((p) => (p.spec.securityContext.sysctls = [{ name: 'net.ipv4.tcp_notsent_lowat', value: '16384' }])), 'baseline', 37, []],
   ['container_engine_t', pod((p) => (app(p).securityContext.seLinuxOptions = { type: 'container_engine_t' })), 'baseline', 30, ['seLinuxOptions']],
   ['container_engine_t', pod((p) => (app(p).securityContext.seLinuxOptions = { type: 'container_engine_t' })), 'baseline', 31, []],
   // Windows pods are exempt from three restricted rules from v1.25.
