@@ -102,12 +102,19 @@ test('the watch reads the policy from the API server at start, on a timer and af
   clock.advance(2000);
   await until(() => watch.status().state === 'stale', 'stale after the change');
   t.is(await gauge(), 1);
-  // A cluster that does not serve the v1 API: the last state stays, and the read's error is said.
-  api.servesMutatingAdmissionPolicies = false;
+  // A cluster of 1.34 or 1.35 with the beta API: the objects are read there.
+  api.mutatingAdmissionPolicyApi = 'v1beta1';
+  set = marked();
+  watch.templatesReloaded();
+  clock.advance(2000);
+  await until(() => watch.status().state === 'current', 'current, read from the beta API');
+  t.is(await gauge(), 0);
+  // A cluster that serves neither: the last state stays, and the read's error is said.
+  api.mutatingAdmissionPolicyApi = undefined;
   clock.advance(60_000);
   await until(() => watch.status().error !== undefined, 'the error');
-  t.is(watch.status().state, 'stale');
-  t.regex(watch.status().error!, /could not find the requested resource/);
+  t.is(watch.status().state, 'current');
+  t.is(watch.status().error, 'the API server serves no MutatingAdmissionPolicy API (v1, v1beta1)');
   // A replica that stops leading says nothing more.
   await watch.stop();
   t.deepEqual(watch.status(), {});

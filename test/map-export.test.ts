@@ -268,3 +268,75 @@ test('a template marked delivery: policy that no policy can hold is refused at l
   );
   t.regex(bad!.message, /delivery.*must be "webhook".*or "policy"/);
 });
+
+test('policies --mutating writes the API version the cluster serves (v1, else the beta with a note), refuses a cluster that serves neither saying what it needs, and takes --api-version offline', async (t) => {
+  const { FakeApiServer } = await import('./helpers/fake-apiserver.js');
+  const { ClusterError } = await import('../src/errors.js');
+  const api = new FakeApiServer();
+  await api.start();
+  t.teardown(() => api.stop());
+  api.applyTemplateText(sidecar);
+  api.gitVersion = 'v1.36.5';
+  const kubeconfig = join(await mkdtemp(join(tmpdir(), 'map-export-api-')), 'kubeconfig');
+  await writeFile(kubeconfig, (await api.kubeConfig()).exportConfig());
+  const run = async (args: string[]) => {
+    let out = '';
+    let err = '';
+    const code = await policiesCommand(['--mutating', ...args], { stdout: { write: (s: string) => (out += s) }, stderr: { write: (s: string) => (err += s) } });
+    return { code, docs: parseAllDocuments(out).map((d) => d.toJSON() as Json), out, err };
+  };
+  const versions = (docs: Json[]) => docs.map((d) => `${d.apiVersion} ${d.kind}`);
+  // 1.36 and later: v1.
+  const v1 = await run(['--kubeconfig', kubeconfig]);
+  t.deepEqual(versions(v1.docs), [
+    'admissionregistration.k8s.io/v1 MutatingAdmissionPolicy',
+    'admissionregistration.k8s.io/v1 MutatingAdmissionPolicyBinding',
+    'admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy',
+    'admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding',
+  ]);
+  t.is(v1.err, '');
+  // 1.35 with the feature gate: the beta, said on stderr and in the header; the guard stays v1 (GA since 1.30).
+  api.gitVersion = 'v1.35.4';
+  api.mutatingAdmissionPolicyApi = 'v1beta1';
+  const beta = await run(['--kubeconfig', kubeconfig]);
+  t.deepEqual(versions(beta.docs).slice(0, 3), [
+    'admissionregistration.k8s.io/v1beta1 MutatingAdmissionPolicy',
+    'admissionregistration.k8s.io/v1beta1 MutatingAdmissionPolicyBinding',
+    'admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy',
+  ]);
+  t.regex(beta.out, /^# Sidecar templates exported as a MutatingAdmissionPolicy of the beta API \(Kubernetes 1\.35, with its feature gate\)/);
+  t.regex(beta.err, /^note: written in admissionregistration\.k8s\.io\/v1beta1/);
+  // The same spec in either version: only apiVersion differs.
+  t.deepEqual(beta.docs[0]!.spec, v1.docs[0]!.spec);
+  // Without the gate: refused, naming the gate and the runtime-config; nothing on stdout.
+  api.mutatingAdmissionPolicyApi = undefined;
+  let printed = '';
+  const refused = await t.throwsAsync(
+    policiesCommand(['--mutating', '--kubeconfig', kubeconfig], { stdout: { write: (s: string) => (printed += s) }, stderr: { write: () => undefined } }),
+    { instanceOf: ClusterError },
+  );
+  t.regex(refused!.message, /serves no MutatingAdmissionPolicy API/);
+  t.regex(refused!.message, /--feature-gates=MutatingAdmissionPolicy=true and --runtime-config=admissionregistration\.k8s\.io\/v1beta1=true/);
+  t.is(printed, '');
+  // 1.34 serves the beta behind the same gate, but its CEL for new policies has no flatten or lists.range: refused before anything is printed.
+  api.gitVersion = 'v1.34.4';
+  api.mutatingAdmissionPolicyApi = 'v1beta1';
+  const old = await t.throwsAsync(
+    policiesCommand(['--mutating', '--kubeconfig', kubeconfig], { stdout: { write: (s: string) => (printed += s) }, stderr: { write: () => undefined } }),
+    { instanceOf: ClusterError },
+  );
+  t.regex(old!.message, /^this API server is Kubernetes 1\.34: it takes no exported templates, since its CEL for new policies lacks the list functions/);
+  t.is(printed, '');
+  // Offline: v1 unless told; --api-version names it; anything else, or without --mutating, is a usage error.
+  const dir = await shippedTemplates();
+  t.is((await run(['--templates', dir])).docs[0]!.apiVersion, 'admissionregistration.k8s.io/v1');
+  t.is((await run(['--templates', dir, '--api-version', 'v1beta1'])).docs[1]!.apiVersion, 'admissionregistration.k8s.io/v1beta1');
+  await t.throwsAsync(run(['--templates', dir, '--api-version', 'v1alpha1']), { instanceOf: ConfigError, message: /one of v1, v1beta1/ });
+  await t.throwsAsync(
+    policiesCommand(['--templates', dir, '--api-version', 'v1'], { stdout: { write: () => undefined }, stderr: { write: () => undefined } }),
+    {
+      instanceOf: ConfigError,
+      message: /needs --mutating/,
+    },
+  );
+});

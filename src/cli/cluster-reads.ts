@@ -13,6 +13,7 @@ import { sidecarTemplateResource } from '../templates/resource.js';
 import { loadTemplateDir } from '../templates/load.js';
 import { loadKubeConfig } from '../kube-api/kubeconfig.js';
 import type { TemplateSet } from '../templates/set.js';
+import type { MutatingPolicyApiVersion } from '../manifests/mutating-policies.js';
 
 const timeoutMs = 15_000;
 
@@ -140,4 +141,22 @@ export async function templatesFromFlagOrCluster(
   for (const refused of inForce.refused.slice(0, 20))
     stderr.write(`${command}: sidecartemplate/${refused.name} is refused by the injector and not in force: ${refused.problems.slice(0, 3).join('; ')}\n`);
   return inForce.set;
+}
+
+/**
+ * The version of admissionregistration.k8s.io in which the API server serves
+ * MutatingAdmissionPolicies, from its discovery: `v1` first, then the beta; undefined when it
+ * serves neither (before 1.36 without the feature gate). A group version it does not serve is a 404.
+ */
+export async function servedMutatingPolicyApi(kubeConfig: KubeConfig): Promise<MutatingPolicyApiVersion | undefined> {
+  for (const version of ['v1', 'v1beta1'] as const) {
+    const list = await readObject(
+      kubeConfig,
+      `/apis/admissionregistration.k8s.io/${version}`,
+      `the API server's discovery of admissionregistration.k8s.io/${version}`,
+    );
+    const resources = list && Array.isArray(list.resources) ? list.resources : [];
+    if (resources.some((r) => isJsonObject(r) && r.name === 'mutatingadmissionpolicies')) return version;
+  }
+  return undefined;
 }

@@ -3,13 +3,24 @@
  * binding of every required template in a directory (manifests/required-policies.ts). Notes on
  * what a policy cannot check go to stderr; the YAML on stdout is ready for `kubectl apply -f -`.
  * With `--mutating`, the MutatingAdmissionPolicy of the exportable templates instead
- * (manifests/mutating-policies.ts), and on stderr why each other template is not exported.
+ * (manifests/mutating-policies.ts), and on stderr why each other template is not exported: in
+ * the API version `--api-version` names, else the one the cluster serves (v1, else the beta),
+ * else v1 for a folder. A cluster that serves neither is told so, with what it needs.
  */
-import { ConfigError } from '../errors.js';
+import { ClusterError, ConfigError } from '../errors.js';
 import { parseOptions } from '../options.js';
-import { templatesFromFlagOrCluster } from './cluster-reads.js';
+import { readObject, servedMutatingPolicyApi, templatesFromFlagOrCluster } from './cluster-reads.js';
+import { atLeast, formatVersion, parseReportedVersion } from '../k8s/version.js';
+import { loadKubeConfig } from '../kube-api/kubeconfig.js';
 import { defaultValidationActions, parseValidationActions, policiesYaml, requiredPolicies } from '../manifests/required-policies.js';
-import { mutatingPolicies, mutatingPoliciesYaml } from '../manifests/mutating-policies.js';
+import {
+  mutatingPolicies,
+  mutatingPoliciesYaml,
+  mutatingPolicyApiVersions,
+  mutatingPolicyBetaNeeds,
+  mutatingPolicyOldestMinor,
+  type MutatingPolicyApiVersion,
+} from '../manifests/mutating-policies.js';
 import { policiesOptions } from './usage.js';
 import type { CommandIo } from './io.js';
 
@@ -22,14 +33,22 @@ export async function policies(argv: readonly string[], io: PoliciesIo, env: Rea
   const actionsText = values['validation-actions'] as string | undefined;
   const actions = actionsText === undefined ? defaultValidationActions : parseValidationActions(actionsText);
   if (typeof actions === 'string') throw new ConfigError([actions]);
+  const asked = values['api-version'] as string | undefined;
+  if (asked !== undefined && !(mutatingPolicyApiVersions as readonly string[]).includes(asked))
+    throw new ConfigError([`--api-version ${JSON.stringify(asked.slice(0, 40))}: it is one of ${mutatingPolicyApiVersions.join(', ')}`]);
+  if (asked !== undefined && values.mutating !== true) throw new ConfigError(["--api-version is the MutatingAdmissionPolicy's: it needs --mutating"]);
   const set = await templatesFromFlagOrCluster(values.templates as string | undefined, values.kubeconfig as string | undefined, 'policies', io.stderr);
   if (values.mutating === true) {
     const only = (values.template as string | undefined)
       ?.split(',')
       .map((n) => n.trim())
       .filter((n) => n !== '');
-    const exported = mutatingPolicies(set, only);
+    const apiVersion =
+      (asked as MutatingPolicyApiVersion | undefined) ?? (values.templates === undefined ? await servedApi(values.kubeconfig as string | undefined) : 'v1');
+    const exported = mutatingPolicies(set, only, apiVersion);
     io.stdout.write(mutatingPoliciesYaml(exported));
+    if (apiVersion === 'v1beta1')
+      io.stderr.write('note: written in admissionregistration.k8s.io/v1beta1, the beta API this cluster serves (1.35 with the feature gate)\n');
     for (const refusal of exported.refused) io.stderr.write(`note: template ${refusal.template} is not exported: ${refusal.reasons.join('; ')}\n`);
     if (exported.exported.length === 0) io.stderr.write('note: no template can be exported; the webhook injects them all\n');
     return 0;
@@ -40,4 +59,22 @@ export async function policies(argv: readonly string[], io: PoliciesIo, env: Rea
   if (generated.length === 0) io.stderr.write('note: no template has failurePolicy: Fail; there is nothing to guard\n');
   for (const policy of generated) for (const note of policy.notes) io.stderr.write(`note: ${note}\n`);
   return 0;
+}
+
+/**
+ * The API version the cluster serves MutatingAdmissionPolicies in; a cluster that serves none, or
+ * whose CEL cannot compile the export, is a ClusterError that says what it needs.
+ */
+async function servedApi(kubeconfig: string | undefined): Promise<MutatingPolicyApiVersion> {
+  const kubeConfig = await loadKubeConfig(kubeconfig, { fallback: 'default', hint: ' (--templates DIR with --api-version works without a cluster)' });
+  const version = parseReportedVersion((await readObject(kubeConfig, '/version', "the API server's version"))?.gitVersion);
+  if (version && !atLeast(version, 1, mutatingPolicyOldestMinor))
+    throw new ClusterError(
+      `this API server is Kubernetes ${formatVersion(version)}: it takes no exported templates, since its CEL for new policies lacks the list functions the export's mutations use (flatten, lists.range; from Kubernetes 1.${mutatingPolicyOldestMinor}). The webhooks inject every template`,
+    );
+  const served = await servedMutatingPolicyApi(kubeConfig);
+  if (served) return served;
+  throw new ClusterError(
+    `this API server serves no MutatingAdmissionPolicy API, so the templates cannot be exported to it: ${mutatingPolicyBetaNeeds}. The webhooks inject every template meanwhile (policies --mutating --api-version v1beta1 --templates DIR prints the beta objects for a cluster that will serve them)`,
+  );
 }

@@ -143,9 +143,14 @@ export const policiesOptions = {
   },
   mutating: {
     kind: 'boolean',
-    help: 'print instead the MutatingAdmissionPolicy that injects the exportable templates inside the API server (Kubernetes 1.36+), see docs/map-export.md',
+    help: 'print instead the MutatingAdmissionPolicy that injects the exportable templates inside the API server (Kubernetes 1.36+, or 1.35 with its feature gate), see docs/map-export.md',
   },
   template: { kind: 'string', value: 'NAMES', help: 'with --mutating: export only these templates (comma-separated); one that cannot be exported is an error' },
+  'api-version': {
+    kind: 'string',
+    value: 'VERSION',
+    help: "with --mutating: the policy's admissionregistration.k8s.io version, v1 (Kubernetes 1.36+) or v1beta1 (1.35 with the MutatingAdmissionPolicy feature gate); default: the one the cluster serves, or v1 with --templates",
+  },
 } as const satisfies OptionTable;
 
 export const whyOptions = {
@@ -187,7 +192,7 @@ export const simulateUsage = usageText(
 export const policiesUsage = usageText(
   'policies [options]',
   policiesOptions,
-  'Prints a ValidatingAdmissionPolicy and its binding for every required template (failurePolicy: Fail):\nthe API server itself then checks that each pod the template applies to carries its containers.\nSee docs/required-policies.md. With --mutating: the MutatingAdmissionPolicy that injects the templates\ninside the API server (Kubernetes 1.36+); see docs/map-export.md.\n',
+  'Prints a ValidatingAdmissionPolicy and its binding for every required template (failurePolicy: Fail):\nthe API server itself then checks that each pod the template applies to carries its containers.\nSee docs/required-policies.md. With --mutating: the MutatingAdmissionPolicy that injects the templates\ninside the API server (Kubernetes 1.36+; 1.35 with its feature gate, in v1beta1); see docs/map-export.md.\n',
 );
 
 /** `sidecar-injector --help`: the commands, one line each; each command's options are under `COMMAND --help`. */

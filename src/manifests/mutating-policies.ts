@@ -54,8 +54,30 @@ export interface ExportRefusal {
   readonly reasons: readonly string[];
 }
 
+/**
+ * The versions of admissionregistration.k8s.io a MutatingAdmissionPolicy is written in: `v1`
+ * (Kubernetes 1.36+, on by default) and `v1beta1` (1.35, only where the API server runs
+ * with the `MutatingAdmissionPolicy` feature gate and that version turned on). Both have the same
+ * fields for what the export writes.
+ */
+export const mutatingPolicyApiVersions = ['v1', 'v1beta1'] as const;
+export type MutatingPolicyApiVersion = (typeof mutatingPolicyApiVersions)[number];
+
+/** What a cluster of 1.34 or 1.35 needs for the beta API: said wherever the export cannot go. */
+export const mutatingPolicyBetaNeeds =
+  'Kubernetes 1.36 and later serve it as admissionregistration.k8s.io/v1; 1.35 serves the beta v1beta1 only when kube-apiserver runs with --feature-gates=MutatingAdmissionPolicy=true and --runtime-config=admissionregistration.k8s.io/v1beta1=true (1.34 serves it so too, but its CEL cannot compile the export)';
+
+/**
+ * The oldest minor whose API server takes the export: its CEL for new policies (the previous
+ * minor's library, Kubernetes' compatibility version) must have the list functions the
+ * mutations use (`flatten`, `lists.range`: ext.Lists v3, introduced in 1.34, so usable from 1.35).
+ */
+export const mutatingPolicyOldestMinor = 35;
+
 /** What `policies --mutating` prints. */
 export interface ExportedPolicies {
+  /** The version the policy and its binding are written in. */
+  readonly apiVersion: MutatingPolicyApiVersion;
   /** Templates exported, in the policy's order. */
   readonly exported: readonly string[];
   readonly refused: readonly ExportRefusal[];
@@ -637,7 +659,7 @@ function guardValidations(template: Template): JsonObject[] {
  * refuses for a bad override. Throws PolicyError when a template named in `only` cannot be
  * exported or does not exist.
  */
-export function mutatingPolicies(set: TemplateSet, only?: readonly string[]): ExportedPolicies {
+export function mutatingPolicies(set: TemplateSet, only?: readonly string[], apiVersion: MutatingPolicyApiVersion = 'v1'): ExportedPolicies {
   const refused: ExportRefusal[] = [];
   const chosen: Template[] = [];
   for (const name of only ?? []) if (!set.byName.has(name)) throw new PolicyError([`no template named ${JSON.stringify(name)} in the directory`]);
@@ -651,7 +673,7 @@ export function mutatingPolicies(set: TemplateSet, only?: readonly string[]): Ex
     else chosen.push(template);
   }
   if (wanted && refused.length > 0) throw new PolicyError(refused.flatMap((r) => r.reasons.map((reason) => `template ${r.template}: ${reason}`)));
-  if (chosen.length === 0) return { exported: [], refused, objects: [] };
+  if (chosen.length === 0) return { apiVersion, exported: [], refused, objects: [] };
   // The webhooks' order: the required one is listed first in the configuration
   // (manifests/base/mutatingwebhookconfiguration.yaml), so its templates' volumes and app items
   // go in before the optional ones' (containers take their place by name whatever the order).
@@ -676,7 +698,7 @@ export function mutatingPolicies(set: TemplateSet, only?: readonly string[]): Ex
   }
   const hashes = Object.fromEntries(chosen.map((t) => [`sidecar-injector.io/template-hash.${t.name}`, t.hash]));
   const policy: JsonObject = {
-    apiVersion: 'admissionregistration.k8s.io/v1',
+    apiVersion: `admissionregistration.k8s.io/${apiVersion}`,
     kind: 'MutatingAdmissionPolicy',
     metadata: { name: exportedPolicyName, labels, annotations: { 'sidecar-injector.io/templates': chosen.map((t) => t.name).join(','), ...hashes } },
     spec: {
@@ -704,7 +726,7 @@ export function mutatingPolicies(set: TemplateSet, only?: readonly string[]): Ex
     },
   };
   const binding: JsonObject = {
-    apiVersion: 'admissionregistration.k8s.io/v1',
+    apiVersion: `admissionregistration.k8s.io/${apiVersion}`,
     kind: 'MutatingAdmissionPolicyBinding',
     metadata: { name: exportedPolicyName, labels },
     spec: { policyName: exportedPolicyName, matchResources },
@@ -732,7 +754,7 @@ export function mutatingPolicies(set: TemplateSet, only?: readonly string[]): Ex
     metadata: { name: `${exportedPolicyName}-guard`, labels },
     spec: { policyName: `${exportedPolicyName}-guard`, validationActions: ['Deny'], matchResources },
   };
-  return { exported: chosen.map((t) => t.name), refused, objects: [policy, binding, guard, guardBinding] };
+  return { apiVersion, exported: chosen.map((t) => t.name), refused, objects: [policy, binding, guard, guardBinding] };
 }
 
 /**
@@ -746,7 +768,9 @@ const injectedContainersCel = `variables.ledger.findAll('"(initC|c)ontainers":\\
 /** The policies as multi-document YAML, under a comment saying what is exported and what is not. */
 export function mutatingPoliciesYaml(result: ExportedPolicies): string {
   const header = [
-    'Sidecar templates exported as a MutatingAdmissionPolicy (Kubernetes 1.36+): the API server injects them',
+    result.apiVersion === 'v1'
+      ? 'Sidecar templates exported as a MutatingAdmissionPolicy (Kubernetes 1.36+): the API server injects them'
+      : 'Sidecar templates exported as a MutatingAdmissionPolicy of the beta API (Kubernetes 1.35, with its feature gate): the API server injects them',
     'itself, with no webhook call. Generated by `sidecar-injector policies --mutating`; do not edit: generate',
     'them again when a template changes. See docs/map-export.md.',
     `Exported: ${result.exported.join(', ') || 'none'}.`,

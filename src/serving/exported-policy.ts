@@ -10,17 +10,19 @@ import type { Gauge } from 'prom-client';
 import type { Logger } from 'pino';
 import type { Clock, Timer } from '../clock.js';
 import { KubernetesApiError } from '../errors.js';
-import { exportedPolicyName } from '../manifests/mutating-policies.js';
+import { exportedPolicyName, mutatingPolicyApiVersions, type MutatingPolicyApiVersion } from '../manifests/mutating-policies.js';
 import { exportedPolicyState, type ExportedPolicyState } from '../manifests/exported-state.js';
 import { cut } from '../quote.js';
 import type { TemplateSet } from '../templates/set.js';
 import { getJson } from '../kube-api/request.js';
 
-const apis = '/apis/admissionregistration.k8s.io/v1';
-const paths = {
-  policy: `${apis}/mutatingadmissionpolicies/${exportedPolicyName}`,
-  binding: `${apis}/mutatingadmissionpolicybindings/${exportedPolicyName}`,
-} as const;
+/** The exported objects' paths in one API version (v1 from 1.36; the beta where 1.34 and 1.35 serve it behind its feature gate). */
+const pathsIn = (version: MutatingPolicyApiVersion) => {
+  const apis = `/apis/admissionregistration.k8s.io/${version}`;
+  return { policy: `${apis}/mutatingadmissionpolicies/${exportedPolicyName}`, binding: `${apis}/mutatingadmissionpolicybindings/${exportedPolicyName}` };
+};
+/** A read of a resource the API server does not serve in that version (a 404 that names no object). */
+const notServed = Symbol('not served');
 
 export interface ExportedPolicyWatchOptions {
   readonly kubeConfig: KubeConfig;
@@ -101,13 +103,23 @@ export class ExportedPolicyWatch {
       try {
         return await getJson(kubeConfig, path, requestTimeoutMs);
       } catch (err) {
-        // The object missing is an answer; the resource not served (a cluster before v1) is not.
-        if (err instanceof KubernetesApiError && err.statusCode === 404 && (err.detail ?? '').includes(`"${name}" not found`)) return undefined;
+        // The object missing is an answer; the resource not served in this version is not.
+        if (err instanceof KubernetesApiError && err.statusCode === 404) return (err.detail ?? '').includes(`"${name}" not found`) ? undefined : notServed;
         throw err;
       }
     };
     try {
-      const [policy, binding] = await Promise.all([get(paths.policy, exportedPolicyName), get(paths.binding, exportedPolicyName)]);
+      let read: [unknown, unknown] | undefined;
+      for (const version of mutatingPolicyApiVersions) {
+        const paths = pathsIn(version);
+        const both = await Promise.all([get(paths.policy, exportedPolicyName), get(paths.binding, exportedPolicyName)]);
+        if (both[0] !== notServed && both[1] !== notServed) {
+          read = both;
+          break;
+        }
+      }
+      if (!read) throw new Error(`the API server serves no MutatingAdmissionPolicy API (${mutatingPolicyApiVersions.join(', ')})`);
+      const [policy, binding] = read;
       if (!this.running) return;
       const next = exportedPolicyState(this.options.templates(), { policy, binding });
       this.checkedAt = this.options.clock.now();

@@ -15,10 +15,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadCorpus } from '../helpers/corpus.js';
 import { loadTemplateDir } from '../../src/templates/load.js';
-import { mutatingPolicies } from '../../src/manifests/mutating-policies.js';
+import { mutatingPolicies, mutatingPolicyOldestMinor, type MutatingPolicyApiVersion } from '../../src/manifests/mutating-policies.js';
+import { parseKubernetesVersion } from '../../src/k8s/version.js';
 import { requiredPolicies } from '../../src/manifests/required-policies.js';
 import type { TemplateSet } from '../../src/templates/set.js';
 import {
+  cli,
   auditEvents,
   createCorpusServiceAccounts,
   eventually,
@@ -33,7 +35,12 @@ import {
   type Json,
 } from './helpers.js';
 
-const apis = '/apis/admissionregistration.k8s.io/v1';
+/** MutatingAdmissionPolicy's version here: v1 from 1.36; before, the beta (the world turns on its feature gate there, as a provider may). */
+const minor = parseKubernetesVersion(joinWorld().file.kubernetesVersion)!.minor;
+const mapApi: MutatingPolicyApiVersion = minor >= 36 ? 'v1' : 'v1beta1';
+/** Where the API server can run the export (1.35 on): the proofs; before, the test of its refusal. */
+const exportTest = minor >= mutatingPolicyOldestMinor ? test.serial : test.serial.skip;
+const refusalTest = minor < mutatingPolicyOldestMinor ? test.serial : test.serial.skip;
 
 /** The tutorial's template (docs/first-template.md), as the tutorial writes it. */
 async function tutorialTemplate(): Promise<string> {
@@ -388,11 +395,12 @@ function difference(name: string, [webhook, policy]: [Side, Side]): string | und
 
 async function apply(kube: ReturnType<typeof joinWorld>['kube'], t: ExecutionContext, object: Json): Promise<void> {
   const plural = `${object.kind.toLowerCase()}s`.replace(/ys$/, 'ies');
+  const apis = `/apis/${object.apiVersion}`;
   await kube.create(`${apis}/${plural}`, object);
   t.teardown(() => kube.delete(`${apis}/${plural}/${object.metadata.name}`));
 }
 
-test('the exported policy stores the pods the webhook stores, refuses the pods it refuses, and stays a fixed point under reinvocation', async (t) => {
+exportTest('the exported policy stores the pods the webhook stores, refuses the pods it refuses, and stays a fixed point under reinvocation', async (t) => {
   const { kube } = joinWorld();
   // The templates the injector serves: the bundled ones, the tutorial's, and the decision matrix's agents.
   const dir = await mkdtemp(join(tmpdir(), 'map-export-'));
@@ -403,8 +411,12 @@ test('the exported policy stores the pods the webhook stores, refuses the pods i
     await withTemplate(t, name, text);
   }
   const set = await loadTemplateDir(dir);
-  const exported = mutatingPolicies(set);
+  const exported = mutatingPolicies(set, undefined, mapApi);
   t.deepEqual(exported.refused, []);
+  // The command against this cluster writes the version it serves, found in its discovery.
+  const printed = await cli(['policies', '--mutating']);
+  t.is(printed.code, 0, printed.stderr);
+  t.regex(printed.stdout, new RegExp(`^apiVersion: admissionregistration\\.k8s\\.io/${mapApi}\\nkind: MutatingAdmissionPolicy\\n`, 'm'));
   t.deepEqual(
     exported.exported.filter((n) => !n.startsWith('agent-')),
     ['proxy', 'log-shipper', 'otel-agent'],
@@ -443,7 +455,7 @@ test('the exported policy stores the pods the webhook stores, refuses the pods i
   }
   // A second policy that edits every pod in both namespaces: the API server then calls the webhook and the exported policy again.
   await apply(kube, t, {
-    apiVersion: 'admissionregistration.k8s.io/v1',
+    apiVersion: `admissionregistration.k8s.io/${mapApi}`,
     kind: 'MutatingAdmissionPolicy',
     metadata: { name: `map-export-touch-${id}` },
     spec: {
@@ -462,7 +474,7 @@ test('the exported policy stores the pods the webhook stores, refuses the pods i
     },
   });
   await apply(kube, t, {
-    apiVersion: 'admissionregistration.k8s.io/v1',
+    apiVersion: `admissionregistration.k8s.io/${mapApi}`,
     kind: 'MutatingAdmissionPolicyBinding',
     metadata: { name: `map-export-touch-${id}` },
     spec: {
@@ -552,7 +564,7 @@ test('the exported policy stores the pods the webhook stores, refuses the pods i
 
   // The proof can fail: a deliberately changed patch (another image for the log shipper) is caught.
   const changed = structuredClone(policies[0]!);
-  const path = `${apis}/mutatingadmissionpolicies/${changed.metadata.name}`;
+  const path = `/apis/admissionregistration.k8s.io/${mapApi}/mutatingadmissionpolicies/${changed.metadata.name}`;
   const current = await kube.call('GET', path);
   changed.metadata.resourceVersion = current.metadata.resourceVersion;
   changed.spec.mutations = changed.spec.mutations.map((m: Json) => ({
@@ -567,132 +579,152 @@ test('the exported policy stores the pods the webhook stores, refuses the pods i
   t.regex(caught, /fluent-bit:3\.2\.[23]/);
 });
 
-test('hybrid: a template marked delivery: policy is injected by the policy and left alone by the webhook, the others by the webhook; each sidecar once, the ledger whole, a fixed point', async (t) => {
-  const { kube } = joinWorld();
-  // The installed log shipper, marked for the policy; restored after the test.
-  const path = sidecarTemplatesPath('log-shipper');
-  const original = await readFile('templates/log-shipper.yaml', 'utf8');
-  const marked = original.replace(/^ {2}failurePolicy: Ignore$/m, '  failurePolicy: Ignore\n  delivery: policy');
-  t.not(marked, original);
-  const dir = await mkdtemp(join(tmpdir(), 'map-hybrid-'));
-  for (const file of await readdir('templates')) if (file !== 'kustomization.yaml') await copyFile(join('templates', file), join(dir, file));
-  await writeFile(join(dir, 'log-shipper.yaml'), marked);
-  // A webhook-delivered native sidecar placed last whose name comes before the log shipper's: the
-  // policy adds the log shipper first, and the webhook still puts its sidecar ahead of it.
-  const auditAgent = [
-    'name: audit-agent',
-    'failurePolicy: Ignore',
-    "objectSelector: { matchLabels: { 'map-export-test/order': 'true' } }",
-    'initContainers:',
-    '  - name: audit-agent',
-    '    image: example.com/audit-agent:1.0',
-    '    restartPolicy: Always',
-    '',
-  ].join('\n');
-  await writeFile(join(dir, 'audit-agent.yaml'), auditAgent);
-  await withTemplate(t, 'audit-agent', auditAgent);
-  const set = await loadTemplateDir(dir);
-  const hash = set.byName.get('log-shipper')!.hash;
-  t.is(hash, (await loadTemplateDir('templates')).byName.get('log-shipper')!.hash, 'marked, its revision is the one installed: no pod goes stale');
-  // The revision is the same marked or not (delivery is no part of it): /status says who delivers it.
-  const serves = (status: Json) =>
-    (status.templates.templates as string[]).includes(`log-shipper@${hash}`) &&
-    ((status.templates.deliveredByPolicy ?? []) as string[]).includes('log-shipper');
-  await kube.mergePatch(path, { spec: { delivery: 'policy' } });
-  t.teardown(async () => {
-    await kube.mergePatch(path, { spec: { delivery: null } });
-    await everyReplica((status) => !serves(status), 'every replica serving the log shipper as installed');
-  });
-  await everyReplica(serves, 'every replica serving the log shipper marked delivery: policy');
-  const exported = mutatingPolicies(set);
-  t.deepEqual(exported.exported, ['log-shipper'], 'the marked template only');
-  const id = Math.random().toString(16).slice(2, 8);
-  const namespace = await optedInNamespace(t, 'map-hybrid', { 'map-export-test': id });
-  await createCorpusServiceAccounts(namespace);
-  const create = (body: Json) => kube.request('POST', `/api/v1/namespaces/${namespace}/pods?dryRun=All`, body);
-  const missedByPolicy = (answer: { headers: Record<string, string | string[] | undefined> }) =>
-    warnings(answer).some((w) => /^log-shipper: not injected by the MutatingAdmissionPolicy \(delivery: policy\); the webhook decides it instead$/.test(w));
-  // No policy applied yet: the webhook injects the marked template itself, and says why.
-  const early = await create(pod('before-policy'));
-  t.is(early.status, 201);
-  t.true(
-    (early.body.spec.initContainers as Json[] | undefined)?.some((c) => c.name === 'log-shipper'),
-    'never silently missing',
-  );
-  t.true(missedByPolicy(early), 'the warning names the policy');
-  // The leader says so too, with the command that fixes it.
-  const absent = await someReplica((status) => status.exportedPolicy?.state === 'absent', "the leader's /status: the exported policy absent");
-  t.regex(
-    absent.exportedPolicy.problem,
-    /^the MutatingAdmissionPolicy sidecar-injector-exported does not exist: the webhooks inject log-shipper \(delivery: policy\) instead; sidecar-injector policies --mutating \| kubectl apply -f -$/,
-  );
-  for (const object of exported.objects) {
-    const bound = String(object.kind).endsWith('Binding')
-      ? { ...object, spec: { ...(object.spec as Json), matchResources: { namespaceSelector: { matchLabels: { 'map-export-test': id } } } } }
-      : object;
-    await apply(kube, t, bound);
-  }
-  await eventually('the policy in force', async () => {
-    const answer = await create(pod('probe'));
-    return answer.status === 201 && answer.body.spec.initContainers?.some((c: Json) => c.name === 'log-shipper') && !missedByPolicy(answer);
-  });
-  await someReplica((status) => status.exportedPolicy?.state === 'current', "the leader's /status: the exported policy current");
-  const all = [
-    ...loadCorpus().map((c) => ({ name: `corpus/${c.name}`, body: structuredClone(c.body) })),
-    { name: 'plain', body: pod('plain') },
-    {
-      name: 'proxy-requested',
-      body: pod('proxied', { metadata: { annotations: { 'sidecar-injector.io/templates': 'proxy', 'proxy.sidecar-injector.io/cpuRequest': '100m' } } }),
-    },
-    { name: 'ordered', body: pod('ordered', { metadata: { labels: { 'map-export-test/order': 'true' } } }) },
-    {
-      name: 'ordered-job',
-      body: pod('ordered-job', {
-        metadata: { labels: { 'map-export-test/order': 'true' }, annotations: { 'sidecar-injector.io/templates': 'proxy' } },
-        spec: { restartPolicy: 'Never' },
-      }),
-    },
-    { name: 'opted-out-of-one', body: pod('no-ship', { metadata: { labels: { 'logging.example.com/ship': 'false' } } }) },
-  ];
-  const problems: string[] = [];
-  const ordered = { grouped: 0 };
-  let both = 0;
-  for (const c of all) {
-    delete c.body.metadata.namespace;
-    const answer = await create(c.body);
-    if (answer.status !== 201) {
-      problems.push(`${c.name}: ${answer.status} ${answer.body.message}`);
-      continue;
+exportTest(
+  'hybrid: a template marked delivery: policy is injected by the policy and left alone by the webhook, the others by the webhook; each sidecar once, the ledger whole, a fixed point',
+  async (t) => {
+    const { kube } = joinWorld();
+    // The installed log shipper, marked for the policy; restored after the test.
+    const path = sidecarTemplatesPath('log-shipper');
+    const original = await readFile('templates/log-shipper.yaml', 'utf8');
+    const marked = original.replace(/^ {2}failurePolicy: Ignore$/m, '  failurePolicy: Ignore\n  delivery: policy');
+    t.not(marked, original);
+    const dir = await mkdtemp(join(tmpdir(), 'map-hybrid-'));
+    for (const file of await readdir('templates')) if (file !== 'kustomization.yaml') await copyFile(join('templates', file), join(dir, file));
+    await writeFile(join(dir, 'log-shipper.yaml'), marked);
+    // A webhook-delivered native sidecar placed last whose name comes before the log shipper's: the
+    // policy adds the log shipper first, and the webhook still puts its sidecar ahead of it.
+    const auditAgent = [
+      'name: audit-agent',
+      'failurePolicy: Ignore',
+      "objectSelector: { matchLabels: { 'map-export-test/order': 'true' } }",
+      'initContainers:',
+      '  - name: audit-agent',
+      '    image: example.com/audit-agent:1.0',
+      '    restartPolicy: Always',
+      '',
+    ].join('\n');
+    await writeFile(join(dir, 'audit-agent.yaml'), auditAgent);
+    await withTemplate(t, 'audit-agent', auditAgent);
+    const set = await loadTemplateDir(dir);
+    const hash = set.byName.get('log-shipper')!.hash;
+    t.is(hash, (await loadTemplateDir('templates')).byName.get('log-shipper')!.hash, 'marked, its revision is the one installed: no pod goes stale');
+    // The revision is the same marked or not (delivery is no part of it): /status says who delivers it.
+    const serves = (status: Json) =>
+      (status.templates.templates as string[]).includes(`log-shipper@${hash}`) &&
+      ((status.templates.deliveredByPolicy ?? []) as string[]).includes('log-shipper');
+    await kube.mergePatch(path, { spec: { delivery: 'policy' } });
+    t.teardown(async () => {
+      await kube.mergePatch(path, { spec: { delivery: null } });
+      await everyReplica((status) => !serves(status), 'every replica serving the log shipper as installed');
+    });
+    await everyReplica(serves, 'every replica serving the log shipper marked delivery: policy');
+    const exported = mutatingPolicies(set, undefined, mapApi);
+    t.deepEqual(exported.exported, ['log-shipper'], 'the marked template only');
+    const id = Math.random().toString(16).slice(2, 8);
+    const namespace = await optedInNamespace(t, 'map-hybrid', { 'map-export-test': id });
+    await createCorpusServiceAccounts(namespace);
+    const create = (body: Json) => kube.request('POST', `/api/v1/namespaces/${namespace}/pods?dryRun=All`, body);
+    const missedByPolicy = (answer: { headers: Record<string, string | string[] | undefined> }) =>
+      warnings(answer).some((w) => /^log-shipper: not injected by the MutatingAdmissionPolicy \(delivery: policy\); the webhook decides it instead$/.test(w));
+    // No policy applied yet: the webhook injects the marked template itself, and says why.
+    const early = await create(pod('before-policy'));
+    t.is(early.status, 201);
+    t.true(
+      (early.body.spec.initContainers as Json[] | undefined)?.some((c) => c.name === 'log-shipper'),
+      'never silently missing',
+    );
+    t.true(missedByPolicy(early), 'the warning names the policy');
+    // The leader says so too, with the command that fixes it.
+    const absent = await someReplica((status) => status.exportedPolicy?.state === 'absent', "the leader's /status: the exported policy absent");
+    t.regex(
+      absent.exportedPolicy.problem,
+      /^the MutatingAdmissionPolicy sidecar-injector-exported does not exist: the webhooks inject log-shipper \(delivery: policy\) instead; sidecar-injector policies --mutating \| kubectl apply -f -$/,
+    );
+    for (const object of exported.objects) {
+      const bound = String(object.kind).endsWith('Binding')
+        ? { ...object, spec: { ...(object.spec as Json), matchResources: { namespaceSelector: { matchLabels: { 'map-export-test': id } } } } }
+        : object;
+      await apply(kube, t, bound);
     }
-    const stored = answer.body;
-    if (missedByPolicy(answer)) problems.push(`${c.name}: the webhook, not the policy, injected the log shipper`);
-    const names = [...(stored.spec.initContainers ?? []), ...stored.spec.containers].map((x: Json) => x.name as string);
-    if (names.length !== new Set(names).size) problems.push(`${c.name}: a container twice: ${names.join(', ')}`);
-    const ledger = JSON.parse(stored.metadata.annotations?.['sidecar-injector.io/status'] ?? '{"templates":{}}');
-    for (const [name, entry] of Object.entries(ledger.templates as Record<string, Json>)) {
-      if (!names.includes(name)) problems.push(`${c.name}: ${name} in the ledger, not in the pod`);
-      if (entry.hash !== set.byName.get(name)?.hash) problems.push(`${c.name}: ${name} recorded with hash ${entry.hash}`);
+    await eventually('the policy in force', async () => {
+      const answer = await create(pod('probe'));
+      return answer.status === 201 && answer.body.spec.initContainers?.some((c: Json) => c.name === 'log-shipper') && !missedByPolicy(answer);
+    });
+    await someReplica((status) => status.exportedPolicy?.state === 'current', "the leader's /status: the exported policy current");
+    const all = [
+      ...loadCorpus().map((c) => ({ name: `corpus/${c.name}`, body: structuredClone(c.body) })),
+      { name: 'plain', body: pod('plain') },
+      {
+        name: 'proxy-requested',
+        body: pod('proxied', { metadata: { annotations: { 'sidecar-injector.io/templates': 'proxy', 'proxy.sidecar-injector.io/cpuRequest': '100m' } } }),
+      },
+      { name: 'ordered', body: pod('ordered', { metadata: { labels: { 'map-export-test/order': 'true' } } }) },
+      {
+        name: 'ordered-job',
+        body: pod('ordered-job', {
+          metadata: { labels: { 'map-export-test/order': 'true' }, annotations: { 'sidecar-injector.io/templates': 'proxy' } },
+          spec: { restartPolicy: 'Never' },
+        }),
+      },
+      { name: 'opted-out-of-one', body: pod('no-ship', { metadata: { labels: { 'logging.example.com/ship': 'false' } } }) },
+    ];
+    const problems: string[] = [];
+    const ordered = { grouped: 0 };
+    let both = 0;
+    for (const c of all) {
+      delete c.body.metadata.namespace;
+      const answer = await create(c.body);
+      if (answer.status !== 201) {
+        problems.push(`${c.name}: ${answer.status} ${answer.body.message}`);
+        continue;
+      }
+      const stored = answer.body;
+      if (missedByPolicy(answer)) problems.push(`${c.name}: the webhook, not the policy, injected the log shipper`);
+      const names = [...(stored.spec.initContainers ?? []), ...stored.spec.containers].map((x: Json) => x.name as string);
+      if (names.length !== new Set(names).size) problems.push(`${c.name}: a container twice: ${names.join(', ')}`);
+      const ledger = JSON.parse(stored.metadata.annotations?.['sidecar-injector.io/status'] ?? '{"templates":{}}');
+      for (const [name, entry] of Object.entries(ledger.templates as Record<string, Json>)) {
+        if (!names.includes(name)) problems.push(`${c.name}: ${name} in the ledger, not in the pod`);
+        if (entry.hash !== set.byName.get(name)?.hash) problems.push(`${c.name}: ${name} recorded with hash ${entry.hash}`);
+      }
+      for (const name of ['log-shipper', 'proxy'])
+        if (names.includes(name) && !ledger.templates[name]) problems.push(`${c.name}: ${name} in the pod, not in the ledger`);
+      // The policy's sidecar is no app container for the webhook: it gets no item of the proxy or of itself.
+      const shipper = (stored.spec.initContainers ?? []).find((x: Json) => x.name === 'log-shipper');
+      if (shipper && (shipper.env ?? []).some((e: Json) => e.name === 'LOG_DIR')) problems.push(`${c.name}: the log shipper got the app containers' items`);
+      if (ledger.templates['log-shipper'] && ledger.templates.proxy) both++;
+      problems.push(...orderProblems(c.name, stored, set, ordered));
+      if (c.name.startsWith('ordered')) {
+        const sidecars = (stored.spec.initContainers as Json[]).map((x) => x.name as string).filter((n) => ['audit-agent', 'log-shipper', 'proxy'].includes(n));
+        if (JSON.stringify(sidecars) !== JSON.stringify(c.name === 'ordered' ? ['audit-agent', 'log-shipper'] : ['proxy', 'audit-agent', 'log-shipper']))
+          problems.push(`${c.name}: sidecars ${sidecars.join(', ')}, not in the webhook's order`);
+      }
+      const again = structuredClone(stored);
+      for (const field of ['resourceVersion', 'uid', 'creationTimestamp', 'managedFields']) delete again.metadata[field];
+      if (again.metadata.generateName) delete again.metadata.name;
+      const second = await create(again);
+      if (second.status !== 201 || comparable(second.body, namespace) !== comparable(stored, namespace)) problems.push(`${c.name}: not a fixed point`);
     }
-    for (const name of ['log-shipper', 'proxy'])
-      if (names.includes(name) && !ledger.templates[name]) problems.push(`${c.name}: ${name} in the pod, not in the ledger`);
-    // The policy's sidecar is no app container for the webhook: it gets no item of the proxy or of itself.
-    const shipper = (stored.spec.initContainers ?? []).find((x: Json) => x.name === 'log-shipper');
-    if (shipper && (shipper.env ?? []).some((e: Json) => e.name === 'LOG_DIR')) problems.push(`${c.name}: the log shipper got the app containers' items`);
-    if (ledger.templates['log-shipper'] && ledger.templates.proxy) both++;
-    problems.push(...orderProblems(c.name, stored, set, ordered));
-    if (c.name.startsWith('ordered')) {
-      const sidecars = (stored.spec.initContainers as Json[]).map((x) => x.name as string).filter((n) => ['audit-agent', 'log-shipper', 'proxy'].includes(n));
-      if (JSON.stringify(sidecars) !== JSON.stringify(c.name === 'ordered' ? ['audit-agent', 'log-shipper'] : ['proxy', 'audit-agent', 'log-shipper']))
-        problems.push(`${c.name}: sidecars ${sidecars.join(', ')}, not in the webhook's order`);
-    }
-    const again = structuredClone(stored);
-    for (const field of ['resourceVersion', 'uid', 'creationTimestamp', 'managedFields']) delete again.metadata[field];
-    if (again.metadata.generateName) delete again.metadata.name;
-    const second = await create(again);
-    if (second.status !== 201 || comparable(second.body, namespace) !== comparable(stored, namespace)) problems.push(`${c.name}: not a fixed point`);
-  }
-  t.log(`${all.length} pods through the policy and the webhook together; ${both} carry both templates; ${problems.length} problems`);
-  t.deepEqual(problems, []);
-  t.true(both >= 1);
-  t.true(ordered.grouped >= 2, 'sidecars of two templates placed alike, one by the policy and one by the webhook');
-});
+    t.log(`${all.length} pods through the policy and the webhook together; ${both} carry both templates; ${problems.length} problems`);
+    t.deepEqual(problems, []);
+    t.true(both >= 1);
+    t.true(ordered.grouped >= 2, 'sidecars of two templates placed alike, one by the policy and one by the webhook');
+  },
+);
+
+refusalTest(
+  'before 1.35 the API server refuses the export (its CEL has no flatten or lists.range for new policies), and policies --mutating says so, printing nothing',
+  async (t) => {
+    const { kube } = joinWorld();
+    const dir = await mkdtemp(join(tmpdir(), 'map-export-old-'));
+    for (const file of await readdir('templates')) if (file !== 'kustomization.yaml') await copyFile(join('templates', file), join(dir, file));
+    const [policy] = mutatingPolicies(await loadTemplateDir(dir), undefined, mapApi).objects;
+    const refused = await kube.request('POST', `/apis/admissionregistration.k8s.io/${mapApi}/mutatingadmissionpolicies?dryRun=All`, policy);
+    t.is(refused.status, 422);
+    t.regex(String(refused.body.message), /undeclared reference to 'flatten'/);
+    const printed = await cli(['policies', '--mutating']);
+    t.not(printed.code, 0);
+    t.is(printed.stdout, '');
+    t.regex(printed.stderr, new RegExp(`this API server is Kubernetes 1\\.${minor}: it takes no exported templates`));
+  },
+);

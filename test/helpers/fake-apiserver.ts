@@ -173,13 +173,17 @@ export class FakeApiServer {
   readonly configMaps = new Map<string, Record<string, any>>();
   /** MutatingWebhookConfigurations by name: get, and strategic merge patches (webhooks merged by name). */
   readonly webhookConfigurations = new Map<string, Record<string, any>>();
-  /** MutatingAdmissionPolicies and their bindings (admissionregistration.k8s.io/v1) by name: get only. */
+  /** MutatingAdmissionPolicies and their bindings by name, in the version `mutatingAdmissionPolicyApi` says: get only. */
   readonly admissionPolicies = {
     mutatingadmissionpolicies: new Map<string, Record<string, any>>(),
     mutatingadmissionpolicybindings: new Map<string, Record<string, any>>(),
   };
-  /** False: answer as a cluster that does not serve MutatingAdmissionPolicy v1 (404 for the resource). */
-  servesMutatingAdmissionPolicies = true;
+  /**
+   * The admissionregistration.k8s.io version that serves MutatingAdmissionPolicies (and lists them
+   * in its discovery): v1 as from 1.36, v1beta1 as 1.34 and 1.35 with the feature gate, or none
+   * (the resource a 404 in every version, and the beta group version itself a 404).
+   */
+  mutatingAdmissionPolicyApi: 'v1' | 'v1beta1' | undefined = 'v1';
   /** Writes to Secrets and webhook configurations, in order (`POST secrets/NAME`, `PATCH mutatingwebhookconfigurations/NAME`). */
   readonly writes: string[] = [];
   /** Resources answered 403 (RBAC without the rule). */
@@ -945,13 +949,36 @@ export class FakeApiServer {
     }
     const secret = /^\/api\/v1\/namespaces\/([^/]+)\/secrets(?:\/([^/]+))?$/.exec(url.pathname);
     if (secret) return this.handleSecret(req, res, decodeURIComponent(secret[1]!), secret[2] === undefined ? undefined : decodeURIComponent(secret[2]));
-    const admissionPolicy = /^\/apis\/admissionregistration\.k8s\.io\/v1\/(mutatingadmissionpolicies|mutatingadmissionpolicybindings)\/([^/]+)$/.exec(
+    const groupVersion = /^\/apis\/admissionregistration\.k8s\.io\/(v1|v1beta1)$/.exec(url.pathname);
+    if (groupVersion && req.method === 'GET') {
+      const version = groupVersion[1]!;
+      // The beta group version is served only where the beta API is turned on.
+      if (version === 'v1beta1' && this.mutatingAdmissionPolicyApi !== 'v1beta1')
+        return this.send(res, 404, status(404, 'NotFound', 'the server could not find the requested resource'));
+      const names =
+        version === 'v1'
+          ? ['mutatingwebhookconfigurations', 'validatingadmissionpolicies', 'validatingadmissionpolicybindings', 'validatingwebhookconfigurations']
+          : [];
+      if (this.mutatingAdmissionPolicyApi === version) names.push('mutatingadmissionpolicies', 'mutatingadmissionpolicybindings');
+      return this.send(res, 200, {
+        kind: 'APIResourceList',
+        apiVersion: 'v1',
+        groupVersion: `admissionregistration.k8s.io/${version}`,
+        resources: names.sort().map((name) => ({ name, namespaced: false, kind: name, verbs: ['get', 'list'] })),
+      });
+    }
+    const admissionPolicy = /^\/apis\/admissionregistration\.k8s\.io\/(v1|v1beta1)\/(mutatingadmissionpolicies|mutatingadmissionpolicybindings)\/([^/]+)$/.exec(
       url.pathname,
     );
     if (admissionPolicy && req.method === 'GET') {
-      const [, resource, name] = admissionPolicy as unknown as [string, 'mutatingadmissionpolicies' | 'mutatingadmissionpolicybindings', string];
-      // As a cluster that does not serve the v1 API: the resource itself is not found.
-      if (!this.servesMutatingAdmissionPolicies) return this.send(res, 404, status(404, 'NotFound', 'the server could not find the requested resource'));
+      const [, version, resource, name] = admissionPolicy as unknown as [
+        string,
+        string,
+        'mutatingadmissionpolicies' | 'mutatingadmissionpolicybindings',
+        string,
+      ];
+      // As a cluster that does not serve the resource in this version: the resource itself is not found.
+      if (this.mutatingAdmissionPolicyApi !== version) return this.send(res, 404, status(404, 'NotFound', 'the server could not find the requested resource'));
       const found = this.admissionPolicies[resource].get(decodeURIComponent(name));
       if (!found) return this.send(res, 404, status(404, 'NotFound', `${resource}.admissionregistration.k8s.io "${decodeURIComponent(name)}" not found`));
       return this.send(res, 200, found);
