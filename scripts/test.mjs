@@ -10,13 +10,43 @@
 //    in CI (CI=true), where a missing prerequisite is a failure. SIDECAR_INJECTOR_CLUSTER=off
 //    skips it on purpose (a quick local run).
 //
-// `--cluster-only` runs only the second (npm run test:cluster). Other arguments go to ava.
+// `--cluster-only` runs only the second (npm run test:cluster); `--kubernetes MINOR` runs it on
+// that minor's control plane and kubelet (scripts/cluster.sh). `--older-minors` (test:node24
+// passes it) then runs the files whose behaviour depends on the Kubernetes version
+// (`versionDependentFiles`) on every other supported minor, a world each. Other arguments go to ava.
 import { spawn, spawnSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 
 const args = process.argv.slice(2);
 const clusterOnly = args.includes('--cluster-only');
-const avaArgs = args.filter((a) => a !== '--cluster-only');
+const minorAt = args.indexOf('--kubernetes');
+const minor = minorAt >= 0 ? args[minorAt + 1] : undefined;
+if (minorAt >= 0 && !minor) {
+  process.stderr.write('--kubernetes needs a minor (1.36)\n');
+  process.exit(2);
+}
+const olderMinors = args.includes('--older-minors');
+const avaArgs = args.filter((a, i) => a !== '--cluster-only' && a !== '--older-minors' && (minorAt < 0 || (i !== minorAt && i !== minorAt + 1)));
+
+/**
+ * The real-cluster files that prove what differs between minors: the install, the admission
+ * chain (the corpus and the decision matrix), Pod Security at each level, the required policies
+ * and the guard, the MutatingAdmissionPolicy export (v1, the beta, or its refusal), native
+ * sidecars and their fallback on a real kubelet, pod-level resources, the rollout preflight, why.
+ */
+const versionDependentFiles = ['install', 'corpus', 'templates', 'opt-out', 'pod-security', 'map-export', 'pod-fit', 'real-node', 'rollout', 'why'].map(
+  (name) => `dist/test/cluster/${name}.test.js`,
+);
+
+/** The supported minors (a Go module each under test/cluster/tools) and the default (tools/default-minor). */
+function supportedMinors() {
+  const minors = readdirSync('test/cluster/tools')
+    .map((d) => /^k8s-(1\.\d+)$/.exec(d)?.[1])
+    .filter((m) => m !== undefined);
+  const defaultMinor = readFileSync('test/cluster/tools/default-minor', 'utf8').trim();
+  return { minors, defaultMinor };
+}
 const ava = 'node_modules/ava/entrypoints/cli.mjs';
 
 let passed = 0;
@@ -76,8 +106,30 @@ if (missing && (clusterOnly || process.env.CI === 'true') && missing !== 'SIDECA
 } else if (missing) {
   process.stdout.write(`# the real-cluster suite skipped: ${missing}\n`);
 } else {
-  const clusterCode = await suite('scripts/cluster.sh', ['run', '--', process.execPath, ava, '--tap', '--config', 'test/cluster/ava.config.mjs', ...avaArgs]);
+  /** The real-cluster suite over `files` in a world of `kubernetes` (the default minor when undefined). */
+  const clusterSuite = (kubernetes, files) =>
+    suite('scripts/cluster.sh', [
+      ...(kubernetes ? ['--kubernetes', kubernetes] : []),
+      'run',
+      '--',
+      process.execPath,
+      ava,
+      '--tap',
+      '--config',
+      'test/cluster/ava.config.mjs',
+      ...files,
+    ]);
+  // Every suite runs whatever the ones before it did (`code ||= await …` would skip it after a failure).
+  const clusterCode = await clusterSuite(minor, avaArgs);
   code ||= clusterCode;
+  if (olderMinors) {
+    const { minors, defaultMinor } = supportedMinors();
+    for (const other of minors.filter((m) => m !== (minor ?? defaultMinor))) {
+      process.stdout.write(`# the version-dependent real-cluster files on Kubernetes ${other}\n`);
+      const otherCode = await clusterSuite(other, versionDependentFiles);
+      code ||= otherCode;
+    }
+  }
 }
 process.stdout.write(`\n${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}\n`);
 process.exit(code);
