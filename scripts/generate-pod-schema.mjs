@@ -17,11 +17,13 @@ const document = JSON.parse(
     ? readFileSync(process.argv[fileAt + 1], 'utf8')
     : execFileSync('kubectl', ['get', '--raw', '/openapi/v3/api/v1'], { encoding: 'utf8', maxBuffer: 256 << 20 }),
 );
-const serverVersion = JSON.parse(
+const versionAt = process.argv.indexOf('--version');
+const serverVersion =
   fileAt >= 0
-    ? JSON.stringify({ gitVersion: process.argv[process.argv.indexOf('--version') + 1] ?? '' })
-    : execFileSync('kubectl', ['get', '--raw', '/version'], { encoding: 'utf8' }),
-).gitVersion;
+    ? versionAt >= 0
+      ? (process.argv[versionAt + 1] ?? '')
+      : ''
+    : JSON.parse(execFileSync('kubectl', ['get', '--raw', '/version'], { encoding: 'utf8' })).gitVersion;
 const minor = /^v?(1\.\d+)/.exec(serverVersion)?.[1];
 if (!minor) throw new Error(`cannot tell the Kubernetes minor from ${JSON.stringify(serverVersion)} (with --openapi, give --version vX.Y.Z)`);
 const schemas = document.components.schemas;
@@ -45,6 +47,8 @@ const scalarRefs = new Map([
 
 /** A property's schema as the generated file writes its type (queueing the object types it reaches). */
 function typeOf(schema, queue) {
+  // A $ref, or one wrapped in allOf (the OpenAPI v3 way to give a referenced type a default).
+  if (schema.allOf && schema.allOf.length !== 1) throw new Error(`an allOf of ${schema.allOf.length} schemas: ${JSON.stringify(schema).slice(0, 200)}`);
   const ref = schema.$ref ?? schema.allOf?.[0]?.$ref;
   if (ref) {
     const name = ref.replace(/^#\/components\/schemas\//, '');
@@ -74,11 +78,18 @@ function typeOf(schema, queue) {
 
 const roots = ['Container', 'Volume', 'EnvVar', 'EnvFromSource', 'VolumeMount', 'LocalObjectReference'].map((n) => `io.k8s.api.core.v1.${n}`);
 const types = {};
+/** Each type name's schema, to refuse two schemas of one name. */
+const sources = {};
 const queue = [...roots];
 while (queue.length > 0) {
   const name = queue.shift();
   const typeName = typeNameOf(name);
-  if (Object.hasOwn(types, typeName)) continue;
+  if (Object.hasOwn(sources, typeName)) {
+    // Two schemas of one name (core/v1 and meta/v1 both have Preconditions) would share its fields.
+    if (sources[typeName] !== name) throw new Error(`${sources[typeName]} and ${name} would both be ${typeName}`);
+    continue;
+  }
+  sources[typeName] = name;
   const schema = schemas[name];
   if (!schema?.properties) throw new Error(`the document has no properties for ${name}`);
   const fields = {};

@@ -114,7 +114,7 @@ test('the watch reads the policy from the API server at start, on a timer and af
   clock.advance(60_000);
   await until(() => watch.status().error !== undefined, 'the error');
   t.is(watch.status().state, 'current');
-  t.is(watch.status().error, 'the API server serves no MutatingAdmissionPolicy API (v1, v1beta1)');
+  t.is(watch.status().error, 'no MutatingAdmissionPolicy API answered: a 404 for the resource itself in v1 and v1beta1');
   // A replica that stops leading says nothing more.
   await watch.stop();
   t.deepEqual(watch.status(), {});

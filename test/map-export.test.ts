@@ -327,10 +327,22 @@ test('policies --mutating writes the API version the cluster serves (v1, else th
   );
   t.regex(old!.message, /^this API server is Kubernetes 1\.34: it takes no exported templates, since its CEL for new policies lacks the list functions/);
   t.is(printed, '');
+  // A version that cannot be read: discovery decides, and stderr says what the beta means on 1.34.
+  api.versionFails = true;
+  const unknown = await run(['--kubeconfig', kubeconfig]);
+  t.is(unknown.docs[0]!.apiVersion, 'admissionregistration.k8s.io/v1beta1');
+  t.regex(
+    unknown.err,
+    /note: the API server's version could not be read \(cannot read the API server's version[^)]*\): Kubernetes 1\.34 serves the beta too, and refuses these objects/,
+  );
+  api.versionFails = false;
   // Offline: v1 unless told; --api-version names it; anything else, or without --mutating, is a usage error.
   const dir = await shippedTemplates();
   t.is((await run(['--templates', dir])).docs[0]!.apiVersion, 'admissionregistration.k8s.io/v1');
-  t.is((await run(['--templates', dir, '--api-version', 'v1beta1'])).docs[1]!.apiVersion, 'admissionregistration.k8s.io/v1beta1');
+  const offlineBeta = await run(['--templates', dir, '--api-version', 'v1beta1']);
+  t.is(offlineBeta.docs[1]!.apiVersion, 'admissionregistration.k8s.io/v1beta1');
+  // No cluster was asked: the note does not say it serves the beta.
+  t.regex(offlineBeta.err, /^note: written in admissionregistration\.k8s\.io\/v1beta1, the beta API \(Kubernetes 1\.35/);
   await t.throwsAsync(run(['--templates', dir, '--api-version', 'v1alpha1']), { instanceOf: ConfigError, message: /one of v1, v1beta1/ });
   await t.throwsAsync(
     policiesCommand(['--templates', dir, '--api-version', 'v1'], { stdout: { write: () => undefined }, stderr: { write: () => undefined } }),

@@ -43,12 +43,18 @@ export async function policies(argv: readonly string[], io: PoliciesIo, env: Rea
       ?.split(',')
       .map((n) => n.trim())
       .filter((n) => n !== '');
-    const apiVersion =
-      (asked as MutatingPolicyApiVersion | undefined) ?? (values.templates === undefined ? await servedApi(values.kubeconfig as string | undefined) : 'v1');
+    const served = asked === undefined && values.templates === undefined ? await servedApi(values.kubeconfig as string | undefined) : undefined;
+    const apiVersion = (asked as MutatingPolicyApiVersion | undefined) ?? served?.apiVersion ?? 'v1';
     const exported = mutatingPolicies(set, only, apiVersion);
     io.stdout.write(mutatingPoliciesYaml(exported));
     if (apiVersion === 'v1beta1')
-      io.stderr.write('note: written in admissionregistration.k8s.io/v1beta1, the beta API this cluster serves (1.35 with the feature gate)\n');
+      io.stderr.write(
+        `note: written in admissionregistration.k8s.io/v1beta1, the beta API${served ? ' this cluster serves' : ''} (Kubernetes 1.35 with the MutatingAdmissionPolicy feature gate)\n`,
+      );
+    if (served?.versionUnknown)
+      io.stderr.write(
+        `note: the API server's version could not be read (${served.versionUnknown}): Kubernetes 1.34 serves the beta too, and refuses these objects (its CEL has no flatten or lists.range for new policies)\n`,
+      );
     for (const refusal of exported.refused) io.stderr.write(`note: template ${refusal.template} is not exported: ${refusal.reasons.join('; ')}\n`);
     if (exported.exported.length === 0) io.stderr.write('note: no template can be exported; the webhook injects them all\n');
     return 0;
@@ -62,18 +68,26 @@ export async function policies(argv: readonly string[], io: PoliciesIo, env: Rea
 }
 
 /**
- * The API version the cluster serves MutatingAdmissionPolicies in; a cluster that serves none, or
- * whose CEL cannot compile the export, is a ClusterError that says what it needs.
+ * The API version the cluster serves MutatingAdmissionPolicies in (and why its version is unknown,
+ * when `/version` could not be read); a cluster that serves none, or whose CEL cannot compile the
+ * export, is a ClusterError that says what it needs.
  */
-async function servedApi(kubeconfig: string | undefined): Promise<MutatingPolicyApiVersion> {
-  const kubeConfig = await loadKubeConfig(kubeconfig, { fallback: 'default', hint: ' (--templates DIR with --api-version works without a cluster)' });
-  const version = parseReportedVersion((await readObject(kubeConfig, '/version', "the API server's version"))?.gitVersion);
+async function servedApi(kubeconfig: string | undefined): Promise<{ apiVersion: MutatingPolicyApiVersion; versionUnknown?: string }> {
+  const kubeConfig = await loadKubeConfig(kubeconfig, { fallback: 'default' });
+  // Discovery decides; the version only refuses 1.34, so an unreadable one is said, not fatal.
+  let versionUnknown: string | undefined;
+  const object = await readObject(kubeConfig, '/version', "the API server's version").catch((err: Error) => {
+    versionUnknown = err.message.slice(0, 200);
+    return undefined;
+  });
+  const version = parseReportedVersion(object?.gitVersion);
+  if (!version) versionUnknown ??= `it says ${JSON.stringify(String(object?.gitVersion ?? '')).slice(0, 60)}`;
   if (version && !atLeast(version, 1, mutatingPolicyOldestMinor))
     throw new ClusterError(
       `this API server is Kubernetes ${formatVersion(version)}: it takes no exported templates, since its CEL for new policies lacks the list functions the export's mutations use (flatten, lists.range; from Kubernetes 1.${mutatingPolicyOldestMinor}). The webhooks inject every template`,
     );
   const served = await servedMutatingPolicyApi(kubeConfig);
-  if (served) return served;
+  if (served) return { apiVersion: served, ...(served === 'v1beta1' && versionUnknown ? { versionUnknown } : {}) };
   throw new ClusterError(
     `this API server serves no MutatingAdmissionPolicy API, so the templates cannot be exported to it: ${mutatingPolicyBetaNeeds}. The webhooks inject every template meanwhile (policies --mutating --api-version v1beta1 --templates DIR prints the beta objects for a cluster that will serve them)`,
   );

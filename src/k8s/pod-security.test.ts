@@ -44,7 +44,7 @@ for (const [id, level, failing, passing, alsoFails = [], what] of rules) {
 }
 
 /**
- * What kube-apiserver v1.36.5 says of each failing pod of the shared table, as we send it
+ * What kube-apiserver (v1.36.5, where these were read) says of each failing pod of the shared table, as we send it
  * (upstream's policy package run on the same pods). The API server copies the two AppArmor
  * annotations to their containers' fields before Pod Security runs: see the next test.
  */

@@ -118,7 +118,7 @@ export class ExportedPolicyWatch {
           break;
         }
       }
-      if (!read) throw new Error(`the API server serves no MutatingAdmissionPolicy API (${mutatingPolicyApiVersions.join(', ')})`);
+      if (!read) throw new Error(`no MutatingAdmissionPolicy API answered: a 404 for the resource itself in ${mutatingPolicyApiVersions.join(' and ')}`);
       const [policy, binding] = read;
       if (!this.running) return;
       const next = exportedPolicyState(this.options.templates(), { policy, binding });

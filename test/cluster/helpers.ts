@@ -257,7 +257,7 @@ export async function someReplica(holds: (status: Json) => boolean, what: string
  */
 export function onRealNode(spec: Json): Json {
   return {
-    nodeName: joinWorld().file.realNode?.name ?? 'real-node',
+    nodeName: joinWorld().file.realNode!.name,
     tolerations: [{ key: realNodeTaint.key, operator: 'Equal', value: realNodeTaint.value, effect: realNodeTaint.effect }],
     terminationGracePeriodSeconds: 2,
     ...spec,

@@ -267,7 +267,7 @@ type Failure = 'crash-loop' | 'never-ready';
 
 /** A busybox sidecar on the real node for the pods of the `failure` test: waits until stopped, or (`fails`) fails as `failure` says. */
 function realNodeSidecar(name: string, failure: Failure, fails: boolean): Json {
-  const image = joinWorld().file.realNode?.image ?? 'sidecar-injector.test/busybox:1';
+  const image = joinWorld().file.realNode!.image;
   return {
     name,
     description: 'a sidecar on the real node',
@@ -300,7 +300,7 @@ function realNodeSidecar(name: string, failure: Failure, fails: boolean): Json {
 }
 
 for (const failure of ['crash-loop', 'never-ready'] as const)
-  (joinWorld().file.realNode ? test.serial : test.serial.skip)(
+  test.serial(
     `a candidate whose sidecar ${failure === 'crash-loop' ? 'crash-loops' : 'never gets ready'} on the real node is halted by its pods’ health: new pods get the stable revision, and its status, Event and /status say why`,
     async (t) => {
       const { kube, kubectl } = joinWorld();

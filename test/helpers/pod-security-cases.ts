@@ -6,7 +6,7 @@
  * plural forms (several containers, values, hosts; the pod and its containers both setting a
  * value; annotations), and pods whose verdict depends on the policy version.
  *
- * Every pod here is one kube-apiserver 1.36 accepts as valid (API validation runs before
+ * Every pod here is one kube-apiserver 1.34 to 1.37 accepts as valid (API validation runs before
  * Pod Security): a pod it refused as invalid would compare nothing.
  */
 export type Json = Record<string, any>;

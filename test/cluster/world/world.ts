@@ -11,7 +11,7 @@
  */
 import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { imageArchive } from '../../helpers/image.js';
 import { apiServerUrl, startControlPlane, type ControlPlane } from './control-plane.js';
@@ -105,7 +105,8 @@ function newest(dir: string): number {
 
 /** The image archive `make image` built (scripts/cluster.sh builds it first when it is missing or older than src/). */
 function freshImageArchive(clone: string): string {
-  const archive = join(clone, imageArchive());
+  // An absolute IMAGE_ARCHIVE stays as it is; a relative one is the clone's.
+  const archive = resolve(clone, imageArchive());
   if (!existsSync(archive)) throw new Error(`${archive} is missing: make image (scripts/cluster.sh builds it)`);
   // A stale image never stands in for the code under test.
   if (statSync(archive).mtimeMs < newest(join(clone, 'src'))) throw new Error(`${archive} is older than src/: make image (scripts/cluster.sh builds it)`);
