@@ -17,7 +17,10 @@ export interface Managed {
 
 export function startProcess(name: string, command: string, args: readonly string[], log: string, options: SpawnOptions = {}): Managed {
   const fd = openSync(log, 'a');
-  const child = spawn(command, args, { ...options, stdio: ['ignore', fd, fd] });
+  // A process group of its own: a Ctrl-C in the terminal (SIGINT to the foreground group) reaches
+  // the world, which stops its processes in order; it never kills etcd or containerd under the
+  // API server or the kubelet first. The world's PID namespace still ends them all if it dies.
+  const child = spawn(command, args, { detached: true, ...options, stdio: ['ignore', fd, fd] });
   closeSync(fd);
   const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? 'unknown')));
   let stopping: Promise<number | string> | undefined;
