@@ -50,7 +50,8 @@ bin=$(test/cluster/build.sh "${build_args[@]}")
 # never older than what it is built from (a stale image would test other code than the clone's).
 if [ "${SIDECAR_INJECTOR_REAL_NODE:-}" != off ]; then
   archive=${IMAGE_ARCHIVE:-build/sidecar-injector-$(node -p "require('./package.json').version").oci.tar}
-  if [ ! -f "$archive" ] || [ -n "$(find src package.json package-lock.json Dockerfile scripts/image -newer "$archive" -type f -print -quit)" ]; then
+  # shellcheck disable=SC2046 # one path per line, none with a space
+  if [ ! -f "$archive" ] || [ -n "$(find $(grep -v '^#' scripts/image/inputs) -newer "$archive" -type f -print -quit)" ]; then
     echo "scripts/cluster.sh: $archive is missing or older than the code: make image" >&2
     make --no-print-directory image IMAGE_ARCHIVE="$archive" >&2
   fi

@@ -95,21 +95,27 @@ export async function kubectl(file: Pick<WorldFile, 'bin' | 'admin'>, args: read
   return outcome.result;
 }
 
-/** The newest modification time of any file under `dir`. */
-function newest(dir: string): number {
+/** The newest modification time of `path`, a file or any file under a folder. */
+function newest(path: string): number {
+  if (!statSync(path).isDirectory()) return statSync(path).mtimeMs;
   let latest = 0;
-  for (const entry of readdirSync(dir, { withFileTypes: true, recursive: true }))
+  for (const entry of readdirSync(path, { withFileTypes: true, recursive: true }))
     if (entry.isFile()) latest = Math.max(latest, statSync(join(entry.parentPath, entry.name)).mtimeMs);
   return latest;
 }
 
-/** The image archive `make image` built (scripts/cluster.sh builds it first when it is missing or older than src/). */
+/** The image archive `make image` built (scripts/cluster.sh builds it first when it is missing or older than what it is built from). */
 function freshImageArchive(clone: string): string {
   // An absolute IMAGE_ARCHIVE stays as it is; a relative one is the clone's.
   const archive = resolve(clone, imageArchive());
   if (!existsSync(archive)) throw new Error(`${archive} is missing: make image (scripts/cluster.sh builds it)`);
-  // A stale image never stands in for the code under test.
-  if (statSync(archive).mtimeMs < newest(join(clone, 'src'))) throw new Error(`${archive} is older than src/: make image (scripts/cluster.sh builds it)`);
+  // A stale image never stands in for the code under test: the inputs are the ones scripts/cluster.sh checks.
+  const inputs = readFileSync(join(clone, 'scripts', 'image', 'inputs'), 'utf8')
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line !== '' && !line.startsWith('#'));
+  const newer = inputs.find((input) => statSync(archive).mtimeMs < newest(join(clone, input)));
+  if (newer !== undefined) throw new Error(`${archive} is older than ${newer}: make image (scripts/cluster.sh builds it)`);
   return archive;
 }
 
