@@ -1,5 +1,5 @@
 import test from 'ava';
-import { cut, printable, quote } from './quote.js';
+import { cut, printable, printableLine, quote } from './quote.js';
 
 test('printable: C0 (but tab and newline), DEL, C1, bidi controls and line separators become visible escapes', (t) => {
   t.is(printable('a\u202eb'), 'a\\u202eb');
@@ -9,6 +9,18 @@ test('printable: C0 (but tab and newline), DEL, C1, bidi controls and line separ
   // In JSON text the escape is the same value.
   const value = { name: 'x\u202e\u2028\u0085' };
   t.deepEqual(JSON.parse(printable(JSON.stringify(value))), value);
+});
+
+test('half of a surrogate pair alone is escaped; a whole pair is kept', (t) => {
+  t.is(printable('a\ud83d'), 'a\\ud83d');
+  t.is(printable('\ude80b'), '\\ude80b');
+  t.is(printable('\ude80\ud83d'), '\\ude80\\ud83d');
+  t.is(printable('🚀'), '🚀');
+  t.notRegex(printable('x\ud800y'), /[\ud800-\udfff]/);
+});
+
+test('printableLine: one line, tabs and newlines escaped too', (t) => {
+  t.is(printableLine('a\tb\nc\u202e'), 'a\\u0009b\\u000ac\\u202e');
 });
 
 test('quote and cut escape what they print, after cutting', (t) => {

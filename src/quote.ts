@@ -8,10 +8,12 @@
  * Code points a terminal acts on, or reorders text by, that could make what a tenant wrote look
  * like something else on an operator's screen: C0 controls but tab and newline, DEL, C1
  * controls, the bidirectional marks, embeddings, overrides and isolates, and the line and
- * paragraph separators.
+ * paragraph separators; and half of a surrogate pair alone (a cut in the middle of a character),
+ * which is no text at all (the API server stores it as U+FFFD, so it would never read back the same).
  */
-// eslint-disable-next-line no-control-regex -- the control characters are what it finds
-const unprintable = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]/g;
+const unprintable =
+  // eslint-disable-next-line no-control-regex -- the control characters are what it finds
+  /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
 
 const escapeCodePoint = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
 
@@ -22,6 +24,11 @@ const escapeCodePoint = (c: string) => `\\u${c.charCodeAt(0).toString(16).padSta
 export function printable(text: string): string {
   unprintable.lastIndex = 0;
   return unprintable.test(text) ? text.replace(unprintable, escapeCodePoint) : text;
+}
+
+/** `text` on one line: printable, and its tabs and newlines escaped too (a table's cell, whose row a newline would forge). */
+export function printableLine(text: string): string {
+  return printable(text).replace(/[\t\n]/g, escapeCodePoint);
 }
 
 /** Longest text kept from one quoted value. */

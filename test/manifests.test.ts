@@ -234,7 +234,7 @@ test('the SidecarTemplate resource and its admission: cluster-scoped, status wri
   t.true(version.schema.openAPIV3Schema.properties.spec['x-kubernetes-preserve-unknown-fields']);
   t.deepEqual(
     version.additionalPrinterColumns.map((c: Obj) => c.name),
-    ['Template', 'Revision', 'Role', 'Share', 'State', 'Current', 'Stale', 'Missing', 'Age'],
+    ['Template', 'Revision', 'Role', 'Share', 'State', 'Preflight', 'Current', 'Stale', 'Missing', 'Age'],
   );
   const webhook = templatesWebhook();
   t.deepEqual(webhook.rules, [

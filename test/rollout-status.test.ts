@@ -1,9 +1,9 @@
 /**
- * `sidecar-injector rollout status`: the templates directory's revisions, and the workloads
- * and pods of the cluster on each, from a metadata-only list of the in-process API server.
+ * `sidecar-injector rollout status`: the templates' revisions, each SidecarTemplate's status as
+ * the elected replica writes it (a candidate's preflight, halt and health), and the workloads and
+ * pods of the cluster on each, from a metadata-only list of the in-process API server.
  */
-import test from 'ava';
-import net from 'node:net';
+import test, { type ExecutionContext } from 'ava';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,7 +11,12 @@ import { rollout, type RolloutReport } from '../src/cli/rollout.js';
 import { loadTemplateDir } from '../src/templates/load.js';
 import { ConfigError, UsageError } from '../src/errors.js';
 import { FakeApiServer } from './helpers/fake-apiserver.js';
-import { candidateFile, rolloutWorld, serveStatus } from './helpers/rollout-world.js';
+import { pino } from 'pino';
+import { TemplateObjects } from '../src/serving/template-objects.js';
+import { TemplateStatusWriter } from '../src/serving/template-status.js';
+import { withoutPreflight } from '../src/rollout/preflight.js';
+import { candidateFile, rolloutWorld } from './helpers/rollout-world.js';
+import { FakeClock } from './helpers/fake-clock.js';
 import { until } from './helpers/until.js';
 import { applyExamples, bareExampleText, revisionManifestText } from './helpers/templates.js';
 
@@ -38,6 +43,18 @@ async function kubeconfigFile(api: FakeApiServer): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'rollout-status-kc-'));
   await writeFile(join(dir, 'kubeconfig'), (await api.kubeConfig()).exportConfig());
   return join(dir, 'kubeconfig');
+}
+
+/** The test API server holding the example templates and a 25 % candidate of log-shipper (object log-shipper-next). */
+async function apiWithCandidate(t: ExecutionContext): Promise<FakeApiServer> {
+  const api = new FakeApiServer();
+  await api.start();
+  t.teardown(() => api.stop());
+  applyExamples(api);
+  api.applyTemplateText(
+    revisionManifestText(bareExampleText('log-shipper').replace('fluent-bit:3.2.2', 'fluent-bit:3.2.3'), 'log-shipper-next', { role: 'candidate', share: 25 }),
+  );
+  return api;
 }
 
 const ledger = (hash: string) => JSON.stringify({ v: 1, templates: { 'log-shipper': { hash, initContainers: ['log-shipper'] } } });
@@ -104,56 +121,50 @@ test('--offline reads no cluster; a wrong subcommand or output is a clear refusa
   await t.throwsAsync(run(['status', '--templates', dir, '--kubeconfig', join(dir, 'missing')]), { instanceOf: ConfigError, message: /--offline shows/ });
 });
 
-test("the injector's preflight, halt and health per candidate, read from its /status through the API server's service proxy", async (t) => {
-  const world = await rolloutWorld(
-    t,
-    {
-      'log-shipper.yaml': shipper,
-      'log-shipper-next.yaml': candidateFile(shipper.replace('fluent-bit:3.2.2', 'fluent-bit:3.2.3'), 100),
-    },
-    { haltAfter: 1 },
-  );
+test("each candidate's preflight, halt and health, as the elected replica writes them into its SidecarTemplate's status", async (t) => {
+  const files = {
+    'log-shipper.yaml': shipper,
+    'log-shipper-next.yaml': candidateFile(shipper.replace('fluent-bit:3.2.2', 'fluent-bit:3.2.3'), 100),
+  };
+  const world = await rolloutWorld(t, files, { haltAfter: 1 });
   const { api, chain, clock, rollout } = world;
-  const kubeconfig = await kubeconfigFile(api);
-  const set = world.templates.current();
-  const candidate = set.rollouts!.get('log-shipper')!.candidate!.hash;
-  const args = ['status', '--templates', world.dir, '--kubeconfig', kubeconfig];
-
-  // Before the Service answers: the rest is shown, and why the injector's part is not.
-  const before = await run([...args, '-o', 'json']);
-  t.is(before.code, 0);
-  t.regex(
-    (JSON.parse(before.stdout) as RolloutReport).injector!.error!,
-    /^cannot read the injector's \/status through the API server's service proxy: no endpoints available/,
-  );
-
-  // A Service the API server cannot connect to (a NetworkPolicy that keeps it off the metrics port, say): the error says what to admit.
-  const closed = net.createServer();
-  await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
-  api.serviceProxies.set('sidecar-injector/https:sidecar-injector:8443', (closed.address() as net.AddressInfo).port);
-  await new Promise<void>((resolve) => closed.close(() => resolve()));
-  const unreachable = await run([...args, '-o', 'json']);
-  t.regex(
-    (JSON.parse(unreachable.stdout) as RolloutReport).injector!.error!,
-    /^cannot read the injector's \/status through the API server's service proxy: error trying to reach service: .*ECONNREFUSED.* \(the API server must reach the Service's port 8443: where a NetworkPolicy is enforced, admit it, e\.g\. manifests\/components\/restricted-ingress\)$/,
-  );
-
-  api.serviceProxies.set('sidecar-injector/https:sidecar-injector:8443', await serveStatus(t, () => rollout.status()));
-  await until(() => rollout.status().results.length === 1, 'the first preflight');
-  const passed = JSON.parse((await run([...args, '-o', 'json'])).stdout) as RolloutReport;
-  t.deepEqual(passed.injector, {
-    from: 'sidecar-injector/sidecar-injector:8443',
-    replica: 'replica-1',
-    preflight: true,
-    candidates: [
-      {
-        template: 'log-shipper',
-        revision: candidate,
-        takesPods: true,
-        preflight: { state: 'passed', message: rollout.status().results[0]!.message, checkedAt: '2026-11-20T10:00:00.000Z' },
-      },
-    ],
+  // The same objects in the cluster, and the leader's status writer over them with this replica's rollout.
+  for (const text of Object.values(files)) api.applyTemplateText(text);
+  const objects = new TemplateObjects({ kubeConfig: world.kubeConfig, log: pino({ level: 'silent' }) });
+  objects.start();
+  t.teardown(() => objects.stop());
+  await until(() => objects.ready(), 'the objects listed');
+  const writer = new TemplateStatusWriter({
+    kubeConfig: world.kubeConfig,
+    log: pino({ level: 'silent' }),
+    clock,
+    objects,
+    inForce: world.inForce,
+    counts: () => undefined,
+    progress: () => rollout.progress(),
   });
+  writer.start();
+  t.teardown(() => writer.stop());
+  const kubeconfig = await kubeconfigFile(api);
+  const candidate = world.templates.current().rollouts!.get('log-shipper')!.candidate!.hash;
+  const read = async () => {
+    writer.round();
+    await writer.settled();
+    const report = JSON.parse((await run(['status', '--kubeconfig', kubeconfig, '-o', 'json'])).stdout) as RolloutReport;
+    return report.objects!.find((o) => o.name === 'log-shipper-next')!;
+  };
+
+  await until(() => rollout.status().results.length === 1, 'the first preflight');
+  const passed = await read();
+  t.like(passed, { role: 'candidate', revision: candidate, state: 'Candidate' });
+  t.deepEqual(passed.preflight, {
+    state: 'passed',
+    replica: 'replica-1',
+    message: rollout.status().results[0]!.message,
+    checkedAt: '2026-11-20T10:00:00.000Z',
+  });
+  t.is(passed.halted, undefined);
+  t.is(api.sidecarTemplates.get('log-shipper')!.status.preflight, undefined, 'a stable revision has no preflight');
 
   // The chain refuses it at the next preflight; a refused ReplicaSet of a workload it takes halts it at the next look.
   chain.validators.push(() => 'image-signature policy: not signed');
@@ -172,9 +183,9 @@ test("the injector's preflight, halt and health per candidate, read from its /st
   // The look at one minute counts the refusal while the candidate takes pods, and halts it.
   await clock.advance(60_000);
   await until(() => rollout.status().halted.length === 1, 'the halt');
-  const halted = (JSON.parse((await run([...args, '-o', 'json'])).stdout) as RolloutReport).injector!.candidates![0]!;
+  const halted = await read();
   t.like(halted, {
-    takesPods: false,
+    state: 'Stopped',
     preflight: { state: 'passed', checkedAt: '2026-11-20T10:00:00.000Z' },
     health: { pods: 0, restarting: 0, notReady: 0, refusedWorkloads: 1, checkedAt: '2026-11-20T10:01:00.000Z' },
   });
@@ -182,40 +193,62 @@ test("the injector's preflight, halt and health per candidate, read from its /st
     halted.halted!,
     /^halted: 0 of 0 pods with the candidate are unhealthy and 1 of its workloads cannot create pods \(ReplicaSet shop\/web-7c9d cannot create pods: forbidden\)$/,
   );
-  t.is(halted.stopped, halted.halted, 'the halt is why it takes no pod');
   // The next periodic preflight is refused by the chain: shown with its time, the halt kept.
   await clock.advance(4 * 60_000);
   await until(() => rollout.status().results[0]!.passed === false, 'the failed preflight');
-  const failed = (JSON.parse((await run([...args, '-o', 'json'])).stdout) as RolloutReport).injector!.candidates![0]!;
+  const failed = await read();
   t.like(failed.preflight, { state: 'failed', failure: 'refused', checkedAt: '2026-11-20T10:05:00.000Z' });
-  t.regex(failed.preflight.message!, /image-signature policy: not signed/);
+  t.regex(failed.preflight!.message!, /image-signature policy: not signed/);
   t.truthy(failed.halted);
+  // kubectl get's column, from the stored status.
+  t.is(api.sidecarTemplates.get('log-shipper-next')!.status.preflight.state, 'failed');
 
-  const text = (await run(args)).stdout;
-  t.regex(text, /^injector sidecar-injector\/sidecar-injector:8443 \(replica replica-1\):$/m);
-  t.regex(text, new RegExp(`^log-shipper +${candidate} +no +failed \\(refused\\) +2026-11-20T10:05:00\\.000Z +yes +0 +0 +0 +\\d+ +\\S+$`, 'm'));
-  t.regex(text, /^log-shipper: halted: 0 of 0 pods with the candidate are unhealthy and 1 of its workloads cannot create pods/m);
-  await t.throwsAsync(run([...args, '--injector', 'sidecar-injector']), { instanceOf: ConfigError, message: /--injector: expected NAMESPACE\/SERVICE/ });
+  const text = (await run(['status', '--kubeconfig', kubeconfig])).stdout;
+  t.regex(text, /^candidates \(as replica replica-1 sees them\):$/m);
+  t.regex(
+    text,
+    new RegExp(`^log-shipper-next +${candidate} +failed \\(refused\\) +2026-11-20T10:05:00\\.000Z +yes +0 +0 +0 +0 +2026-11-20T10:0\\d:00\\.000Z$`, 'm'),
+  );
+  // A halted candidate takes no workload: the look after the halt counts no refusal of its own.
+  t.regex(
+    text,
+    /^log-shipper-next +candidate +100% +Stopped +- +- +- +takes no pod: halted: 0 of 0 pods with the candidate are unhealthy and 1 of its workloads cannot create pods/m,
+  );
+  await t.throwsAsync(run(['status', '--kubeconfig', kubeconfig, '--injector', 'sidecar-injector/x']), { message: /--injector/ });
 });
 
-test('an injector that runs no preflight says so', async (t) => {
-  const api = new FakeApiServer();
-  await api.start();
-  t.teardown(() => api.stop());
-  api.serviceProxies.set('ops/https:injector:8443', await serveStatus(t, () => undefined));
-  const dir = await templatesDir();
-  const { stdout } = await run(['status', '--templates', dir, '--kubeconfig', await kubeconfigFile(api), '--injector', 'ops/injector:8443']);
-  t.regex(stdout, /^injector ops\/injector:8443: runs no preflight \(no --rollout-probe-namespace\): each candidate takes its share as soon as it is loaded$/m);
+test('an injector that runs no preflight: the candidate says it takes no pod, with no preflight of its own', async (t) => {
+  const api = await apiWithCandidate(t);
+  const objects = new TemplateObjects({ kubeConfig: await api.kubeConfig(), log: pino({ level: 'silent' }) });
+  objects.start();
+  t.teardown(() => objects.stop());
+  await until(() => objects.ready(), 'the objects listed');
+  const clock = new FakeClock();
+  const writer = new TemplateStatusWriter({
+    kubeConfig: await api.kubeConfig(),
+    log: pino({ level: 'silent' }),
+    clock,
+    objects,
+    inForce: () => withoutPreflight(objects.current()),
+    counts: () => undefined,
+  });
+  writer.start();
+  t.teardown(() => writer.stop());
+  writer.round();
+  await writer.settled();
+  const kubeconfig = await kubeconfigFile(api);
+  const report = JSON.parse((await run(['status', '--kubeconfig', kubeconfig, '-o', 'json'])).stdout) as RolloutReport;
+  const next = report.objects!.find((o) => o.name === 'log-shipper-next')!;
+  t.like(next, { role: 'candidate', state: 'Stopped' });
+  t.is(next.preflight, undefined);
+  t.regex(next.message!, /preflight not run/);
+  const text = (await run(['status', '--kubeconfig', kubeconfig])).stdout;
+  t.regex(text, /^candidates:$/m);
+  t.regex(text, /^log-shipper-next +\S+ +- +- +no +- +- +- +- +-$/m);
 });
 
 test("without --templates: the cluster's SidecarTemplates, and each one's status as the injector wrote it (read as untrusted text)", async (t) => {
-  const api = new FakeApiServer();
-  await api.start();
-  t.teardown(() => api.stop());
-  applyExamples(api);
-  api.applyTemplateText(
-    revisionManifestText(bareExampleText('log-shipper').replace('fluent-bit:3.2.2', 'fluent-bit:3.2.3'), 'log-shipper-next', { role: 'candidate', share: 25 }),
-  );
+  const api = await apiWithCandidate(t);
   const stored = (name: string) => api.sidecarTemplates.get(name)!;
   stored('log-shipper').status = {
     template: 'log-shipper',
@@ -252,4 +285,28 @@ test("without --templates: the cluster's SidecarTemplates, and each one's status
   t.regex(text, /^SIDECARTEMPLATE\s+ROLE\s+SHARE\s+STATE\s+CURRENT\s+STALE\s+MISSING\s+MESSAGE$/m);
   t.regex(text, /^log-shipper-next\s+candidate\s+25%\s+Stopped\s+-\s+-\s+-\s+takes no pod: preflight failed\\u202e \(refused\)$/m);
   t.regex(text, /^proxy\s+-\s+-\s+no status yet/m);
+});
+
+test("a candidate's status written by anyone who may write it: every field read by type and bound, every cell one printable line", async (t) => {
+  const api = await apiWithCandidate(t);
+  api.sidecarTemplates.get('log-shipper-next')!.status = JSON.parse(
+    JSON.stringify({
+      role: 'candidate',
+      revision: 'abc\nlog-shipper-next  forged',
+      preflight: { state: 42, replica: 'r\n\u202eFAKE', failure: ['x'], message: 'm'.repeat(5000), checkedAt: '\t' },
+      halted: { why: 'an object' },
+      health: { pods: '9', restarting: -4, notReady: 2.7, refusedWorkloads: Infinity, checkedAt: 7 },
+    }).replace('"role"', '"__proto__":{"polluted":true},"role"'),
+  );
+  const kubeconfig = await kubeconfigFile(api);
+  const report = JSON.parse((await run(['status', '--kubeconfig', kubeconfig, '-o', 'json'])).stdout) as RolloutReport;
+  const next = report.objects!.find((o) => o.name === 'log-shipper-next')!;
+  t.deepEqual(next.preflight, { state: 'unknown', replica: 'r\n\u202eFAKE', message: 'm'.repeat(1000), checkedAt: '\t' });
+  t.is(next.halted, undefined);
+  t.deepEqual(next.health, { pods: 0, restarting: 0, notReady: 2, refusedWorkloads: 0 });
+  t.is(({} as Record<string, unknown>).polluted, undefined);
+  const text = (await run(['status', '--kubeconfig', kubeconfig])).stdout;
+  t.notRegex(text, /^log-shipper-next {2}forged/m, 'no forged row');
+  t.regex(text, /^candidates \(as replica r\\u000a\\u202eFAKE sees them\):$/m);
+  t.regex(text, /^log-shipper-next +abc\\u000alog-shipper-next {2}forged +unknown +\\u0009 +no +0 +0 +2 +0 +-$/m);
 });

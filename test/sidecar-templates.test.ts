@@ -19,7 +19,7 @@ import { check, checkTemplateObjects } from '../src/pipeline/template-check.js';
 import { admitPod } from '../src/pipeline/admit.js';
 import { compileTemplateValue, loadTemplateDir } from '../src/templates/load.js';
 import { compileTemplate } from '../src/templates/compile.js';
-import { objectStatus } from '../src/templates/object-status.js';
+import { candidateKey, objectStatus, type CandidateProgress } from '../src/templates/object-status.js';
 import { TemplateObjects } from '../src/serving/template-objects.js';
 import { TemplateStatusWriter } from '../src/serving/template-status.js';
 import { livenessSet } from '../src/serving/injector.js';
@@ -336,6 +336,45 @@ test("a SidecarTemplate's status: revision, role, share and state, pod counts, a
   t.like((allCurrent.conditions as any[])[1], { type: 'RolledOut', status: 'True', reason: 'AllCurrent' });
 });
 
+test("a candidate's status carries the elected replica's preflight, halt and health look; the stable revision's none; quoted words are escaped and cut", (t) => {
+  const agent = templateObject({ name: 'agent', containers: [{ name: 'agent', image: 'agent:1' }] });
+  const next = templateObject({ name: 'agent-next', containers: [{ name: 'agent', image: 'agent:2' }] });
+  next.spec = { ...next.spec, name: 'agent', rollout: { role: 'candidate', share: 25 } };
+  const { set } = checkTemplateObjects([agent, next]);
+  const revision = set.rollouts!.get('agent')!.candidate!.hash;
+  const progress = new Map([
+    // Another revision's progress, first: it is not this object's.
+    [candidateKey('agent', 'f00f00f00f00'), { replica: 'injector-0', preflight: { state: 'passed' as const } }],
+    [
+      candidateKey('agent', revision),
+      {
+        replica: 'injector-0',
+        preflight: { state: 'failed' as const, failure: 'refused', message: `denied \u202e${'x'.repeat(2000)}`, checkedAt: '2026-12-06T08:00:00Z' },
+        halted: 'halted: 3 of 4 pods with the candidate are unhealthy',
+        health: { pods: 4, restarting: 3, notReady: 0, refusedWorkloads: 0, checkedAt: '2026-12-06T08:01:00Z' },
+      },
+    ],
+  ]);
+  const candidate = objectStatus({ name: 'agent-next', set, progress, now: '2026-12-06T08:02:00Z' });
+  const preflight = candidate.preflight as Record<string, string>;
+  t.like(preflight, { state: 'failed', replica: 'injector-0', failure: 'refused', checkedAt: '2026-12-06T08:00:00Z' });
+  t.true(preflight.message!.startsWith('denied \\u202exxx'), preflight.message);
+  t.regex(preflight.message!, /… \(\+\d+ characters\)$/);
+  t.is(candidate.halted, 'halted: 3 of 4 pods with the candidate are unhealthy');
+  t.deepEqual(candidate.health, { pods: 4, restarting: 3, notReady: 0, refusedWorkloads: 0, checkedAt: '2026-12-06T08:01:00Z' });
+  const stable = objectStatus({ name: 'agent', set, progress, now: '2026-12-06T08:02:00Z' });
+  t.false('preflight' in stable || 'halted' in stable || 'health' in stable);
+  // Pending: no result yet on that replica.
+  const pending = objectStatus({
+    name: 'agent-next',
+    set,
+    progress: new Map([[candidateKey('agent', revision), { replica: 'injector-1', preflight: { state: 'pending' as const } }]]),
+    now: '2026-12-06T08:02:00Z',
+  });
+  t.deepEqual(pending.preflight, { state: 'pending', replica: 'injector-1' });
+  t.false('health' in pending);
+});
+
 test("the leader writes each object's status once, through the status subresource, and again only when it changes", async (t) => {
   const { api, kubeConfig, objects } = await listedObjects(t, {
     logs: templateObject(logShipperDoc).spec,
@@ -456,6 +495,82 @@ test('a status the object no longer has is cleared, not left beside the new one'
   await clock.advance(1000);
   await writer.settled();
   t.is(api.templateStatusPatches.length, writes, JSON.stringify(api.templateStatusPatches.slice(-2)));
+});
+
+test("a candidate's preflight that passes after failing: the failure's fields are cleared, not left beside passed, and nothing is written again", async (t) => {
+  const agent = templateObject({ name: 'agent', containers: [{ name: 'agent', image: 'agent:1' }] }).spec;
+  const next = { name: 'agent', rollout: { role: 'candidate', share: 25 }, containers: [{ name: 'agent', image: 'agent:2' }] };
+  const { api, kubeConfig, objects } = await listedObjects(t, { agent, 'agent-next': next });
+  const revision = () => objects.current().rollouts!.get('agent')!.candidate!.hash;
+  let preflight: CandidateProgress['preflight'] = { state: 'failed', failure: 'refused', message: 'denied by policy', checkedAt: '2026-12-06T08:00:00Z' };
+  const clock = new FakeClock();
+  const writer = new TemplateStatusWriter({
+    kubeConfig,
+    log: silent,
+    clock,
+    objects,
+    inForce: () => objects.current(),
+    counts: () => undefined,
+    progress: () => new Map([[candidateKey('agent', revision()), { replica: 'injector-0', preflight }]]),
+    intervalMs: 1000,
+  });
+  writer.start();
+  t.teardown(() => writer.stop());
+  await until(() => api.sidecarTemplates.get('agent-next')?.status?.preflight?.state === 'failed', 'failed written');
+  preflight = { state: 'passed', message: 'injected once', checkedAt: '2026-12-06T08:05:00Z' };
+  await clock.advance(1000);
+  await until(() => api.sidecarTemplates.get('agent-next')?.status?.preflight?.state === 'passed', 'passed written');
+  t.deepEqual(api.sidecarTemplates.get('agent-next')!.status.preflight, {
+    state: 'passed',
+    replica: 'injector-0',
+    message: 'injected once',
+    checkedAt: '2026-12-06T08:05:00Z',
+  });
+  await until(() => (objects.stored().get('agent-next')?.status as any)?.preflight?.state === 'passed', 'the write seen');
+  await writer.settled();
+  const writes = api.templateStatusPatches.length;
+  await clock.advance(1000);
+  await writer.settled();
+  t.is(api.templateStatusPatches.length, writes, 'settled: no write');
+});
+
+test('a CRD older than the injector prunes status fields it does not know: written once, with a warning, not again every round; again after a while', async (t) => {
+  const agent = templateObject({ name: 'agent', containers: [{ name: 'agent', image: 'agent:1' }] }).spec;
+  const next = { name: 'agent', rollout: { role: 'candidate', share: 25 }, containers: [{ name: 'agent', image: 'agent:2' }] };
+  const { api, kubeConfig, objects } = await listedObjects(t, { agent, 'agent-next': next });
+  api.prunedStatusFields.add('preflight');
+  const warned: string[] = [];
+  const log = pino({ level: 'warn' }, { write: (line: string) => void warned.push(JSON.parse(line).msg) });
+  const clock = new FakeClock();
+  const writer = new TemplateStatusWriter({
+    kubeConfig,
+    log,
+    clock,
+    objects,
+    inForce: () => objects.current(),
+    counts: () => undefined,
+    progress: () =>
+      new Map([[candidateKey('agent', objects.current().rollouts!.get('agent')!.candidate!.hash), { replica: 'r', preflight: { state: 'pending' as const } }]]),
+    intervalMs: 1000,
+  });
+  writer.start();
+  t.teardown(() => writer.stop());
+  await until(() => api.sidecarTemplates.get('agent-next')?.status?.role === 'candidate', 'written, less the pruned field');
+  await until(() => (objects.stored().get('agent-next')?.status as any)?.role === 'candidate', 'the write seen');
+  await writer.settled();
+  const writes = api.templateStatusPatches.filter((p) => p.name === 'agent-next').length;
+  t.is(writes, 1);
+  t.is(warned.filter((m) => /CustomResourceDefinition older than the injector/.test(m)).length, 1);
+  for (let i = 0; i < 5; i++) {
+    await clock.advance(1000);
+    await writer.settled();
+  }
+  t.is(api.templateStatusPatches.filter((p) => p.name === 'agent-next').length, 1, 'not sent again unchanged');
+  // The CRD upgraded: within ten minutes the status is written whole.
+  api.prunedStatusFields.clear();
+  await clock.advance(10 * 60_000);
+  await until(() => api.sidecarTemplates.get('agent-next')?.status?.preflight?.state === 'pending', 'written whole');
+  t.is(warned.length, 1);
 });
 
 test('a change of delivery alone is a new set a replica serves (the revision stays), and /status says who delivers', async (t) => {

@@ -14,6 +14,7 @@ import { loadTemplateDir } from '../templates/load.js';
 import { loadKubeConfig } from '../kube-api/kubeconfig.js';
 import type { TemplateSet } from '../templates/set.js';
 import type { MutatingPolicyApiVersion } from '../manifests/mutating-policies.js';
+import type { CandidateProgress } from '../templates/object-status.js';
 
 const timeoutMs = 15_000;
 
@@ -67,7 +68,16 @@ export interface ObjectState {
   readonly state?: string;
   readonly message?: string;
   readonly pods?: { readonly current: number; readonly stale: number; readonly missing: number; readonly leftOut: number };
+  /** A candidate's last preflight on the elected replica (a state not written by the injector reads `unknown`). */
+  readonly preflight?: Omit<CandidateProgress['preflight'], 'state'> & { readonly state: string; readonly replica?: string };
+  /** Why the elected replica halted a candidate. */
+  readonly halted?: string;
+  /** A candidate's last health look. */
+  readonly health?: Omit<NonNullable<CandidateProgress['health']>, 'checkedAt'> & { readonly checkedAt?: string };
 }
+
+/** The fields of `value` that are defined. */
+const defined = <T extends Record<string, unknown>>(value: T) => Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined));
 
 /** A SidecarTemplate's status, read defensively: anyone who may write it may write anything. */
 export function objectState(object: JsonObject): ObjectState {
@@ -76,6 +86,9 @@ export function objectState(object: JsonObject): ObjectState {
   const text = (value: unknown, max = 200) => (typeof value === 'string' ? value.slice(0, max) : undefined);
   const count = (value: unknown) => (typeof value === 'number' && Number.isFinite(value) && value >= 0 ? Math.floor(value) : 0);
   const pods = isJsonObject(status.pods) ? status.pods : undefined;
+  const preflight = isJsonObject(status.preflight) ? status.preflight : undefined;
+  const health = isJsonObject(status.health) ? status.health : undefined;
+  const halted = text(status.halted, 1000);
   const fields = {
     template: text(status.template, 63),
     revision: text(status.revision, 64),
@@ -86,8 +99,33 @@ export function objectState(object: JsonObject): ObjectState {
   };
   return {
     name: text(metadata.name, 253) ?? '',
-    ...Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined)),
+    ...defined(fields),
     ...(pods ? { pods: { current: count(pods.current), stale: count(pods.stale), missing: count(pods.missing), leftOut: count(pods.leftOut) } } : {}),
+    ...(preflight
+      ? {
+          preflight: {
+            state: text(preflight.state, 20) ?? 'unknown',
+            ...defined({
+              replica: text(preflight.replica, 253),
+              failure: text(preflight.failure, 40),
+              message: text(preflight.message, 1000),
+              checkedAt: text(preflight.checkedAt, 40),
+            }),
+          },
+        }
+      : {}),
+    ...(halted !== undefined ? { halted } : {}),
+    ...(health
+      ? {
+          health: {
+            pods: count(health.pods),
+            restarting: count(health.restarting),
+            notReady: count(health.notReady),
+            refusedWorkloads: count(health.refusedWorkloads),
+            ...defined({ checkedAt: text(health.checkedAt, 40) }),
+          },
+        }
+      : {}),
   };
 }
 

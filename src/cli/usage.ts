@@ -118,18 +118,12 @@ export const rolloutOptions = {
   namespace: { kind: 'string', short: 'n', value: 'NS', help: 'count pods of one namespace (default: all)' },
   offline: { kind: 'boolean', help: 'the --templates folder only: read no cluster' },
   output: textOrJsonOption,
-  injector: {
-    kind: 'string',
-    value: 'NS/SERVICE[:PORT]',
-    default: 'sidecar-injector/sidecar-injector:8443',
-    help: "the injector's Service: its /status (preflight, halt, health) is read through the API server's service proxy",
-  },
 } as const satisfies OptionTable;
 
 export const rolloutUsage = usageText(
   'rollout status [options]',
   rolloutOptions,
-  'Shows, per template, the stable revision, the candidate with its share and scope, and the previous\nrevision (the templates directory), and how many workloads and pods of the cluster run each revision\n(a metadata-only list of pods), and from the /status of the injector the preflight, halt and health\nof each candidate. See docs/rollout.md.\n',
+  "Shows, per template, the stable revision, the candidate with its share and scope, and the previous\nrevision (the cluster's SidecarTemplates, or a --templates folder); each SidecarTemplate's status as\nthe injector's elected replica wrote it, with each candidate's preflight, halt and health; and how many\nworkloads and pods of the cluster run each revision (a metadata-only list of pods). See docs/rollout.md.\n",
 );
 
 export const policiesOptions = {

@@ -10,10 +10,7 @@ test('one way to an API path: core and named groups, cluster-wide and namespaced
     apiPath(apiResources.leases, { namespace: 'sidecar-injector', name: 'sidecar-injector-leader' }),
     '/apis/coordination.k8s.io/v1/namespaces/sidecar-injector/leases/sidecar-injector-leader',
   );
-  t.is(
-    apiPath(apiResources.services, { namespace: 'sidecar-injector', name: 'https:sidecar-injector:443', subresource: 'proxy/status' }),
-    '/api/v1/namespaces/sidecar-injector/services/https:sidecar-injector:443/proxy/status',
-  );
+  t.is(apiPath(apiResources.pods, { namespace: 'shop', name: 'web-0', subresource: 'status' }), '/api/v1/namespaces/shop/pods/web-0/status');
   // A name from request data cannot leave its segment.
   t.is(apiPath(apiResources.pods, { namespace: '../x', name: 'a/b?c#d' }), '/api/v1/namespaces/..%2Fx/pods/a%2Fb%3Fc%23d');
   t.is(collectionPath(workloadKinds.get('CronJob')!), '/apis/batch/v1/cronjobs');

@@ -16,7 +16,6 @@ export const apiResources = {
   pods: { apiVersion: 'v1', resource: 'pods' },
   secrets: { apiVersion: 'v1', resource: 'secrets' },
   configMaps: { apiVersion: 'v1', resource: 'configmaps' },
-  services: { apiVersion: 'v1', resource: 'services' },
   /** core/v1 Events: what controllers record (a `FailedCreate`). */
   coreEvents: { apiVersion: 'v1', resource: 'events' },
   /** events.k8s.io/v1 Events: what the injector records. */

@@ -1,7 +1,7 @@
 import test from 'ava';
 import { isDeepStrictEqual } from 'node:util';
 import fc from 'fast-check';
-import { compileKeyPaths, scanJsonText, type JsonTextScan } from './json.js';
+import { compileKeyPaths, scanJsonText, type JsonTextScan, mergePatchBetween } from './json.js';
 
 const paths = compileKeyPaths([
   ['request', 'uid'],
@@ -142,4 +142,13 @@ test('keys are counted in all and per object, and the scan stops once either pas
   t.is(scanJsonText(Buffer.from(text), { ...limits, keys: 4 }).keys, 5);
   // Strings that are values are not keys; a key with a colon in its text is one key.
   t.is(scanJsonText(Buffer.from('{"a":"b","c":["d","e"],"f:g":{}}'), limits).keys, 3);
+});
+
+test('mergePatchBetween: a key the target lacks is null at any depth, lists and values whole, __proto__ a key like any other', (t) => {
+  const from = JSON.parse('{"state":"x","preflight":{"state":"failed","failure":"refused"},"conditions":[1,2],"__proto__":{"a":1},"gone":{"b":2}}');
+  const patch = mergePatchBetween(from, { state: 'y', preflight: { state: 'passed' }, conditions: [3] });
+  t.is(JSON.stringify(patch), '{"__proto__":null,"gone":null,"state":"y","preflight":{"failure":null,"state":"passed"},"conditions":[3]}');
+  t.is(({} as Record<string, unknown>).a, undefined);
+  // Nothing stored: the target itself.
+  t.deepEqual({ ...mergePatchBetween(undefined, { a: { b: 1 } }) }, { a: { b: 1 } });
 });

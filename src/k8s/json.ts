@@ -369,3 +369,17 @@ export function canonicalJson(value: unknown): string {
   }
   return JSON.stringify(value);
 }
+
+/**
+ * The JSON merge patch (RFC 7386) that turns `from` into `to`: a key `to` lacks is sent as null
+ * at any depth (a merge patch merges objects key by key, so a nested key left unmentioned would
+ * stay), a list or any other value whole. Unchanged keys are sent too: the patch is `to` with the nulls.
+ */
+export function mergePatchBetween(from: unknown, to: JsonObject): JsonObject {
+  // No prototype: a stored key named __proto__ is a key like any other.
+  const patch: JsonObject = Object.create(null);
+  const before = isJsonObject(from) ? from : {};
+  for (const key of Object.keys(before)) if (!Object.hasOwn(to, key)) patch[key] = null;
+  for (const [key, value] of Object.entries(to)) patch[key] = isJsonObject(value) && isJsonObject(before[key]) ? mergePatchBetween(before[key], value) : value;
+  return patch;
+}

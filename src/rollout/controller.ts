@@ -15,6 +15,7 @@ import type { Runnable } from '../runtime/runnable.js';
 import type { TemplateSet } from '../templates/set.js';
 import type { TemplateSource } from '../templates/store.js';
 import { sidecarTemplateResource } from '../templates/resource.js';
+import { candidateKey, type CandidateProgress } from '../templates/object-status.js';
 import { lookAtCandidates } from './look.js';
 import { Preflights, apiServerDryRun, apiServerNamespaceLabels } from './preflight.js';
 
@@ -193,6 +194,43 @@ export class RolloutController implements Runnable {
         })),
       health: this.health,
     };
+  }
+
+  /** Each candidate revision's preflight, halt and last health look, by `candidateKey`: what its SidecarTemplate's status shows. */
+  progress(): Map<string, CandidateProgress> {
+    const { results, halted } = this.preflights.status();
+    const progress = new Map<string, CandidateProgress>();
+    for (const rollout of this.options.templates.current().rollouts?.values() ?? []) {
+      if (!rollout.candidate) continue;
+      const key = candidateKey(rollout.name, rollout.candidate.hash);
+      const result = results.find((r) => r.template === rollout.name && r.revision === rollout.candidate!.hash);
+      const halt = halted.find((h) => h.candidate === key);
+      const look = this.health.find((h) => h.template === rollout.name && h.revision === rollout.candidate!.hash);
+      progress.set(key, {
+        replica: this.options.instance,
+        preflight: result
+          ? {
+              state: result.passed ? 'passed' : 'failed',
+              ...(result.failure ? { failure: result.failure } : {}),
+              message: result.message,
+              checkedAt: result.checkedAt,
+            }
+          : { state: 'pending' },
+        ...(halt ? { halted: halt.why } : {}),
+        ...(look
+          ? {
+              health: {
+                pods: look.pods,
+                restarting: look.restarting,
+                notReady: look.notReady,
+                refusedWorkloads: look.refusedWorkloads,
+                checkedAt: look.checkedAt,
+              },
+            }
+          : {}),
+      });
+    }
+    return progress;
   }
 
   /** Resolves when the Events started so far are written (tests). */

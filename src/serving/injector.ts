@@ -228,6 +228,7 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
       objects: templates.objects,
       inForce,
       counts: () => auditCounts?.(),
+      ...(rollout ? { progress: () => rollout.progress() } : {}),
     });
     leaderOnly.push({ name: 'template-status', start: () => writer.start(), stop: () => writer.stop(), status: () => writer.status() });
   }

@@ -10,10 +10,10 @@ import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
 import { Rounds } from '../runtime/rounds.js';
 import { KubernetesApiError } from '../errors.js';
-import { canonicalJson, isJsonObject } from '../k8s/json.js';
+import { canonicalJson, isJsonObject, mergePatchBetween } from '../k8s/json.js';
 import { requestJson } from '../kube-api/request.js';
 import { problemLine } from '../pipeline/template-check.js';
-import { objectStatus } from '../templates/object-status.js';
+import { objectStatus, type CandidateProgress } from '../templates/object-status.js';
 import { sidecarTemplatePath } from '../templates/resource.js';
 import type { TemplateSet } from '../templates/set.js';
 import type { TemplateObjects } from './template-objects.js';
@@ -27,11 +27,16 @@ export interface TemplateStatusOptions {
   readonly inForce: () => TemplateSet;
   /** The audit's pods per template and state; undefined while unknown. */
   readonly counts: () => ReadonlyMap<string, Readonly<Partial<Record<string, number>>>> | undefined;
+  /** Each candidate's preflight, halt and health as this replica's rollout controller sees them; absent where no preflight runs. */
+  readonly progress?: () => ReadonlyMap<string, CandidateProgress>;
   /** @default 15000 */
   readonly intervalMs?: number;
   /** Status writes per round at most. @default 50 */
   readonly maxWritesPerRound?: number;
 }
+
+/** How long a status the API server stored only in part is not sent again unchanged. */
+const prunedRetryMs = 10 * 60_000;
 
 /** Without the times a condition carries: what tells a status that must be written from one that is there. */
 function comparable(status: unknown): string {
@@ -45,6 +50,8 @@ function comparable(status: unknown): string {
 export class TemplateStatusWriter {
   private written = 0;
   private failures = 0;
+  /** Objects whose last write the API server stored only in part: what was sent, and what it kept. */
+  private readonly pruned = new Map<string, { desired: string; stored: string; at: number }>();
   private readonly rounds: Rounds;
 
   constructor(private readonly options: TemplateStatusOptions) {
@@ -84,9 +91,11 @@ export class TemplateStatusWriter {
     if (!objects.ready()) return;
     const set = this.options.inForce();
     const counts = this.options.counts();
+    const progress = this.options.progress?.();
     const refusals = objects.refusals();
     const now = new Date(clock.now()).toISOString().replace(/\.\d{3}Z$/, 'Z');
     let writes = 0;
+    for (const name of this.pruned.keys()) if (!objects.stored().has(name)) this.pruned.delete(name);
     for (const [name, object] of objects.stored()) {
       if (this.rounds.isStopped || writes >= (this.options.maxWritesPerRound ?? 50)) return;
       const metadata = isJsonObject(object.metadata) ? object.metadata : {};
@@ -97,25 +106,34 @@ export class TemplateStatusWriter {
         set,
         ...(refused ? { refused: refused.map(problemLine) } : {}),
         ...(counts ? { counts } : {}),
+        ...(progress ? { progress } : {}),
         stored: object.status,
         now,
       });
       if (comparable(desired) === comparable(object.status)) continue;
+      // The API server kept less than was sent last time (a CRD older than the injector prunes
+      // the fields it does not know): sending it again would change nothing, every round.
+      // Tried again every `prunedRetryMs`: the CRD may have been upgraded meanwhile.
+      const pruned = this.pruned.get(name);
+      if (pruned && pruned.desired === comparable(desired) && pruned.stored === comparable(object.status) && clock.now() - pruned.at < prunedRetryMs) continue;
       writes++;
       try {
-        // A merge patch: a field the status no longer has is sent as null (else it stays), the
-        // conditions whole (a merge patch replaces a list).
-        const stored = isJsonObject(object.status) ? object.status : {};
-        const cleared = Object.fromEntries(
-          Object.keys(stored)
-            .filter((k) => !Object.hasOwn(desired, k))
-            .map((k) => [k, null]),
-        );
-        await requestJson(kubeConfig, 'PATCH', sidecarTemplatePath(name, 'status'), 10_000, {
-          body: { status: { ...cleared, ...desired } },
+        // A merge patch: a field the status no longer has is sent as null at any depth (else it
+        // stays), the conditions whole (a merge patch replaces a list).
+        const answer = await requestJson(kubeConfig, 'PATCH', sidecarTemplatePath(name, 'status'), 10_000, {
+          body: { status: mergePatchBetween(object.status, desired) },
           contentType: 'application/merge-patch+json',
         });
         this.written++;
+        const stored = isJsonObject(answer) ? answer.status : undefined;
+        if (comparable(stored) !== comparable(desired)) {
+          if (!this.pruned.has(name))
+            log.warn(
+              { sidecarTemplate: name },
+              'the API server stored less of the SidecarTemplate status than was written: is its CustomResourceDefinition older than the injector? Apply the one of this release (kubectl apply -k manifests/, or the chart’s crds/)',
+            );
+          this.pruned.set(name, { desired: comparable(desired), stored: comparable(stored), at: clock.now() });
+        } else this.pruned.delete(name);
       } catch (err) {
         // Deleted meanwhile: nothing to write.
         if (err instanceof KubernetesApiError && err.statusCode === 404) continue;

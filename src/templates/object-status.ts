@@ -2,12 +2,38 @@
  * A SidecarTemplate's status: what the injector makes of the object — the template and revision
  * it holds, its role (stable, candidate with its share, previous), whether it is served, stopped
  * or refused, the continuous audit's pod counts, and the conditions a GitOps health check reads
- * (`Ready`, `Halted`, `RolledOut`). Pure: the writer (serving/template-status.ts) supplies what
- * it knows and writes the result when it differs from what is stored.
+ * (`Ready`, `Halted`, `RolledOut`), and for a candidate the elected replica's preflight, halt and
+ * health look. Pure: the writer (serving/template-status.ts) supplies what it knows and writes
+ * the result when it differs from what is stored.
  */
 import { isJsonObject, type JsonObject } from '../k8s/json.js';
 import { cut } from '../quote.js';
 import type { TemplateSet } from './set.js';
+
+/** A candidate revision as the elected replica's rollout controller sees it. */
+export interface CandidateProgress {
+  /** The replica whose preflights and halts these are. */
+  readonly replica: string;
+  readonly preflight: {
+    readonly state: 'passed' | 'failed' | 'pending';
+    readonly failure?: string;
+    readonly message?: string;
+    readonly checkedAt?: string;
+  };
+  /** Why it was halted. */
+  readonly halted?: string;
+  /** The last health look: pods with the candidate, restarting, not ready, workloads that cannot create pods. */
+  readonly health?: {
+    readonly pods: number;
+    readonly restarting: number;
+    readonly notReady: number;
+    readonly refusedWorkloads: number;
+    readonly checkedAt: string;
+  };
+}
+
+/** The key of a candidate revision in a progress map. */
+export const candidateKey = (template: string, revision: string) => `${template}@${revision}`;
 
 export interface ObjectStatusInput {
   /** The object's metadata.name and generation. */
@@ -19,6 +45,8 @@ export interface ObjectStatusInput {
   readonly refused?: readonly string[];
   /** The audit's pods per state for each template; undefined while unknown. */
   readonly counts?: ReadonlyMap<string, Readonly<Partial<Record<string, number>>>>;
+  /** Each candidate revision's preflight, halt and health by `candidateKey`; undefined where no preflight runs. */
+  readonly progress?: ReadonlyMap<string, CandidateProgress>;
   /** The status stored now: a condition that keeps its status keeps its lastTransitionTime. */
   readonly stored?: unknown;
   /** RFC 3339, for a condition that changes now. */
@@ -73,6 +101,19 @@ export function objectStatus(input: ObjectStatusInput): JsonObject {
     } else if (role === 'candidate') {
       const { rollout } = found;
       status.share = `${rollout.stanza!.share}%`;
+      const progress = input.progress?.get(candidateKey(template.name, template.hash));
+      if (progress) {
+        const { preflight, halted, health } = progress;
+        status.preflight = {
+          state: preflight.state,
+          replica: cut(progress.replica, 253),
+          ...(preflight.failure ? { failure: preflight.failure } : {}),
+          ...(preflight.message ? { message: cut(preflight.message, 1000) } : {}),
+          ...(preflight.checkedAt ? { checkedAt: preflight.checkedAt } : {}),
+        };
+        if (halted) status.halted = cut(halted, 1000);
+        if (health) status.health = { ...health };
+      }
       if (rollout.stopped !== undefined) {
         status.state = 'Stopped';
         status.message = cut(`takes no pod: ${rollout.stopped}`, 1000);

@@ -8,8 +8,10 @@
  */
 import test from 'ava';
 import { readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { bucketOf } from '../../src/templates/rollout.js';
 import {
+  cli,
   deploy,
   eventually,
   everyReplica,
@@ -131,13 +133,32 @@ test.serial(
         : undefined;
     });
     t.like(written, { template: 'log-shipper', role: 'candidate', share: '100%', state: 'Stopped' });
+    // The leader's preflight in the status, with the API server's words and the replica that ran it.
+    t.like(written.preflight, { state: 'failed', failure: 'refused' });
+    t.regex(String(written.preflight.message), /fluent-bit 9 is not signed/);
+    t.true(
+      (await injectorPods()).some((p) => p.metadata.name === written.preflight.replica),
+      `the replica ${written.preflight.replica} is one of the injector's`,
+    );
+    // The real API server stores what the leader writes (the CRD declares every field): no replica says it kept less.
+    for (const pod of await injectorPods()) {
+      const logs = (await kubectl(['-n', 'sidecar-injector', 'logs', pod.metadata.name, '-c', 'injector'])).stdout;
+      t.notRegex(logs, /stored less of the SidecarTemplate status/, pod.metadata.name);
+    }
+    // rollout status reads it from there, from any folder.
+    const report = await cli(['rollout', 'status', '-o', 'json'], { cwd: tmpdir() });
+    t.is(report.code, 0, report.stderr);
+    t.like(
+      (JSON.parse(report.stdout).objects as Json[]).find((o) => o.name === 'log-shipper-next'),
+      { role: 'candidate', state: 'Stopped', preflight: { state: 'failed', failure: 'refused' } },
+    );
     t.like(
       (written.conditions as Json[]).find((c) => c.type === 'Halted'),
       { status: 'True', reason: 'PreflightFailed' },
     );
     const table = (await kubectl(['get', 'sidecartemplates'])).stdout;
-    t.regex(table, /^NAME\s+TEMPLATE\s+REVISION\s+ROLE\s+SHARE\s+STATE\s+CURRENT\s+STALE\s+MISSING\s+AGE$/m);
-    t.regex(table, /^log-shipper-next\s+log-shipper\s+[0-9a-f]{12}\s+candidate\s+100%\s+Stopped\s/m);
+    t.regex(table, /^NAME\s+TEMPLATE\s+REVISION\s+ROLE\s+SHARE\s+STATE\s+PREFLIGHT\s+CURRENT\s+STALE\s+MISSING\s+AGE$/m);
+    t.regex(table, /^log-shipper-next\s+log-shipper\s+[0-9a-f]{12}\s+candidate\s+100%\s+Stopped\s+failed\s/m);
   },
 );
 
@@ -361,6 +382,13 @@ for (const failure of ['crash-loop', 'never-ready'] as const)
           ? /takes no pod: halted: 3 of 3 pods with the candidate are unhealthy (\([\w ,]+\) )?\(pod halt-\w+\/canary-[-\w]+: container rn-halt-\w+ (is waiting: CrashLoopBackOff|restarted \d+ times|not ready for \d+ s); /
           : /takes no pod: halted: 3 of 3 pods with the candidate are unhealthy \(3 not ready\) \(pod halt-\w+\/canary-[-\w]+: container rn-halt-\w+ not ready for \d+ s; /,
       );
+      // The halt and the look that made it, in the status; rollout status shows them.
+      t.regex(String(status.halted), /^halted: 3 of 3 pods with the candidate are unhealthy/);
+      t.like(status.health, { pods: 3 });
+      t.like(status.preflight, { state: 'passed' });
+      const shown = await cli(['rollout', 'status'], { cwd: tmpdir() });
+      t.is(shown.code, 0, shown.stderr);
+      t.regex(shown.stdout, new RegExp(`^${name}-next +[0-9a-f]{12} +passed +\\S+ +yes +3 `, 'm'));
       const described = await eventually('the RolloutHalted Event under kubectl describe', async () => {
         const out = (await kubectl(['describe', 'sidecartemplate', `${name}-next`])).stdout;
         return /RolloutHalted/.test(out) ? out : undefined;

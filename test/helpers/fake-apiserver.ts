@@ -219,8 +219,6 @@ export class FakeApiServer {
   coreEventsForbidden = false;
   /** `fieldSelector` of each core Event list seen. */
   readonly coreEventSelectors: (string | null)[] = [];
-  /** Service proxies (`/api/v1/namespaces/NS/services/https:NAME:PORT/proxy/…`): `NS/https:NAME:PORT` → a local HTTPS port (the test CA). */
-  readonly serviceProxies = new Map<string, number>();
   /** Pod creates (`POST …/pods`) go through this admission chain (helpers/admission-chain.ts); unset: not served. */
   admission: { create(namespace: string, dryRun: boolean, pod: unknown): Promise<{ code: number; body: unknown; warnings?: readonly string[] }> } | undefined;
 
@@ -505,31 +503,6 @@ export class FakeApiServer {
     this.sendList(req, res, 'EventList', 'v1', metadata, page);
   }
 
-  /**
-   * Forwards a service proxy request to the local HTTPS port registered for the service, as the
-   * API server's proxy does (which does not verify a service's serving certificate).
-   */
-  private async proxy(req: IncomingMessage, res: ServerResponse, key: string, rest: string, search: string): Promise<void> {
-    const port = this.serviceProxies.get(key);
-    if (port === undefined) return this.send(res, 503, status(503, 'ServiceUnavailable', `no endpoints available for service "${key}"`));
-    const answer = await new Promise<{ code: number; type: string; body: string }>((resolve, reject) => {
-      const forwarded = https.request({ host: '127.0.0.1', port, path: `/${rest}${search}`, method: req.method, rejectUnauthorized: false }, (r) => {
-        const chunks: Buffer[] = [];
-        r.on('data', (c: Buffer) => chunks.push(c));
-        r.on('end', () => resolve({ code: r.statusCode ?? 502, type: String(r.headers['content-type'] ?? ''), body: Buffer.concat(chunks).toString('utf8') }));
-        r.on('error', reject);
-      });
-      forwarded.on('error', reject);
-      forwarded.end();
-    }).catch((err: Error) => ({
-      code: 503,
-      type: 'application/json',
-      body: JSON.stringify(status(503, 'ServiceUnavailable', `error trying to reach service: ${err.message}`)),
-    }));
-    res.writeHead(answer.code, { 'content-type': answer.type });
-    res.end(answer.body);
-  }
-
   /** Lists of pods, ReplicaSets and Jobs, all namespaces or one, paginated; metadata only when asked by `Accept`. */
   private handleWorkloads(url: URL, req: IncomingMessage, res: ServerResponse): boolean {
     const match =
@@ -578,6 +551,8 @@ export class FakeApiServer {
   /** SidecarTemplates by name (cluster-scoped): list, watch, get and status merge patches; `applyTemplate` writes the rest, as kubectl would. */
   readonly sidecarTemplates = new Map<string, Record<string, any>>();
   /** Status merge patches of SidecarTemplates, in order. */
+  /** Status fields of SidecarTemplates this server's CRD does not declare (pruned from every status write). */
+  readonly prunedStatusFields = new Set<string>();
   readonly templateStatusPatches: { name: string; body: any }[] = [];
   /** Answer SidecarTemplate lists with this status code (404: the resource is not installed; 403: no RBAC). */
   sidecarTemplatesFailWith: number | undefined;
@@ -653,12 +628,20 @@ export class FakeApiServer {
     if (req.method === 'PATCH' && subresource === 'status') {
       const body = await this.readBody(req);
       this.templateStatusPatches.push({ name: name!, body });
-      // A merge patch, as the API server applies one: null removes a field, a list is replaced.
-      const status: Record<string, any> = { ...(current.status ?? {}) };
-      for (const [key, value] of Object.entries(body.status ?? {})) {
-        if (value === null) delete status[key];
-        else status[key] = value;
-      }
+      // A merge patch (RFC 7386), as the API server applies one: objects merged key by key at any
+      // depth, null removes a field, a list or any other value is replaced.
+      const merge = (target: unknown, patch: unknown): unknown => {
+        if (typeof patch !== 'object' || patch === null || Array.isArray(patch)) return patch;
+        const out: Record<string, unknown> = typeof target === 'object' && target !== null && !Array.isArray(target) ? { ...target } : {};
+        for (const [key, value] of Object.entries(patch)) {
+          if (value === null) delete out[key];
+          else out[key] = merge(out[key], value);
+        }
+        return out;
+      };
+      const status = merge(current.status ?? {}, body.status ?? {}) as Record<string, any>;
+      // An older CRD's structural schema prunes the status fields it does not declare.
+      for (const field of this.prunedStatusFields) delete status[field];
       const object = { ...current, status, metadata: { ...current.metadata, resourceVersion: String(++this.rv) } };
       this.sidecarTemplates.set(name!, object);
       this.emit('MODIFIED', object);
@@ -868,9 +851,6 @@ export class FakeApiServer {
     if (this.handleWorkloads(url, req, res)) return;
     const coreEvents = /^\/api\/v1(?:\/namespaces\/([^/]+))?\/events$/.exec(url.pathname);
     if (coreEvents && req.method === 'GET') return this.handleCoreEvents(url, req, res, coreEvents[1] && decodeURIComponent(coreEvents[1]));
-    const proxied = /^\/api\/v1\/namespaces\/([^/]+)\/services\/([^/]+)\/proxy\/(.*)$/.exec(url.pathname);
-    if (proxied && req.method === 'GET')
-      return this.proxy(req, res, `${decodeURIComponent(proxied[1]!)}/${decodeURIComponent(proxied[2]!)}`, proxied[3]!, url.search);
     const single =
       /^\/(?:api\/v1|apis\/apps\/v1|apis\/batch\/v1)\/namespaces\/([^/]+)\/(pods|jobs|cronjobs|replicasets|deployments|statefulsets|daemonsets|replicationcontrollers)\/([^/]+)$/.exec(
         url.pathname,

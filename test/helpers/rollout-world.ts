@@ -7,8 +7,6 @@
 import { parse } from 'yaml';
 import { revisionManifestText } from './templates.js';
 import type { ExecutionContext } from 'ava';
-import https from 'node:https';
-import type { AddressInfo } from 'node:net';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,7 +19,7 @@ import { AdmissionChain, type ChainWebhook } from './admission-chain.js';
 import { FakeApiServer } from './fake-apiserver.js';
 import { FakeClock } from './fake-clock.js';
 import { optedIn } from './pods.js';
-import { startTestServer, testCertificates } from './server.js';
+import { startTestServer } from './server.js';
 
 /** `template` as the SidecarTemplate of a candidate of `share` percent (object NAME-next). */
 export const candidateFile = (template: string, share: number) =>
@@ -68,19 +66,4 @@ export async function rolloutWorld(
   // serve begins once it listens; this world's injector listens already.
   rollout.begin();
   return { dir, templates, api, chain, injector, inForce, namespaces, clock, metrics, kubeConfig, rollout };
-}
-
-/** Serves `{ rollout: status() }` on GET /status over HTTPS, as serve's /status does; returns the port. */
-export async function serveStatus(t: ExecutionContext, status: () => unknown): Promise<number> {
-  const { key, cert } = await testCertificates();
-  const server = https.createServer({ key, cert }, (req, res) => {
-    if (req.url !== '/status') return void res.writeHead(404).end();
-    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ draining: false, rollout: status() }));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => {
-    server.closeAllConnections();
-    server.close();
-  });
-  return (server.address() as AddressInfo).port;
 }
