@@ -7,7 +7,8 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { ClusterError, clusterReadFailure, KubernetesApiError } from '../errors.js';
 import { isJsonObject, type JsonObject } from '../k8s/json.js';
 import { getJson } from '../kube-api/request.js';
-import { checkTemplateObjects, problemLine } from '../pipeline/template-check.js';
+import { problemLine, servedTemplateObjects } from '../pipeline/template-check.js';
+import { stopCandidates } from '../templates/rollout.js';
 import { listAll } from '../kube-api/request.js';
 import { sidecarTemplateResource } from '../templates/resource.js';
 import { loadTemplateDir } from '../templates/load.js';
@@ -130,8 +131,38 @@ export function objectState(object: JsonObject): ObjectState {
 }
 
 /**
+ * `set` with each candidate stopped unless its SidecarTemplate's status, written by the elected
+ * replica for the object's current generation and this revision, says it takes pods (state
+ * `Candidate`): a candidate whose preflight is pending or failed, that was halted, or that no
+ * replica has looked at yet takes no pod on the replicas, so a command that predicts what they
+ * do gives it none either.
+ */
+function asTheReplicasGate(set: TemplateSet, items: readonly JsonObject[]): TemplateSet {
+  if (!set.rollouts) return set;
+  const byName = new Map(items.map((item) => [isJsonObject(item.metadata) ? item.metadata.name : undefined, item]));
+  const stopped = new Map<string, string>();
+  for (const rollout of set.rollouts.values()) {
+    if (!rollout.candidate) continue;
+    const object = byName.get(rollout.candidate.object ?? rollout.candidate.name);
+    const metadata = object && isJsonObject(object.metadata) ? object.metadata : {};
+    const status = object && isJsonObject(object.status) ? object.status : {};
+    const current = status.revision === rollout.candidate.hash && status.observedGeneration === metadata.generation;
+    if (current && status.state === 'Candidate') continue;
+    stopped.set(
+      rollout.name,
+      current && typeof status.message === 'string'
+        ? status.message.slice(0, 300)
+        : 'its SidecarTemplate has no status for this revision yet: the injector has not let it take pods',
+    );
+  }
+  return stopCandidates(set, stopped);
+}
+
+/**
  * The templates in force: a folder, or the cluster's SidecarTemplate objects checked as the
- * injector checks them (an object it refuses is left out here too, and named).
+ * injector checks them (an object it refuses is left out here too, and named; a required one
+ * refuses the pods it may apply to, as on the replicas), each candidate taking pods only where
+ * its status says the replicas let it.
  */
 export async function templatesInForce(kubeConfig: KubeConfig, dir: string | undefined): Promise<TemplatesInForce> {
   if (dir !== undefined) return { set: await loadTemplateDir(dir, { allowEmpty: true }), from: dir, fromCluster: false, refused: [] };
@@ -146,7 +177,9 @@ export async function templatesInForce(kubeConfig: KubeConfig, dir: string | und
       );
     throw clusterReadFailure(where, err);
   }
-  const { set, refused } = checkTemplateObjects(items);
+  const served = servedTemplateObjects(items);
+  const refused = served.refused;
+  const set = asTheReplicasGate(served.set, items);
   let changed: string | undefined;
   for (const item of items) {
     const when = isJsonObject(item.metadata) ? lastChanged(item.metadata, 'f:spec') : undefined;

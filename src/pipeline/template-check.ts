@@ -14,14 +14,16 @@ import { TemplateError, type TemplateProblem } from '../errors.js';
 import { podProblems } from '../k8s/pod-validation.js';
 import { injectPod } from './inject-pod.js';
 import { compileTemplateFiles, compileTemplateValue, readTemplateFiles, type CompileOptions, type TemplateFile } from '../templates/load.js';
-import { createTemplateSet, type TemplateSet } from '../templates/set.js';
+import { createTemplateSet, type RefusedRequired, type TemplateSet } from '../templates/set.js';
+import { parseSelector, type Selector } from '../k8s/selector.js';
+import { cut } from '../quote.js';
 import { isJsonObject, type JsonObject } from '../k8s/json.js';
 import type { Template } from '../templates/template.js';
 import { formatVersion, supportsNativeSidecars, type KubernetesVersion } from '../k8s/version.js';
 import { checkPodSecurity, describeViolations, type PodSecurityPolicy } from '../k8s/pod-security.js';
 import { templateInForm } from '../templates/forms.js';
 import { exportProblems } from '../templates/export-rules.js';
-import { objectLabel, sidecarTemplateResource, specProblem } from '../templates/resource.js';
+import { maxTemplateObjects, objectLabel, sidecarTemplateResource, specProblem } from '../templates/resource.js';
 import { createRevisionSet, type RevisionFile, type RolloutStanza } from '../templates/rollout.js';
 
 /** What `check` checks about the cluster, besides the templates themselves. */
@@ -275,4 +277,55 @@ export function checkTemplateObjects(objects: readonly JsonObject[], cluster: Cl
       refused.set(name, [...(refused.get(name) ?? []), problem]);
     }
   }
+}
+
+/** Reads a selector, or undefined when it cannot be read (the scope is then unknown). */
+function readableSelector(raw: unknown): Selector | undefined {
+  try {
+    return parseSelector(raw);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A refused object whose template is required (failurePolicy Fail, the default) and in force
+ * as a stable revision would be: what admission needs to refuse the pods it may apply to.
+ */
+function refusedRequiredOf(object: JsonObject | undefined, name: string, problems: readonly TemplateProblem[]): RefusedRequired[] {
+  const spec = object && isJsonObject(object.spec) ? object.spec : undefined;
+  if (!spec || spec.failurePolicy === 'Ignore' || spec.rollout !== undefined) return [];
+  const namespaceSelector = readableSelector(spec.namespaceSelector);
+  const objectSelector = readableSelector(spec.objectSelector);
+  return [
+    {
+      object: name,
+      template: typeof spec.name === 'string' ? spec.name : name,
+      onRequest: spec.injection === 'on-request',
+      ...(namespaceSelector ? { namespaceSelector } : {}),
+      ...(objectSelector ? { objectSelector } : {}),
+      problem: cut(problems[0] ? problemLine(problems[0]) : 'refused', 300),
+    },
+  ];
+}
+
+/**
+ * The objects a replica serves, as every replica and every command that reads the cluster decide
+ * it: the oldest `maxTemplateObjects` checked (the newest beyond are named as refused, never
+ * silently dropped), and each refused object whose template is required carried in the set
+ * (`refusedRequired`), so that admission refuses the pods it may apply to.
+ */
+export function servedTemplateObjects(objects: readonly JsonObject[], cluster: ClusterCheck = {}, memo?: ObjectChecks): CheckedObjects {
+  const nameOf = (o: JsonObject) => (isJsonObject(o.metadata) && typeof o.metadata.name === 'string' ? o.metadata.name : '');
+  const created = (o: JsonObject) =>
+    `${isJsonObject(o.metadata) && typeof o.metadata.creationTimestamp === 'string' ? o.metadata.creationTimestamp : ''}\0${nameOf(o)}`;
+  const all = [...objects].sort((a, b) => (created(a) < created(b) ? -1 : 1));
+  const within = all.slice(0, maxTemplateObjects);
+  const { set, refused } = checkTemplateObjects(within, cluster, memo);
+  const over = new Map(refused);
+  for (const object of all.slice(within.length))
+    over.set(nameOf(object), [{ file: '', field: '', message: `more than ${maxTemplateObjects} SidecarTemplates: this one is not served` }]);
+  const byName = new Map(objects.map((o) => [nameOf(o), o]));
+  const refusedRequired = [...over].flatMap(([name, problems]) => refusedRequiredOf(byName.get(name), name, problems));
+  return { set: refusedRequired.length > 0 ? Object.freeze({ ...set, refusedRequired }) : set, refused: over };
 }

@@ -15,12 +15,11 @@ import type { Logger } from 'pino';
 import type { TemplateProblem } from '../errors.js';
 import { isJsonObject, type JsonObject } from '../k8s/json.js';
 import { Reflector, type ReflectorTuning } from '../kube-api/reflector.js';
-import { checkTemplateObjects, problemLine, type ClusterCheck, type ObjectChecks } from '../pipeline/template-check.js';
+import { problemLine, servedTemplateObjects, type ClusterCheck, type ObjectChecks } from '../pipeline/template-check.js';
 import { cut } from '../quote.js';
-import { maxTemplateObjects, sidecarTemplateResource } from '../templates/resource.js';
-import { deliveredByPolicy, type RefusedRequired, type TemplateSet } from '../templates/set.js';
+import { sidecarTemplateResource } from '../templates/resource.js';
+import { deliveredByPolicy, type TemplateSet } from '../templates/set.js';
 import type { Template } from '../templates/template.js';
-import { parseSelector, type Selector } from '../k8s/selector.js';
 import type { TemplateSource } from '../templates/store.js';
 
 export interface TemplateObjectsOptions extends ReflectorTuning {
@@ -166,24 +165,14 @@ export class TemplateObjects extends EventEmitter implements TemplateSource {
   }
 
   private rebuild(): void {
-    // Beyond the bound the newest objects are not served (the oldest keep serving as they did):
-    // each is named as refused, never silently dropped.
-    const created = (o: JsonObject) =>
-      `${isJsonObject(o.metadata) && typeof o.metadata.creationTimestamp === 'string' ? o.metadata.creationTimestamp : ''}\0${nameOf(o)}`;
-    const all = [...this.objects.values()].sort((a, b) => (created(a) < created(b) ? -1 : 1));
-    const within = all.slice(0, maxTemplateObjects);
     for (const name of this.memo.keys()) if (!this.objects.has(name)) this.memo.delete(name);
-    const { set, refused } = checkTemplateObjects(within, this.options.cluster?.() ?? {}, this.memo);
-    const over = new Map(refused);
-    for (const object of all.slice(within.length))
-      over.set(nameOf(object), [{ file: '', field: '', message: `more than ${maxTemplateObjects} SidecarTemplates: this one is not served` }]);
-    const refusedRequired = [...over].flatMap(([name, problems]) => refusedRequiredOf(this.objects.get(name), name, problems));
+    const { set: served, refused: over } = servedTemplateObjects([...this.objects.values()], this.options.cluster?.() ?? {}, this.memo);
     // What admission reads of a refused object (its failurePolicy, its selectors) is part of the set.
-    const seen = `${fingerprint(set, over)}${JSON.stringify(refusedRequired)}`;
+    const seen = `${fingerprint(served, over)}${JSON.stringify(served.refusedRequired ?? [])}`;
     if (seen === this.seen && this.set.unavailable === undefined) return;
     const before = this.refused;
     this.seen = seen;
-    this.set = refusedRequired.length > 0 ? Object.freeze({ ...set, refusedRequired }) : set;
+    this.set = served;
     this.refused = over;
     this.generationCount++;
     this.loadedAt = new Date();
@@ -193,36 +182,6 @@ export class TemplateObjects extends EventEmitter implements TemplateSource {
     }
     this.emit('reload', this.set);
   }
-}
-
-/** Reads a selector, or undefined when it cannot be read (the scope is then unknown). */
-function readableSelector(raw: unknown): Selector | undefined {
-  try {
-    return parseSelector(raw);
-  } catch {
-    return undefined;
-  }
-}
-
-/**
- * A refused object whose template is required (failurePolicy Fail, the default) and in force
- * as a stable revision would be: what admission needs to refuse the pods it may apply to.
- */
-function refusedRequiredOf(object: JsonObject | undefined, name: string, problems: readonly TemplateProblem[]): RefusedRequired[] {
-  const spec = object && isJsonObject(object.spec) ? object.spec : undefined;
-  if (!spec || spec.failurePolicy === 'Ignore' || spec.rollout !== undefined) return [];
-  const namespaceSelector = readableSelector(spec.namespaceSelector);
-  const objectSelector = readableSelector(spec.objectSelector);
-  return [
-    {
-      object: name,
-      template: typeof spec.name === 'string' ? spec.name : name,
-      onRequest: spec.injection === 'on-request',
-      ...(namespaceSelector ? { namespaceSelector } : {}),
-      ...(objectSelector ? { objectSelector } : {}),
-      problem: cut(problems[0] ? problemLine(problems[0]) : 'refused', 300),
-    },
-  ];
 }
 
 function nameOf(object: JsonObject): string {

@@ -156,6 +156,15 @@ test.serial(
       (written.conditions as Json[]).find((c) => c.type === 'Halted'),
       { status: 'True', reason: 'PreflightFailed' },
     );
+    // The commands predict what the replicas do: the stopped candidate takes no pod in the audit
+    // either, so the pods created meanwhile, with the stable revision, are current (not stale).
+    const audit = await cli(['audit', '-n', namespace, '-o', 'json'], { cwd: tmpdir() });
+    t.is(audit.code, 0, audit.stderr);
+    const states = (JSON.parse(audit.stdout).pods as Json[]).flatMap((p) =>
+      ((p.templates ?? []) as Json[]).filter((v) => v.name === 'log-shipper').map((v) => v.state),
+    );
+    t.true(states.length >= created && created > 0, `${states.length} audited of ${created} created`);
+    t.deepEqual([...new Set(states)], ['current']);
     const table = (await kubectl(['get', 'sidecartemplates'])).stdout;
     t.regex(table, /^NAME\s+TEMPLATE\s+REVISION\s+ROLE\s+SHARE\s+STATE\s+PREFLIGHT\s+CURRENT\s+STALE\s+MISSING\s+AGE$/m);
     t.regex(table, /^log-shipper-next\s+log-shipper\s+[0-9a-f]{12}\s+candidate\s+100%\s+Stopped\s+failed\s/m);
