@@ -22,7 +22,7 @@ import { compileTemplate } from '../src/templates/compile.js';
 import { candidateKey, objectStatus, type CandidateProgress } from '../src/templates/object-status.js';
 import { TemplateObjects } from '../src/serving/template-objects.js';
 import { TemplateStatusWriter } from '../src/serving/template-status.js';
-import { livenessSet } from '../src/serving/injector.js';
+import { livenessCanary, livenessSet } from '../src/serving/injector.js';
 import { FakeApiServer } from './helpers/fake-apiserver.js';
 import { FakeClock } from './helpers/fake-clock.js';
 import { logShipperDoc, proxyDoc, templateObject } from './helpers/templates.js';
@@ -206,6 +206,15 @@ test("admission refuses a bad SidecarTemplate with check's message and admits a 
   t.false(answerTemplateReview({ ...review(typo), request: { ...review(typo).request, subResource: 'status' } }, deps).refused);
   t.false(answerTemplateReview(review(typo, 'DELETE'), deps).refused);
   t.throws(() => answerTemplateReview({ kind: 'AdmissionReview' }, deps), { instanceOf: RequestError });
+  // An object stored before a check existed: an update that leaves its spec as stored (a label, its
+  // finalizer removed while it is deleted) is admitted; one that changes the spec is judged.
+  const withOld = (object: unknown, oldObject: unknown) => ({ ...review(object, 'UPDATE'), request: { ...review(object, 'UPDATE').request, oldObject } });
+  const storedTypo = { ...typo, metadata: { ...typo.metadata, finalizers: ['foregroundDeletion'] } };
+  const deleting = { ...typo, metadata: { ...typo.metadata, deletionTimestamp: '2026-12-07T00:00:00Z', labels: { team: 'a' } } };
+  t.false(answerTemplateReview(withOld(deleting, storedTypo), deps).refused, 'the finalizer removed, the spec as stored');
+  const edited = { ...typo, spec: { ...typo.spec, description: 'still broken' } };
+  t.true(answerTemplateReview(withOld(edited, storedTypo), deps).refused, 'a spec change is judged');
+  t.true(answerTemplateReview(withOld(typo, undefined), deps).refused, 'no stored object to compare: judged');
   // A megabyte of problems is quoted within bounds.
   const many = templateObject({ name: 'many', containers: Array.from({ length: 64 }, (_, i) => ({ name: `c${i}`, image: 'x', bogus: i })) });
   const message = templateRefusal(many, 'many')!;
@@ -396,7 +405,9 @@ test("the leader writes each object's status once, through the status subresourc
   await clock.advance(1000);
   await until(() => api.templateStatusPatches.length === 3, 'the counts written');
   t.like(api.sidecarTemplates.get('logs')!.status, { pods: { current: 4, missing: 1 } });
-  t.deepEqual(Object.keys(api.templateStatusPatches[2]!.body), ['status']);
+  // The status, and metadata only as preconditions (the status subresource writes nothing else).
+  t.deepEqual(Object.keys(api.templateStatusPatches[2]!.body), ['metadata', 'status']);
+  t.deepEqual(Object.keys(api.templateStatusPatches[2]!.body.metadata), ['uid', 'resourceVersion']);
 });
 
 test('a required template whose object is refused is never silently skipped: the pods it may apply to are refused, naming it; the others, and the optional webhook, are not', async (t) => {
@@ -534,6 +545,28 @@ test("a candidate's preflight that passes after failing: the failure's fields ar
   t.is(api.templateStatusPatches.length, writes, 'settled: no write');
 });
 
+test('a status write carries the uid and resourceVersion it was computed from: an object changed meanwhile is a conflict, not a write, and no failure', async (t) => {
+  const { api, kubeConfig, objects } = await listedObjects(t, { logs: templateObject(logShipperDoc).spec });
+  const counts = new Map<string, Record<string, number>>();
+  const { writer } = startWriter(t, kubeConfig, objects, () => counts);
+  await until(() => (objects.stored().get('logs')?.status as any)?.role === 'stable', 'written and seen');
+  await writer.settled();
+  const patch = api.templateStatusPatches.at(-1)!.body;
+  t.is(patch.metadata.uid, api.sidecarTemplates.get('logs')!.metadata.uid);
+  t.regex(String(patch.metadata.resourceVersion), /^\d+$/);
+  // The stored object moves on without the writer seeing it; its next write is refused, quietly.
+  counts.set('logs', { current: 3 });
+  const stored = api.sidecarTemplates.get('logs')!;
+  stored.metadata = { ...stored.metadata, resourceVersion: '999999' };
+  stored.status = { ...stored.status, state: 'Tampered' };
+  const before = api.templateStatusPatches.length;
+  writer.round();
+  await writer.settled();
+  t.true(api.templateStatusPatches.length > before, 'tried');
+  t.is(api.sidecarTemplates.get('logs')!.status.state, 'Tampered', 'not written over a newer object');
+  t.is(writer.status().statusWriteFailures, 0);
+});
+
 test('a CRD older than the injector prunes status fields it does not know: written once, with a warning, not again every round; again after a while', async (t) => {
   const agent = templateObject({ name: 'agent', containers: [{ name: 'agent', image: 'agent:1' }] }).spec;
   const next = { name: 'agent', rollout: { role: 'candidate', share: 25 }, containers: [{ name: 'agent', image: 'agent:2' }] };
@@ -599,4 +632,31 @@ test('a change of optOut alone is a new set a replica serves at once (the revisi
   t.true(objects.generation > generation);
   api.applyTemplate('agent', spec);
   await until(() => objects.current().byName.get('agent')?.optOut === 'allow', 'optOut: allow served again');
+});
+
+test('two valid required templates that want one container name: pods they both select are denied naming it, and the liveness sample is logged once, never a restart', async (t) => {
+  const a = templateObject({ name: 'agent-a', containers: [{ name: 'agent', image: 'agent:1' }] });
+  const b = templateObject({ name: 'agent-b', containers: [{ name: 'agent', image: 'agent:2' }] });
+  // Each object alone passes admission; together they are served.
+  t.is(templateRefusal(a, 'agent-a'), undefined);
+  t.is(templateRefusal(b, 'agent-b'), undefined);
+  const { set, refused } = checkTemplateObjects([a, b]);
+  t.is(refused.size, 0);
+  const outcome = await admitPod({ pod: pod(), namespace: 'shop', name: '' }, { templates: () => set, namespaces: optedIn('shop') });
+  t.is(outcome.decision, 'denied');
+  t.is(outcome.reason, 'required-sidecar-unavailable');
+  t.regex(outcome.message, /agent/);
+  const warned: string[] = [];
+  const canary = livenessCanary(() => set, { warn: (_fields: unknown, msg?: string) => void warned.push(String(msg)) } as any);
+  await t.notThrowsAsync(canary());
+  await t.notThrowsAsync(canary());
+  t.is(warned.length, 1);
+  t.regex(warned[0]!, /deny the liveness sample pod .*not a reason to restart/);
+  // A pipeline that cannot decide still fails it.
+  await t.throwsAsync(
+    livenessCanary(() => {
+      throw new Error('templates unusable');
+    }, silent)(),
+    { message: /templates unusable/ },
+  );
 });

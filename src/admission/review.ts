@@ -21,6 +21,8 @@ export interface AdmissionRequest {
   readonly namespace: string;
   readonly operation: string;
   readonly object: unknown;
+  /** The object as stored, on an UPDATE. */
+  readonly oldObject: unknown;
   readonly dryRun: boolean;
 }
 
@@ -83,6 +85,7 @@ export function parseReview(body: unknown): ParsedReview {
       namespace: optionalString(request.namespace, 'request.namespace'),
       operation,
       object: request.object,
+      oldObject: request.oldObject,
       dryRun: request.dryRun === true,
     },
   };

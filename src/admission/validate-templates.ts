@@ -5,7 +5,7 @@
  * check's message, and never reaches a replica. It never
  * changes the object. Answered in the review's version; a body that is no review gets a 400.
  */
-import { isJsonObject } from '../k8s/json.js';
+import { canonicalJson, isJsonObject } from '../k8s/json.js';
 import { checkTemplateObject, problemLine, type ClusterCheck } from '../pipeline/template-check.js';
 import { cut } from '../quote.js';
 import { compileTemplateValue } from '../templates/load.js';
@@ -48,6 +48,11 @@ function templateWarnings(object: unknown, name: string): string[] {
   return template ? undeclaredPorts(template).map((port) => undeclaredPortText(template.name, port)) : [];
 }
 
+/** True when both are objects with the same spec. */
+function specAsStored(object: unknown, old: unknown): boolean {
+  return isJsonObject(object) && isJsonObject(old) && canonicalJson(object.spec ?? null) === canonicalJson(old.spec ?? null);
+}
+
 /** Answers one review of a SidecarTemplate create or update. Throws RequestError (400) for a body that is no review. */
 export function answerTemplateReview(body: unknown, deps: TemplateAdmissionDeps = {}): { response: ReviewResponse; refused: boolean } {
   const { version, request } = parseReview(body);
@@ -55,6 +60,10 @@ export function answerTemplateReview(body: unknown, deps: TemplateAdmissionDeps 
   // Another kind, a subresource (status), a delete: not this webhook's to judge.
   if (!ours || request.subResource !== '' || (request.operation !== 'CREATE' && request.operation !== 'UPDATE'))
     return { response: allowed(version, request.uid), refused: false };
+  // An update that leaves the spec as stored (labels, annotations, a finalizer removed while it
+  // is deleted) adds nothing a replica could serve: admitted, so that an object stored before a
+  // check existed can still be relabelled and deleted with its finalizers.
+  if (request.operation === 'UPDATE' && specAsStored(request.object, request.oldObject)) return { response: allowed(version, request.uid), refused: false };
   const stored = request.operation === 'CREATE' ? deps.stored?.() : undefined;
   const refusal =
     stored !== undefined && stored >= maxTemplateObjects

@@ -21,6 +21,7 @@ import type { Runnable } from '../runtime/runnable.js';
 import type { LeaderElector } from '../kube-api/lease.js';
 import { startServer, type RunningServer } from '../server.js';
 import { createTemplateSet, type TemplateSet } from '../templates/set.js';
+import { cut } from '../quote.js';
 import { TemplateStore, type TemplateSource } from '../templates/store.js';
 import { TemplateObjects, type RefusedObject } from './template-objects.js';
 import type { KubeConfig } from '@kubernetes/client-node';
@@ -111,6 +112,34 @@ export function livenessSet(set: TemplateSet): TemplateSet {
   if (!set.refusedRequired) return set;
   const { refusedRequired: _refused, ...served } = set;
   return served;
+}
+
+/**
+ * Liveness runs a sample pod through the real pipeline (namespace labels from a fixed map, so
+ * that a slow API server never fails the probe): a replica that cannot decide a review is
+ * restarted. What the templates in force decide is no such failure: before they are known the
+ * sample runs with none (unready, not dead); a refused required object is the object's business
+ * (its pods are refused); and a denial of the sample (two required templates that want one
+ * container name) is logged once, not thrown — restarting every replica would change nothing
+ * and leave the required webhook with no one to answer.
+ */
+export function livenessCanary(current: () => TemplateSet, log: Pick<Logger, 'warn'>): () => Promise<void> {
+  const canaryNamespace = 'sidecar-injector-canary';
+  const canaryNamespaces = createLocalNamespaceSource({ [canaryNamespace]: { [LabelKeys.namespaceOptIn]: LabelValues.enabled } });
+  let denied: string | undefined;
+  return async () => {
+    const outcome = await admitPod(
+      { pod: samplePod(), namespace: canaryNamespace, name: '' },
+      { templates: () => livenessSet(current()), namespaces: canaryNamespaces },
+    );
+    const message = outcome.decision === 'denied' ? outcome.message : undefined;
+    if (message !== undefined && message !== denied)
+      log.warn(
+        { reason: outcome.reason, message: cut(message, 500) },
+        'the templates in force deny the liveness sample pod (pods like it are denied too); not a reason to restart this replica',
+      );
+    denied = message;
+  };
 }
 
 /** How often a stopping replica looks whether another one has taken over. */
@@ -264,20 +293,7 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
   }
 
   const certificate = new ServingCertificate(config, log, metrics, election && kubeConfig ? { election, kubeConfig } : undefined);
-  // Liveness runs a sample pod through the real pipeline (namespace labels from a fixed map, so
-  // that a slow API server never fails the probe): a replica that cannot inject is restarted.
-  const canaryNamespace = 'sidecar-injector-canary';
-  const canaryNamespaces = createLocalNamespaceSource({ [canaryNamespace]: { [LabelKeys.namespaceOptIn]: LabelValues.enabled } });
-  const liveness = new Liveness(async () => {
-    const outcome = await admitPod(
-      { pod: samplePod(), namespace: canaryNamespace, name: '' },
-      // Whether this replica can inject, not what the cluster stores: before the templates are
-      // known the sample runs with none (unready, not dead), and a refused required object is
-      // the object's business (its pods are refused; restarting replicas would fix nothing).
-      { templates: () => livenessSet(templates.store.current()), namespaces: canaryNamespaces },
-    );
-    if (outcome.decision === 'denied') throw new Error(outcome.message);
-  });
+  const liveness = new Liveness(livenessCanary(() => templates.store.current(), log));
   let draining = false;
   let readyAtSignal = false;
   const manager = new Manager({

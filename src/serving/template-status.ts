@@ -120,8 +120,12 @@ export class TemplateStatusWriter {
       try {
         // A merge patch: a field the status no longer has is sent as null at any depth (else it
         // stays), the conditions whole (a merge patch replaces a list).
+        // Preconditions: the object this status was computed from (uid and resourceVersion). An
+        // object changed meanwhile (a new generation, deleted and created again under the name)
+        // is a 409 or 422, and the next round computes from what is stored then.
+        const preconditions = Object.fromEntries(['uid', 'resourceVersion'].filter((k) => typeof metadata[k] === 'string').map((k) => [k, metadata[k]]));
         const answer = await requestJson(kubeConfig, 'PATCH', sidecarTemplatePath(name, 'status'), 10_000, {
-          body: { status: mergePatchBetween(object.status, desired) },
+          body: { metadata: preconditions, status: mergePatchBetween(object.status, desired) },
           contentType: 'application/merge-patch+json',
         });
         this.written++;
@@ -135,8 +139,8 @@ export class TemplateStatusWriter {
           this.pruned.set(name, { desired: comparable(desired), stored: comparable(stored), at: clock.now() });
         } else this.pruned.delete(name);
       } catch (err) {
-        // Deleted meanwhile: nothing to write.
-        if (err instanceof KubernetesApiError && err.statusCode === 404) continue;
+        // Deleted meanwhile: nothing to write. Changed meanwhile: the next round writes what it should be then.
+        if (err instanceof KubernetesApiError && (err.statusCode === 404 || err.statusCode === 409)) continue;
         this.failures++;
         log.warn({ err: (err as Error).message, sidecarTemplate: name }, 'SidecarTemplate status not written; trying again next round');
       }

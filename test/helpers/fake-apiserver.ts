@@ -628,6 +628,23 @@ export class FakeApiServer {
     if (req.method === 'PATCH' && subresource === 'status') {
       const body = await this.readBody(req);
       this.templateStatusPatches.push({ name: name!, body });
+      // Preconditions, as the API server checks them: another resourceVersion is a conflict, another uid an immutable field.
+      if (body.metadata?.resourceVersion !== undefined && body.metadata.resourceVersion !== current.metadata.resourceVersion)
+        return this.send(
+          res,
+          409,
+          status(
+            409,
+            'Conflict',
+            `Operation cannot be fulfilled on sidecartemplates.sidecar-injector.io "${name}": the object has been modified; please apply your changes to the latest version and try again`,
+          ),
+        );
+      if (body.metadata?.uid !== undefined && body.metadata.uid !== current.metadata.uid)
+        return this.send(
+          res,
+          422,
+          status(422, 'Invalid', `SidecarTemplate.sidecar-injector.io "${name}" is invalid: metadata.uid: Invalid value: field is immutable`),
+        );
       // A merge patch (RFC 7386), as the API server applies one: objects merged key by key at any
       // depth, null removes a field, a list or any other value is replaced.
       const merge = (target: unknown, patch: unknown): unknown => {
@@ -639,10 +656,10 @@ export class FakeApiServer {
         }
         return out;
       };
-      const status = merge(current.status ?? {}, body.status ?? {}) as Record<string, any>;
+      const merged = merge(current.status ?? {}, body.status ?? {}) as Record<string, any>;
       // An older CRD's structural schema prunes the status fields it does not declare.
-      for (const field of this.prunedStatusFields) delete status[field];
-      const object = { ...current, status, metadata: { ...current.metadata, resourceVersion: String(++this.rv) } };
+      for (const field of this.prunedStatusFields) delete merged[field];
+      const object = { ...current, status: merged, metadata: { ...current.metadata, resourceVersion: String(++this.rv) } };
       this.sidecarTemplates.set(name!, object);
       this.emit('MODIFIED', object);
       return this.send(res, 200, object);
