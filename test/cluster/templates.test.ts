@@ -20,6 +20,7 @@ import {
   sidecarTemplate,
   sidecarTemplatesPath,
   warnings,
+  withTemplate,
   type Json,
 } from './helpers.js';
 
@@ -252,3 +253,48 @@ test.serial('kubectl apply of a SidecarTemplate whose container listens on a por
   t.is(declared.status, 201, declared.text);
   t.deepEqual(warnings(declared), []);
 });
+
+test.serial(
+  'two valid required templates that add one container name: the pods both select are denied naming it, and no replica restarts (the liveness sample they deny is no reason to)',
+  async (t) => {
+    const { kube, kubectl } = joinWorld();
+    const before = await replicaFingerprint();
+    const namespace = await optedInNamespace(t, 'one-name');
+    // Each passes admission on its own; together they want the container `dup` twice. The
+    // objectSelector takes the liveness sample pod's label, so that every replica's canary meets them.
+    for (const name of ['dup-a', 'dup-b'])
+      await withTemplate(
+        t,
+        name,
+        `name: ${name}\nobjectSelector:\n  matchLabels:\n    app: sample\ncontainers:\n  - name: dup\n    image: registry.example/dup:1\n`,
+      );
+    const both = await kube.request('POST', `/api/v1/namespaces/${namespace}/pods`, {
+      ...plainPod('sample'),
+      metadata: { name: 'sample', labels: { app: 'sample' } },
+    });
+    t.true(both.status >= 400, `${both.status} ${both.text}`);
+    t.regex(both.text, /dup/);
+    t.is((await kube.request('POST', `/api/v1/namespaces/${namespace}/pods`, plainPod('other'))).status, 201, 'a pod neither selects is created');
+    // Every replica's liveness check has met the denial: logged, not failed.
+    const replicas = await injectorPods();
+    await eventually('every replica logging the denied liveness sample', async () => {
+      for (const pod of replicas) {
+        const logs = (await kubectl(['-n', 'sidecar-injector', 'logs', pod.metadata.name, '-c', 'injector'])).stdout;
+        if (!/the templates in force deny the liveness sample pod/.test(logs)) return undefined;
+      }
+      return true;
+    });
+    // Over four of the kubelet's liveness periods (10 s, 3 failures restart): no probe fails, no replica restarts.
+    const watchedUntil = Date.now() + 40_000;
+    while (Date.now() < watchedUntil) {
+      t.deepEqual(await replicaFingerprint(), before, 'no replica restarted');
+      await new Promise((resolve) => setTimeout(resolve, 5000));
+    }
+    const unhealthy = JSON.parse((await kubectl(['-n', 'sidecar-injector', 'get', 'events', '--field-selector', 'reason=Unhealthy', '-o', 'json'])).stdout)
+      .items as Json[];
+    t.deepEqual(
+      unhealthy.filter((e) => /Liveness/.test(String(e.message)) && replicas.some((p) => p.metadata.name === e.involvedObject?.name)),
+      [],
+    );
+  },
+);
