@@ -110,12 +110,14 @@ export class TemplateStatusWriter {
         stored: object.status,
         now,
       });
-      if (comparable(desired) === comparable(object.status)) continue;
+      const want = comparable(desired);
+      const have = comparable(object.status);
+      if (want === have) continue;
       // The API server kept less than was sent last time (a CRD older than the injector prunes
       // the fields it does not know): sending it again would change nothing, every round.
       // Tried again every `prunedRetryMs`: the CRD may have been upgraded meanwhile.
       const pruned = this.pruned.get(name);
-      if (pruned && pruned.desired === comparable(desired) && pruned.stored === comparable(object.status) && clock.now() - pruned.at < prunedRetryMs) continue;
+      if (pruned && pruned.desired === want && pruned.stored === have && clock.now() - pruned.at < prunedRetryMs) continue;
       writes++;
       try {
         // A merge patch: a field the status no longer has is sent as null at any depth (else it
@@ -130,13 +132,14 @@ export class TemplateStatusWriter {
         });
         this.written++;
         const stored = isJsonObject(answer) ? answer.status : undefined;
-        if (comparable(stored) !== comparable(desired)) {
+        const kept = comparable(stored);
+        if (kept !== want) {
           if (!this.pruned.has(name))
             log.warn(
               { sidecarTemplate: name },
               'the API server stored less of the SidecarTemplate status than was written: is its CustomResourceDefinition older than the injector? Apply the one of this release (kubectl apply -k manifests/, or the chart’s crds/)',
             );
-          this.pruned.set(name, { desired: comparable(desired), stored: comparable(stored), at: clock.now() });
+          this.pruned.set(name, { desired: want, stored: kept, at: clock.now() });
         } else this.pruned.delete(name);
       } catch (err) {
         // Deleted meanwhile: nothing to write. Changed meanwhile: the next round writes what it should be then.
