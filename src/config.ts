@@ -98,6 +98,8 @@ export interface Config {
   readonly matchConditions: boolean;
   /** GET /debug/cpu-profile on the operations listener answers a CPU profile. @default false */
   readonly profiling: boolean;
+  /** The leading replica sets a template's new sidecar images in running pods (templates with `updateStrategy: inPlace`; cluster mode only). @default false */
+  readonly inPlaceUpdates: boolean;
   /** The MutatingWebhookConfiguration holding the webhooks (its caBundle, its conditions). @default 'sidecar-injector' */
   readonly webhookConfigurationName: string;
   /** Where each candidate's preflight creates its probe pod with dryRun=All (cluster mode); unset: no preflight. */
@@ -248,6 +250,13 @@ export const serveOptions = {
     env: 'SIDECAR_INJECTOR_ROLLOUT_HALT_NOT_READY_MS',
     default: '300000',
     help: "with --rollout-probe-namespace: a pod with the candidate counts as unhealthy once a candidate's sidecar has not been ready this long (10000 to 3600000)",
+  },
+  'in-place-updates': {
+    kind: 'string',
+    value: 'MODE',
+    env: 'SIDECAR_INJECTOR_IN_PLACE_UPDATES',
+    default: 'off',
+    help: 'on | off: the leading replica sets the new sidecar images of templates with updateStrategy: inPlace in running pods (needs the in-place-updates component: its RBAC and the policy that bounds it; cluster mode)',
   },
   profiling: {
     kind: 'string',
@@ -406,6 +415,9 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
   const events = onOff('events', option('events'), problems);
   const matchConditions = onOff('match-conditions', option('match-conditions'), problems);
   const profiling = option('profiling') === undefined ? false : onOff('profiling', option('profiling'), problems);
+  const inPlaceUpdates = option('in-place-updates') === undefined ? false : onOff('in-place-updates', option('in-place-updates'), problems);
+  if (inPlaceUpdates && namespaceSource !== 'cluster')
+    problems.push('--in-place-updates needs the cluster: the leading replica updates running pods through the API server (--namespace-source cluster)');
   const webhookConfigurationName = option('webhook-configuration') ?? 'sidecar-injector';
   if (!selfManaged && !isDns1123Subdomain(webhookConfigurationName))
     problems.push(`--webhook-configuration: expected a DNS-1123 subdomain (got ${JSON.stringify(webhookConfigurationName).slice(0, 80)})`);
@@ -471,6 +483,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
     audit,
     matchConditions,
     profiling,
+    inPlaceUpdates,
     webhookConfigurationName,
     ...(rolloutProbeNamespace !== undefined ? { rolloutProbeNamespace } : {}),
     rolloutHaltUnhealthyPods,

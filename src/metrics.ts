@@ -50,6 +50,8 @@ export interface Metrics {
   readonly rolloutCandidateActive: Gauge<'template'>;
   /** Candidates halted by what their pods do, by template. */
   readonly rolloutHalts: Counter<'template'>;
+  /** Pod updates in place (a sidecar's new image) by template and result: `updated`, `conflict`, `refused`, `failed`. */
+  readonly inPlaceUpdates: Counter<'template' | 'result'>;
   /** 1 while this replica holds the lease, 0 while another does, by lease. */
   readonly leader: Gauge<'lease'>;
 }
@@ -172,6 +174,12 @@ export function createMetrics(): Metrics {
       name: 'sidecar_injector_leader',
       help: '1 while this replica holds the lease (sidecar-injector-leader: it writes the self-managed certificates and runs the continuous audit), 0 while another does',
       labelNames: ['lease'],
+      registers,
+    }),
+    inPlaceUpdates: new Counter({
+      name: 'sidecar_injector_in_place_updates_total',
+      help: 'Running pods given a template revision in place (a sidecar image set by an update), by template and result: updated, conflict, refused, failed',
+      labelNames: ['template', 'result'],
       registers,
     }),
     rolloutHalts: new Counter({

@@ -310,3 +310,45 @@ test("a candidate's status written by anyone who may write it: every field read 
   t.regex(text, /^candidates \(as replica r\\u000a\\u202eFAKE sees them\):$/m);
   t.regex(text, /^log-shipper-next +abc\\u000alog-shipper-next {2}forged +unknown +\\u0009 +no +0 +0 +2 +0 +-$/m);
 });
+
+test('in-place updates toward a revision: written into its SidecarTemplate’s status by the elected replica, and shown by rollout status', async (t) => {
+  const api = await apiWithCandidate(t);
+  const kubeConfig = await api.kubeConfig();
+  const objects = new TemplateObjects({ kubeConfig, log: pino({ level: 'silent' }) });
+  objects.start();
+  t.teardown(() => objects.stop());
+  await until(() => objects.ready(), 'the objects listed');
+  const inForce = () => withoutPreflight(objects.current());
+  const candidate = objects.current().rollouts!.get('log-shipper')!.candidate!.hash;
+  const stable = objects.current().byName.get('log-shipper')!.hash;
+  const progress = { updated: 7, pending: 3, waitingWorkloads: 2, recreateNeeded: 1, refused: 0, failed: 1, checkedAt: '2026-12-07T10:00:00.000Z' };
+  const writer = new TemplateStatusWriter({
+    kubeConfig,
+    log: pino({ level: 'silent' }),
+    clock: new FakeClock(),
+    objects,
+    inForce,
+    counts: () => undefined,
+    // Toward the candidate's revision; one entry for a revision no object holds, which no status shows.
+    inPlace: () =>
+      new Map([
+        [`log-shipper@${candidate}`, progress],
+        ['log-shipper@000000000000', { ...progress, updated: 99 }],
+      ]),
+  });
+  writer.start();
+  t.teardown(() => writer.stop());
+  await writer.settled();
+  t.deepEqual(api.sidecarTemplates.get('log-shipper-next')!.status.inPlace, progress);
+  t.is(api.sidecarTemplates.get('log-shipper')!.status.inPlace, undefined, `nothing moves toward the stable revision ${stable}`);
+  const kubeconfig = await kubeconfigFile(api);
+  const report = JSON.parse((await run(['status', '--kubeconfig', kubeconfig, '-o', 'json'])).stdout) as RolloutReport;
+  t.deepEqual(report.objects!.find((o) => o.name === 'log-shipper-next')!.inPlace, progress);
+  const text = (await run(['status', '--kubeconfig', kubeconfig])).stdout;
+  t.regex(
+    text,
+    /^in place \(pods given the revision without a new pod\):\nSIDECARTEMPLATE +REVISION +UPDATED +PENDING +WAITING +RECREATE +REFUSED +FAILED +CHECKED$/m,
+  );
+  t.regex(text, new RegExp(`^log-shipper-next +${candidate} +7 +3 +2 +1 +0 +1 +2026-12-07T10:00:00\\.000Z$`, 'm'));
+  t.notRegex(text, /\b99\b/);
+});

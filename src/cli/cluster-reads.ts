@@ -15,7 +15,7 @@ import { loadTemplateDir } from '../templates/load.js';
 import { loadKubeConfig } from '../kube-api/kubeconfig.js';
 import type { TemplateSet } from '../templates/set.js';
 import type { MutatingPolicyApiVersion } from '../manifests/mutating-policies.js';
-import type { CandidateProgress } from '../templates/object-status.js';
+import type { CandidateProgress, InPlaceProgress } from '../templates/object-status.js';
 
 const timeoutMs = 15_000;
 
@@ -75,6 +75,8 @@ export interface ObjectState {
   readonly halted?: string;
   /** A candidate's last health look. */
   readonly health?: Omit<NonNullable<CandidateProgress['health']>, 'checkedAt'> & { readonly checkedAt?: string };
+  /** In-place updates toward this revision, as the elected replica's last round saw them. */
+  readonly inPlace?: Omit<InPlaceProgress, 'checkedAt'> & { readonly checkedAt?: string };
 }
 
 /** The fields of `value` that are defined. */
@@ -89,6 +91,7 @@ export function objectState(object: JsonObject): ObjectState {
   const pods = isJsonObject(status.pods) ? status.pods : undefined;
   const preflight = isJsonObject(status.preflight) ? status.preflight : undefined;
   const health = isJsonObject(status.health) ? status.health : undefined;
+  const inPlace = isJsonObject(status.inPlace) ? status.inPlace : undefined;
   const halted = text(status.halted, 1000);
   const fields = {
     template: text(status.template, 63),
@@ -124,6 +127,19 @@ export function objectState(object: JsonObject): ObjectState {
             notReady: count(health.notReady),
             refusedWorkloads: count(health.refusedWorkloads),
             ...defined({ checkedAt: text(health.checkedAt, 40) }),
+          },
+        }
+      : {}),
+    ...(inPlace
+      ? {
+          inPlace: {
+            updated: count(inPlace.updated),
+            pending: count(inPlace.pending),
+            waitingWorkloads: count(inPlace.waitingWorkloads),
+            recreateNeeded: count(inPlace.recreateNeeded),
+            refused: count(inPlace.refused),
+            failed: count(inPlace.failed),
+            ...defined({ checkedAt: text(inPlace.checkedAt, 40) }),
           },
         }
       : {}),

@@ -174,7 +174,7 @@ export function formatRollout(report: RolloutReport): string {
         ]),
       )}`
     : '';
-  const candidates = formatCandidates(report.objects ?? []);
+  const candidates = formatCandidates(report.objects ?? []) + formatInPlace(report.objects ?? []);
   if (!report.pods) return `${templates}${objects}${candidates}`;
   const pods = columns(
     ['TEMPLATE', 'REVISION', 'ROLE', 'WORKLOADS', 'PODS'],
@@ -205,6 +205,32 @@ function formatCandidates(objects: readonly ObjectState[]): string {
   );
   const seen = replicas.length > 0 ? ` (as replica ${replicas.map((r) => printableLine(r)).join(', ')} sees them)` : '';
   return `\ncandidates${seen}:\n${table}`;
+}
+
+/** The objects whose revision running pods are given in place, as text: what the elected replica's last round saw. */
+function formatInPlace(objects: readonly ObjectState[]): string {
+  const moving = objects.filter((o) => o.inPlace);
+  if (moving.length === 0) return '';
+  const table = columns(
+    ['SIDECARTEMPLATE', 'REVISION', 'UPDATED', 'PENDING', 'WAITING', 'RECREATE', 'REFUSED', 'FAILED', 'CHECKED'],
+    moving.map((o) => {
+      const p = o.inPlace!;
+      return [
+        printableLine(o.name),
+        printableLine(o.revision ?? '-'),
+        String(p.updated),
+        String(p.pending),
+        String(p.waitingWorkloads),
+        String(p.recreateNeeded),
+        String(p.refused),
+        String(p.failed),
+        printableLine(p.checkedAt ?? '-'),
+      ];
+    }),
+  );
+  return `
+in place (pods given the revision without a new pod):
+${table}`;
 }
 
 /** Runs `rollout status`; returns the exit code. */

@@ -6,6 +6,8 @@ export const LabelKeys = {
   namespaceOptIn: 'sidecar-injector.io/injection',
   /** On a pod: `disabled` opts it out. */
   podOptOut: 'sidecar-injector.io/inject',
+  /** On a namespace: `enabled` lets the injector update its running pods' sidecar images in place (templates with `updateStrategy: inPlace`). */
+  namespaceInPlace: 'sidecar-injector.io/in-place-updates',
 } as const;
 
 /** Label values. */

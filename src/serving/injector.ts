@@ -247,6 +247,24 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
     });
   }
 
+  // Running pods get a template's new sidecar images in place (templates with updateStrategy: inPlace).
+  let inPlaceProgress: (() => ReturnType<import('../rollout/in-place-updater.js').InPlaceUpdater['progress']>) | undefined;
+  if (config.inPlaceUpdates && view.cluster && election) {
+    const { InPlaceUpdater } = await import('../rollout/in-place-updater.js');
+    const cluster = view.cluster;
+    const updater = new InPlaceUpdater({
+      kubeConfig: cluster.kubeConfig,
+      log: log.child({ component: 'in-place-updates' }),
+      clock,
+      templates: inForce,
+      namespaces: () => cluster.namespaces.current(),
+      metrics,
+    });
+    templates.store.on('reload', () => updater.round());
+    inPlaceProgress = () => updater.progress();
+    leaderOnly.push({ name: updater.name, start: () => updater.start(), stop: () => updater.stop(), status: () => updater.status() });
+  }
+
   // Each SidecarTemplate's status (revision, role, state, pod counts, conditions), written by the leader.
   if (templates.objects && election && kubeConfig) {
     const { TemplateStatusWriter } = await import('./template-status.js');
@@ -258,6 +276,7 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
       inForce,
       counts: () => auditCounts?.(),
       ...(rollout ? { progress: () => rollout.progress() } : {}),
+      ...(inPlaceProgress ? { inPlace: inPlaceProgress } : {}),
     });
     leaderOnly.push({ name: 'template-status', start: () => writer.start(), stop: () => writer.stop(), status: () => writer.status() });
   }

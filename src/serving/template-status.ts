@@ -13,7 +13,7 @@ import { KubernetesApiError } from '../errors.js';
 import { canonicalJson, isJsonObject, mergePatchBetween } from '../k8s/json.js';
 import { requestJson } from '../kube-api/request.js';
 import { problemLine } from '../pipeline/template-check.js';
-import { objectStatus, type CandidateProgress } from '../templates/object-status.js';
+import { objectStatus, type CandidateProgress, type InPlaceProgress } from '../templates/object-status.js';
 import { sidecarTemplatePath } from '../templates/resource.js';
 import type { TemplateSet } from '../templates/set.js';
 import type { TemplateObjects } from './template-objects.js';
@@ -29,6 +29,8 @@ export interface TemplateStatusOptions {
   readonly counts: () => ReadonlyMap<string, Readonly<Partial<Record<string, number>>>> | undefined;
   /** Each candidate's preflight, halt and health as this replica's rollout controller sees them; absent where no preflight runs. */
   readonly progress?: () => ReadonlyMap<string, CandidateProgress>;
+  /** In-place updates toward each revision, from this replica's updater; absent where none run. */
+  readonly inPlace?: () => ReadonlyMap<string, InPlaceProgress>;
   /** @default 15000 */
   readonly intervalMs?: number;
   /** Status writes per round at most. @default 50 */
@@ -92,6 +94,7 @@ export class TemplateStatusWriter {
     const set = this.options.inForce();
     const counts = this.options.counts();
     const progress = this.options.progress?.();
+    const inPlace = this.options.inPlace?.();
     const refusals = objects.refusals();
     const now = new Date(clock.now()).toISOString().replace(/\.\d{3}Z$/, 'Z');
     let writes = 0;
@@ -107,6 +110,7 @@ export class TemplateStatusWriter {
         ...(refused ? { refused: refused.map(problemLine) } : {}),
         ...(counts ? { counts } : {}),
         ...(progress ? { progress } : {}),
+        ...(inPlace ? { inPlace } : {}),
         stored: object.status,
         now,
       });

@@ -10,7 +10,7 @@ import type { TemplateProblem } from '../errors.js';
 import { PlaceholderError } from '../errors.js';
 import { isDns1123Label } from '../k8s/label-syntax.js';
 import { LabelKeys } from '../k8s/keys.js';
-import { hasPlaceholder, parseSegments, type ParamValue, type Reference, type Segment } from './placeholders.js';
+import { hasPlaceholder, parseSegments, renderSegments, type ParamValue, type Reference, type RenderContext, type Segment } from './placeholders.js';
 import { compileDeclaration, type ParamDeclaration } from './parameters.js';
 import { nearestName, schemaFieldProblems } from '../k8s/schema-fields.js';
 import { cut } from '../quote.js';
@@ -19,6 +19,7 @@ import {
   templateFailurePolicies,
   templateOptOuts,
   topLevelFields,
+  updateStrategies,
   type Compiled,
   type InjectionMode,
   type Placement,
@@ -27,6 +28,8 @@ import {
   type TemplateDelivery,
   type TemplateFailurePolicy,
   type TemplateOptOut,
+  type ImageFacts,
+  type UpdateStrategy,
 } from './template.js';
 import type { GuaranteedMode } from '../k8s/qos.js';
 import {
@@ -110,6 +113,57 @@ function compileValue(
 
 const namingFields = new Set(['name', 'mountPath']);
 
+/** The field of a sidecar's image: `containers[0].image`, `initContainers[2].image`. */
+const imageField = /^(?:init)?[cC]ontainers\[\d+\]\.image$/;
+/** A context no placeholder of an image that reads only fixed parameters looks at. */
+const noPod: RenderContext = {
+  pod: { name: '', generateName: '', namespace: '', serviceAccountName: '', labels: {}, annotations: {} },
+  namespace: { name: '', labels: {} },
+};
+
+/** The image a compiled container runs, when it is the same in every pod (literal, or read from fixed parameters only). */
+function fixedImage(container: Compiled, params: Readonly<Record<string, ParamValue>>, overridable: ReadonlySet<string>): string | undefined {
+  if (container.kind === 'static') return isJsonObject(container.value) && typeof container.value.image === 'string' ? container.value.image : undefined;
+  if (container.kind !== 'object') return undefined;
+  const image = container.entries.find(([key]) => key === 'image')?.[1];
+  if (!image) return undefined;
+  if (image.kind === 'static') return typeof image.value === 'string' ? image.value : undefined;
+  if (image.kind === 'param') return overridable.has(image.key) ? undefined : String(params[image.key]);
+  if (image.kind !== 'string') return undefined;
+  const fixed = image.segments.every((s) => s.kind === 'text' || (s.ref.source === 'params' && !overridable.has(s.ref.key)));
+  return fixed ? renderSegments(image.segments, noPod, params) : undefined;
+}
+
+/**
+ * What an in-place update compares (template.ts ImageFacts): the content's hash with every
+ * sidecar's image blanked and the fixed parameters only images read left out, and each image
+ * that is the same in every pod.
+ */
+function imageFactsOf(
+  content: Record<string, unknown>,
+  body: TemplateBody,
+  params: Readonly<Record<string, ParamValue>>,
+  overridable: ReadonlySet<string>,
+  uses: readonly Use[],
+): ImageFacts {
+  const images = new Map<string, string>();
+  const containers = [...((content.containers as unknown[] | undefined) ?? []), ...((content.initContainers as unknown[] | undefined) ?? [])];
+  [...body.containers, ...body.initContainers].forEach((compiled, i) => {
+    const raw = containers[i];
+    const image = fixedImage(compiled, params, overridable);
+    if (isJsonObject(raw) && typeof raw.name === 'string' && image !== undefined) images.set(raw.name, image);
+  });
+  const readElsewhere = new Set(uses.filter((u) => u.source === 'params' && !imageField.test(u.field)).map((u) => u.key));
+  const imageOnly = new Set(
+    uses.filter((u) => u.source === 'params' && imageField.test(u.field) && !readElsewhere.has(u.key) && !overridable.has(u.key)).map((u) => u.key),
+  );
+  const blank = (list: unknown) => (Array.isArray(list) ? list.map((c) => (isJsonObject(c) ? { ...c, image: '' } : c)) : list);
+  const { description: _description, ...rest } = content;
+  const shaped: Record<string, unknown> = { ...rest, containers: blank(rest.containers), initContainers: blank(rest.initContainers) };
+  if (isJsonObject(rest.parameters)) shaped.parameters = Object.fromEntries(Object.entries(rest.parameters).filter(([key]) => !imageOnly.has(key)));
+  return { shape: createHash('sha256').update(canonicalJson(shaped)).digest('hex').slice(0, 12), images };
+}
+
 /**
  * Validates and compiles one template document from `file`. Returns the template, or every
  * problem found (each naming the field) so that a person can fix the file in one pass.
@@ -158,6 +212,12 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
     problems.add(
       'optOut',
       `"${optOut as string}" is for a required template (failurePolicy: Fail); an optional template's sidecars may always be opted out of`,
+    );
+  const updateStrategy = doc.updateStrategy ?? 'recreate';
+  if (!updateStrategies.includes(updateStrategy as UpdateStrategy))
+    problems.add(
+      'updateStrategy',
+      'must be "recreate" (running pods get a new revision when they are recreated) or "inPlace" (a new image is set in the running pods)',
     );
   const guaranteedPods = doc.guaranteedPods ?? 'requests-from-limits';
   if (guaranteedPods !== 'requests-from-limits' && guaranteedPods !== 'limits-from-requests') {
@@ -276,7 +336,8 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
   // The revision is what a pod gets: who delivers it (the webhooks or the exported policy) is no
   // part of it, so moving a template between them leaves every pod that carries it current.
   // Nor is whether a pod may opt out of it: that decides admission, not what a pod carries.
-  const { delivery: _delivery, optOut: _optOut, ...content } = doc;
+  // Nor how running pods get it.
+  const { delivery: _delivery, optOut: _optOut, updateStrategy: _updateStrategy, ...content } = doc;
   const canonical = canonicalJson(content);
   const hash = createHash('sha256').update(canonical).digest('hex').slice(0, 12);
   const template: Template = {
@@ -301,6 +362,8 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
     endsOnItsOwn: doc.endsOnItsOwn === true,
     delivery: delivery as TemplateDelivery,
     optOut: optOut as TemplateOptOut,
+    updateStrategy: updateStrategy as UpdateStrategy,
+    imageFacts: imageFactsOf(content, body, params, overridable, uses),
     references: uniqueReferences(allReferences),
     placeholderCount: allReferences.length,
     staticBytes: canonical.length,

@@ -32,6 +32,22 @@ export interface CandidateProgress {
   };
 }
 
+/** In-place updates toward one revision, as the elected replica's last round saw them (rollout/in-place-updater.ts). */
+export interface InPlaceProgress {
+  /** Pods given this revision in place since the replica began leading. */
+  readonly updated: number;
+  /** Pods that can get it in place and wait for a later round. */
+  readonly pending: number;
+  /** Workloads waiting for one of their pods' sidecars to be ready before the next. */
+  readonly waitingWorkloads: number;
+  /** Pods that run another revision and get this one only when recreated (an update in place is not allowed for them). */
+  readonly recreateNeeded: number;
+  /** Updates the API server refused (a policy, validation) or that failed, in the last round. */
+  readonly refused: number;
+  readonly failed: number;
+  readonly checkedAt: string;
+}
+
 /** The key of a candidate revision in a progress map. */
 export const candidateKey = (template: string, revision: string) => `${template}@${revision}`;
 
@@ -47,6 +63,8 @@ export interface ObjectStatusInput {
   readonly counts?: ReadonlyMap<string, Readonly<Partial<Record<string, number>>>>;
   /** Each candidate revision's preflight, halt and health by `candidateKey`; undefined where no preflight runs. */
   readonly progress?: ReadonlyMap<string, CandidateProgress>;
+  /** In-place updates toward each revision by `candidateKey`; undefined where none run. */
+  readonly inPlace?: ReadonlyMap<string, InPlaceProgress>;
   /** The status stored now: a condition that keeps its status keeps its lastTransitionTime. */
   readonly stored?: unknown;
   /** RFC 3339, for a condition that changes now. */
@@ -134,6 +152,8 @@ export function objectStatus(input: ObjectStatusInput): JsonObject {
       status.state = 'Previous';
       status.message = 'kept for a one-edit rollback; takes no pod';
     }
+    const inPlace = role !== 'previous' ? input.inPlace?.get(candidateKey(template.name, template.hash)) : undefined;
+    if (inPlace) status.inPlace = { ...inPlace };
     const counts = input.counts?.get(template.name);
     if (role !== 'previous') {
       if (!input.counts) condition('RolledOut', 'Unknown', 'NotAudited', 'the continuous audit has not counted the pods yet');

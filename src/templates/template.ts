@@ -50,6 +50,26 @@ export type TemplateDelivery = 'webhook' | 'policy';
  */
 export type TemplateForm = 'native' | 'container' | 'sidecar';
 
+/**
+ * How running pods get a new revision: only by being recreated (`recreate`, the default), or, for
+ * a revision that differs from the pod's only in its sidecars' images, by the leader updating those
+ * images in the running pod (`inPlace`; the kubelet restarts just those containers).
+ */
+export type UpdateStrategy = 'recreate' | 'inPlace';
+export const updateStrategies: readonly UpdateStrategy[] = ['recreate', 'inPlace'];
+
+/**
+ * What an in-place update compares between two revisions of a template: the revision's content
+ * without its sidecars' images (and the parameters only those images read), and each sidecar's
+ * image where no pod or namespace can change it. Two revisions with one `shape` differ, in every
+ * pod, only in the images.
+ */
+export interface ImageFacts {
+  readonly shape: string;
+  /** Container or init container name → its image; absent where the image varies per pod (an overridable parameter, a pod field). */
+  readonly images: ReadonlyMap<string, string>;
+}
+
 /** A pod's operating system, as `spec.os.name` names it. */
 export type PodOs = 'linux' | 'windows';
 
@@ -139,6 +159,10 @@ export interface Template {
   readonly delivery: TemplateDelivery;
   /** What a pod that opts out gets where the template would apply (a required template only). @default 'allow' */
   readonly optOut: TemplateOptOut;
+  /** How running pods get a new revision of it. @default 'recreate' */
+  readonly updateStrategy: UpdateStrategy;
+  /** What an in-place update compares (rollout/in-place.ts). */
+  readonly imageFacts: ImageFacts;
   /** Every value of the pod or namespace the template reads; a rendering depends on these only. */
   readonly references: readonly Reference[];
   /** Placeholders in the template (each may repeat a value in the output): sizes the render cache's accounting. */
@@ -170,6 +194,7 @@ export const topLevelFields: ReadonlySet<string> = new Set([
   'guaranteedPods',
   'delivery',
   'optOut',
+  'updateStrategy',
 ]);
 /** The fields of `appContainers`. */
 export const appContainerFields: ReadonlySet<string> = new Set(['env', 'envFrom', 'volumeMounts']);

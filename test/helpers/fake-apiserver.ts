@@ -336,6 +336,60 @@ export class FakeApiServer {
     this.emit('MODIFIED', next);
   }
 
+  /** A stored pod, as a GET would answer it. */
+  storedPod(namespace: string, name: string): Record<string, any> | undefined {
+    return this.workloads.pods.get(`${namespace}/${name}`);
+  }
+
+  /** Pod updates (`PUT …/pods/NAME`) the fake stored, in order: namespace/name. */
+  readonly podUpdates: string[] = [];
+
+  /**
+   * A pod update as the real API server judges one: the resourceVersion must be the stored one
+   * (409), and of the spec only the images of containers and init containers may change
+   * (ValidatePodUpdate's 422 "pod updates may not change fields other than …").
+   */
+  private async putPod(req: IncomingMessage, res: ServerResponse, namespace: string, name: string): Promise<void> {
+    const body = await this.readBody(req);
+    const current = this.workloads.pods.get(`${namespace}/${name}`);
+    if (!current) return this.send(res, 404, status(404, 'NotFound', `pods "${name}" not found`));
+    if (body.metadata?.resourceVersion !== current.metadata.resourceVersion)
+      return this.send(
+        res,
+        409,
+        status(
+          409,
+          'Conflict',
+          `Operation cannot be fulfilled on pods "${name}": the object has been modified; please apply your changes to the latest version and try again`,
+        ),
+      );
+    const withoutImages = (spec: any) =>
+      JSON.stringify({
+        ...spec,
+        containers: (spec?.containers ?? []).map((c: any) => ({ ...c, image: '' })),
+        initContainers: (spec?.initContainers ?? []).map((c: any) => ({ ...c, image: '' })),
+      });
+    if (withoutImages(body.spec) !== withoutImages(current.spec))
+      return this.send(
+        res,
+        422,
+        status(
+          422,
+          'Invalid',
+          `Pod "${name}" is invalid: spec: Forbidden: pod updates may not change fields other than \`spec.containers[*].image\`,\`spec.initContainers[*].image\`,…`,
+        ),
+      );
+    const stored = {
+      ...current,
+      metadata: { ...current.metadata, labels: body.metadata?.labels, annotations: body.metadata?.annotations, resourceVersion: String(++this.rv) },
+      spec: body.spec,
+    };
+    this.workloads.pods.set(`${namespace}/${name}`, stored);
+    this.podUpdates.push(`${namespace}/${name}`);
+    this.emit('MODIFIED', stored);
+    return this.send(res, 200, stored);
+  }
+
   /** Deletes a pod, with a DELETED event. */
   deletePod(namespace: string, name: string): void {
     const pod = this.workloads.pods.get(`${namespace}/${name}`);
@@ -872,6 +926,7 @@ export class FakeApiServer {
       /^\/(?:api\/v1|apis\/apps\/v1|apis\/batch\/v1)\/namespaces\/([^/]+)\/(pods|jobs|cronjobs|replicasets|deployments|statefulsets|daemonsets|replicationcontrollers)\/([^/]+)$/.exec(
         url.pathname,
       );
+    if (single && single[2] === 'pods' && req.method === 'PUT') return this.putPod(req, res, decodeURIComponent(single[1]!), decodeURIComponent(single[3]!));
     if (single && req.method === 'GET') {
       const resource = single[2] as Resource;
       const group = `${groupOf(resource)}/`;

@@ -1,0 +1,350 @@
+/**
+ * In-place updates: which revisions differ only in their sidecars' images (the shape), the plan
+ * for a running pod (the images and the ledger's revision moved, nothing else), every reason a
+ * pod is left to a re-create, the rollback of a stopped candidate, and when a workload's
+ * updated sidecars count as taken up.
+ */
+import test, { type ExecutionContext } from 'ava';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { admitPod } from '../src/pipeline/admit.js';
+import { diff } from '../src/inject/diff.js';
+import { loadTemplateDir } from '../src/templates/load.js';
+import { stopCandidates } from '../src/templates/rollout.js';
+import type { TemplateSet } from '../src/templates/set.js';
+import { planInPlace, sameImage, sidecarsSettled } from '../src/rollout/in-place.js';
+import { InPlaceUpdater } from '../src/rollout/in-place-updater.js';
+import { pino } from 'pino';
+import { FakeApiServer } from './helpers/fake-apiserver.js';
+import { FakeClock } from './helpers/fake-clock.js';
+import { optedIn, pod } from './helpers/pods.js';
+import { bareExampleText } from './helpers/templates.js';
+
+const shipperText = bareExampleText('log-shipper');
+const oldImage = 'fluent/fluent-bit:3.2.2';
+/** The bundled log shipper with another image (its `image` parameter, which only the image reads). */
+const release = (tag: string, strategy = 'inPlace') => `updateStrategy: ${strategy}\n${shipperText.replace(oldImage, `fluent/fluent-bit:${tag}`)}`;
+const candidate = (text: string, share = 100) => ({ 'log-shipper.yaml': shipperText, 'next.yaml': `rollout:\n  role: candidate\n  share: ${share}\n${text}` });
+
+async function load(files: Record<string, string>): Promise<TemplateSet> {
+  const dir = await mkdtemp(join(tmpdir(), 'in-place-'));
+  try {
+    for (const [name, text] of Object.entries(files)) await writeFile(join(dir, name), text);
+    return await loadTemplateDir(dir);
+  } finally {
+    await rm(dir, { recursive: true });
+  }
+}
+
+const namespaceLabels = { 'sidecar-injector.io/injection': 'enabled', 'sidecar-injector.io/in-place-updates': 'enabled' };
+
+/** A Deployment's running pod as the API server stores it, injected with `set`. */
+async function runningPod(set: TemplateSet, name = 'web-5d8f-abcde'): Promise<Record<string, any>> {
+  const created = pod({ labels: { app: 'web', 'pod-template-hash': '5d8f' } });
+  created.metadata.ownerReferences = [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-5d8f', uid: 'rs-1', controller: true }];
+  const outcome = await admitPod({ pod: created, namespace: 'shop', name: '' }, { templates: () => set, namespaces: optedIn('shop') });
+  if (outcome.decision !== 'patched') throw new Error(`not injected: ${outcome.decision}`);
+  const stored = structuredClone(outcome.injection.pod) as Record<string, any>;
+  Object.assign(stored.metadata, { name, namespace: 'shop', uid: `uid-${name}`, resourceVersion: '41' });
+  stored.status = { phase: 'Running' };
+  return stored;
+}
+
+/** An updater against `api`, with the set and the namespaces' labels these functions give; stopped with the API server after the test. */
+async function updaterFor(
+  t: ExecutionContext,
+  api: FakeApiServer,
+  templates: () => TemplateSet,
+  labels: () => Record<string, string>,
+  inc: (l: { template: string; result: string }) => void = () => undefined,
+): Promise<InPlaceUpdater> {
+  const updater = new InPlaceUpdater({
+    kubeConfig: await api.kubeConfig(),
+    log: pino({ level: 'silent' }),
+    clock: new FakeClock(),
+    templates,
+    namespaces: () => new Map([['shop', labels()]]),
+    metrics: { inPlaceUpdates: { inc } },
+  });
+  t.teardown(async () => {
+    updater.stop();
+    await api.stop();
+  });
+  return updater;
+}
+
+const ledgerOf = (p: Record<string, any>) => JSON.parse(p.metadata.annotations['sidecar-injector.io/status']);
+
+test('a new image is the same shape: only the images differ; updateStrategy is no part of the revision', async (t) => {
+  const stable = (await load({ 'a.yaml': shipperText })).byName.get('log-shipper')!;
+  const next = (await load({ 'a.yaml': release('3.2.3') })).byName.get('log-shipper')!;
+  const sameButStrategy = (await load({ 'a.yaml': `updateStrategy: inPlace\n${shipperText}` })).byName.get('log-shipper')!;
+  const moreMemory = (await load({ 'a.yaml': release('3.2.3').replace('default: 64Mi', 'default: 96Mi') })).byName.get('log-shipper')!;
+  t.not(stable.hash, next.hash);
+  t.is(stable.imageFacts.shape, next.imageFacts.shape);
+  t.is(stable.imageFacts.images.get('log-shipper'), oldImage);
+  t.is(next.imageFacts.images.get('log-shipper'), 'fluent/fluent-bit:3.2.3');
+  t.is(sameButStrategy.hash, stable.hash, 'choosing the strategy leaves every pod current');
+  t.is(sameButStrategy.updateStrategy, 'inPlace');
+  t.is(stable.updateStrategy, 'recreate');
+  t.not(moreMemory.imageFacts.shape, stable.imageFacts.shape, 'a new memory default is more than an image');
+});
+
+test('an image read from an overridable parameter varies per pod: not in the facts', async (t) => {
+  const text = shipperText.replace(
+    `  image: ${oldImage}`,
+    `  image:\n    default: ${oldImage}\n    type: enum\n    values: ["${oldImage}", "fluent/fluent-bit:3.2.3"]\n    override: pod`,
+  );
+  t.not(text, shipperText);
+  const template = (await load({ 'a.yaml': text })).byName.get('log-shipper')!;
+  t.false(template.imageFacts.images.has('log-shipper'));
+});
+
+test('the plan sets the new image and the ledger revision, and nothing else of the pod', async (t) => {
+  const before = await load({ 'log-shipper.yaml': shipperText });
+  const stored = await runningPod(before);
+  const set = await load(candidate(release('3.2.3')));
+  const plan = planInPlace(stored, namespaceLabels, set)!;
+  const { stable, candidate: next } = set.rollouts!.get('log-shipper')!;
+  t.deepEqual(plan.moves, [
+    {
+      template: 'log-shipper',
+      from: stable.hash,
+      to: next!.hash,
+      images: [{ container: 'log-shipper', list: 'initContainers', from: oldImage, to: 'fluent/fluent-bit:3.2.3' }],
+    },
+  ]);
+  t.deepEqual(plan.skipped, []);
+  t.is(plan.workload, 'shop/Deployment/web');
+  const changed = diff(stored, plan.updated!).map((op) => op.path);
+  t.deepEqual(changed.sort(), ['/metadata/annotations/sidecar-injector.io~1status', '/spec/initContainers/0/image'].sort());
+  t.is(ledgerOf(plan.updated!).templates['log-shipper'].hash, next!.hash);
+  t.is((plan.updated as Record<string, any>).metadata.resourceVersion, '41', 'the update carries the resourceVersion it was computed from');
+  t.is(stored.spec.initContainers[0].image, oldImage, 'the listed pod is not changed');
+  // The updated pod is a fixed point: nothing more to move.
+  t.deepEqual(planInPlace(plan.updated!, namespaceLabels, set)!.moves, []);
+});
+
+test('every reason a stale pod is left to a re-create', async (t) => {
+  const stored = await runningPod(await load({ 'log-shipper.yaml': shipperText }));
+  const why = async (files: Record<string, string>, p = stored, labels: Record<string, string> = namespaceLabels) =>
+    planInPlace(p, labels, await load(files))!.skipped.map((s) => s.why);
+  t.deepEqual(await why(candidate(release('3.2.3', 'recreate'))), ['recreate-strategy']);
+  t.deepEqual(await why(candidate(release('3.2.3').replace('default: 64Mi', 'default: 96Mi'))), ['not-image-only']);
+  t.deepEqual(await why(candidate(release('3.2.3')), stored, { 'sidecar-injector.io/injection': 'enabled' }), ['namespace-not-opted-in']);
+  const altered = structuredClone(stored);
+  altered.spec.initContainers[0].image = 'fluent/fluent-bit:patched-by-hand';
+  t.deepEqual(await why(candidate(release('3.2.3')), altered), ['altered']);
+  // A pod at a revision the injector no longer knows (neither stable, candidate nor previous).
+  const unknown = structuredClone(stored);
+  const ledger = ledgerOf(unknown);
+  ledger.templates['log-shipper'].hash = '000000000000';
+  unknown.metadata.annotations['sidecar-injector.io/status'] = JSON.stringify(ledger);
+  t.deepEqual(await why(candidate(release('3.2.3')), unknown), ['unknown-revision']);
+  // Ending pods are never updated.
+  const deleting = structuredClone(stored);
+  deleting.metadata.deletionTimestamp = '2026-12-07T00:00:00Z';
+  t.is(planInPlace(deleting, namespaceLabels, await load(candidate(release('3.2.3')))), undefined);
+  const done = structuredClone(stored);
+  done.status.phase = 'Succeeded';
+  t.is(planInPlace(done, namespaceLabels, await load(candidate(release('3.2.3')))), undefined);
+});
+
+test('a one-shot init container whose image changes is left to a re-create: the new image would never run', async (t) => {
+  const oneShot = `name: warmup\nupdateStrategy: inPlace\ninitContainers:\n  - name: warmup\n    image: busybox:1.36\n    command: [true]\n`;
+  const stored = await runningPod(await load({ 'warmup.yaml': oneShot.replace('updateStrategy: inPlace\n', '') }));
+  t.truthy(ledgerOf(stored).templates.warmup);
+  const set = await load({
+    'warmup.yaml': oneShot.replace('updateStrategy: inPlace\n', ''),
+    'next.yaml': `rollout:\n  role: candidate\n  share: 100\n${oneShot.replace('1.36', '1.37')}`,
+  });
+  t.deepEqual(
+    planInPlace(stored, namespaceLabels, set)!.skipped.map((s) => s.why),
+    ['runs-once'],
+  );
+});
+
+test('a stopped candidate given in place is taken back in place to the stable revision', async (t) => {
+  const set = await load(candidate(release('3.2.3')));
+  const onCandidate = await runningPod(set);
+  const { stable, candidate: next } = set.rollouts!.get('log-shipper')!;
+  t.is(ledgerOf(onCandidate).templates['log-shipper'].hash, next!.hash);
+  t.deepEqual(planInPlace(onCandidate, namespaceLabels, set)!.moves, [], 'current while the candidate takes it');
+  const halted = stopCandidates(set, new Map([['log-shipper', 'halted: 3 of 3 pods crash-looping']]));
+  const plan = planInPlace(onCandidate, namespaceLabels, halted)!;
+  t.deepEqual(
+    plan.moves.map((m) => [m.from, m.to, m.images[0]!.to]),
+    [[next!.hash, stable.hash, oldImage]],
+  );
+  // A candidate that says recreate is not rolled back in place either.
+  const recreated = await load(candidate(release('3.2.3', 'recreate')));
+  const onRecreated = await runningPod(recreated);
+  const stoppedRecreate = stopCandidates(recreated, new Map([['log-shipper', 'halted']]));
+  t.deepEqual(
+    planInPlace(onRecreated, namespaceLabels, stoppedRecreate)!.skipped.map((s) => s.why),
+    ['recreate-strategy'],
+  );
+});
+
+test('a pod outside the candidate share is not moved; a pod without a ledger is no concern', async (t) => {
+  const stored = await runningPod(await load({ 'log-shipper.yaml': shipperText }));
+  const set = await load(candidate(release('3.2.3'), 0));
+  t.deepEqual(planInPlace(stored, namespaceLabels, set), { moves: [], skipped: [], workload: 'shop/Deployment/web' });
+  const bare = pod({ name: 'plain' });
+  bare.metadata.namespace = 'shop';
+  t.is(planInPlace(bare, namespaceLabels, set), undefined);
+});
+
+test('sidecars count as taken up once each runs the image its spec names and is ready', async (t) => {
+  const stored = await runningPod(await load({ 'log-shipper.yaml': shipperText }));
+  const status = (image: string, ready: boolean) => ({
+    ...stored,
+    status: {
+      phase: 'Running',
+      initContainerStatuses: [{ name: 'log-shipper', image, ready }],
+      containerStatuses: [{ name: 'web', image: 'nginx:1.27', ready: true }],
+    },
+  });
+  t.true(sidecarsSettled(status(`docker.io/${oldImage}`, true)));
+  t.false(sidecarsSettled(status(`docker.io/${oldImage}`, false)), 'not ready');
+  t.false(sidecarsSettled(status('docker.io/fluent/fluent-bit:3.2.1', true)), 'still the old image');
+  t.false(sidecarsSettled({ ...stored, status: { phase: 'Pending' } }), 'no status yet');
+  t.true(sameImage('busybox', 'docker.io/library/busybox:latest'));
+  t.true(sameImage('registry.test:5000/x/y:1', 'registry.test:5000/x/y:1'));
+  t.false(sameImage('busybox:1', 'docker.io/library/busybox:2'));
+});
+
+test('the updater: one pod of a workload at a time, the next once its sidecars run the new image and are ready, through updates the API server accepts', async (t) => {
+  const api = new FakeApiServer();
+  await api.start();
+  const before = await load({ 'log-shipper.yaml': shipperText });
+  const settled = (p: Record<string, any>, image: string) => ({
+    phase: 'Running',
+    initContainerStatuses: [{ name: 'log-shipper', image: `docker.io/${image}`, ready: true }],
+    containerStatuses: [{ name: 'web', image: 'docker.io/library/nginx:1.27', ready: true }],
+  });
+  const names = ['web-5d8f-a', 'web-5d8f-b', 'api-7c9d-a'];
+  for (const name of names) {
+    const p = await runningPod(before, name);
+    if (name.startsWith('api')) {
+      p.metadata.labels = { ...p.metadata.labels, 'pod-template-hash': '7c9d' };
+      p.metadata.ownerReferences = [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'api-7c9d', uid: 'rs-2', controller: true }];
+    }
+    const { resourceVersion: _rv, uid: _uid, ...metadata } = p.metadata;
+    api.addObject('pods', metadata, p.spec);
+    api.setObjectStatus('pods', 'shop', name, settled(p, oldImage));
+  }
+  const set = await load(candidate(release('3.2.3')));
+  const counted: string[] = [];
+  const updater = await updaterFor(
+    t,
+    api,
+    () => set,
+    () => namespaceLabels,
+    (l) => counted.push(`${l.template}:${l.result}`),
+  );
+  const image = (name: string) => api.storedPod('shop', name)!.spec.initContainers[0].image;
+  updater.start();
+  await updater.settled();
+  t.deepEqual(api.podUpdates, ['shop/web-5d8f-a', 'shop/api-7c9d-a'], 'one pod of each workload');
+  t.is(image('web-5d8f-a'), 'fluent/fluent-bit:3.2.3');
+  t.is(image('web-5d8f-b'), oldImage);
+  t.deepEqual(counted, ['log-shipper:updated', 'log-shipper:updated']);
+  t.like(updater.status().lastRound, { updated: 2, pending: 1, refused: 0, failed: 0 });
+  const toward = `log-shipper@${set.rollouts!.get('log-shipper')!.candidate!.hash}`;
+  t.like(updater.progress().get(toward), { updated: 2, pending: 1, waitingWorkloads: 0, recreateNeeded: 0, refused: 0, failed: 0 });
+  // The kubelet has not restarted the sidecar yet: the workload waits.
+  updater.round();
+  await updater.settled();
+  t.is(api.podUpdates.length, 2);
+  t.like(updater.status().lastRound, { updated: 0, pending: 1, waitingWorkloads: 1 });
+  t.like(updater.progress().get(toward), { updated: 2, pending: 1, waitingWorkloads: 1 }, 'the count since leading stays');
+  api.setObjectStatus('pods', 'shop', 'web-5d8f-a', settled({}, 'fluent/fluent-bit:3.2.3'));
+  updater.round();
+  await updater.settled();
+  t.deepEqual(api.podUpdates, ['shop/web-5d8f-a', 'shop/api-7c9d-a', 'shop/web-5d8f-b']);
+  t.is(updater.status().inPlaceUpdated, 3);
+  // Every pod carries the candidate now: nothing to do.
+  for (const name of names) api.setObjectStatus('pods', 'shop', name, settled({}, 'fluent/fluent-bit:3.2.3'));
+  updater.round();
+  await updater.settled();
+  t.like(updater.status().lastRound, { updated: 0, pending: 0, waitingWorkloads: 0 });
+  t.like(updater.progress().get(toward), { updated: 3, pending: 0 });
+});
+
+test('the updater does nothing while no revision says inPlace, and never for a namespace that is not opted in', async (t) => {
+  const api = new FakeApiServer();
+  await api.start();
+  const before = await load({ 'log-shipper.yaml': shipperText });
+  const p = await runningPod(before, 'web-5d8f-a');
+  const { resourceVersion: _rv, uid: _uid, ...metadata } = p.metadata;
+  api.addObject('pods', metadata, p.spec);
+  let set = await load(candidate(release('3.2.3', 'recreate')));
+  let labels: Record<string, string> = namespaceLabels;
+  const updater = await updaterFor(
+    t,
+    api,
+    () => set,
+    () => labels,
+  );
+  updater.start();
+  await updater.settled();
+  t.is(updater.status().lastRound, undefined, 'no round looks at pods');
+  set = await load(candidate(release('3.2.3')));
+  labels = { 'sidecar-injector.io/injection': 'enabled' };
+  updater.round();
+  await updater.settled();
+  t.deepEqual(api.podUpdates, []);
+  // Its pods are not even listed: the round saw nothing to do.
+  t.deepEqual(updater.status().lastRound, {
+    at: '2026-11-20T10:00:00.000Z',
+    updated: 0,
+    pending: 0,
+    waitingWorkloads: 0,
+    recreateNeeded: {},
+    refused: 0,
+    failed: 0,
+  });
+  labels = namespaceLabels;
+  updater.round();
+  await updater.settled();
+  t.deepEqual(api.podUpdates, ['shop/web-5d8f-a'], 'opted in, its pod is updated');
+});
+
+test('the updater rolls a halted candidate back in place first on the pod it broke, the workload’s other pods waiting', async (t) => {
+  const api = new FakeApiServer();
+  await api.start();
+  const set = await load(candidate(release('3.2.3')));
+  const stableSet = await load({ 'log-shipper.yaml': `updateStrategy: inPlace\n${shipperText}` });
+  // Pod a got the candidate and its sidecar cannot start (a broken image); pod b still runs the stable revision.
+  for (const [name, from] of [
+    ['web-5d8f-a', set],
+    ['web-5d8f-b', stableSet],
+  ] as const) {
+    const p = await runningPod(from, name);
+    const { resourceVersion: _rv, uid: _uid, ...metadata } = p.metadata;
+    api.addObject('pods', metadata, p.spec);
+    const image = p.spec.initContainers[0].image as string;
+    api.setObjectStatus('pods', 'shop', name, {
+      phase: 'Running',
+      initContainerStatuses: [{ name: 'log-shipper', image: `docker.io/${image}`, ready: name.endsWith('b') }],
+    });
+  }
+  let inForce = set;
+  const updater = await updaterFor(
+    t,
+    api,
+    () => inForce,
+    () => namespaceLabels,
+  );
+  updater.start();
+  await updater.settled();
+  t.deepEqual(api.podUpdates, [], 'b waits while a is not ready');
+  t.like(updater.status().lastRound, { pending: 1, waitingWorkloads: 1 });
+  inForce = stopCandidates(set, new Map([['log-shipper', 'halted']]));
+  updater.round();
+  await updater.settled();
+  t.deepEqual(api.podUpdates, ['shop/web-5d8f-a'], 'a is taken back to the stable image');
+  t.is(api.storedPod('shop', 'web-5d8f-a')!.spec.initContainers[0].image, oldImage);
+});
