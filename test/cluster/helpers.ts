@@ -166,6 +166,88 @@ export async function deploy(kustomization = 'manifests'): Promise<string> {
   return makeDeploy(joinWorld().file, process.cwd(), kustomization);
 }
 
+/** Installs `kustomization` and waits until every replica runs with the argument `flag`, and the install is healthy. */
+export async function deployOverlay(kustomization: string, flag: string): Promise<void> {
+  await deploy(kustomization);
+  await injectorArgs(`the Deployment rolled out with ${flag}`, (args) => args.includes(flag));
+  await healthyInstall();
+}
+
+/** Installs the shipped manifests again and waits until no replica runs with `flag`, and the install is healthy. */
+export async function restoreShipped(flag: string): Promise<void> {
+  await deploy();
+  await injectorArgs('the Deployment back as shipped', (args) => !args.includes(flag));
+  await healthyInstall();
+}
+
+/** Waits until the injector's Deployment, rolled out, runs with arguments of which `holds` is true (the JSON text of the list). */
+async function injectorArgs(what: string, holds: (args: string) => boolean): Promise<void> {
+  await eventually(what, async () => {
+    const d = await joinWorld().kube.get('/apis/apps/v1/namespaces/sidecar-injector/deployments/sidecar-injector');
+    return holds(JSON.stringify(d.spec.template.spec.containers[0].args)) && d.status?.updatedReplicas === d.spec.replicas;
+  });
+}
+
+/** The securityContext of a test sidecar that fits Pod Security restricted (the probe namespace enforces it). */
+export const restrictedSecurityContext: Json = Object.freeze({
+  allowPrivilegeEscalation: false,
+  runAsNonRoot: true,
+  runAsUser: 65534,
+  capabilities: { drop: ['ALL'] },
+  seccompProfile: { type: 'RuntimeDefault' },
+});
+
+/**
+ * The spec of a test template (optional, for the pods labelled `real-node-test: <name>`) with one
+ * native sidecar of `image` that waits until stopped and is ready at once, restricted; `extra`
+ * adds to the template.
+ */
+export function waitingSidecarSpec(name: string, image: string, extra: Json = {}): Json {
+  return {
+    description: 'a sidecar on the real node',
+    injection: 'automatic',
+    failurePolicy: 'Ignore',
+    objectSelector: { matchLabels: { 'real-node-test': name } },
+    initContainers: [
+      {
+        name,
+        image,
+        imagePullPolicy: 'IfNotPresent',
+        restartPolicy: 'Always',
+        command: ['sh', '-c', "trap 'exit 0' TERM; while true; do sleep 1; done"],
+        readinessProbe: { exec: { command: ['true'] }, periodSeconds: 1 },
+        securityContext: restrictedSecurityContext,
+      },
+    ],
+    ...extra,
+  };
+}
+
+/**
+ * `count` Deployments (`web-0`, `web-1`, …) of `replicas` pods each on the real node, labelled
+ * `real-node-test: <selector>` (the bundled log shipper kept out), their app container a busybox
+ * that sleeps; `app` adds to that container.
+ */
+export async function realNodeDeployments(namespace: string, selector: string, count: number, replicas: number, app: Json = {}): Promise<void> {
+  const { kube, file } = joinWorld();
+  for (let i = 0; i < count; i++)
+    await kube.create(`/apis/apps/v1/namespaces/${namespace}/deployments`, {
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: `web-${i}` },
+      spec: {
+        replicas,
+        selector: { matchLabels: { app: `web-${i}` } },
+        template: {
+          metadata: { labels: { app: `web-${i}`, 'real-node-test': selector, 'logging.example.com/ship': 'false' } },
+          spec: onRealNode({
+            containers: [{ name: 'app', image: file.realNode!.image, imagePullPolicy: 'IfNotPresent', command: ['sleep', '36000'], ...app }],
+          }),
+        },
+      },
+    });
+}
+
 /** Waits until the install is healthy again (every replica ready, caBundles, the required webhook armed). */
 export async function healthyInstall(): Promise<void> {
   await waitForHealthyInstall(joinWorld().kube);

@@ -13,6 +13,7 @@ import { bucketOf } from '../../src/templates/rollout.js';
 import {
   cli,
   deploy,
+  deployOverlay,
   eventually,
   everyReplica,
   healthyInstall,
@@ -22,6 +23,8 @@ import {
   optedInNamespace,
   plainPod,
   podPolicy,
+  restoreShipped,
+  restrictedSecurityContext,
   scaleInjector,
   sidecarTemplate,
   sidecarTemplatesPath,
@@ -51,24 +54,12 @@ const candidateStatus = async (): Promise<Json> => (await joinWorld().kube.get(c
 
 const shipperImage = (pod: Json) => ((pod.spec.initContainers ?? []) as Json[]).find((c) => c.name === 'log-shipper')?.image as string | undefined;
 
-test.before(async () => {
-  await deploy('test/cluster/overlays/rollout');
-  await eventually('the Deployment rolled out with --rollout-probe-namespace', async () => {
-    const d = await joinWorld().kube.get('/apis/apps/v1/namespaces/sidecar-injector/deployments/sidecar-injector');
-    return JSON.stringify(d.spec.template.spec.containers[0].args).includes('--rollout-probe-namespace=sidecar-injector-probes');
-  });
-  await healthyInstall();
-});
+test.before(() => deployOverlay('test/cluster/overlays/rollout', '--rollout-probe-namespace=sidecar-injector-probes'));
 
 test.after.always(async () => {
   const { kube } = joinWorld();
   if (await kube.find(candidatePath)) await kube.delete(candidatePath);
-  await deploy();
-  await eventually('the Deployment back as shipped', async () => {
-    const d = await kube.get('/apis/apps/v1/namespaces/sidecar-injector/deployments/sidecar-injector');
-    return !JSON.stringify(d.spec.template.spec.containers[0].args).includes('--rollout-probe-namespace');
-  });
-  await healthyInstall();
+  await restoreShipped('--rollout-probe-namespace');
 });
 
 test.serial(
@@ -317,13 +308,7 @@ function realNodeSidecar(name: string, failure: Failure, fails: boolean): Json {
         ],
         readinessProbe: { exec: { command: fails && failure === 'never-ready' ? ['false'] : ['true'] }, periodSeconds: 1 },
         // The probe namespace enforces Pod Security restricted: a sidecar that violates it is left out of the probe.
-        securityContext: {
-          allowPrivilegeEscalation: false,
-          runAsNonRoot: true,
-          runAsUser: 65534,
-          capabilities: { drop: ['ALL'] },
-          seccompProfile: { type: 'RuntimeDefault' },
-        },
+        securityContext: restrictedSecurityContext,
       },
     ],
   };

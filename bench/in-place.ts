@@ -1,0 +1,107 @@
+/**
+ * What an in-place update saves, on the real node (run inside the test cluster:
+ * `scripts/cluster.sh run -- node dist/bench/in-place.js`, or `npm run bench:in-place`): with the
+ * in-place overlay installed, `--deployments` Deployments of `--replicas` pods each carry a
+ * template's sidecar; then
+ * - **in place**: a candidate at share 100 that only changes the sidecar's image is stored, and
+ *   the time until every pod runs the new image and is ready is taken (no pod is recreated:
+ *   checked by uid);
+ * - **restart**: the same Deployments are restarted (`kubectl rollout restart`, their default
+ *   strategy), and the time until every pod is a new one, ready, is taken.
+ * Both from the write to the last pod ready, as the API server reports them.
+ *
+ * Options: --deployments N (default 10), --replicas N (default 10).
+ */
+import { parseArgs } from 'node:util';
+import { stringify } from 'yaml';
+import {
+  deployOverlay,
+  eventually,
+  everyReplica,
+  joinWorld,
+  realNodeDeployments,
+  sidecarTemplate,
+  restoreShipped,
+  sidecarTemplatesPath,
+  testNamespaceName,
+  waitingSidecarSpec,
+  type Json,
+} from '../test/cluster/helpers.js';
+
+const { values } = parseArgs({ options: { deployments: { type: 'string', default: '10' }, replicas: { type: 'string', default: '10' } } });
+const deployments = Number(values.deployments);
+const replicas = Number(values.replicas);
+const world = joinWorld();
+const { kube, kubectl } = world;
+const node = world.file.realNode!;
+const name = 'bench-in-place';
+
+/** The bench's template: one native sidecar of `image`, tiny, updated in place. */
+function spec(image: string): Json {
+  const template = waitingSidecarSpec(name, image, { updateStrategy: 'inPlace' });
+  const [sidecar] = template.initContainers as Json[];
+  return { ...template, initContainers: [{ ...sidecar, resources: { requests: { cpu: '1m', memory: '4Mi' }, limits: { memory: '16Mi' } } }] };
+}
+
+const ready = (pod: Json) => (pod.status?.conditions as Json[] | undefined)?.some((c) => c.type === 'Ready' && c.status === 'True') === true;
+const sidecarImage = (pod: Json) => ((pod.status?.initContainerStatuses ?? []) as Json[]).find((c) => c.name === name)?.image as string | undefined;
+
+async function pods(namespace: string): Promise<Json[]> {
+  return ((await kube.get(`/api/v1/namespaces/${namespace}/pods`)).items as Json[]).filter((p) => !p.metadata.deletionTimestamp);
+}
+
+async function main(): Promise<void> {
+  await deployOverlay('test/cluster/overlays/in-place', '--in-place-updates=on');
+  const namespace = testNamespaceName('bench-in-place');
+  await kube.create('/api/v1/namespaces', {
+    apiVersion: 'v1',
+    kind: 'Namespace',
+    metadata: { name: namespace, labels: { 'sidecar-injector.io/injection': 'enabled', 'sidecar-injector.io/in-place-updates': 'enabled' } },
+  });
+  await eventually('the default ServiceAccount', () => kube.find(`/api/v1/namespaces/${namespace}/serviceaccounts/default`));
+  await kube.create(sidecarTemplatesPath(), sidecarTemplate(stringify({ name, ...spec(node.image) })));
+  try {
+    // Every replica serving the stable revision before any pod is created.
+    await everyReplica((status) => (status.templates.templates as string[]).some((t) => t.startsWith(`${name}@`)), 'every replica serving the template');
+    await realNodeDeployments(namespace, name, deployments, replicas, { resources: { requests: { cpu: '1m', memory: '4Mi' }, limits: { memory: '16Mi' } } });
+    const total = deployments * replicas;
+    const before = await eventually(`${total} pods ready with the stable sidecar`, async () => {
+      const all = await pods(namespace);
+      return all.length === total && all.every((p) => ready(p) && sidecarImage(p) === node.image) ? all : undefined;
+    });
+
+    let started = Date.now();
+    await kube.create(sidecarTemplatesPath(), {
+      apiVersion: 'sidecar-injector.io/v1alpha1',
+      kind: 'SidecarTemplate',
+      metadata: { name: `${name}-next` },
+      spec: { ...spec(node.pulledImage), name, rollout: { role: 'candidate', share: 100 } },
+    });
+    const inPlace = await eventually(`${total} pods ready with the new image, in place`, async () => {
+      const all = await pods(namespace);
+      return all.length === total && all.every((p) => ready(p) && sidecarImage(p) === node.pulledImage) ? all : undefined;
+    });
+    const inPlaceMs = Date.now() - started;
+    const uids = new Set(before.map((p) => p.metadata.uid));
+    const recreated = inPlace.filter((p) => !uids.has(p.metadata.uid)).length;
+
+    started = Date.now();
+    await kubectl(['-n', namespace, 'rollout', 'restart', ...Array.from({ length: deployments }, (_, i) => `deployment/web-${i}`)]);
+    const inPlaceUids = new Set(inPlace.map((p) => p.metadata.uid));
+    await eventually(`${total} new pods ready after the restart`, async () => {
+      const all = await pods(namespace);
+      return all.length === total && all.every((p) => ready(p) && !inPlaceUids.has(p.metadata.uid)) ? all : undefined;
+    });
+    const restartMs = Date.now() - started;
+    process.stdout.write(
+      `${JSON.stringify({ deployments, replicas, pods: total, inPlaceMs, podsRecreatedInPlace: recreated, restartMs, restartOverInPlace: Number((restartMs / inPlaceMs).toFixed(2)) })}\n`,
+    );
+  } finally {
+    await kube.delete(sidecarTemplatesPath(`${name}-next`));
+    await kube.delete(sidecarTemplatesPath(name));
+    await kube.delete(`/api/v1/namespaces/${namespace}`);
+    await restoreShipped('--in-place-updates');
+  }
+}
+
+await main();

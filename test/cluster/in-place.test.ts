@@ -1,0 +1,220 @@
+/**
+ * In-place updates on the real node, with the rollout-preflight and in-place-updates components
+ * applied as an overlay: a candidate that differs only in its sidecar's image reaches the
+ * running pods of Deployments without a new pod (the same uid, the app container never
+ * restarted, the sidecar restarted by the kubelet with the new image); a candidate whose image
+ * cannot be pulled is halted by its pods' health and taken back in place; the generated
+ * ValidatingAdmissionPolicy refuses every other change the injector's ServiceAccount tries.
+ */
+import test, { type ExecutionContext } from 'ava';
+import { tmpdir } from 'node:os';
+import { stringify } from 'yaml';
+import {
+  cli,
+  deployOverlay,
+  eventually,
+  joinWorld,
+  optedInNamespace,
+  realNodeDeployments,
+  restoreShipped,
+  sidecarTemplatesPath,
+  someReplica,
+  waitingSidecarSpec,
+  withTemplate,
+  type Json,
+} from './helpers.js';
+
+const realNode = () => joinWorld().file.realNode!;
+const injectorAccount = 'system:serviceaccount:sidecar-injector:sidecar-injector';
+
+/** The test's template: one native sidecar of `image` that waits until stopped, updated in place. */
+const sidecarSpec = (name: string, image: string): Json => waitingSidecarSpec(name, image, { updateStrategy: 'inPlace' });
+
+/** Stores the stable revision for the test (every replica serving it), and returns the candidate's writer. */
+async function stableTemplate(t: ExecutionContext, name: string): Promise<(image: string) => Promise<void>> {
+  const { kube } = joinWorld();
+  await withTemplate(t, name, stringify({ name, ...sidecarSpec(name, realNode().image) }));
+  const path = sidecarTemplatesPath(`${name}-next`);
+  t.teardown(() => kube.delete(path));
+  return async (image) => {
+    await kube.create(sidecarTemplatesPath(), {
+      apiVersion: 'sidecar-injector.io/v1alpha1',
+      kind: 'SidecarTemplate',
+      metadata: { name: `${name}-next` },
+      spec: { ...sidecarSpec(name, image), name, rollout: { role: 'candidate', share: 100 } },
+    });
+  };
+}
+
+const sidecarOf = (pod: Json, name: string) => ({
+  spec: ((pod.spec.initContainers ?? []) as Json[]).find((c) => c.name === name),
+  status: ((pod.status?.initContainerStatuses ?? []) as Json[]).find((c) => c.name === name),
+});
+const appStatus = (pod: Json) => ((pod.status?.containerStatuses ?? []) as Json[]).find((c) => c.name === 'app');
+const ledgerRevision = (pod: Json, name: string) =>
+  JSON.parse(pod.metadata.annotations['sidecar-injector.io/status']).templates[name]?.hash as string | undefined;
+
+/** The namespace's pods once `holds` is true of every one of the `count` not being deleted. */
+async function podsWhen(namespace: string, count: number, what: string, holds: (pod: Json) => boolean): Promise<Json[]> {
+  const { kube } = joinWorld();
+  return eventually(what, async () => {
+    const pods = ((await kube.get(`/api/v1/namespaces/${namespace}/pods`)).items as Json[]).filter((p) => !p.metadata.deletionTimestamp);
+    return pods.length === count && pods.every(holds) ? pods : undefined;
+  });
+}
+
+/** Ready with `image` in the sidecar `name`, as the kubelet reports it. */
+const runs = (name: string, image: string) => (pod: Json) => {
+  const { spec, status } = sidecarOf(pod, name);
+  return spec?.image === image && status?.image === image && status?.ready === true && appStatus(pod)?.ready === true;
+};
+
+test.before(() => deployOverlay('test/cluster/overlays/in-place', '--in-place-updates=on'));
+test.after.always(() => restoreShipped('--in-place-updates'));
+
+test.serial(
+  'a new sidecar image reaches the running pods in place: the same pods, the app never restarted, the sidecar restarted by the kubelet with the new image',
+  async (t) => {
+    const { kube } = joinWorld();
+    const name = `rn-inplace-${Math.random().toString(36).slice(2, 7)}`;
+    const namespace = await optedInNamespace(t, 'in-place', { 'sidecar-injector.io/in-place-updates': 'enabled' });
+    const putCandidate = await stableTemplate(t, name);
+    await realNodeDeployments(namespace, name, 2, 2);
+    const before = await podsWhen(namespace, 4, 'the 4 pods running with the stable sidecar', runs(name, realNode().image));
+    const started = Date.now();
+    await putCandidate(realNode().pulledImage);
+    // While it runs: the candidate's status says how far the in-place rollout is, and rollout status shows it.
+    const during = await eventually('the candidate’s in-place progress in its status', async () => {
+      const s = (await kube.get(sidecarTemplatesPath(`${name}-next`))).status ?? {};
+      return s.inPlace && s.inPlace.updated >= 1 ? s : undefined;
+    });
+    const shownDuring = await cli(['rollout', 'status', '-n', namespace], { cwd: tmpdir() });
+    t.is(shownDuring.code, 0, shownDuring.stderr);
+    t.log(`rollout status -n ${namespace} during the in-place rollout:\n${shownDuring.stdout}`);
+    t.regex(shownDuring.stdout, new RegExp(`^${name}-next +${during.revision} +\\d+ +\\d+ +\\d+ +0 +0 +0 +\\S+$`, 'm'));
+    const after = await podsWhen(namespace, 4, 'the 4 pods running the candidate’s image in place', runs(name, realNode().pulledImage));
+    t.log(`4 pods of 2 Deployments updated in place in ${Date.now() - started} ms (candidate stored → every sidecar ready with the new image)`);
+    const byUid = new Map(before.map((p) => [p.metadata.uid, p]));
+    const candidate = (await kube.get(sidecarTemplatesPath(`${name}-next`))).status?.revision;
+    for (const pod of after) {
+      const was = byUid.get(pod.metadata.uid);
+      t.truthy(was, `${pod.metadata.name}: the same pod (uid ${pod.metadata.uid})`);
+      t.is(appStatus(pod)!.restartCount, appStatus(was!)!.restartCount, `${pod.metadata.name}: the app container was not restarted`);
+      t.is(appStatus(pod)!.containerID, appStatus(was!)!.containerID, `${pod.metadata.name}: the app container is the same container`);
+      t.true(sidecarOf(pod, name).status!.restartCount > sidecarOf(was!, name).status!.restartCount, `${pod.metadata.name}: the kubelet restarted the sidecar`);
+      t.regex(String(sidecarOf(pod, name).status!.imageID), /@sha256:[0-9a-f]{64}$/, 'pulled from the registry');
+      t.is(ledgerRevision(pod, name), candidate, 'the ledger records the candidate’s revision');
+    }
+    // The status comes to say every pod was given it in place, none pending.
+    await eventually('the candidate’s status: 4 updated in place, none pending', async () => {
+      const s = (await kube.get(sidecarTemplatesPath(`${name}-next`))).status ?? {};
+      return s.inPlace?.updated === 4 && s.inPlace?.pending === 0 && s.inPlace?.recreateNeeded === 0;
+    });
+    // The leader says what it did; the audit calls every pod current.
+    const status = await someReplica((s) => (s['in-place-updates']?.inPlaceUpdated ?? 0) >= 4, 'the leader’s count of pods updated in place');
+    t.like(status['in-place-updates'].lastRound, { refused: 0, failed: 0 });
+    const audit = await cli(['audit', '-n', namespace, '-o', 'json'], { cwd: tmpdir() });
+    t.is(audit.code, 0, audit.stderr);
+    t.deepEqual(
+      (JSON.parse(audit.stdout).pods as Json[]).map((p) => p.state),
+      ['current', 'current', 'current', 'current'],
+    );
+  },
+);
+
+test.serial(
+  'a candidate whose image cannot be pulled is halted by its pods’ health and taken back in place: the same pods run the stable image again',
+  async (t) => {
+    const { kube } = joinWorld();
+    const name = `rn-inplace-${Math.random().toString(36).slice(2, 7)}`;
+    const namespace = await optedInNamespace(t, 'in-place-halt', { 'sidecar-injector.io/in-place-updates': 'enabled' });
+    const putCandidate = await stableTemplate(t, name);
+    // Three workloads: their first pods are the first bucket, enough unhealthy pods for the halt (3).
+    await realNodeDeployments(namespace, name, 3, 2);
+    const before = await podsWhen(namespace, 6, 'the 6 pods running with the stable sidecar', runs(name, realNode().image));
+    const broken = `${realNode().registry}/test/busybox:no-such-tag`;
+    await putCandidate(broken);
+    const halted = await eventually('the candidate halted by its pods’ health', async () => {
+      const s = (await kube.get(sidecarTemplatesPath(`${name}-next`))).status ?? {};
+      return s.state === 'Stopped' && typeof s.halted === 'string' ? s : undefined;
+    });
+    t.regex(String(halted.halted), /^halted: 3 of 3 pods with the candidate are unhealthy/);
+    const after = await podsWhen(namespace, 6, 'the 6 pods back on the stable image', runs(name, realNode().image));
+    t.deepEqual(new Set(after.map((p) => p.metadata.uid)), new Set(before.map((p) => p.metadata.uid)), 'the same pods');
+    for (const pod of after) t.is(appStatus(pod)!.restartCount, 0, `${pod.metadata.name}: the app container was never restarted`);
+    // The broken image reached one pod per workload, never two: the others waited for it.
+    const events = ((await kube.get(`/api/v1/namespaces/${namespace}/events?fieldSelector=reason%3DFailed`)).items as Json[]).filter((e) =>
+      String(e.message).includes('no-such-tag'),
+    );
+    const failedPods = new Set(events.map((e) => e.involvedObject.name as string));
+    t.is(failedPods.size, 3, [...failedPods].join(', '));
+    t.is(new Set([...failedPods].map((p) => p.replace(/-[^-]+-[^-]+$/, ''))).size, 3, 'one pod of each Deployment');
+  },
+);
+
+test.serial('the policy lets the injector’s ServiceAccount change a listed sidecar’s image and nothing else', async (t) => {
+  const { kubectl } = joinWorld();
+  const name = `rn-inplace-${Math.random().toString(36).slice(2, 7)}`;
+  const namespace = await optedInNamespace(t, 'in-place-policy', { 'sidecar-injector.io/in-place-updates': 'enabled' });
+  await stableTemplate(t, name);
+  await realNodeDeployments(namespace, name, 1, 1);
+  const [pod] = await podsWhen(namespace, 1, 'the pod running with its sidecar', runs(name, realNode().image));
+  /** The pod changed by `edit`, sent as the injector's ServiceAccount would send it (an update, server-side dry run). */
+  const asInjector = async (edit: (p: Json) => void, verb: 'replace' | 'patch' = 'replace') => {
+    // A list's items carry no apiVersion and kind; an update sends them.
+    const changed = { apiVersion: 'v1', kind: 'Pod', ...structuredClone(pod!) };
+    edit(changed);
+    const args =
+      verb === 'replace'
+        ? ['replace', '--dry-run=server', '-o', 'name', '-f', '-']
+        : ['-n', namespace, 'patch', 'pod', pod!.metadata.name, '--dry-run=server', '--type=merge', '-p', '{"metadata":{"labels":{"x":"y"}}}'];
+    return kubectl(['--as', injectorAccount, ...args], JSON.stringify(changed)).then(
+      (out) => ({ ok: true, text: out.stdout }),
+      (err: Error) => ({ ok: false, text: err.message }),
+    );
+  };
+  const sidecar = (p: Json) => (p.spec.initContainers as Json[]).find((c) => c.name === name)!;
+  const allowed = await asInjector((p) => (sidecar(p).image = realNode().pulledImage));
+  t.true(allowed.ok, allowed.text);
+  const cases: [string, (p: Json) => void, RegExp][] = [
+    [
+      'the app container’s image',
+      (p) => (p.spec.containers[0].image = realNode().pulledImage),
+      /may change the image of a container only where the pod's ledger lists it/,
+    ],
+    [
+      'the app listed in the ledger, and its image',
+      (p) => {
+        const ledger = JSON.parse(p.metadata.annotations['sidecar-injector.io/status']);
+        ledger.templates[name].containers = ['app'];
+        p.metadata.annotations['sidecar-injector.io/status'] = JSON.stringify(ledger);
+        p.spec.containers[0].image = realNode().pulledImage;
+      },
+      /may not change which containers the ledger lists/,
+    ],
+    ['a label', (p) => (p.metadata.labels.extra = 'yes'), /may change no label and no annotation but its ledger/],
+    ['another annotation', (p) => (p.metadata.annotations['example.com/x'] = 'y'), /may change no label and no annotation but its ledger/],
+    [
+      'a toleration',
+      (p) => p.spec.tolerations.push({ key: 'x', operator: 'Exists', effect: 'NoSchedule' }),
+      /may change no deadline, grace period, toleration/,
+    ],
+    ['a deadline', (p) => (p.spec.activeDeadlineSeconds = 60), /may change no deadline, grace period, toleration/],
+  ];
+  for (const [what, edit, expected] of cases) {
+    const refused = await asInjector(edit);
+    t.false(refused.ok, `${what}: refused`);
+    t.regex(refused.text, expected, what);
+    t.regex(refused.text, /ValidatingAdmissionPolicy 'sidecar-injector-in-place-updates'/, what);
+  }
+  // The right is update alone: a patch is refused by RBAC before any policy.
+  const patched = await asInjector(() => undefined, 'patch');
+  t.false(patched.ok);
+  t.regex(patched.text, /cannot patch resource "pods"/);
+  // The same update by an administrator is no concern of the policy.
+  const admin = await kubectl(
+    ['replace', '--dry-run=server', '-o', 'name', '-f', '-'],
+    JSON.stringify({ apiVersion: 'v1', kind: 'Pod', ...pod, metadata: { ...pod!.metadata, labels: { ...pod!.metadata.labels, extra: 'yes' } } }),
+  );
+  t.regex(admin.stdout, /^pod\//);
+});
