@@ -39,9 +39,10 @@ async function injected(set: TemplateSet): Promise<{ spec: Record<string, unknow
   return { spec: after.spec, hash: JSON.parse(after.metadata.annotations['sidecar-injector.io/status']).templates['log-shipper'].hash };
 }
 
-/** A running pod whose ledger records `revision` of the log shipper, with `spec` and its sidecar's status. */
-function running(name: string, revision: string, sidecar: Record<string, unknown>, spec: Record<string, unknown> = candidateSpec) {
-  const ledger = JSON.stringify({ v: 1, templates: { 'log-shipper': { hash: revision, initContainers: ['log-shipper'] } } });
+/** A running pod whose ledger records `revision` of the log shipper, with `spec` and its sidecar's status (and the restarts its ledger says were the injector's). */
+function running(name: string, revision: string, sidecar: Record<string, unknown>, spec: Record<string, unknown> = candidateSpec, restarts?: unknown) {
+  const entry = { hash: revision, initContainers: ['log-shipper'], ...(restarts !== undefined ? { restarts } : {}) };
+  const ledger = JSON.stringify({ v: 1, templates: { 'log-shipper': entry } });
   return {
     metadata: { namespace: 'shop', name, annotations: { 'sidecar-injector.io/status': ledger } },
     spec,
@@ -99,6 +100,21 @@ function notReady(name: string, revision: string, startedSeconds: number, falseS
   p.status.conditions = [{ type: 'ContainersReady', status: 'False', lastTransitionTime: ago(falseSeconds) }];
   return p;
 }
+
+test('restarts an in-place update caused (recorded in the ledger) are not the sidecar’s: only those beyond count', async (t) => {
+  const set = await candidateSet();
+  const candidate = set.rollouts!.get('log-shipper')!.candidate!.hash;
+  const count = new HealthCount(set, { unhealthyPods: 1, restarts: 3, notReadyGraceMs: 300_000 });
+  const restarted = (n: number) => ({ restartCount: n, ready: true, state: { running: {} } });
+  // Three in-place moves: 3 restarts, all the injector's.
+  count.add(running('moved', candidate, restarted(3), candidateSpec, { 'log-shipper': 3 }));
+  // A malformed record counts as none.
+  count.add(running('odd', candidate, restarted(2), candidateSpec, { 'log-shipper': -5 }));
+  t.like(count.health.get('log-shipper'), { pods: 2, unhealthy: 0 });
+  // Three more of its own after the last move: unhealthy, and the message counts those.
+  count.add(running('crashing', candidate, restarted(6), candidateSpec, { 'log-shipper': 3 }));
+  t.regex(count.halts().get('log-shipper')!.why, /pod shop\/crashing: container log-shipper restarted 3 times\)$/);
+});
 
 test('a sidecar not ready past the grace makes its pod unhealthy, once; the grace, ended pods and other revisions do not', async (t) => {
   const set = await candidateSet();

@@ -13,8 +13,8 @@ import { diff } from '../src/inject/diff.js';
 import { loadTemplateDir } from '../src/templates/load.js';
 import { stopCandidates } from '../src/templates/rollout.js';
 import type { TemplateSet } from '../src/templates/set.js';
-import { planInPlace, sameImage, sidecarsSettled } from '../src/rollout/in-place.js';
-import { InPlaceUpdater } from '../src/rollout/in-place-updater.js';
+import { planInPlace, sidecarsSettled } from '../src/rollout/in-place.js';
+import { InPlaceUpdater, inPlacePolicyName } from '../src/rollout/in-place-updater.js';
 import { pino } from 'pino';
 import { FakeApiServer } from './helpers/fake-apiserver.js';
 import { FakeClock } from './helpers/fake-clock.js';
@@ -58,8 +58,15 @@ async function updaterFor(
   templates: () => TemplateSet,
   labels: () => Record<string, string>,
   inc: (l: { template: string; result: string }) => void = () => undefined,
+  options: { policy?: boolean; maxUnsettled?: number } = {},
 ): Promise<InPlaceUpdater> {
+  // The component's policy and binding, as the updater requires them before any update.
+  if (options.policy !== false) {
+    api.validatingPolicies.validatingadmissionpolicies.set(inPlacePolicyName, { metadata: { name: inPlacePolicyName } });
+    api.validatingPolicies.validatingadmissionpolicybindings.set(inPlacePolicyName, { metadata: { name: inPlacePolicyName } });
+  }
   const updater = new InPlaceUpdater({
+    ...(options.maxUnsettled !== undefined ? { maxUnsettled: options.maxUnsettled } : {}),
     kubeConfig: await api.kubeConfig(),
     log: pino({ level: 'silent' }),
     clock: new FakeClock(),
@@ -120,6 +127,7 @@ test('the plan sets the new image and the ledger revision, and nothing else of t
   const changed = diff(stored, plan.updated!).map((op) => op.path);
   t.deepEqual(changed.sort(), ['/metadata/annotations/sidecar-injector.io~1status', '/spec/initContainers/0/image'].sort());
   t.is(ledgerOf(plan.updated!).templates['log-shipper'].hash, next!.hash);
+  t.deepEqual(ledgerOf(plan.updated!).templates['log-shipper'].restarts, { 'log-shipper': 1 }, 'the restart the new image causes is recorded as ours');
   t.is((plan.updated as Record<string, any>).metadata.resourceVersion, '41', 'the update carries the resourceVersion it was computed from');
   t.is(stored.spec.initContainers[0].image, oldImage, 'the listed pod is not changed');
   // The updated pod is a fixed point: nothing more to move.
@@ -196,32 +204,33 @@ test('a pod outside the candidate share is not moved; a pod without a ledger is 
   t.is(planInPlace(bare, namespaceLabels, set), undefined);
 });
 
-test('sidecars count as taken up once each runs the image its spec names and is ready', async (t) => {
+test('sidecars count as taken up once each is ready and, where updated, runs in another container than before', async (t) => {
   const stored = await runningPod(await load({ 'log-shipper.yaml': shipperText }));
-  const status = (image: string, ready: boolean) => ({
+  const status = (containerID: string, ready: boolean) => ({
     ...stored,
     status: {
       phase: 'Running',
-      initContainerStatuses: [{ name: 'log-shipper', image, ready }],
-      containerStatuses: [{ name: 'web', image: 'nginx:1.27', ready: true }],
+      initContainerStatuses: [{ name: 'log-shipper', image: 'docker.io/whatever/the-runtime-says:1', containerID, ready }],
+      containerStatuses: [{ name: 'web', image: 'nginx:1.27', ready: false }],
     },
   });
-  t.true(sidecarsSettled(status(`docker.io/${oldImage}`, true)));
-  t.false(sidecarsSettled(status(`docker.io/${oldImage}`, false)), 'not ready');
-  t.false(sidecarsSettled(status('docker.io/fluent/fluent-bit:3.2.1', true)), 'still the old image');
+  t.true(sidecarsSettled(status('containerd://a', true)), 'ready, whatever the runtime calls its image; the app container is not ours to judge');
+  t.false(sidecarsSettled(status('containerd://a', false)), 'not ready');
   t.false(sidecarsSettled({ ...stored, status: { phase: 'Pending' } }), 'no status yet');
-  t.true(sameImage('busybox', 'docker.io/library/busybox:latest'));
-  t.true(sameImage('registry.test:5000/x/y:1', 'registry.test:5000/x/y:1'));
-  t.false(sameImage('busybox:1', 'docker.io/library/busybox:2'));
+  const updated = new Map([['log-shipper', 'containerd://a']]);
+  t.false(sidecarsSettled(status('containerd://a', true), updated), 'updated, and the kubelet has not restarted it yet');
+  t.true(sidecarsSettled(status('containerd://b', true), updated), 'restarted, and ready');
+  t.false(sidecarsSettled(status('containerd://b', false), updated));
+  t.true(sidecarsSettled({ ...status('containerd://a', false), status: { phase: 'Succeeded' } }), 'a finished pod holds nothing up');
 });
 
 test('the updater: one pod of a workload at a time, the next once its sidecars run the new image and are ready, through updates the API server accepts', async (t) => {
   const api = new FakeApiServer();
   await api.start();
   const before = await load({ 'log-shipper.yaml': shipperText });
-  const settled = (p: Record<string, any>, image: string) => ({
+  const settled = (p: Record<string, any>, containerID: string) => ({
     phase: 'Running',
-    initContainerStatuses: [{ name: 'log-shipper', image: `docker.io/${image}`, ready: true }],
+    initContainerStatuses: [{ name: 'log-shipper', image: 'docker.io/fluent/fluent-bit', containerID, ready: true, restartCount: 1 }],
     containerStatuses: [{ name: 'web', image: 'docker.io/library/nginx:1.27', ready: true }],
   });
   const names = ['web-5d8f-a', 'web-5d8f-b', 'api-7c9d-a'];
@@ -233,7 +242,7 @@ test('the updater: one pod of a workload at a time, the next once its sidecars r
     }
     const { resourceVersion: _rv, uid: _uid, ...metadata } = p.metadata;
     api.addObject('pods', metadata, p.spec);
-    api.setObjectStatus('pods', 'shop', name, settled(p, oldImage));
+    api.setObjectStatus('pods', 'shop', name, settled(p, `containerd://${name}-1`));
   }
   const set = await load(candidate(release('3.2.3')));
   const counted: string[] = [];
@@ -251,7 +260,7 @@ test('the updater: one pod of a workload at a time, the next once its sidecars r
   t.is(image('web-5d8f-a'), 'fluent/fluent-bit:3.2.3');
   t.is(image('web-5d8f-b'), oldImage);
   t.deepEqual(counted, ['log-shipper:updated', 'log-shipper:updated']);
-  t.like(updater.status().lastRound, { updated: 2, pending: 1, refused: 0, failed: 0 });
+  t.like(updater.status().lastRound, { updated: 2, pending: 1, refused: 0, failed: 0, unsettled: 2 });
   const toward = `log-shipper@${set.rollouts!.get('log-shipper')!.candidate!.hash}`;
   t.like(updater.progress().get(toward), { updated: 2, pending: 1, waitingWorkloads: 0, recreateNeeded: 0, refused: 0, failed: 0 });
   // The kubelet has not restarted the sidecar yet: the workload waits.
@@ -260,13 +269,13 @@ test('the updater: one pod of a workload at a time, the next once its sidecars r
   t.is(api.podUpdates.length, 2);
   t.like(updater.status().lastRound, { updated: 0, pending: 1, waitingWorkloads: 1 });
   t.like(updater.progress().get(toward), { updated: 2, pending: 1, waitingWorkloads: 1 }, 'the count since leading stays');
-  api.setObjectStatus('pods', 'shop', 'web-5d8f-a', settled({}, 'fluent/fluent-bit:3.2.3'));
+  api.setObjectStatus('pods', 'shop', 'web-5d8f-a', settled({}, 'containerd://web-5d8f-a-2'));
   updater.round();
   await updater.settled();
   t.deepEqual(api.podUpdates, ['shop/web-5d8f-a', 'shop/api-7c9d-a', 'shop/web-5d8f-b']);
   t.is(updater.status().inPlaceUpdated, 3);
   // Every pod carries the candidate now: nothing to do.
-  for (const name of names) api.setObjectStatus('pods', 'shop', name, settled({}, 'fluent/fluent-bit:3.2.3'));
+  for (const name of names) api.setObjectStatus('pods', 'shop', name, settled({}, `containerd://${name}-2`));
   updater.round();
   await updater.settled();
   t.like(updater.status().lastRound, { updated: 0, pending: 0, waitingWorkloads: 0 });
@@ -305,6 +314,7 @@ test('the updater does nothing while no revision says inPlace, and never for a n
     recreateNeeded: {},
     refused: 0,
     failed: 0,
+    unsettled: 0,
   });
   labels = namespaceLabels;
   updater.round();
@@ -347,4 +357,154 @@ test('the updater rolls a halted candidate back in place first on the pod it bro
   await updater.settled();
   t.deepEqual(api.podUpdates, ['shop/web-5d8f-a'], 'a is taken back to the stable image');
   t.is(api.storedPod('shop', 'web-5d8f-a')!.spec.initContainers[0].image, oldImage);
+});
+
+/** `count` running pods of the Deployment `web` (or of `web-<i>` with `apart`), injected with `from`, added to `api` with their sidecar's status. */
+async function addPods(api: FakeApiServer, from: TemplateSet, names: readonly string[], ready: (name: string) => boolean = () => true): Promise<void> {
+  for (const name of names) {
+    const p = await runningPod(from, name);
+    const workload = name.slice(0, name.lastIndexOf('-'));
+    if (workload !== 'web-5d8f') {
+      const hash = workload.slice(workload.lastIndexOf('-') + 1);
+      p.metadata.labels = { ...p.metadata.labels, 'pod-template-hash': hash };
+      p.metadata.ownerReferences = [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: workload, uid: `rs-${workload}`, controller: true }];
+    }
+    const { resourceVersion: _rv, ...metadata } = p.metadata;
+    api.addObject('pods', metadata, p.spec);
+    api.setObjectStatus('pods', 'shop', name, {
+      phase: 'Running',
+      initContainerStatuses: [{ name: 'log-shipper', image: 'x', containerID: `containerd://${name}-1`, ready: ready(name), restartCount: 4 }],
+    });
+  }
+}
+
+test('without the policy that bounds it, the updater updates no pod and says why', async (t) => {
+  const api = new FakeApiServer();
+  await api.start();
+  await addPods(api, await load({ 'log-shipper.yaml': shipperText }), ['web-5d8f-a']);
+  const set = await load(candidate(release('3.2.3')));
+  const updater = await updaterFor(
+    t,
+    api,
+    () => set,
+    () => namespaceLabels,
+    undefined,
+    { policy: false },
+  );
+  updater.start();
+  await updater.settled();
+  t.deepEqual(api.podUpdates, []);
+  t.regex(updater.status().lastRound!.policyMissing!, /^ValidatingAdmissionPolicy sidecar-injector-in-place-updates is not installed/);
+  // Installed (the binding too), the next round updates.
+  api.validatingPolicies.validatingadmissionpolicies.set(inPlacePolicyName, {});
+  updater.round();
+  await updater.settled();
+  t.regex(updater.status().lastRound!.policyMissing!, /^ValidatingAdmissionPolicyBinding sidecar-injector-in-place-updates is not installed/);
+  api.validatingPolicies.validatingadmissionpolicybindings.set(inPlacePolicyName, {});
+  updater.round();
+  await updater.settled();
+  t.deepEqual(api.podUpdates, ['shop/web-5d8f-a']);
+  t.is(updater.status().lastRound!.policyMissing, undefined);
+});
+
+test('a refused update is counted and not sent again before the pod changes; other pods are not held up', async (t) => {
+  const api = new FakeApiServer();
+  await api.start();
+  await addPods(api, await load({ 'log-shipper.yaml': shipperText }), ['api-7c9d-a', 'web-5d8f-a']);
+  const set = await load(candidate(release('3.2.3')));
+  const results: string[] = [];
+  const updater = await updaterFor(
+    t,
+    api,
+    () => set,
+    () => namespaceLabels,
+    (l) => results.push(l.result),
+  );
+  api.podUpdateRefusal = 'ValidatingAdmissionPolicy denied request';
+  updater.start();
+  await updater.settled();
+  t.is(api.podUpdatesRefused, 2);
+  t.like(updater.status().lastRound, { refused: 2, updated: 0 });
+  t.deepEqual(results, ['refused', 'refused']);
+  updater.round();
+  await updater.settled();
+  t.is(api.podUpdatesRefused, 2, 'not sent again');
+  t.like(updater.status().lastRound, { refused: 0, pending: 0 });
+  // The pod changes (its status, as the kubelet writes it): tried again.
+  api.podUpdateRefusal = undefined;
+  api.setObjectStatus('pods', 'shop', 'web-5d8f-a', api.storedPod('shop', 'web-5d8f-a')!.status);
+  updater.round();
+  await updater.settled();
+  t.deepEqual(api.podUpdates, ['shop/web-5d8f-a']);
+});
+
+test('across the cluster, at most maxUnsettled pods updated and not yet taken up: a broken image without a candidate stops there', async (t) => {
+  const api = new FakeApiServer();
+  await api.start();
+  // Four workloads of one pod each; the new image is the stable revision's (the old one kept as
+  // the previous revision, which the pods carry), no candidate to halt it.
+  await addPods(api, await load({ 'log-shipper.yaml': shipperText }), ['a-1111-x', 'b-2222-x', 'c-3333-x', 'd-4444-x']);
+  const set = await load({ 'log-shipper.yaml': release('3.2.3'), 'previous.yaml': `rollout:\n  role: previous\n${shipperText}` });
+  const updater = await updaterFor(
+    t,
+    api,
+    () => set,
+    () => namespaceLabels,
+    undefined,
+    { maxUnsettled: 2 },
+  );
+  updater.start();
+  await updater.settled();
+  t.is(api.podUpdates.length, 2);
+  // The kubelet never takes them up (the image cannot be pulled): nothing more, round after round.
+  for (let i = 0; i < 2; i++) {
+    updater.round();
+    await updater.settled();
+  }
+  t.is(api.podUpdates.length, 2);
+  t.like(updater.status().lastRound, { unsettled: 2, pending: 2, waitingWorkloads: 2 });
+  // One is taken up: one more goes.
+  const [first] = api.podUpdates;
+  const [, name] = first!.split('/');
+  api.setObjectStatus('pods', 'shop', name!, {
+    phase: 'Running',
+    initContainerStatuses: [{ name: 'log-shipper', image: 'x', containerID: `containerd://${name}-2`, ready: true, restartCount: 5 }],
+  });
+  updater.round();
+  await updater.settled();
+  t.is(api.podUpdates.length, 3);
+});
+
+test('a halted candidate is taken back from every broken pod of a workload, one a round, however many it broke', async (t) => {
+  const api = new FakeApiServer();
+  await api.start();
+  const set = await load(candidate(release('3.2.3')));
+  // Two pods of one workload broken by the candidate's image, a third on the stable revision.
+  await addPods(api, set, ['web-5d8f-a', 'web-5d8f-b'], () => false);
+  await addPods(api, await load({ 'log-shipper.yaml': shipperText }), ['web-5d8f-c']);
+  const halted = stopCandidates(set, new Map([['log-shipper', 'halted']]));
+  const updater = await updaterFor(
+    t,
+    api,
+    () => halted,
+    () => namespaceLabels,
+  );
+  updater.start();
+  await updater.settled();
+  updater.round();
+  await updater.settled();
+  t.deepEqual([...api.podUpdates].sort(), ['shop/web-5d8f-a', 'shop/web-5d8f-b']);
+  for (const name of ['web-5d8f-a', 'web-5d8f-b']) t.is(api.storedPod('shop', name)!.spec.initContainers[0].image, oldImage);
+});
+
+test('a sidecar whose pull policy was defaulted for its old image, and would be defaulted otherwise for the new one, is left to a re-create', async (t) => {
+  const stored = await runningPod(await load({ 'log-shipper.yaml': shipperText }));
+  // As the API server stores it: IfNotPresent, defaulted for a tagged image.
+  stored.spec.initContainers[0].imagePullPolicy = 'IfNotPresent';
+  const toLatest = await load(candidate(release('latest')));
+  t.deepEqual(
+    planInPlace(stored, namespaceLabels, toLatest)!.skipped.map((s) => s.why),
+    ['pull-policy'],
+  );
+  t.deepEqual(planInPlace(stored, namespaceLabels, await load(candidate(release('3.2.3'))))!.skipped, []);
 });

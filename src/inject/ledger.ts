@@ -35,6 +35,11 @@ export interface LedgerEntry {
   podResources?: ResourceGrowth;
   /** Parameters overridden by the namespace or the pod, with the values used: a record for readers (and the auditor), never acted on. */
   params?: Record<string, string>;
+  /**
+   * Per container, the restarts that were the injector's own doing: an in-place update of its image
+   * restarts it once (rollout/in-place.ts). The automatic halt counts only restarts beyond these.
+   */
+  restarts?: Record<string, number>;
 }
 
 /** The whole ledger; `v` versions the format. */
@@ -140,6 +145,15 @@ function readLedger(text: string): Ledger {
       }
       entry.params = params;
     }
+    if (raw.restarts !== undefined) {
+      if (!isJsonObject(raw.restarts)) throw new LedgerError(`${name}.restarts is malformed`);
+      const restarts: Record<string, number> = Object.create(null);
+      for (const [container, count] of Object.entries(raw.restarts)) {
+        if (typeof count !== 'number' || !Number.isSafeInteger(count) || count < 0) throw new LedgerError(`${name}.restarts is malformed`);
+        restarts[container] = count;
+      }
+      entry.restarts = restarts;
+    }
     templates[name] = entry;
   }
   return { v: 1, templates };
@@ -178,6 +192,7 @@ const entryKeyOrder: readonly (keyof LedgerEntry)[] = [
   'labels',
   'annotations',
   'appContainers',
+  'restarts',
 ];
 
 /** The annotation text for a ledger: templates sorted by name and each entry's keys in one order, so equal ledgers serialise equally. */

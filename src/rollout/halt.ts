@@ -77,16 +77,17 @@ export interface RefusedWorkload {
  * its forms (a ledger is the pod's claim: any tenant could otherwise name its own crashing
  * container, and halt a rollout everywhere). Undefined when it records another revision or none.
  */
-function candidateContainers(pod: JsonObject, health: CandidateHealth): ReadonlySet<string> | undefined {
+function candidateContainers(pod: JsonObject, health: CandidateHealth): ReadonlyMap<string, number> | undefined {
   const claimed = claimedContainers(pod, health.template, health.revision);
   if (!claimed) return undefined;
   const spec = isJsonObject(pod.spec) ? pod.spec : {};
-  const held = new Set<string>();
+  const held = new Map<string, number>();
   for (const list of [spec.containers, spec.initContainers]) {
     if (!Array.isArray(list)) continue;
     for (const c of list) {
       if (!isJsonObject(c) || typeof c.name !== 'string' || !claimed.has(c.name)) continue;
-      if ((health.skeletons.get(c.name) ?? []).some((skeleton) => containsContainer(skeleton, c, health.guaranteedPods))) held.add(c.name);
+      if ((health.skeletons.get(c.name) ?? []).some((skeleton) => containsContainer(skeleton, c, health.guaranteedPods)))
+        held.set(c.name, claimed.get(c.name)!);
     }
   }
   return held.size > 0 ? held : undefined;
@@ -105,8 +106,11 @@ function skeletonsOf(candidate: Template): Map<string, unknown[]> {
   return out;
 }
 
-/** The container names the ledger of `pod` says `template`'s `revision` added. */
-function claimedContainers(pod: JsonObject, template: string, revision: string): ReadonlySet<string> | undefined {
+/**
+ * The container names the ledger of `pod` says `template`'s `revision` added, each with the
+ * restarts that were the injector's own (an in-place update restarts a container once).
+ */
+function claimedContainers(pod: JsonObject, template: string, revision: string): ReadonlyMap<string, number> | undefined {
   const metadata = isJsonObject(pod.metadata) ? pod.metadata : {};
   const annotations = isJsonObject(metadata.annotations) ? metadata.annotations : {};
   const raw = annotations[AnnotationKeys.status];
@@ -116,7 +120,12 @@ function claimedContainers(pod: JsonObject, template: string, revision: string):
     const entry = isJsonObject(parsed.templates) && Object.hasOwn(parsed.templates, template) ? parsed.templates[template] : undefined;
     if (!isJsonObject(entry) || entry.hash !== revision) return undefined;
     const names = [entry.containers, entry.initContainers].flatMap((list) => (Array.isArray(list) ? list : []));
-    return new Set(names.filter((n): n is string => typeof n === 'string'));
+    const ours = isJsonObject(entry.restarts) ? entry.restarts : {};
+    const restarts = (name: string) => {
+      const count = Object.hasOwn(ours, name) ? ours[name] : undefined;
+      return typeof count === 'number' && Number.isSafeInteger(count) && count >= 0 ? count : 0;
+    };
+    return new Map(names.filter((n): n is string => typeof n === 'string').map((n) => [n, restarts(n)]));
   } catch {
     return undefined;
   }
@@ -130,7 +139,7 @@ function timeOf(value: unknown): number | undefined {
 }
 
 /** The containers of `names` that are meant to keep running: app containers, and init containers with restartPolicy Always (native sidecars). */
-function longRunning(pod: JsonObject, names: ReadonlySet<string>): ReadonlySet<string> {
+function longRunning(pod: JsonObject, names: ReadonlyMap<string, number>): ReadonlySet<string> {
   const spec = isJsonObject(pod.spec) ? pod.spec : {};
   const out = new Set<string>();
   for (const c of Array.isArray(spec.containers) ? spec.containers : [])
@@ -155,10 +164,10 @@ function notReadySince(pod: JsonObject, container: JsonObject): number | undefin
   return known.length > 0 ? Math.max(...known) : undefined;
 }
 
-/** Why one of `names` is unhealthy in the pod's status, and how; undefined when none is. */
+/** Why one of `names` is unhealthy in the pod's status, and how; undefined when none is. `names` maps each to the restarts that were the injector's own. */
 function unhealthyBecause(
   pod: JsonObject,
-  names: ReadonlySet<string>,
+  names: ReadonlyMap<string, number>,
   thresholds: HaltThresholds,
   now: number,
 ): { how: 'restarting' | 'not-ready'; why: string } | undefined {
@@ -169,8 +178,8 @@ function unhealthyBecause(
       if (!isJsonObject(c) || typeof c.name !== 'string' || !names.has(c.name)) continue;
       const waiting = isJsonObject(c.state) && isJsonObject(c.state.waiting) ? c.state.waiting.reason : undefined;
       if (typeof waiting === 'string' && stuckReasons.has(waiting)) return { how: 'restarting', why: `container ${c.name} is waiting: ${waiting}` };
-      if (typeof c.restartCount === 'number' && c.restartCount >= thresholds.restarts)
-        return { how: 'restarting', why: `container ${c.name} restarted ${c.restartCount} times` };
+      const restarts = typeof c.restartCount === 'number' ? c.restartCount - names.get(c.name)! : 0;
+      if (restarts >= thresholds.restarts) return { how: 'restarting', why: `container ${c.name} restarted ${restarts} times` };
     }
   }
   // Not ready: only where the pod is meant to be running, for containers meant to keep running.

@@ -1,13 +1,17 @@
 /**
  * The in-place updater, a leader-only runnable (`--in-place-updates on`): every round it lists the
- * pods and gives each one that runs a template at another revision than the one it should carry,
- * where in-place.ts allows it, the new sidecar images by one update of the pod — with the pod's
- * resourceVersion, so that a pod changed meanwhile is a 409 and judged again next round. One pod
- * of a workload at a time: a workload with a pod whose sidecars have not taken up their image
- * and become ready waits, and so does every workload after `maxPerRound` updates. What the
- * injector may change in a pod is bounded by the API server, not by this code: the generated
- * ValidatingAdmissionPolicy (manifests/in-place-policy.ts) refuses any other update by the
- * injector's ServiceAccount.
+ * pods of the namespaces labelled for it and gives each one that runs a template at another
+ * revision than the one it should carry, where in-place.ts allows it, the new sidecar images by
+ * one update of the pod — with the pod's resourceVersion, so that a pod changed meanwhile is a
+ * 409 and judged again next round. Brakes: one pod of a workload at a time (a workload with a pod
+ * whose sidecars are not ready waits, unless the pod to update is that one: a rollback must reach
+ * the pods a broken image broke); at most `maxUnsettled` pods it updated whose sidecars have not
+ * yet restarted and become ready, across the cluster (so a broken image without a candidate to
+ * halt reaches that many pods, and stops there); `maxPerRound` writes a round; a pod whose update
+ * was refused is not tried again before it changes. What the injector may change in a pod is
+ * bounded by the API server, not by this code: the in-place-updates component's
+ * ValidatingAdmissionPolicy refuses any other update by the injector's ServiceAccount, and no pod
+ * is updated while that policy or its binding cannot be read.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
@@ -24,6 +28,13 @@ import { cut } from '../quote.js';
 import { LabelKeys, LabelValues } from '../k8s/keys.js';
 import { metadataOf, planInPlace, sidecarsSettled, type InPlacePlan, type InPlaceSkip } from './in-place.js';
 
+/** The ValidatingAdmissionPolicy and binding that bound the injector's pod updates (manifests/components/in-place-updates). */
+export const inPlacePolicyName = 'sidecar-injector-in-place-updates';
+const policyObjects = [
+  { kind: 'ValidatingAdmissionPolicy', path: `/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/${inPlacePolicyName}` },
+  { kind: 'ValidatingAdmissionPolicyBinding', path: `/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/${inPlacePolicyName}` },
+];
+
 export interface InPlaceUpdaterOptions {
   readonly kubeConfig: KubeConfig;
   readonly log: Logger;
@@ -35,12 +46,16 @@ export interface InPlaceUpdaterOptions {
   readonly metrics: { readonly inPlaceUpdates: { inc(labels: { template: string; result: string }): void } };
   /** @default 10000 */
   readonly intervalMs?: number;
-  /** Pod updates per round at most. @default 20 */
+  /** Pod updates (and conflicts) per round at most. @default 20 */
   readonly maxPerRound?: number;
+  /** Pods updated whose sidecars have not restarted and become ready, at most, across the cluster. @default 5 */
+  readonly maxUnsettled?: number;
 }
 
-/** Workloads held at once between the list and the updates: beyond it, a workload waits for a later round. */
-const maxWorkloadsHeld = 10_000;
+/** Workloads held at once between the list and the updates (each with one pod): beyond it, a workload waits for a later round. */
+const maxWorkloadsHeld = 2_000;
+/** Pods remembered as updated (until taken up) or refused (until changed). */
+const maxRemembered = 10_000;
 
 /** What /status shows of the last round. */
 export interface InPlaceRound {
@@ -55,6 +70,10 @@ export interface InPlaceRound {
   readonly recreateNeeded: Partial<Record<InPlaceSkip, number>>;
   readonly refused: number;
   readonly failed: number;
+  /** Pods updated whose sidecars have not yet restarted and become ready. */
+  readonly unsettled: number;
+  /** Set while no pod is updated because the policy that bounds the updates cannot be read: why. */
+  readonly policyMissing?: string;
 }
 
 export class InPlaceUpdater {
@@ -65,6 +84,11 @@ export class InPlaceUpdater {
   /** Pods updated toward each revision (candidateKey) since this replica began leading. */
   private readonly updatedTotal = new Map<string, number>();
   private lastProgress: ReadonlyMap<string, InPlaceProgress> = new Map();
+  /** Pods this replica updated, by uid: each changed container's containerID before (settled once another one runs, ready). */
+  private readonly updatedPods = new Map<string, ReadonlyMap<string, string | undefined>>();
+  /** Pods whose update the API server refused, by uid: the resourceVersion refused (tried again once it changes). */
+  private readonly refusedPods = new Map<string, string>();
+  private policyWarned = false;
 
   constructor(private readonly options: InPlaceUpdaterOptions) {
     this.rounds = new Rounds({
@@ -102,6 +126,21 @@ export class InPlaceUpdater {
     return { inPlaceUpdated: this.total, ...(this.last ? { lastRound: this.last } : {}) };
   }
 
+  /** Why the policy that bounds the updates cannot be relied on, or undefined when it and its binding are there. */
+  private async policyProblem(): Promise<string | undefined> {
+    for (const { kind, path } of policyObjects) {
+      try {
+        await requestJson(this.options.kubeConfig, 'GET', path, 10_000);
+      } catch (err) {
+        const status = err instanceof KubernetesApiError ? err.statusCode : undefined;
+        return status === 404
+          ? `${kind} ${inPlacePolicyName} is not installed (apply the in-place-updates component)`
+          : `cannot read ${kind} ${inPlacePolicyName}: ${cut((err as Error).message, 200)}`;
+      }
+    }
+    return undefined;
+  }
+
   private async pass(): Promise<void> {
     const { kubeConfig, log, clock } = this.options;
     const set = this.options.templates();
@@ -109,22 +148,27 @@ export class InPlaceUpdater {
       this.lastProgress = new Map();
       return;
     }
-    // Per workload: the pods still taking up an update (or unready), and the one pod to update —
-    // one of those if it has a move (a rollback of a broken image must reach the pod it broke),
-    // else the first listed.
-    let workloads = new Map<string, { unsettled: Set<string>; plan?: InPlacePlan; planUnsettled: boolean }>();
-    let recreateNeeded: Partial<Record<InPlaceSkip, number>> = {};
+    const at = new Date(clock.now()).toISOString();
+    const policyMissing = await this.policyProblem();
+    if (policyMissing) {
+      if (!this.policyWarned) log.warn({ why: policyMissing }, 'no pod is updated in place while the policy that bounds the updates is missing');
+      this.policyWarned = true;
+      this.last = { at, updated: 0, pending: 0, waitingWorkloads: 0, recreateNeeded: {}, refused: 0, failed: 0, unsettled: 0, policyMissing };
+      this.lastProgress = new Map();
+      return;
+    }
+    this.policyWarned = false;
+    // Per workload: whether a pod of it has sidecars not ready, and the one pod to update — one
+    // of those if it has a move (it takes nothing further away: a rollback must reach the pods a
+    // broken image broke), else the first listed.
+    const workloads = new Map<string, { unsettled: boolean; plan?: InPlacePlan; planUnsettled: boolean }>();
+    const recreateNeeded: Partial<Record<InPlaceSkip, number>> = {};
     let updatable = 0;
+    let unsettledOfOurs = 0;
+    const seen = new Set<string>();
     // Per revision a pod should carry (candidateKey): pods that get it only when recreated, and pods that can get it in place.
-    let recreatePerRevision = new Map<string, number>();
-    let pendingPerRevision = new Map<string, number>();
-    const forget = () => {
-      workloads = new Map();
-      recreateNeeded = {};
-      updatable = 0;
-      recreatePerRevision = new Map();
-      pendingPerRevision = new Map();
-    };
+    const recreatePerRevision = new Map<string, number>();
+    const pendingPerRevision = new Map<string, number>();
     const add = (map: Map<string, number>, key: string) => map.set(key, (map.get(key) ?? 0) + 1);
     // Only the namespaces that opted in to in-place updates are listed, one after the other, page by page.
     const optedIn = [...this.options.namespaces()].filter(([, labels]) => labels[LabelKeys.namespaceInPlace] === LabelValues.enabled);
@@ -136,6 +180,12 @@ export class InPlaceUpdater {
         for (const pod of pods) {
           const metadata = metadataOf(pod);
           if (!metadata) continue;
+          const uid = typeof (pod.metadata as JsonObject).uid === 'string' ? ((pod.metadata as JsonObject).uid as string) : '';
+          seen.add(uid);
+          const ours = this.updatedPods.get(uid);
+          const settled = sidecarsSettled(pod, ours);
+          if (ours && settled) this.updatedPods.delete(uid);
+          else if (ours) unsettledOfOurs++;
           const plan = planInPlace(pod, labels, set);
           if (!plan) continue;
           for (const { template, to, why } of plan.skipped) {
@@ -143,15 +193,15 @@ export class InPlaceUpdater {
             add(recreatePerRevision, candidateKey(template, to));
           }
           for (const move of plan.moves) add(pendingPerRevision, candidateKey(move.template, move.to));
-          const settled = sidecarsSettled(pod);
           if (settled && !plan.updated) continue;
           let workload = workloads.get(plan.workload);
           if (!workload) {
             if (workloads.size >= maxWorkloadsHeld) continue;
-            workloads.set(plan.workload, (workload = { unsettled: new Set(), planUnsettled: false }));
+            workloads.set(plan.workload, (workload = { unsettled: false, planUnsettled: false }));
           }
-          if (!settled) workload.unsettled.add(metadata.name);
-          if (!plan.updated) continue;
+          workload.unsettled ||= !settled;
+          // A pod whose update was refused waits until it changes.
+          if (!plan.updated || this.refusedPods.get(uid) === (pod.metadata as JsonObject).resourceVersion) continue;
           updatable++;
           if (!workload.plan || (!settled && !workload.planUnsettled)) {
             workload.plan = plan;
@@ -159,7 +209,7 @@ export class InPlaceUpdater {
           }
         }
       };
-      // An expired continue token would list the namespace again: what it gave is forgotten with the rest, and a new round starts over.
+      // An expired continue token would list the namespace again: the round is dropped, and a new one starts over.
       await listPages<JsonObject>(
         kubeConfig,
         `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods`,
@@ -167,12 +217,14 @@ export class InPlaceUpdater {
         onPage,
       );
       if (restarted) {
-        forget();
         this.rounds.round();
         return;
       }
     }
-    const at = new Date(clock.now()).toISOString();
+    // Pods gone are forgotten.
+    for (const uid of this.updatedPods.keys()) if (!seen.has(uid)) this.updatedPods.delete(uid);
+    for (const uid of this.refusedPods.keys()) if (!seen.has(uid)) this.refusedPods.delete(uid);
+
     const progress = new Map<string, { updated: number; pending: number; waitingWorkloads: number; recreateNeeded: number; refused: number; failed: number }>();
     const toward = (key: string) => {
       let entry = progress.get(key);
@@ -185,18 +237,22 @@ export class InPlaceUpdater {
     let updated = 0;
     let refused = 0;
     let failed = 0;
+    let writes = 0;
     const maxPerRound = this.options.maxPerRound ?? 20;
+    const maxUnsettled = this.options.maxUnsettled ?? 5;
     let waitingWorkloads = 0;
     for (const { unsettled, plan, planUnsettled } of workloads.values()) {
       if (!plan) continue;
-      // At most one pod of a workload without its sidecars ready: the one updated now, if it is that one.
-      if (unsettled.size > (planUnsettled ? 1 : 0)) {
+      // At most one pod of a workload without ready sidecars: a settled pod waits while another is not; a pod that is not may go.
+      // And across the cluster, at most maxUnsettled pods updated and not yet taken up.
+      if (!planUnsettled && (unsettled || unsettledOfOurs >= maxUnsettled)) {
         waitingWorkloads++;
         for (const key of keysOf(plan)) toward(key).waitingWorkloads++;
         continue;
       }
-      if (this.rounds.isStopped || updated + refused + failed >= maxPerRound) break;
-      const metadata = plan.updated!.metadata as { namespace: string; name: string };
+      if (this.rounds.isStopped || writes >= maxPerRound) break;
+      writes++;
+      const metadata = plan.updated!.metadata as { namespace: string; name: string; uid?: string; resourceVersion?: string };
       const path = `/api/v1/namespaces/${encodeURIComponent(metadata.namespace)}/pods/${encodeURIComponent(metadata.name)}`;
       const count = (result: 'updated' | 'conflict' | 'refused' | 'failed') => {
         for (const move of plan.moves) this.options.metrics.inPlaceUpdates.inc({ template: move.template, result });
@@ -215,16 +271,23 @@ export class InPlaceUpdater {
         updated++;
         this.total++;
         count('updated');
+        if (metadata.uid && (this.updatedPods.has(metadata.uid) || this.updatedPods.size < maxRemembered)) {
+          if (!this.updatedPods.has(metadata.uid)) unsettledOfOurs++;
+          this.updatedPods.set(metadata.uid, new Map(plan.moves.flatMap((m) => m.images.map((i) => [i.container, i.containerID] as const))));
+        }
         log.info({ pod: `${metadata.namespace}/${metadata.name}`, moves: plan.moves }, 'sidecar images updated in place');
       } catch (err) {
         if (err instanceof KubernetesApiError && err.statusCode === 409) {
           count('conflict');
           continue;
         }
-        // A refusal (403, 422: the in-place policy, a webhook, pod validation) is the cluster's word: logged and counted, tried again next round.
+        // A refusal (403, 422: the in-place policy, a webhook, pod validation) is the cluster's word:
+        // logged and counted, and the pod is not tried again before it changes.
         const refusal = err instanceof KubernetesApiError && (err.statusCode === 403 || err.statusCode === 422 || err.statusCode === 400);
-        if (refusal) refused++;
-        else failed++;
+        if (refusal) {
+          refused++;
+          if (metadata.uid && metadata.resourceVersion && this.refusedPods.size < maxRemembered) this.refusedPods.set(metadata.uid, metadata.resourceVersion);
+        } else failed++;
         count(refusal ? 'refused' : 'failed');
         const detail = err instanceof KubernetesApiError ? err.detail : undefined;
         log.warn(
@@ -240,14 +303,6 @@ export class InPlaceUpdater {
     this.lastProgress = new Map(
       [...progress].filter(([key]) => revisions.has(key)).map(([key, p]) => [key, { ...p, updated: this.updatedTotal.get(key) ?? 0, checkedAt: at }]),
     );
-    this.last = {
-      at,
-      updated,
-      pending: updatable - updated,
-      waitingWorkloads,
-      recreateNeeded,
-      refused,
-      failed,
-    };
+    this.last = { at, updated, pending: updatable - updated, waitingWorkloads, recreateNeeded, refused, failed, unsettled: unsettledOfOurs };
   }
 }

@@ -36,7 +36,12 @@ export type InPlaceSkip =
   /** A sidecar's image is not the one its recorded revision set, or it is gone. */
   | 'altered'
   /** The image of an init container that ran once changes: the new image would never run in this pod. */
-  | 'runs-once';
+  | 'runs-once'
+  /**
+   * The sidecar's pull policy was defaulted for its image (Always for `:latest` or no tag, else
+   * IfNotPresent) and the new image would be defaulted otherwise: an update cannot change it.
+   */
+  | 'pull-policy';
 
 /** One container an update changes. */
 export interface ImageChange {
@@ -44,6 +49,8 @@ export interface ImageChange {
   readonly list: 'containers' | 'initContainers';
   readonly from: string;
   readonly to: string;
+  /** Its containerID in the pod's status when the plan was made: once the kubelet has restarted it, another one. */
+  readonly containerID?: string;
 }
 
 /** One template's move to another revision in a pod. */
@@ -113,8 +120,24 @@ function inPlaceTo(from: Template, to: Template, set: TemplateSet): boolean {
   return from.updateStrategy === 'inPlace' && rollout?.candidate?.hash === from.hash && rollout.stable.hash === to.hash;
 }
 
+/** The pull policy the API server defaults for an image: Always for `:latest` or no tag (and no digest), else IfNotPresent. */
+function defaultPullPolicy(image: string): 'Always' | 'IfNotPresent' {
+  if (image.includes('@')) return 'IfNotPresent';
+  const tag = /:([^/:]+)$/.exec(image)?.[1];
+  return tag === undefined || tag === 'latest' ? 'Always' : 'IfNotPresent';
+}
+
+/** The status of the container `name` (containers or init containers), when the pod reports one. */
+function statusOf(pod: JsonObject, name: string): JsonObject | undefined {
+  const status = isJsonObject(pod.status) ? pod.status : {};
+  for (const list of [status.containerStatuses, status.initContainerStatuses])
+    if (Array.isArray(list)) for (const c of list) if (isJsonObject(c) && c.name === name) return c;
+  return undefined;
+}
+
 /** Whether `to` may replace `from` in place, and the images it changes in a pod whose spec is `spec`, with the sidecars `names`. */
-function moveOf(from: Template, to: Template, names: readonly string[], spec: JsonObject, set: TemplateSet): { move?: ImageChange[]; why?: InPlaceSkip } {
+function moveOf(from: Template, to: Template, names: readonly string[], pod: JsonObject, set: TemplateSet): { move?: ImageChange[]; why?: InPlaceSkip } {
+  const spec = isJsonObject(pod.spec) ? pod.spec : {};
   if (!inPlaceTo(from, to, set)) return { why: 'recreate-strategy' };
   if (from.imageFacts.shape !== to.imageFacts.shape) return { why: 'not-image-only' };
   const changes: ImageChange[] = [];
@@ -124,8 +147,12 @@ function moveOf(from: Template, to: Template, names: readonly string[], spec: Js
     if (was === undefined || next === undefined) return { why: 'image-varies' };
     const found = findContainer(spec, name);
     if (!found || found.container.image !== was) return { why: 'altered' };
-    if (was !== next && !runsBesideApp(found.container, found.list)) return { why: 'runs-once' };
-    if (was !== next) changes.push({ container: name, list: found.list, from: was, to: next });
+    if (was === next) continue;
+    if (!runsBesideApp(found.container, found.list)) return { why: 'runs-once' };
+    const policy = found.container.imagePullPolicy;
+    if (policy === defaultPullPolicy(was) && policy !== defaultPullPolicy(next)) return { why: 'pull-policy' };
+    const containerID = statusOf(pod, name)?.containerID;
+    changes.push({ container: name, list: found.list, from: was, to: next, ...(typeof containerID === 'string' ? { containerID } : {}) });
   }
   return { move: changes };
 }
@@ -139,7 +166,6 @@ function moveOf(from: Template, to: Template, names: readonly string[], spec: Js
 export function planInPlace(pod: JsonObject, namespaceLabels: Labels, set: TemplateSet): InPlacePlan | undefined {
   const metadata = metadataOf(pod);
   if (!metadata || !Object.hasOwn(metadata.annotations, AnnotationKeys.status) || ending(pod)) return undefined;
-  const spec = isJsonObject(pod.spec) ? pod.spec : {};
   const facts = podFacts(metadata);
   const verdict = judgePod(facts, namespaceLabels, set);
   const workload = bucketKey(rolloutSubject(metadata, metadata.namespace, metadata.labels));
@@ -159,7 +185,7 @@ export function planInPlace(pod: JsonObject, namespaceLabels: Labels, set: Templ
       continue;
     }
     const { move, why } = optedIn
-      ? moveOf(from, to, [...(entry.initContainers ?? []), ...(entry.containers ?? [])], spec, set)
+      ? moveOf(from, to, [...(entry.initContainers ?? []), ...(entry.containers ?? [])], pod, set)
       : { move: undefined, why: 'namespace-not-opted-in' as const };
     if (!move) skipped.push({ template: t.name, to: t.want!, why: why! });
     else moves.push({ template: t.name, from: from.hash, to: to.hash, images: move });
@@ -169,48 +195,40 @@ export function planInPlace(pod: JsonObject, namespaceLabels: Labels, set: Templ
   const updated = structuredClone(pod);
   const updatedSpec = updated.spec as JsonObject;
   for (const move of moves) {
-    for (const change of move.images) findContainer(updatedSpec, change.container)!.container.image = change.to;
-    ledger.templates[move.template]!.hash = move.to;
+    const entry = ledger.templates[move.template]!;
+    entry.hash = move.to;
+    for (const change of move.images) {
+      findContainer(updatedSpec, change.container)!.container.image = change.to;
+      // The kubelet restarts the container once for its new image: that restart is ours, not the sidecar's.
+      const count = statusOf(pod, change.container)?.restartCount;
+      const restarts: Record<string, number> = Object.assign(Object.create(null), entry.restarts);
+      restarts[change.container] = (typeof count === 'number' && Number.isSafeInteger(count) && count >= 0 ? count : 0) + 1;
+      entry.restarts = restarts;
+    }
   }
   ((updated.metadata as JsonObject).annotations as JsonObject)[AnnotationKeys.status] = serializeLedger(ledger);
   return { updated: { apiVersion: 'v1', kind: 'Pod', ...updated }, moves, skipped, workload };
 }
 
 /**
- * The same image, as a spec names it and a container status reports it (the runtime writes the
- * reference it resolved: `busybox` → `docker.io/library/busybox:latest`).
+ * Whether every sidecar of the pod's ledger that runs beside the app is ready, and each one
+ * `updated` names (container → its containerID when it was updated) runs in another container
+ * since: the kubelet has taken the update up. Until then, no other pod of the workload is
+ * updated (at most one pod of a workload without ready sidecars at a time).
  */
-export function sameImage(spec: string, status: string): boolean {
-  if (spec === status) return true;
-  const tagged = /[:@][^/]*$/.test(spec) ? spec : `${spec}:latest`;
-  const withHost =
-    /^[^/]+[.:][^/]*\//.test(tagged) || tagged.startsWith('localhost/') ? tagged : `docker.io/${tagged.includes('/') ? '' : 'library/'}${tagged}`;
-  return status === tagged || status === withHost;
-}
-
-/**
- * Whether every sidecar of the pod's ledger runs the image its spec names and is ready: an
- * update in place has been taken up by the kubelet. Until it is, no other pod of the workload is
- * updated (at most one pod of a workload without a ready sidecar at a time).
- */
-export function sidecarsSettled(pod: JsonObject): boolean {
+export function sidecarsSettled(pod: JsonObject, updated: ReadonlyMap<string, string | undefined> = new Map()): boolean {
   const metadata = metadataOf(pod);
   if (!metadata) return true;
   const { ledger } = parseLedger(Object.hasOwn(metadata.annotations, AnnotationKeys.status) ? metadata.annotations[AnnotationKeys.status] : undefined);
   const names = new Set(Object.values(ledger.templates).flatMap((e) => [...(e.containers ?? []), ...(e.initContainers ?? [])]));
   if (names.size === 0 || ending(pod)) return true;
   const spec = isJsonObject(pod.spec) ? pod.spec : {};
-  const status = isJsonObject(pod.status) ? pod.status : {};
-  const statuses = [
-    ...(Array.isArray(status.containerStatuses) ? status.containerStatuses : []),
-    ...(Array.isArray(status.initContainerStatuses) ? status.initContainerStatuses : []),
-  ];
   for (const name of names) {
     const found = findContainer(spec, name);
     if (!found || !runsBesideApp(found.container, found.list)) continue;
-    const seen = statuses.find((s) => isJsonObject(s) && s.name === name) as JsonObject | undefined;
-    if (!seen || seen.ready !== true || typeof seen.image !== 'string' || typeof found.container.image !== 'string') return false;
-    if (!sameImage(found.container.image, seen.image)) return false;
+    const seen = statusOf(pod, name);
+    if (seen?.ready !== true) return false;
+    if (updated.has(name) && (typeof seen.containerID !== 'string' || seen.containerID === updated.get(name))) return false;
   }
   return true;
 }

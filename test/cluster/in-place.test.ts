@@ -153,7 +153,7 @@ test.serial(
 );
 
 test.serial('the policy lets the injector’s ServiceAccount change a listed sidecar’s image and nothing else', async (t) => {
-  const { kubectl } = joinWorld();
+  const { kube, kubectl } = joinWorld();
   const name = `rn-inplace-${Math.random().toString(36).slice(2, 7)}`;
   const namespace = await optedInNamespace(t, 'in-place-policy', { 'sidecar-injector.io/in-place-updates': 'enabled' });
   await stableTemplate(t, name);
@@ -192,6 +192,15 @@ test.serial('the policy lets the injector’s ServiceAccount change a listed sid
       },
       /may not change which containers the ledger lists/,
     ],
+    [
+      'a parameter the ledger records',
+      (p) => {
+        const ledger = JSON.parse(p.metadata.annotations['sidecar-injector.io/status']);
+        ledger.templates[name].params = { level: 'debug' };
+        p.metadata.annotations['sidecar-injector.io/status'] = JSON.stringify(ledger);
+      },
+      /may change in the ledger only the revisions and the restarts it caused/,
+    ],
     ['a label', (p) => (p.metadata.labels.extra = 'yes'), /may change no label and no annotation but its ledger/],
     ['another annotation', (p) => (p.metadata.annotations['example.com/x'] = 'y'), /may change no label and no annotation but its ledger/],
     [
@@ -207,6 +216,20 @@ test.serial('the policy lets the injector’s ServiceAccount change a listed sid
     t.regex(refused.text, expected, what);
     t.regex(refused.text, /ValidatingAdmissionPolicy 'sidecar-injector-in-place-updates'/, what);
   }
+  // The revision and the restarts it caused, with the sidecar's image: admitted.
+  const moved = await asInjector((p) => {
+    const ledger = JSON.parse(p.metadata.annotations['sidecar-injector.io/status']);
+    ledger.templates[name].hash = '0123456789ab';
+    ledger.templates[name].restarts = { [name]: 1 };
+    p.metadata.annotations['sidecar-injector.io/status'] = JSON.stringify(ledger);
+    sidecar(p).image = realNode().pulledImage;
+  });
+  t.true(moved.ok, moved.text);
+  // A namespace that has not opted in: refused, whatever the change.
+  await kube.mergePatch(`/api/v1/namespaces/${namespace}`, { metadata: { labels: { 'sidecar-injector.io/in-place-updates': null } } });
+  const notOptedIn = await asInjector((p) => (sidecar(p).image = realNode().pulledImage));
+  t.false(notOptedIn.ok);
+  t.regex(notOptedIn.text, /updates pods in place only in namespaces labelled sidecar-injector.io\/in-place-updates=enabled/);
   // The right is update alone: a patch is refused by RBAC before any policy.
   const patched = await asInjector(() => undefined, 'patch');
   t.false(patched.ok);

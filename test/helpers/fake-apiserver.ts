@@ -178,6 +178,11 @@ export class FakeApiServer {
     mutatingadmissionpolicies: new Map<string, Record<string, any>>(),
     mutatingadmissionpolicybindings: new Map<string, Record<string, any>>(),
   };
+  /** ValidatingAdmissionPolicies and their bindings by name (v1, as every supported version serves them): get only. */
+  readonly validatingPolicies = {
+    validatingadmissionpolicies: new Map<string, Record<string, any>>(),
+    validatingadmissionpolicybindings: new Map<string, Record<string, any>>(),
+  };
   /**
    * The admissionregistration.k8s.io version that serves MutatingAdmissionPolicies (and lists them
    * in its discovery): v1 as from 1.36, v1beta1 as 1.34 and 1.35 with the feature gate, or none
@@ -343,6 +348,9 @@ export class FakeApiServer {
 
   /** Pod updates (`PUT …/pods/NAME`) the fake stored, in order: namespace/name. */
   readonly podUpdates: string[] = [];
+  /** Set: every pod update is refused with 403 and these words (as a policy's denial), counted in `podUpdatesRefused`. */
+  podUpdateRefusal: string | undefined;
+  podUpdatesRefused = 0;
 
   /**
    * A pod update as the real API server judges one: the resourceVersion must be the stored one
@@ -353,6 +361,10 @@ export class FakeApiServer {
     const body = await this.readBody(req);
     const current = this.workloads.pods.get(`${namespace}/${name}`);
     if (!current) return this.send(res, 404, status(404, 'NotFound', `pods "${name}" not found`));
+    if (this.podUpdateRefusal !== undefined) {
+      this.podUpdatesRefused++;
+      return this.send(res, 403, status(403, 'Forbidden', this.podUpdateRefusal));
+    }
     if (body.metadata?.resourceVersion !== current.metadata.resourceVersion)
       return this.send(
         res,
@@ -1033,6 +1045,14 @@ export class FakeApiServer {
       if (this.mutatingAdmissionPolicyApi !== version) return this.send(res, 404, status(404, 'NotFound', 'the server could not find the requested resource'));
       const found = this.admissionPolicies[resource].get(decodeURIComponent(name));
       if (!found) return this.send(res, 404, status(404, 'NotFound', `${resource}.admissionregistration.k8s.io "${decodeURIComponent(name)}" not found`));
+      return this.send(res, 200, found);
+    }
+    const validatingPolicy = /^\/apis\/admissionregistration\.k8s\.io\/v1\/(validatingadmissionpolicies|validatingadmissionpolicybindings)\/([^/]+)$/.exec(url.pathname);
+    if (validatingPolicy && req.method === 'GET') {
+      const resource = validatingPolicy[1] as 'validatingadmissionpolicies' | 'validatingadmissionpolicybindings';
+      const name = decodeURIComponent(validatingPolicy[2]!);
+      const found = this.validatingPolicies[resource].get(name);
+      if (!found) return this.send(res, 404, status(404, 'NotFound', `${resource}.admissionregistration.k8s.io "${name}" not found`));
       return this.send(res, 200, found);
     }
     const configuration = /^\/apis\/admissionregistration\.k8s\.io\/v1\/mutatingwebhookconfigurations\/([^/]+)$/.exec(url.pathname);
