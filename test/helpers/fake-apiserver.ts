@@ -1047,7 +1047,9 @@ export class FakeApiServer {
       if (!found) return this.send(res, 404, status(404, 'NotFound', `${resource}.admissionregistration.k8s.io "${decodeURIComponent(name)}" not found`));
       return this.send(res, 200, found);
     }
-    const validatingPolicy = /^\/apis\/admissionregistration\.k8s\.io\/v1\/(validatingadmissionpolicies|validatingadmissionpolicybindings)\/([^/]+)$/.exec(url.pathname);
+    const validatingPolicy = /^\/apis\/admissionregistration\.k8s\.io\/v1\/(validatingadmissionpolicies|validatingadmissionpolicybindings)\/([^/]+)$/.exec(
+      url.pathname,
+    );
     if (validatingPolicy && req.method === 'GET') {
       const resource = validatingPolicy[1] as 'validatingadmissionpolicies' | 'validatingadmissionpolicybindings';
       const name = decodeURIComponent(validatingPolicy[2]!);
