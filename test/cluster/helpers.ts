@@ -226,9 +226,16 @@ export function waitingSidecarSpec(name: string, image: string, extra: Json = {}
 /**
  * `count` Deployments (`web-0`, `web-1`, …) of `replicas` pods each on the real node, labelled
  * `real-node-test: <selector>` (the bundled log shipper kept out), their app container a busybox
- * that sleeps; `app` adds to that container.
+ * that sleeps; `app` adds to that container, `deployment` to the Deployment's spec.
  */
-export async function realNodeDeployments(namespace: string, selector: string, count: number, replicas: number, app: Json = {}): Promise<void> {
+export async function realNodeDeployments(
+  namespace: string,
+  selector: string,
+  count: number,
+  replicas: number,
+  app: Json = {},
+  deployment: Json = {},
+): Promise<void> {
   const { kube, file } = joinWorld();
   for (let i = 0; i < count; i++)
     await kube.create(`/apis/apps/v1/namespaces/${namespace}/deployments`, {
@@ -244,6 +251,7 @@ export async function realNodeDeployments(namespace: string, selector: string, c
             containers: [{ name: 'app', image: file.realNode!.image, imagePullPolicy: 'IfNotPresent', command: ['sleep', '36000'], ...app }],
           }),
         },
+        ...deployment,
       },
     });
 }
