@@ -178,7 +178,7 @@ export function createMetrics(): Metrics {
     }),
     inPlaceUpdates: new Counter({
       name: 'sidecar_injector_in_place_updates_total',
-      help: 'Running pods given a template revision in place (a sidecar image set by an update), by template and result: updated, conflict, refused, failed',
+      help: 'Writes that give running pods a template revision in place (new sidecar resources by a resize, then images and ledger by an update), by template and result: updated, resized, conflict, refused, failed',
       labelNames: ['template', 'result'],
       registers,
     }),

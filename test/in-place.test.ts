@@ -13,7 +13,7 @@ import { diff } from '../src/inject/diff.js';
 import { loadTemplateDir } from '../src/templates/load.js';
 import { stopCandidates } from '../src/templates/rollout.js';
 import type { TemplateSet } from '../src/templates/set.js';
-import { planInPlace, sidecarsSettled } from '../src/rollout/in-place.js';
+import { inPlaceNotes, planInPlace, sidecarsSettled } from '../src/rollout/in-place.js';
 import { InPlaceUpdater, inPlacePolicyName } from '../src/rollout/in-place-updater.js';
 import { pino } from 'pino';
 import { FakeApiServer } from './helpers/fake-apiserver.js';
@@ -81,6 +81,19 @@ async function updaterFor(
   return updater;
 }
 
+/** An updater for the opted-in namespace, counting each write's result as `template:result`. */
+async function countingUpdater(t: ExecutionContext, api: FakeApiServer, templates: () => TemplateSet): Promise<{ updater: InPlaceUpdater; counted: string[] }> {
+  const counted: string[] = [];
+  const updater = await updaterFor(
+    t,
+    api,
+    templates,
+    () => namespaceLabels,
+    (l) => counted.push(`${l.template}:${l.result}`),
+  );
+  return { updater, counted };
+}
+
 const ledgerOf = (p: Record<string, any>) => JSON.parse(p.metadata.annotations['sidecar-injector.io/status']);
 
 test('a new image is the same shape: only the images differ; updateStrategy is no part of the revision', async (t) => {
@@ -89,13 +102,13 @@ test('a new image is the same shape: only the images differ; updateStrategy is n
   const sameButStrategy = (await load({ 'a.yaml': `updateStrategy: inPlace\n${shipperText}` })).byName.get('log-shipper')!;
   const moreMemory = (await load({ 'a.yaml': release('3.2.3').replace('default: 64Mi', 'default: 96Mi') })).byName.get('log-shipper')!;
   t.not(stable.hash, next.hash);
-  t.is(stable.imageFacts.shape, next.imageFacts.shape);
-  t.is(stable.imageFacts.images.get('log-shipper'), oldImage);
-  t.is(next.imageFacts.images.get('log-shipper'), 'fluent/fluent-bit:3.2.3');
+  t.is(stable.inPlaceFacts.shape, next.inPlaceFacts.shape);
+  t.is(stable.inPlaceFacts.images.get('log-shipper'), oldImage);
+  t.is(next.inPlaceFacts.images.get('log-shipper'), 'fluent/fluent-bit:3.2.3');
   t.is(sameButStrategy.hash, stable.hash, 'choosing the strategy leaves every pod current');
   t.is(sameButStrategy.updateStrategy, 'inPlace');
   t.is(stable.updateStrategy, 'recreate');
-  t.not(moreMemory.imageFacts.shape, stable.imageFacts.shape, 'a new memory default is more than an image');
+  t.not(moreMemory.inPlaceFacts.shape, stable.inPlaceFacts.shape, 'a new default of an overridable parameter is more than images and resources');
 });
 
 test('an image read from an overridable parameter varies per pod: not in the facts', async (t) => {
@@ -105,7 +118,7 @@ test('an image read from an overridable parameter varies per pod: not in the fac
   );
   t.not(text, shipperText);
   const template = (await load({ 'a.yaml': text })).byName.get('log-shipper')!;
-  t.false(template.imageFacts.images.has('log-shipper'));
+  t.false(template.inPlaceFacts.images.has('log-shipper'));
 });
 
 test('the plan sets the new image and the ledger revision, and nothing else of the pod', async (t) => {
@@ -120,6 +133,7 @@ test('the plan sets the new image and the ledger revision, and nothing else of t
       from: stable.hash,
       to: next!.hash,
       images: [{ container: 'log-shipper', list: 'initContainers', from: oldImage, to: 'fluent/fluent-bit:3.2.3' }],
+      resources: [],
     },
   ]);
   t.deepEqual(plan.skipped, []);
@@ -139,7 +153,7 @@ test('every reason a stale pod is left to a re-create', async (t) => {
   const why = async (files: Record<string, string>, p = stored, labels: Record<string, string> = namespaceLabels) =>
     planInPlace(p, labels, await load(files))!.skipped.map((s) => s.why);
   t.deepEqual(await why(candidate(release('3.2.3', 'recreate'))), ['recreate-strategy']);
-  t.deepEqual(await why(candidate(release('3.2.3').replace('default: 64Mi', 'default: 96Mi'))), ['not-image-only']);
+  t.deepEqual(await why(candidate(release('3.2.3').replace('default: 64Mi', 'default: 96Mi'))), ['not-images-or-resources']);
   t.deepEqual(await why(candidate(release('3.2.3')), stored, { 'sidecar-injector.io/injection': 'enabled' }), ['namespace-not-opted-in']);
   const altered = structuredClone(stored);
   altered.spec.initContainers[0].image = 'fluent/fluent-bit:patched-by-hand';
@@ -245,14 +259,7 @@ test('the updater: one pod of a workload at a time, the next once its sidecars r
     api.setObjectStatus('pods', 'shop', name, settled(p, `containerd://${name}-1`));
   }
   const set = await load(candidate(release('3.2.3')));
-  const counted: string[] = [];
-  const updater = await updaterFor(
-    t,
-    api,
-    () => set,
-    () => namespaceLabels,
-    (l) => counted.push(`${l.template}:${l.result}`),
-  );
+  const { updater, counted } = await countingUpdater(t, api, () => set);
   const image = (name: string) => api.storedPod('shop', name)!.spec.initContainers[0].image;
   updater.start();
   await updater.settled();
@@ -309,6 +316,8 @@ test('the updater does nothing while no revision says inPlace, and never for a n
   t.deepEqual(updater.status().lastRound, {
     at: '2026-11-20T10:00:00.000Z',
     updated: 0,
+    resized: 0,
+    resizeServed: true,
     pending: 0,
     waitingWorkloads: 0,
     recreateNeeded: {},
@@ -507,4 +516,189 @@ test('a sidecar whose pull policy was defaulted for its old image, and would be 
     ['pull-policy'],
   );
   t.deepEqual(planInPlace(stored, namespaceLabels, await load(candidate(release('3.2.3'))))!.skipped, []);
+});
+
+/** The log shipper with resources the same in every pod (its memory limit no longer overridable), cpu request `cpu`. */
+const fixedResources = (cpu = '10m', tag = '3.2.2') =>
+  `updateStrategy: inPlace\n${shipperText
+    .replace(`fluent/fluent-bit:3.2.2`, `fluent/fluent-bit:${tag}`)
+    .replace('memory: "{{ params.memoryLimit }}"', 'memory: 64Mi')
+    .replace('cpu: 10m', `cpu: ${cpu}`)}`;
+const withFixed = (cpu: string, tag = '3.2.2', share = 100) => ({
+  'log-shipper.yaml': fixedResources(),
+  'next.yaml': `rollout:\n  role: candidate\n  share: ${share}\n${fixedResources(cpu, tag)}`,
+});
+/** The kubelet's report of a pod whose sidecar runs `resources` (and `conditions`). */
+const reported = (p: Record<string, any>, resources: unknown, conditions: unknown[] = []): Record<string, any> => ({
+  ...p,
+  status: {
+    phase: 'Running',
+    conditions,
+    initContainerStatuses: [{ name: 'log-shipper', containerID: 'containerd://a', ready: true, restartCount: 0, resources }],
+    containerStatuses: [{ name: 'web', ready: true }],
+  },
+});
+
+test('new resources go first through a resize that changes only them; the update of images and ledger follows once the kubelet runs them', async (t) => {
+  const stored = await runningPod(await load({ 'log-shipper.yaml': fixedResources() }));
+  const set = await load(withFixed('20m', '3.2.3'));
+  const { stable, candidate: next } = set.rollouts!.get('log-shipper')!;
+  t.is(stable.inPlaceFacts.shape, next!.inPlaceFacts.shape, 'images and resources are outside the shape');
+  t.deepEqual(stable.inPlaceFacts.resources.get('log-shipper'), { requests: { cpu: '10m', memory: '32Mi' }, limits: { cpu: '100m', memory: '64Mi' } });
+  const plan = planInPlace(reported(stored, stored.spec.initContainers[0].resources), namespaceLabels, set)!;
+  t.is(plan.updated, undefined, 'no update before the resize');
+  t.deepEqual(
+    diff(stored, { ...plan.resize!, status: stored.status }).map((op) => op.path),
+    ['/spec/initContainers/0/resources/requests/cpu'],
+  );
+  t.is((plan.resize as Record<string, any>).metadata.resourceVersion, '41');
+  t.deepEqual(plan.moves[0]!.resources, [
+    { container: 'log-shipper', list: 'initContainers', from: stored.spec.initContainers[0].resources, to: next!.inPlaceFacts.resources.get('log-shipper')! },
+  ]);
+  // Resized, the kubelet not done yet: nothing is written, and the pod is not settled.
+  const resized: Record<string, any> = { ...plan.resize!, status: stored.status };
+  const working = reported(resized, stored.spec.initContainers[0].resources, [{ type: 'PodResizeInProgress', status: 'True' }]);
+  const waiting = planInPlace(working, namespaceLabels, set)!;
+  t.true(waiting.resizing);
+  t.is(waiting.updated, undefined);
+  t.is(waiting.resize, undefined);
+  t.false(sidecarsSettled(working));
+  // The kubelet runs them: the update sets the image and the ledger, nothing else.
+  const done = reported(resized, resized.spec.initContainers[0].resources);
+  t.true(sidecarsSettled(done));
+  const then = planInPlace(done, namespaceLabels, set)!;
+  t.deepEqual(
+    diff(done, then.updated!)
+      .map((op) => op.path)
+      .sort(),
+    ['/metadata/annotations/sidecar-injector.io~1status', '/spec/initContainers/0/image'],
+  );
+  t.is(ledgerOf(then.updated!).templates['log-shipper'].hash, next!.hash);
+  t.deepEqual(planInPlace(then.updated!, namespaceLabels, set)!.moves, [], 'a fixed point');
+});
+
+test('resources that vary per pod move in place only where both revisions write them alike', async (t) => {
+  // The bundled shipper's memory limit is overridable: its resources vary, alike in both revisions.
+  const stored = await runningPod(await load({ 'log-shipper.yaml': shipperText }));
+  t.false((await load({ 'a.yaml': shipperText })).byName.get('log-shipper')!.inPlaceFacts.resources.has('log-shipper'));
+  t.truthy(planInPlace(stored, namespaceLabels, await load(candidate(release('3.2.3'))))!.updated, 'a new image alone still goes in place');
+  const cpu = release('3.2.3').replace('cpu: 10m', 'cpu: 20m');
+  t.deepEqual(
+    planInPlace(stored, namespaceLabels, await load(candidate(cpu)))!.skipped.map((s) => s.why),
+    ['resources-vary'],
+  );
+});
+
+test('every reason new resources are left to a re-create', async (t) => {
+  const stored = await runningPod(await load({ 'log-shipper.yaml': fixedResources() }));
+  const why = async (p: Record<string, any>, cluster = {}) => planInPlace(p, namespaceLabels, await load(withFixed('20m')), cluster)!.skipped.map((s) => s.why);
+  t.deepEqual(await why(stored, { resize: false }), ['resize-unserved']);
+  // Resized by someone else (a vertical autoscaler): theirs, neither revision's.
+  const autoscaled = structuredClone(stored);
+  autoscaled.spec.initContainers[0].resources.requests.cpu = '15m';
+  t.deepEqual(await why(autoscaled), ['altered-by-resize']);
+  // The same values written otherwise are the same resources.
+  const spelled = structuredClone(stored);
+  spelled.spec.initContainers[0].resources.limits.cpu = '0.1';
+  t.deepEqual(await why(spelled), []);
+  const podLevel = structuredClone(stored);
+  podLevel.spec.resources = { requests: { cpu: '1', memory: '512Mi' } };
+  t.deepEqual(await why(podLevel), ['pod-level-resources']);
+  // Resized to the target, and the kubelet cannot give it on its node.
+  const set = await load(withFixed('20m'));
+  const target = set.rollouts!.get('log-shipper')!.candidate!.inPlaceFacts.resources.get('log-shipper')!;
+  const infeasible = structuredClone(stored);
+  infeasible.spec.initContainers[0].resources = target;
+  const stuck = reported(infeasible, stored.spec.initContainers[0].resources, [{ type: 'PodResizePending', status: 'True', reason: 'Infeasible' }]);
+  t.deepEqual(
+    planInPlace(stuck, namespaceLabels, set)!.skipped.map((s) => s.why),
+    ['resize-infeasible'],
+  );
+  t.true(sidecarsSettled(stuck), 'a resize the kubelet will not make holds no workload up');
+  // A resize that would change the pod's QoS class (the API server refuses it): the app requests
+  // what it limits, and the new sidecar resources would too, making a Burstable pod Guaranteed.
+  const app = structuredClone(stored);
+  app.spec.containers[0].resources = { requests: { cpu: '100m', memory: '64Mi' }, limits: { cpu: '100m', memory: '64Mi' } };
+  const guaranteedNext = await load({
+    'log-shipper.yaml': fixedResources(),
+    'next.yaml': `rollout:\n  role: candidate\n  share: 100\n${fixedResources('100m').replace('memory: 32Mi', 'memory: 64Mi')}`,
+  });
+  t.deepEqual(
+    planInPlace(app, namespaceLabels, guaranteedNext)!.skipped.map((s) => s.why),
+    ['qos-class'],
+  );
+});
+
+test('a candidate stopped between its resize and its update is resized back in place', async (t) => {
+  const stored = await runningPod(await load({ 'log-shipper.yaml': fixedResources() }));
+  const set = await load(withFixed('20m'));
+  const plan = planInPlace(reported(stored, stored.spec.initContainers[0].resources), namespaceLabels, set)!;
+  const resized = reported({ ...plan.resize! }, (plan.resize as Record<string, any>).spec.initContainers[0].resources);
+  const halted = stopCandidates(set, new Map([['log-shipper', 'halted: 2 of 2 pods not ready']]));
+  const { stable } = set.rollouts!.get('log-shipper')!;
+  t.is(ledgerOf(resized).templates['log-shipper'].hash, stable.hash, 'the ledger never moved');
+  const back = planInPlace(resized, namespaceLabels, halted)!;
+  t.deepEqual(
+    back.moves.map((m) => [m.from, m.to, m.resources.map((r) => r.to)]),
+    [[stable.hash, stable.hash, [stable.inPlaceFacts.resources.get('log-shipper')]]],
+  );
+  t.deepEqual(
+    diff(resized, { ...back.resize!, status: resized.status }).map((op) => op.path),
+    ['/spec/initContainers/0/resources/requests/cpu'],
+  );
+  // Nothing to take back on a pod that never moved.
+  t.deepEqual(planInPlace(reported(stored, stored.spec.initContainers[0].resources), namespaceLabels, halted)!.moves, []);
+});
+
+test('the updater resizes through pods/resize, then updates once the kubelet reports the new resources; without pods/resize it waits for a re-create', async (t) => {
+  const api = new FakeApiServer();
+  await api.start();
+  const p = await runningPod(await load({ 'log-shipper.yaml': fixedResources() }));
+  const { resourceVersion: _rv, uid: _uid, ...metadata } = p.metadata;
+  api.addObject('pods', metadata, p.spec);
+  api.setObjectStatus('pods', 'shop', p.metadata.name, reported(p, p.spec.initContainers[0].resources).status);
+  const set = await load(withFixed('20m', '3.2.3'));
+  const { updater, counted } = await countingUpdater(t, api, () => set);
+  api.resizeServed = false;
+  updater.start();
+  await updater.settled();
+  t.deepEqual([api.podResizes, api.podUpdates], [[], []]);
+  t.deepEqual(updater.status().lastRound?.recreateNeeded, { 'resize-unserved': 1 });
+  api.resizeServed = true;
+  updater.round();
+  await updater.settled();
+  const name = p.metadata.name;
+  t.deepEqual([api.podResizes, api.podUpdates], [[`shop/${name}`], []]);
+  const stored = () => api.storedPod('shop', name)!;
+  t.is(stored().spec.initContainers[0].resources.requests.cpu, '20m');
+  t.is(stored().spec.initContainers[0].image, 'fluent/fluent-bit:3.2.2', 'the image waits for the resize');
+  t.is(updater.status().lastRound?.resized, 1);
+  // The kubelet has not reported the new resources: nothing more.
+  updater.round();
+  await updater.settled();
+  t.deepEqual([api.podResizes.length, api.podUpdates.length], [1, 0]);
+  api.setObjectStatus('pods', 'shop', name, reported(stored(), stored().spec.initContainers[0].resources).status);
+  updater.round();
+  await updater.settled();
+  t.deepEqual(api.podUpdates, [`shop/${name}`]);
+  t.is(stored().spec.initContainers[0].image, 'fluent/fluent-bit:3.2.3');
+  t.is(ledgerOf(stored()).templates['log-shipper'].hash, set.rollouts!.get('log-shipper')!.candidate!.hash);
+  t.deepEqual(counted, ['log-shipper:resized', 'log-shipper:updated']);
+});
+
+test('why’s words for a running pod: moved in place, stale until recreated and why, resized by someone else', async (t) => {
+  const stable = await load({ 'log-shipper.yaml': fixedResources() });
+  const stored = await runningPod(stable);
+  t.deepEqual(inPlaceNotes(stored, namespaceLabels, stable), new Map(), 'current, its own resources: nothing to say');
+  const autoscaled = structuredClone(stored);
+  autoscaled.spec.initContainers[0].resources.requests.memory = '48Mi';
+  t.regex(inPlaceNotes(autoscaled, namespaceLabels, stable).get('log-shipper')!, /resized by someone else \(altered-by-resize\), and left so$/);
+  const set = await load(withFixed('20m'));
+  t.regex(inPlaceNotes(stored, namespaceLabels, set).get('log-shipper')!, /^being given revision [0-9a-f]{12} in place, without a new pod$/);
+  t.is(
+    inPlaceNotes(stored, namespaceLabels, set, { resize: false }).get('log-shipper'),
+    'stays stale until the pod is recreated: the API server does not serve pods/resize (resize-unserved)',
+  );
+  // Without any template that says inPlace, the rules say nothing.
+  t.deepEqual(inPlaceNotes(autoscaled, namespaceLabels, await load({ 'log-shipper.yaml': shipperText })), new Map());
 });

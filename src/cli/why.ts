@@ -22,6 +22,7 @@ import { parseOptions } from '../options.js';
 import { printable } from '../quote.js';
 import { admitPod, type PodOutcome, type AdmitDeps } from '../pipeline/admit.js';
 import { auditPod, fixFor, reportOwner } from '../pipeline/audit.js';
+import { inPlaceNotes } from '../rollout/in-place.js';
 import type { TemplateSet } from '../templates/set.js';
 import { whyOptions } from './usage.js';
 import { lastChanged, readObject, stringMap, templatesInForce } from './cluster-reads.js';
@@ -218,6 +219,9 @@ export async function why(argv: readonly string[], io: WhyIo, env: Readonly<Reco
         templatesFromCluster: templates.fromCluster,
         fix: fixFor(namespace, reportOwner(podMetadata, lookup)),
       });
+      // The in-place rules: a stale template being moved or needing a re-create, a sidecar resized by someone else.
+      const inPlace = inPlaceNotes(object, namespaceLabels, set);
+      answers = answers.map((a) => (inPlace.has(a.template) ? { ...a, reason: `${a.reason}; ${inPlace.get(a.template)!}` } : a));
       if (found) notes.push(`decided for a new pod of ${workloadRef!.kind} ${workloadRef!.name} (its pod template), as admission would decide the next one`);
       else if (owner)
         notes.push(`its owner ${owner.kind} ${owner.name} could not be confirmed (not there with the uid the pod names): decided for the pod itself`);

@@ -1,12 +1,13 @@
 /**
  * The in-place updater, a leader-only runnable (`--in-place-updates on`): every round it lists the
  * pods of the namespaces labelled for it and gives each one that runs a template at another
- * revision than the one it should carry, where in-place.ts allows it, the new sidecar images by
- * one update of the pod — with the pod's resourceVersion, so that a pod changed meanwhile is a
- * 409 and judged again next round. Brakes: one pod of a workload at a time (a workload with a pod
+ * revision than the one it should carry, where in-place.ts allows it, the new sidecar resources by
+ * a resize (pods/resize, where the API server serves it) and, once the kubelet runs them, the new
+ * images and the ledger by one update of the pod — each write with the pod's resourceVersion, so
+ * that a pod changed meanwhile is a 409 and judged again next round. Brakes: one pod of a workload at a time (a workload with a pod
  * whose sidecars are not ready waits, unless the pod to update is that one: a rollback must reach
- * the pods a broken image broke); at most `maxUnsettled` pods it updated whose sidecars have not
- * yet restarted and become ready, across the cluster (so a broken image without a candidate to
+ * the pods a broken image broke); at most `maxUnsettled` pods it updated or resized whose sidecars
+ * have not yet restarted (or taken up their resources) and become ready, across the cluster (so a broken image without a candidate to
  * halt reaches that many pods, and stops there); `maxPerRound` writes a round; a pod whose update
  * was refused is not tried again before it changes. What the injector may change in a pod is
  * bounded by the API server, not by this code: the in-place-updates component's
@@ -17,7 +18,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
 import { KubernetesApiError } from '../errors.js';
-import type { JsonObject } from '../k8s/json.js';
+import { isJsonObject, type JsonObject } from '../k8s/json.js';
 import type { Labels } from '../k8s/selector.js';
 import { listPages, requestJson } from '../kube-api/request.js';
 import { Rounds } from '../runtime/rounds.js';
@@ -60,8 +61,12 @@ const maxRemembered = 10_000;
 /** What /status shows of the last round. */
 export interface InPlaceRound {
   readonly at: string;
-  /** Pods updated in this round. */
+  /** Pods updated in this round (new images and the ledger's revisions). */
   readonly updated: number;
+  /** Pods whose sidecars were resized in this round (their update follows once the kubelet runs the new resources). */
+  readonly resized: number;
+  /** Whether the API server serves pods/resize (its discovery lists it). */
+  readonly resizeServed?: boolean;
   /** Pods that could be updated and wait for a later round (their workload's turn, or the round's bound). */
   readonly pending: number;
   /** Workloads with a pod to update that wait for another pod's sidecars to be ready. */
@@ -141,6 +146,16 @@ export class InPlaceUpdater {
     return undefined;
   }
 
+  /** Whether the API server serves pods/resize: its discovery of v1 lists it (false while that cannot be read: no resize is tried). */
+  private async resizeServed(): Promise<boolean> {
+    try {
+      const list = (await requestJson(this.options.kubeConfig, 'GET', '/api/v1', 10_000)) as { resources?: unknown };
+      return Array.isArray(list.resources) && list.resources.some((r) => isJsonObject(r) && r.name === 'pods/resize');
+    } catch {
+      return false;
+    }
+  }
+
   private async pass(): Promise<void> {
     const { kubeConfig, log, clock } = this.options;
     const set = this.options.templates();
@@ -153,11 +168,12 @@ export class InPlaceUpdater {
     if (policyMissing) {
       if (!this.policyWarned) log.warn({ why: policyMissing }, 'no pod is updated in place while the policy that bounds the updates is missing');
       this.policyWarned = true;
-      this.last = { at, updated: 0, pending: 0, waitingWorkloads: 0, recreateNeeded: {}, refused: 0, failed: 0, unsettled: 0, policyMissing };
+      this.last = { at, updated: 0, resized: 0, pending: 0, waitingWorkloads: 0, recreateNeeded: {}, refused: 0, failed: 0, unsettled: 0, policyMissing };
       this.lastProgress = new Map();
       return;
     }
     this.policyWarned = false;
+    const resizeServed = await this.resizeServed();
     // Per workload: whether a pod of it has sidecars not ready, and the one pod to update — one
     // of those if it has a move (it takes nothing further away: a rollback must reach the pods a
     // broken image broke), else the first listed.
@@ -186,14 +202,15 @@ export class InPlaceUpdater {
           const settled = sidecarsSettled(pod, ours);
           if (ours && settled) this.updatedPods.delete(uid);
           else if (ours) unsettledOfOurs++;
-          const plan = planInPlace(pod, labels, set);
+          const plan = planInPlace(pod, labels, set, { resize: resizeServed });
           if (!plan) continue;
           for (const { template, to, why } of plan.skipped) {
             recreateNeeded[why] = (recreateNeeded[why] ?? 0) + 1;
             add(recreatePerRevision, candidateKey(template, to));
           }
           for (const move of plan.moves) add(pendingPerRevision, candidateKey(move.template, move.to));
-          if (settled && !plan.updated) continue;
+          const write = plan.resize ?? plan.updated;
+          if (settled && !write) continue;
           let workload = workloads.get(plan.workload);
           if (!workload) {
             if (workloads.size >= maxWorkloadsHeld) continue;
@@ -201,7 +218,7 @@ export class InPlaceUpdater {
           }
           workload.unsettled ||= !settled;
           // A pod whose update was refused waits until it changes.
-          if (!plan.updated || this.refusedPods.get(uid) === (pod.metadata as JsonObject).resourceVersion) continue;
+          if (!write || this.refusedPods.get(uid) === (pod.metadata as JsonObject).resourceVersion) continue;
           updatable++;
           if (!workload.plan || (!settled && !workload.planUnsettled)) {
             workload.plan = plan;
@@ -235,6 +252,7 @@ export class InPlaceUpdater {
     for (const [key, count] of pendingPerRevision) toward(key).pending = count;
     const keysOf = (plan: InPlacePlan) => new Set(plan.moves.map((m) => candidateKey(m.template, m.to)));
     let updated = 0;
+    let resized = 0;
     let refused = 0;
     let failed = 0;
     let writes = 0;
@@ -252,9 +270,12 @@ export class InPlaceUpdater {
       }
       if (this.rounds.isStopped || writes >= maxPerRound) break;
       writes++;
-      const metadata = plan.updated!.metadata as { namespace: string; name: string; uid?: string; resourceVersion?: string };
-      const path = `/api/v1/namespaces/${encodeURIComponent(metadata.namespace)}/pods/${encodeURIComponent(metadata.name)}`;
-      const count = (result: 'updated' | 'conflict' | 'refused' | 'failed') => {
+      // New resources first, through pods/resize; the images and the ledger once the kubelet runs them.
+      const resizing = plan.resize !== undefined;
+      const body = (plan.resize ?? plan.updated)!;
+      const metadata = body.metadata as { namespace: string; name: string; uid?: string; resourceVersion?: string };
+      const path = `/api/v1/namespaces/${encodeURIComponent(metadata.namespace)}/pods/${encodeURIComponent(metadata.name)}${resizing ? '/resize' : ''}`;
+      const count = (result: 'updated' | 'resized' | 'conflict' | 'refused' | 'failed') => {
         for (const move of plan.moves) this.options.metrics.inPlaceUpdates.inc({ template: move.template, result });
         for (const key of keysOf(plan)) {
           const entry = toward(key);
@@ -262,20 +283,27 @@ export class InPlaceUpdater {
             entry.updated++;
             entry.pending--;
             this.updatedTotal.set(key, (this.updatedTotal.get(key) ?? 0) + 1);
-          } else if (result !== 'conflict') entry[result]++;
+          } else if (result === 'refused' || result === 'failed') entry[result]++;
         }
       };
       try {
         // The object as listed, with its resourceVersion: a pod changed since is a 409.
-        await requestJson(kubeConfig, 'PUT', path, 10_000, { body: plan.updated });
-        updated++;
-        this.total++;
-        count('updated');
+        await requestJson(kubeConfig, 'PUT', path, 10_000, { body });
+        if (resizing) resized++;
+        else {
+          updated++;
+          this.total++;
+        }
+        count(resizing ? 'resized' : 'updated');
         if (metadata.uid && (this.updatedPods.has(metadata.uid) || this.updatedPods.size < maxRemembered)) {
           if (!this.updatedPods.has(metadata.uid)) unsettledOfOurs++;
+          // A resize is taken up once the kubelet runs the new resources (sidecarsSettled); an image once another container runs.
           this.updatedPods.set(metadata.uid, new Map(plan.moves.flatMap((m) => m.images.map((i) => [i.container, i.containerID] as const))));
         }
-        log.info({ pod: `${metadata.namespace}/${metadata.name}`, moves: plan.moves }, 'sidecar images updated in place');
+        log.info(
+          { pod: `${metadata.namespace}/${metadata.name}`, moves: plan.moves },
+          resizing ? 'sidecar resources resized in place' : 'sidecar images and revisions updated in place',
+        );
       } catch (err) {
         if (err instanceof KubernetesApiError && err.statusCode === 409) {
           count('conflict');
@@ -303,6 +331,17 @@ export class InPlaceUpdater {
     this.lastProgress = new Map(
       [...progress].filter(([key]) => revisions.has(key)).map(([key, p]) => [key, { ...p, updated: this.updatedTotal.get(key) ?? 0, checkedAt: at }]),
     );
-    this.last = { at, updated, pending: updatable - updated, waitingWorkloads, recreateNeeded, refused, failed, unsettled: unsettledOfOurs };
+    this.last = {
+      at,
+      updated,
+      resized,
+      pending: updatable - updated,
+      waitingWorkloads,
+      recreateNeeded,
+      refused,
+      failed,
+      unsettled: unsettledOfOurs,
+      resizeServed,
+    };
   }
 }

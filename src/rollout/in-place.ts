@@ -1,17 +1,22 @@
 /**
  * In-place updates of running pods: which pods may get a new revision of a template without
- * being recreated, and the pod object that gives it to them. A revision qualifies when the
+ * being recreated, and the pod objects that give it to them. A revision qualifies when the
  * template says `updateStrategy: inPlace` and it differs from the pod's recorded revision only
- * in its sidecars' images (templates/template.ts ImageFacts): Kubernetes lets an update change
- * a container's `image`, and the kubelet restarts just that container. The update sets those
- * images and the ledger's revision, nothing else; a sidecar whose image is not the one the
- * recorded revision set (the author or another controller changed it) is left alone. Which
+ * in its sidecars' images and resources (templates/template.ts InPlaceFacts): Kubernetes lets an
+ * update change a container's `image` (the kubelet restarts just that container) and the
+ * `pods/resize` subresource its resources (the kubelet changes its cgroups). New resources go
+ * first, by a resize; once the kubelet runs them, one update sets the images and the ledger's
+ * revision, nothing else — so the ledger never names a revision whose resources the pod does not
+ * run. A sidecar whose image or resources are neither the recorded revision's nor the target's
+ * (the author, a person or a vertical autoscaler changed them) is left alone. Which
  * revision a pod should carry is the audit's answer (audit/…, pipeline/audit.ts): a candidate's
  * share, its preflight and its halt decide it, so a halted candidate is rolled back in place by
  * the same rule. Pure.
  */
 import { AnnotationKeys, LabelKeys, LabelValues } from '../k8s/keys.js';
 import { isJsonObject, type JsonObject } from '../k8s/json.js';
+import { resourceClaims, sameContainerResources } from '../k8s/container-resources.js';
+import { guaranteedContainer, podLevelResources, qosClass } from '../k8s/qos.js';
 import { parseLedger, serializeLedger } from '../inject/ledger.js';
 // Beside the app: an ordinary container or a native sidecar, which the kubelet restarts with a new image.
 import { runsBesideApp } from '../inject/pod-resources.js';
@@ -29,12 +34,24 @@ export type InPlaceSkip =
   | 'recreate-strategy'
   /** The pod's revision is none the injector still knows (stable, candidate, previous). */
   | 'unknown-revision'
-  /** The revisions differ in more than their sidecars' images. */
-  | 'not-image-only'
+  /** The revisions differ in more than their sidecars' images and resources. */
+  | 'not-images-or-resources'
   /** A sidecar's image depends on the pod (an overridable parameter, a pod field). */
   | 'image-varies'
+  /** A sidecar's resources depend on the pod (an overridable parameter, a pod field). */
+  | 'resources-vary'
   /** A sidecar's image is not the one its recorded revision set, or it is gone. */
   | 'altered'
+  /** A sidecar's resources are neither its recorded revision's nor the target's: resized by someone else (a vertical autoscaler, a person). */
+  | 'altered-by-resize'
+  /** New resources, and the cluster does not serve `pods/resize`. */
+  | 'resize-unserved'
+  /** New resources in a pod with pod-level resources, which a container's resize cannot pass. */
+  | 'pod-level-resources'
+  /** New resources would change the pod's QoS class (the API server refuses that resize), or a Guaranteed pod's sidecar could not keep it. */
+  | 'qos-class'
+  /** The kubelet cannot give the new resources on its node (PodResizePending, Infeasible). */
+  | 'resize-infeasible'
   /** The image of an init container that ran once changes: the new image would never run in this pod. */
   | 'runs-once'
   /**
@@ -53,17 +70,37 @@ export interface ImageChange {
   readonly containerID?: string;
 }
 
-/** One template's move to another revision in a pod. */
+/** One container a resize changes. */
+export interface ResourceChange {
+  readonly container: string;
+  readonly list: 'containers' | 'initContainers';
+  readonly from: JsonObject;
+  readonly to: JsonObject;
+}
+
+/**
+ * One template's move to another revision in a pod (`from` equals `to` when a resize of ours is
+ * taken back: a candidate stopped between its resize and its update).
+ */
 export interface TemplateMove {
   readonly template: string;
   readonly from: string;
   readonly to: string;
   readonly images: readonly ImageChange[];
+  /** Sidecars whose resources the kubelet does not yet run at the target's. */
+  readonly resources: readonly ResourceChange[];
 }
 
 export interface InPlacePlan {
-  /** The pod with the moves applied (for an update with its resourceVersion); undefined when nothing moves. */
+  /**
+   * The pod with the moves applied (for an update with its resourceVersion): the new images and
+   * the ledger's revisions. Undefined when nothing moves, or while a resize comes first.
+   */
   readonly updated?: JsonObject;
+  /** The pod with the sidecars' new resources (for `pods/resize`, with its resourceVersion): what goes before `updated`. */
+  readonly resize?: JsonObject;
+  /** A resize of ours the kubelet has not finished: the update waits for it. */
+  readonly resizing?: boolean;
   readonly moves: readonly TemplateMove[];
   /** Templates that stay stale until the pod is recreated: toward revision `to`, and why. */
   readonly skipped: readonly { readonly template: string; readonly to: string; readonly why: InPlaceSkip }[];
@@ -135,62 +172,191 @@ function statusOf(pod: JsonObject, name: string): JsonObject | undefined {
   return undefined;
 }
 
-/** Whether `to` may replace `from` in place, and the images it changes in a pod whose spec is `spec`, with the sidecars `names`. */
-function moveOf(from: Template, to: Template, names: readonly string[], pod: JsonObject, set: TemplateSet): { move?: ImageChange[]; why?: InPlaceSkip } {
+/** What the in-place plan needs to know of the cluster. */
+export interface InPlaceCluster {
+  /** Whether the API server serves `pods/resize` (its discovery lists it). @default true */
+  readonly resize?: boolean;
+}
+
+/** The resources `stated` as the pod holds them: a Guaranteed pod's sidecars request what they limit (inject.ts); undefined when they cannot. */
+function asHeld(stated: JsonObject, template: Template, guaranteed: boolean): JsonObject | undefined {
+  if (!guaranteed) return stated;
+  const kept = guaranteedContainer({ resources: stated }, template.guaranteedPods);
+  return kept && isJsonObject(kept.resources) ? kept.resources : undefined;
+}
+
+/** The pod's condition of `type`, when it reports one. */
+function conditionOf(pod: JsonObject, type: string): JsonObject | undefined {
+  const conditions = isJsonObject(pod.status) ? pod.status.conditions : undefined;
+  return Array.isArray(conditions) ? (conditions.find((c) => isJsonObject(c) && c.type === type) as JsonObject | undefined) : undefined;
+}
+
+/**
+ * Whether the kubelet runs the sidecar `name` with the resources its spec asks for: no resize is
+ * pending or in progress, and the resources its status reports (where it reports them) are those.
+ */
+function resourcesTakenUp(pod: JsonObject, container: JsonObject, name: string): boolean {
+  if (conditionOf(pod, 'PodResizeInProgress') || conditionOf(pod, 'PodResizePending')) return false;
+  const reported = statusOf(pod, name)?.resources;
+  return reported === undefined || sameContainerResources(reported, container.resources);
+}
+
+interface Move {
+  images: ImageChange[];
+  resources: ResourceChange[];
+  /** A resize toward the target that the kubelet has not finished. */
+  resizing: boolean;
+}
+
+/**
+ * Whether `to` may replace `from` in place in `pod`, whose sidecars of the template are `names`:
+ * the images to set, the resources to resize — or why not.
+ */
+function moveOf(
+  from: Template,
+  to: Template,
+  names: readonly string[],
+  pod: JsonObject,
+  set: TemplateSet,
+  cluster: InPlaceCluster,
+): { move?: Move; why?: InPlaceSkip } {
   const spec = isJsonObject(pod.spec) ? pod.spec : {};
-  if (!inPlaceTo(from, to, set)) return { why: 'recreate-strategy' };
-  if (from.imageFacts.shape !== to.imageFacts.shape) return { why: 'not-image-only' };
-  const changes: ImageChange[] = [];
+  if (from.hash !== to.hash && !inPlaceTo(from, to, set)) return { why: 'recreate-strategy' };
+  if (from.inPlaceFacts.shape !== to.inPlaceFacts.shape) return { why: 'not-images-or-resources' };
+  const guaranteed = qosClass(spec) === 'Guaranteed';
+  const move: Move = { images: [], resources: [], resizing: false };
   for (const name of names) {
-    const was = from.imageFacts.images.get(name);
-    const next = to.imageFacts.images.get(name);
+    const was = from.inPlaceFacts.images.get(name);
+    const next = to.inPlaceFacts.images.get(name);
     if (was === undefined || next === undefined) return { why: 'image-varies' };
     const found = findContainer(spec, name);
-    if (!found || found.container.image !== was) return { why: 'altered' };
-    if (was === next) continue;
-    if (!runsBesideApp(found.container, found.list)) return { why: 'runs-once' };
-    const policy = found.container.imagePullPolicy;
-    if (policy === defaultPullPolicy(was) && policy !== defaultPullPolicy(next)) return { why: 'pull-policy' };
-    const containerID = statusOf(pod, name)?.containerID;
-    changes.push({ container: name, list: found.list, from: was, to: next, ...(typeof containerID === 'string' ? { containerID } : {}) });
+    // The target's image already (a move taken back after its resize, before its update) needs no change.
+    if (!found || (found.container.image !== was && found.container.image !== next)) return { why: 'altered' };
+    const image = found.container.image as string;
+    const statedFrom = from.inPlaceFacts.resources.get(name);
+    const statedTo = to.inPlaceFacts.resources.get(name);
+    if (statedFrom === undefined || statedTo === undefined) {
+      // Resources that vary per pod (an overridable limit) move in place only where both revisions write them alike.
+      if (from.inPlaceFacts.resourcesText.get(name) !== to.inPlaceFacts.resourcesText.get(name)) return { why: 'resources-vary' };
+      if (image !== next && !runsBesideApp(found.container, found.list)) return { why: 'runs-once' };
+      if (!addImage(move, pod, found, image, next)) return { why: 'pull-policy' };
+      continue;
+    }
+    if (resourceClaims(statedFrom) !== resourceClaims(statedTo)) return { why: 'not-images-or-resources' };
+    const heldFrom = asHeld(statedFrom, from, guaranteed);
+    const heldTo = asHeld(statedTo, to, guaranteed);
+    if (!heldFrom || !heldTo) return { why: 'qos-class' };
+    const have = found.container.resources;
+    const atTarget = sameContainerResources(have, heldTo);
+    // Neither revision's resources: someone else resized it, and it is theirs now.
+    if (!atTarget && !sameContainerResources(have, heldFrom)) return { why: 'altered-by-resize' };
+    if ((image !== next || !atTarget) && !runsBesideApp(found.container, found.list)) return { why: 'runs-once' };
+    if (!atTarget) {
+      if (cluster.resize === false) return { why: 'resize-unserved' };
+      if (podLevelResources(spec)) return { why: 'pod-level-resources' };
+      move.resources.push({ container: name, list: found.list, from: isJsonObject(have) ? have : {}, to: heldTo });
+    } else if (!sameContainerResources(heldFrom, heldTo) && !resourcesTakenUp(pod, found.container, name)) {
+      const pending = conditionOf(pod, 'PodResizePending');
+      if (pending?.reason === 'Infeasible') return { why: 'resize-infeasible' };
+      move.resizing = true;
+    }
+    if (!addImage(move, pod, found, image, next)) return { why: 'pull-policy' };
   }
-  return { move: changes };
+  return { move };
+}
+
+/**
+ * Adds the change of the sidecar `found` from `image` to `next` (none when they are equal); false
+ * when its pull policy was defaulted for `image` and would be defaulted otherwise for `next`.
+ */
+function addImage(move: Move, pod: JsonObject, found: { list: 'containers' | 'initContainers'; container: JsonObject }, image: string, next: string): boolean {
+  if (image === next) return true;
+  const policy = found.container.imagePullPolicy;
+  if (policy === defaultPullPolicy(image) && policy !== defaultPullPolicy(next)) return false;
+  const name = found.container.name as string;
+  const containerID = statusOf(pod, name)?.containerID;
+  move.images.push({ container: name, list: found.list, from: image, to: next, ...(typeof containerID === 'string' ? { containerID } : {}) });
+  return true;
+}
+
+/** `spec` with the resources of `changes` set, by container name. */
+function resized(spec: JsonObject, changes: readonly ResourceChange[]): JsonObject {
+  const out = structuredClone(spec);
+  for (const change of changes) findContainer(out, change.container)!.container.resources = structuredClone(change.to);
+  return out;
 }
 
 /**
  * The in-place plan for one running pod (as a full list returns it): each template it runs at a
  * revision other than the one it should carry, moved where the rules allow, and why not where they
- * do not. `set` is the set in force, candidates gated (what admission serves); `namespaceLabels`
+ * do not; and each template it runs at the right revision whose sidecars a resize of ours left at
+ * another revision's resources (a candidate stopped between its resize and its update), taken
+ * back. `set` is the set in force, candidates gated (what admission serves); `namespaceLabels`
  * the pod's namespace's labels.
  */
-export function planInPlace(pod: JsonObject, namespaceLabels: Labels, set: TemplateSet): InPlacePlan | undefined {
+export function planInPlace(pod: JsonObject, namespaceLabels: Labels, set: TemplateSet, cluster: InPlaceCluster = {}): InPlacePlan | undefined {
   const metadata = metadataOf(pod);
   if (!metadata || !Object.hasOwn(metadata.annotations, AnnotationKeys.status) || ending(pod)) return undefined;
   const facts = podFacts(metadata);
   const verdict = judgePod(facts, namespaceLabels, set);
   const workload = bucketKey(rolloutSubject(metadata, metadata.namespace, metadata.labels));
   const stale = verdict.templates.filter((t) => t.state === 'stale' && t.want !== null && t.have !== null);
-  if (stale.length === 0) return { moves: [], skipped: [], workload };
+  const optedIn = namespaceLabels[LabelKeys.namespaceInPlace] === LabelValues.enabled;
   const { ledger } = parseLedger(metadata.annotations[AnnotationKeys.status]);
   const revisions = everyRevision(set);
-  const optedIn = namespaceLabels[LabelKeys.namespaceInPlace] === LabelValues.enabled;
+  const sidecarsOf = (template: string) => {
+    const entry = ledger.templates[template];
+    return entry ? [...(entry.initContainers ?? []), ...(entry.containers ?? [])] : [];
+  };
   const moves: TemplateMove[] = [];
   const skipped: { template: string; to: string; why: InPlaceSkip }[] = [];
+  let resizing = false;
   for (const t of stale) {
     const to = revisions.find((r) => r.name === t.name && r.hash === t.want);
     const from = revisions.find((r) => r.name === t.name && r.hash === t.have);
-    const entry = ledger.templates[t.name];
-    if (!to || !from || !entry) {
+    if (!to || !from || !ledger.templates[t.name]) {
       skipped.push({ template: t.name, to: t.want!, why: 'unknown-revision' });
       continue;
     }
-    const { move, why } = optedIn
-      ? moveOf(from, to, [...(entry.initContainers ?? []), ...(entry.containers ?? [])], pod, set)
-      : { move: undefined, why: 'namespace-not-opted-in' as const };
+    const { move, why } = optedIn ? moveOf(from, to, sidecarsOf(t.name), pod, set, cluster) : { move: undefined, why: 'namespace-not-opted-in' as const };
     if (!move) skipped.push({ template: t.name, to: t.want!, why: why! });
-    else moves.push({ template: t.name, from: from.hash, to: to.hash, images: move });
+    else {
+      moves.push({ template: t.name, from: from.hash, to: to.hash, images: move.images, resources: move.resources });
+      resizing ||= move.resizing;
+    }
   }
+  // Taken back: a template the pod runs at the right revision whose sidecars run the resources of
+  // another revision of it that differs only in images and resources (ours, from a resize whose
+  // update never came). Resources no revision states are someone else's, and stay.
+  if (optedIn)
+    for (const t of verdict.templates) {
+      if (t.state !== 'current' || t.have === null || !ledger.templates[t.name]) continue;
+      const at = revisions.find((r) => r.name === t.name && r.hash === t.have);
+      if (!at) continue;
+      for (const other of revisions) {
+        if (other.name !== t.name || other.hash === at.hash || other.inPlaceFacts.shape !== at.inPlaceFacts.shape) continue;
+        if (other.updateStrategy !== 'inPlace' && at.updateStrategy !== 'inPlace') continue;
+        const back = moveOf(other, at, sidecarsOf(t.name), pod, set, cluster).move;
+        const here = moveOf(at, at, sidecarsOf(t.name), pod, set, cluster).move;
+        if (back && back.resources.length > 0 && !here && back.images.length === 0) {
+          moves.push({ template: t.name, from: at.hash, to: at.hash, images: [], resources: back.resources });
+          break;
+        }
+      }
+    }
   if (moves.length === 0) return { moves, skipped, workload };
+  const spec = isJsonObject(pod.spec) ? pod.spec : {};
+  const changes = moves.flatMap((m) => m.resources);
+  if (changes.length > 0) {
+    // Resources first: a resize the API server refuses when it would change the pod's QoS class.
+    const next = resized(spec, changes);
+    if (qosClass(next) !== qosClass(spec)) {
+      for (const move of moves) skipped.push({ template: move.template, to: move.to, why: 'qos-class' });
+      return { moves: [], skipped, workload };
+    }
+    return { resize: { apiVersion: 'v1', kind: 'Pod', ...pod, spec: next }, moves, skipped, workload };
+  }
+  if (resizing) return { resizing, moves, skipped, workload };
   // The pod as listed, with the new images set by container name and the ledger's revisions moved.
   const updated = structuredClone(pod);
   const updatedSpec = updated.spec as JsonObject;
@@ -211,8 +377,8 @@ export function planInPlace(pod: JsonObject, namespaceLabels: Labels, set: Templ
 }
 
 /**
- * Whether every sidecar of the pod's ledger that runs beside the app is ready, and each one
- * `updated` names (container → its containerID when it was updated) runs in another container
+ * Whether every sidecar of the pod's ledger that runs beside the app is ready and runs the
+ * resources its spec asks for (no resize under way), and each one `updated` names (container → its containerID when it was updated) runs in another container
  * since: the kubelet has taken the update up. Until then, no other pod of the workload is
  * updated (at most one pod of a workload without ready sidecars at a time).
  */
@@ -228,7 +394,56 @@ export function sidecarsSettled(pod: JsonObject, updated: ReadonlyMap<string, st
     if (!found || !runsBesideApp(found.container, found.list)) continue;
     const seen = statusOf(pod, name);
     if (seen?.ready !== true) return false;
+    // A resize the kubelet works on (one it cannot make, Infeasible, it will not: that pod is no longer waited for).
+    if (conditionOf(pod, 'PodResizePending')?.reason !== 'Infeasible' && !resourcesTakenUp(pod, found.container, name)) return false;
     if (updated.has(name) && (typeof seen.containerID !== 'string' || seen.containerID === updated.get(name))) return false;
   }
   return true;
+}
+
+/** What `why` says of a skip id, after "stays stale until the pod is recreated: ". */
+const skipWords: Record<InPlaceSkip, string> = {
+  'namespace-not-opted-in': 'its namespace is not labelled sidecar-injector.io/in-place-updates=enabled',
+  'recreate-strategy': 'the revision in force says updateStrategy: recreate',
+  'unknown-revision': 'its revision is none the injector still knows',
+  'not-images-or-resources': 'the revisions differ in more than their sidecars’ images and resources',
+  'image-varies': 'a sidecar’s image depends on the pod',
+  'resources-vary': 'a sidecar’s resources depend on the pod, written otherwise in the two revisions',
+  altered: 'a sidecar’s image is not the one its revision set',
+  'altered-by-resize': 'a sidecar’s resources are neither its revision’s nor the new one’s: resized by someone else',
+  'runs-once': 'the change is to an init container that ran once',
+  'pull-policy': 'a sidecar’s defaulted pull policy would differ for the new image',
+  'resize-unserved': 'the API server does not serve pods/resize',
+  'pod-level-resources': 'the pod sets pod-level resources',
+  'qos-class': 'the new resources would change the pod’s QoS class',
+  'resize-infeasible': 'the kubelet cannot give the new resources on its node (PodResizePending: Infeasible)',
+};
+
+/**
+ * What the in-place rules say of a running pod, per template, for `why`: a template it runs stale
+ * is being moved in place or needs a re-create (and why, by its id); a template it runs current
+ * whose sidecars' resources are not its revision's was resized by someone else, and is left so.
+ */
+export function inPlaceNotes(pod: JsonObject, namespaceLabels: Labels, set: TemplateSet, cluster: InPlaceCluster = {}): Map<string, string> {
+  const notes = new Map<string, string>();
+  if (!everyRevision(set).some((t) => t.updateStrategy === 'inPlace')) return notes;
+  const plan = planInPlace(pod, namespaceLabels, set, cluster);
+  if (!plan) return notes;
+  for (const move of plan.moves)
+    notes.set(
+      move.template,
+      move.from === move.to ? 'its sidecars are being resized back in place' : `being given revision ${move.to} in place, without a new pod`,
+    );
+  for (const { template, why } of plan.skipped) notes.set(template, `stays stale until the pod is recreated: ${skipWords[why]} (${why})`);
+  const metadata = metadataOf(pod)!;
+  const { ledger } = parseLedger(metadata.annotations[AnnotationKeys.status]);
+  for (const t of judgePod(podFacts(metadata), namespaceLabels, set).templates) {
+    const entry = ledger.templates[t.name];
+    const at = t.state === 'current' ? everyRevision(set).find((r) => r.name === t.name && r.hash === t.have) : undefined;
+    if (!at || !entry || notes.has(t.name)) continue;
+    const names = [...(entry.initContainers ?? []), ...(entry.containers ?? [])];
+    if (moveOf(at, at, names, pod, set, cluster).why === 'altered-by-resize')
+      notes.set(t.name, 'its sidecars’ resources are not its revision’s: resized by someone else (altered-by-resize), and left so');
+  }
+  return notes;
 }

@@ -5,7 +5,7 @@
  * template or the list of problems, each naming the field.
  */
 import { createHash } from 'node:crypto';
-import { canonicalJson, deepFreeze, isJsonObject } from '../k8s/json.js';
+import { canonicalJson, deepFreeze, isJsonObject, type JsonObject } from '../k8s/json.js';
 import type { TemplateProblem } from '../errors.js';
 import { PlaceholderError } from '../errors.js';
 import { isDns1123Label } from '../k8s/label-syntax.js';
@@ -28,7 +28,7 @@ import {
   type TemplateDelivery,
   type TemplateFailurePolicy,
   type TemplateOptOut,
-  type ImageFacts,
+  type InPlaceFacts,
   type UpdateStrategy,
 } from './template.js';
 import type { GuaranteedMode } from '../k8s/qos.js';
@@ -113,55 +113,97 @@ function compileValue(
 
 const namingFields = new Set(['name', 'mountPath']);
 
-/** The field of a sidecar's image: `containers[0].image`, `initContainers[2].image`. */
-const imageField = /^(?:init)?[cC]ontainers\[\d+\]\.image$/;
-/** A context no placeholder of an image that reads only fixed parameters looks at. */
+/** The fields an in-place update may change in a sidecar: `containers[0].image`, `initContainers[2].resources.limits.memory`. */
+const inPlaceField = /^(?:init)?[cC]ontainers\[\d+\]\.(?:image|resources(?:\..*)?)$/;
+/** A context no placeholder of a value that reads only fixed parameters looks at. */
 const noPod: RenderContext = {
   pod: { name: '', generateName: '', namespace: '', serviceAccountName: '', labels: {}, annotations: {} },
   namespace: { name: '', labels: {} },
 };
 
-/** The image a compiled container runs, when it is the same in every pod (literal, or read from fixed parameters only). */
-function fixedImage(container: Compiled, params: Readonly<Record<string, ParamValue>>, overridable: ReadonlySet<string>): string | undefined {
-  if (container.kind === 'static') return isJsonObject(container.value) && typeof container.value.image === 'string' ? container.value.image : undefined;
+/** The value `node` renders to when it is the same in every pod (literal, or read from fixed parameters only); undefined when it varies. */
+function fixedValue(node: Compiled, params: Readonly<Record<string, ParamValue>>, overridable: ReadonlySet<string>): { value: unknown } | undefined {
+  switch (node.kind) {
+    case 'static':
+      return { value: node.value };
+    case 'param':
+      return overridable.has(node.key) ? undefined : { value: params[node.key] };
+    case 'string':
+      return node.segments.every((s) => s.kind === 'text' || s.ref.source === 'literal' || (s.ref.source === 'params' && !overridable.has(s.ref.key)))
+        ? { value: renderSegments(node.segments, noPod, params) }
+        : undefined;
+    case 'array': {
+      const items = node.items.map((item) => fixedValue(item, params, overridable));
+      return items.every((i) => i !== undefined) ? { value: items.map((i) => i!.value) } : undefined;
+    }
+    case 'object': {
+      const out: Record<string, unknown> = {};
+      for (const [key, value] of node.entries) {
+        const fixed = fixedValue(value, params, overridable);
+        if (!fixed) return undefined;
+        out[key] = fixed.value;
+      }
+      return { value: out };
+    }
+  }
+}
+
+/** The field `key` of a compiled container, when it is the same in every pod: `{ value: undefined }` when the container has none. */
+function fixedField(
+  container: Compiled,
+  key: string,
+  params: Readonly<Record<string, ParamValue>>,
+  overridable: ReadonlySet<string>,
+): { value: unknown } | undefined {
+  if (container.kind === 'static') return { value: isJsonObject(container.value) ? container.value[key] : undefined };
   if (container.kind !== 'object') return undefined;
-  const image = container.entries.find(([key]) => key === 'image')?.[1];
-  if (!image) return undefined;
-  if (image.kind === 'static') return typeof image.value === 'string' ? image.value : undefined;
-  if (image.kind === 'param') return overridable.has(image.key) ? undefined : String(params[image.key]);
-  if (image.kind !== 'string') return undefined;
-  const fixed = image.segments.every((s) => s.kind === 'text' || (s.ref.source === 'params' && !overridable.has(s.ref.key)));
-  return fixed ? renderSegments(image.segments, noPod, params) : undefined;
+  const field = container.entries.find(([k]) => k === key)?.[1];
+  return field ? fixedValue(field, params, overridable) : { value: undefined };
 }
 
 /**
- * What an in-place update compares (template.ts ImageFacts): the content's hash with every
- * sidecar's image blanked and the fixed parameters only images read left out, and each image
- * that is the same in every pod.
+ * What an in-place update compares (template.ts InPlaceFacts): the content's hash with every
+ * sidecar's image and resources blanked and the fixed parameters only those fields read left
+ * out, and each image and each sidecar's resources that are the same in every pod.
  */
-function imageFactsOf(
+function inPlaceFactsOf(
   content: Record<string, unknown>,
   body: TemplateBody,
   params: Readonly<Record<string, ParamValue>>,
   overridable: ReadonlySet<string>,
   uses: readonly Use[],
-): ImageFacts {
+): InPlaceFacts {
   const images = new Map<string, string>();
-  const containers = [...((content.containers as unknown[] | undefined) ?? []), ...((content.initContainers as unknown[] | undefined) ?? [])];
-  [...body.containers, ...body.initContainers].forEach((compiled, i) => {
-    const raw = containers[i];
-    const image = fixedImage(compiled, params, overridable);
-    if (isJsonObject(raw) && typeof raw.name === 'string' && image !== undefined) images.set(raw.name, image);
-  });
-  const readElsewhere = new Set(uses.filter((u) => u.source === 'params' && !imageField.test(u.field)).map((u) => u.key));
-  const imageOnly = new Set(
-    uses.filter((u) => u.source === 'params' && imageField.test(u.field) && !readElsewhere.has(u.key) && !overridable.has(u.key)).map((u) => u.key),
+  const resources = new Map<string, JsonObject>();
+  const resourcesText = new Map<string, string>();
+  for (const list of ['containers', 'initContainers'] as const) {
+    const raws = (content[list] as unknown[] | undefined) ?? [];
+    body[list].forEach((compiled, i) => {
+      const raw = raws[i];
+      if (!isJsonObject(raw) || typeof raw.name !== 'string') return;
+      const image = fixedField(compiled, 'image', params, overridable);
+      if (typeof image?.value === 'string') images.set(raw.name, image.value);
+      const own = fixedField(compiled, 'resources', params, overridable);
+      if (own && (own.value === undefined || isJsonObject(own.value))) resources.set(raw.name, (own.value as JsonObject | undefined) ?? {});
+      // The resources as written, with the values of the fixed parameters they read (an
+      // overridable one's declaration is in the shape): equal texts render alike in every pod.
+      const prefix = `${list}[${i}].resources`;
+      const read = uses.filter((u) => u.source === 'params' && (u.field === prefix || u.field.startsWith(`${prefix}.`)) && !overridable.has(u.key));
+      resourcesText.set(
+        raw.name,
+        canonicalJson({ resources: raw.resources ?? null, params: Object.fromEntries(read.map((u) => [u.key, params[u.key] ?? null])) }),
+      );
+    });
+  }
+  const readElsewhere = new Set(uses.filter((u) => u.source === 'params' && !inPlaceField.test(u.field)).map((u) => u.key));
+  const inPlaceOnly = new Set(
+    uses.filter((u) => u.source === 'params' && inPlaceField.test(u.field) && !readElsewhere.has(u.key) && !overridable.has(u.key)).map((u) => u.key),
   );
-  const blank = (list: unknown) => (Array.isArray(list) ? list.map((c) => (isJsonObject(c) ? { ...c, image: '' } : c)) : list);
+  const blank = (list: unknown) => (Array.isArray(list) ? list.map((c) => (isJsonObject(c) ? { ...c, image: '', resources: {} } : c)) : list);
   const { description: _description, ...rest } = content;
   const shaped: Record<string, unknown> = { ...rest, containers: blank(rest.containers), initContainers: blank(rest.initContainers) };
-  if (isJsonObject(rest.parameters)) shaped.parameters = Object.fromEntries(Object.entries(rest.parameters).filter(([key]) => !imageOnly.has(key)));
-  return { shape: createHash('sha256').update(canonicalJson(shaped)).digest('hex').slice(0, 12), images };
+  if (isJsonObject(rest.parameters)) shaped.parameters = Object.fromEntries(Object.entries(rest.parameters).filter(([key]) => !inPlaceOnly.has(key)));
+  return { shape: createHash('sha256').update(canonicalJson(shaped)).digest('hex').slice(0, 12), images, resources, resourcesText };
 }
 
 /**
@@ -363,7 +405,7 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
     delivery: delivery as TemplateDelivery,
     optOut: optOut as TemplateOptOut,
     updateStrategy: updateStrategy as UpdateStrategy,
-    imageFacts: imageFactsOf(content, body, params, overridable, uses),
+    inPlaceFacts: inPlaceFactsOf(content, body, params, overridable, uses),
     references: uniqueReferences(allReferences),
     placeholderCount: allReferences.length,
     staticBytes: canonical.length,

@@ -3,6 +3,7 @@
  * template admission renders. Validation is in validate.ts, compilation in compile.ts, where an
  * override may reach in override-reach.ts.
  */
+import type { JsonObject } from '../k8s/json.js';
 import type { GuaranteedMode } from '../k8s/qos.js';
 import type { Selector } from '../k8s/selector.js';
 import type { ParamValue, Reference, Segment } from './placeholders.js';
@@ -52,22 +53,28 @@ export type TemplateForm = 'native' | 'container' | 'sidecar';
 
 /**
  * How running pods get a new revision: only by being recreated (`recreate`, the default), or, for
- * a revision that differs from the pod's only in its sidecars' images, by the leader updating those
- * images in the running pod (`inPlace`; the kubelet restarts just those containers).
+ * a revision that differs from the pod's only in its sidecars' images and resources, by the leader
+ * changing them in the running pod (`inPlace`: resources through `pods/resize`, then the images by
+ * an update; the kubelet restarts just the containers whose image changed).
  */
 export type UpdateStrategy = 'recreate' | 'inPlace';
 export const updateStrategies: readonly UpdateStrategy[] = ['recreate', 'inPlace'];
 
 /**
  * What an in-place update compares between two revisions of a template: the revision's content
- * without its sidecars' images (and the parameters only those images read), and each sidecar's
- * image where no pod or namespace can change it. Two revisions with one `shape` differ, in every
- * pod, only in the images.
+ * without its sidecars' images and resources (and the parameters only those fields read), and
+ * each sidecar's image and resources where no pod or namespace can change them. Two revisions
+ * with one `shape` differ, in every pod, only in the images and the resources: the two fields of
+ * a running container Kubernetes lets change (an update sets an image, `pods/resize` resources).
  */
-export interface ImageFacts {
+export interface InPlaceFacts {
   readonly shape: string;
   /** Container or init container name → its image; absent where the image varies per pod (an overridable parameter, a pod field). */
   readonly images: ReadonlyMap<string, string>;
+  /** Container or init container name → its resources as the template states them (`{}` for none); absent where they vary per pod. */
+  readonly resources: ReadonlyMap<string, JsonObject>;
+  /** Container or init container name → its resources as written, with the fixed parameters they read: equal texts give every pod the same resources. */
+  readonly resourcesText: ReadonlyMap<string, string>;
 }
 
 /** A pod's operating system, as `spec.os.name` names it. */
@@ -162,7 +169,7 @@ export interface Template {
   /** How running pods get a new revision of it. @default 'recreate' */
   readonly updateStrategy: UpdateStrategy;
   /** What an in-place update compares (rollout/in-place.ts). */
-  readonly imageFacts: ImageFacts;
+  readonly inPlaceFacts: InPlaceFacts;
   /** Every value of the pod or namespace the template reads; a rendering depends on these only. */
   readonly references: readonly Reference[];
   /** Placeholders in the template (each may repeat a value in the output): sizes the render cache's accounting. */

@@ -3,11 +3,15 @@
  * applied as an overlay: a candidate that differs only in its sidecar's image reaches the
  * running pods of Deployments without a new pod (the same uid, the app container never
  * restarted, the sidecar restarted by the kubelet with the new image); a candidate whose image
- * cannot be pulled is halted by its pods' health and taken back in place; the generated
- * ValidatingAdmissionPolicy refuses every other change the injector's ServiceAccount tries.
+ * cannot be pulled is halted by its pods' health and taken back in place; a candidate that differs
+ * only in its sidecar's resources reaches them through pods/resize, into the kubelet's cgroups,
+ * with no container restarted; the generated ValidatingAdmissionPolicy refuses every other change
+ * the injector's ServiceAccount tries.
  */
 import test, { type ExecutionContext } from 'ava';
+import { existsSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { stringify } from 'yaml';
 import {
   cli,
@@ -29,6 +33,31 @@ const injectorAccount = 'system:serviceaccount:sidecar-injector:sidecar-injector
 
 /** The test's template: one native sidecar of `image` that waits until stopped, updated in place. */
 const sidecarSpec = (name: string, image: string): Json => waitingSidecarSpec(name, image, { updateStrategy: 'inPlace' });
+
+/** The test's template with its sidecar's `resources`. */
+const withResources = (name: string, resources: Json): Json => {
+  const spec = sidecarSpec(name, realNode().image);
+  (spec.initContainers as Json[])[0]!.resources = resources;
+  return spec;
+};
+
+/** Requests and limits alike, whatever order the kubelet reports their keys in. */
+const sameResources = (a: Json | undefined, b: Json) =>
+  a !== undefined &&
+  (['requests', 'limits'] as const).every(
+    (list) => JSON.stringify(a[list] ?? {}, Object.keys(b[list] ?? {}).sort()) === JSON.stringify(b[list] ?? {}, Object.keys(b[list] ?? {}).sort()),
+  );
+
+/** A cgroup file of the container `containerID` of a Burstable pod, under the kubelet's root in `controller`'s hierarchy. */
+function cgroupValue(controller: 'memory' | 'cpu', pod: Json, containerID: string, file: string): number {
+  const id = containerID.replace(/^containerd:\/\//, '');
+  const hierarchies = controller === 'memory' ? ['memory'] : ['cpu', 'cpu,cpuacct'];
+  for (const hierarchy of hierarchies) {
+    const path = join('/sys/fs/cgroup', hierarchy, realNode().cgroupRoot, 'kubepods', 'burstable', `pod${pod.metadata.uid}`, id, file);
+    if (existsSync(path)) return Number(readFileSync(path, 'utf8'));
+  }
+  throw new Error(`no ${file} for container ${id} of ${pod.metadata.name}`);
+}
 
 /** Stores the stable revision for the test (every replica serving it), and returns the candidate's writer. */
 async function stableTemplate(t: ExecutionContext, name: string): Promise<(image: string) => Promise<void>> {
@@ -152,12 +181,64 @@ test.serial(
   },
 );
 
+test.serial(
+  'a candidate with new sidecar resources reaches the running pods through pods/resize: the kubelet’s cgroups hold them, no container restarted',
+  async (t) => {
+    const { kube } = joinWorld();
+    const name = `rn-resize-${Math.random().toString(36).slice(2, 7)}`;
+    const namespace = await optedInNamespace(t, 'in-place-resize', { 'sidecar-injector.io/in-place-updates': 'enabled' });
+    const small = { requests: { cpu: '10m', memory: '16Mi' }, limits: { cpu: '100m', memory: '32Mi' } };
+    const large = { requests: { cpu: '20m', memory: '24Mi' }, limits: { cpu: '200m', memory: '48Mi' } };
+    await withTemplate(t, name, stringify({ name, ...withResources(name, small) }));
+    const candidatePath = sidecarTemplatesPath(`${name}-next`);
+    t.teardown(() => kube.delete(candidatePath));
+    await realNodeDeployments(namespace, name, 1, 2);
+    const before = await podsWhen(namespace, 2, 'the 2 pods running with the stable sidecar', runs(name, realNode().image));
+    for (const pod of before) {
+      const id = sidecarOf(pod, name).status!.containerID as string;
+      t.is(cgroupValue('memory', pod, id, 'memory.limit_in_bytes'), 32 * 1024 * 1024, 'the stable limit, before');
+    }
+    const started = Date.now();
+    await kube.create(sidecarTemplatesPath(), {
+      apiVersion: 'sidecar-injector.io/v1alpha1',
+      kind: 'SidecarTemplate',
+      metadata: { name: `${name}-next` },
+      spec: { ...withResources(name, large), name, rollout: { role: 'candidate', share: 100 } },
+    });
+    const candidate = await eventually('the candidate’s revision', async () => (await kube.get(candidatePath)).status?.revision as string | undefined);
+    const after = await podsWhen(
+      namespace,
+      2,
+      'the 2 pods running the candidate’s resources, its revision in their ledger',
+      (pod) => runs(name, realNode().image)(pod) && ledgerRevision(pod, name) === candidate && sameResources(sidecarOf(pod, name).status?.resources, large),
+    );
+    t.log(`2 pods of a Deployment resized in place in ${Date.now() - started} ms (candidate stored → every ledger at the candidate)`);
+    const byUid = new Map(before.map((p) => [p.metadata.uid, p]));
+    for (const pod of after) {
+      const was = byUid.get(pod.metadata.uid);
+      t.truthy(was, `${pod.metadata.name}: the same pod`);
+      t.deepEqual(sidecarOf(pod, name).spec!.resources, large);
+      t.is(appStatus(pod)!.restartCount, appStatus(was!)!.restartCount, `${pod.metadata.name}: the app container was not restarted`);
+      const sidecar = sidecarOf(pod, name).status!;
+      t.is(sidecar.containerID, sidecarOf(was!, name).status!.containerID, `${pod.metadata.name}: the sidecar is the same container`);
+      t.is(sidecar.restartCount, sidecarOf(was!, name).status!.restartCount, `${pod.metadata.name}: the sidecar was not restarted`);
+      // The kubelet's cgroups: the new memory limit, and the new cpu limit as a CFS quota (200m of a 100 ms period).
+      t.is(cgroupValue('memory', pod, sidecar.containerID, 'memory.limit_in_bytes'), 48 * 1024 * 1024);
+      t.is(cgroupValue('cpu', pod, sidecar.containerID, 'cpu.cfs_quota_us'), 20_000);
+    }
+    const status = await someReplica((s) => (s['in-place-updates']?.inPlaceUpdated ?? 0) >= 2, 'the leader’s count of pods updated in place');
+    t.like(status['in-place-updates'].lastRound, { refused: 0, failed: 0, resizeServed: true });
+  },
+);
+
 test.serial('the policy lets the injector’s ServiceAccount change a listed sidecar’s image and nothing else', async (t) => {
   const { kube, kubectl } = joinWorld();
   const name = `rn-inplace-${Math.random().toString(36).slice(2, 7)}`;
   const namespace = await optedInNamespace(t, 'in-place-policy', { 'sidecar-injector.io/in-place-updates': 'enabled' });
-  await stableTemplate(t, name);
-  await realNodeDeployments(namespace, name, 1, 1);
+  // Resources in both containers: a resize changes them (it neither adds nor removes any, nor the QoS class).
+  const resources = { requests: { cpu: '10m', memory: '16Mi' }, limits: { cpu: '100m', memory: '32Mi' } };
+  await withTemplate(t, name, stringify({ name, ...withResources(name, resources) }));
+  await realNodeDeployments(namespace, name, 1, 1, { resources });
   const [pod] = await podsWhen(namespace, 1, 'the pod running with its sidecar', runs(name, realNode().image));
   /** The pod changed by `edit`, sent as the injector's ServiceAccount would send it (an update, server-side dry run). */
   const asInjector = async (edit: (p: Json) => void, verb: 'replace' | 'patch' = 'replace') => {
@@ -225,6 +306,22 @@ test.serial('the policy lets the injector’s ServiceAccount change a listed sid
     sidecar(p).image = realNode().pulledImage;
   });
   t.true(moved.ok, moved.text);
+  // A resize (pods/resize) of the sidecar is the policy's to allow; of the app container, refused.
+  const resize = (edit: (p: Json) => void) => {
+    const changed = { apiVersion: 'v1', kind: 'Pod', ...structuredClone(pod!) };
+    edit(changed);
+    return kubectl(['--as', injectorAccount, 'replace', '--subresource', 'resize', '--dry-run=server', '-o', 'name', '-f', '-'], JSON.stringify(changed)).then(
+      (out) => ({ ok: true, text: out.stdout }),
+      (err: Error) => ({ ok: false, text: err.message }),
+    );
+  };
+  const sidecarResized = await resize((p) => (sidecar(p).resources = { requests: { cpu: '20m', memory: '16Mi' }, limits: { cpu: '200m', memory: '32Mi' } }));
+  t.true(sidecarResized.ok, sidecarResized.text);
+  const appResized = await resize(
+    (p) => (p.spec.containers[0].resources = { requests: { cpu: '20m', memory: '16Mi' }, limits: { cpu: '200m', memory: '32Mi' } }),
+  );
+  t.false(appResized.ok, 'a resize of the app container: refused');
+  t.regex(appResized.text, /may change the resources of a container only where the pod's ledger lists it/);
   // A namespace that has not opted in: refused, whatever the change.
   await kube.mergePatch(`/api/v1/namespaces/${namespace}`, { metadata: { labels: { 'sidecar-injector.io/in-place-updates': null } } });
   const notOptedIn = await asInjector((p) => (sidecar(p).image = realNode().pulledImage));

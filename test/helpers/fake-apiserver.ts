@@ -15,6 +15,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { parse as parseYaml } from 'yaml';
 import { parse as parseCel } from '@bufbuild/cel';
 import { testCertificates } from './server.js';
+import { qosClass } from '../../src/k8s/qos.js';
 
 interface NamespaceObject {
   kind: 'Namespace';
@@ -382,14 +383,9 @@ export class FakeApiServer {
         initContainers: (spec?.initContainers ?? []).map((c: any) => ({ ...c, image: '' })),
       });
     if (withoutImages(body.spec) !== withoutImages(current.spec))
-      return this.send(
+      return this.invalid(
         res,
-        422,
-        status(
-          422,
-          'Invalid',
-          `Pod "${name}" is invalid: spec: Forbidden: pod updates may not change fields other than \`spec.containers[*].image\`,\`spec.initContainers[*].image\`,…`,
-        ),
+        `Pod "${name}" is invalid: spec: Forbidden: pod updates may not change fields other than \`spec.containers[*].image\`,\`spec.initContainers[*].image\`,…`,
       );
     const stored = {
       ...current,
@@ -400,6 +396,54 @@ export class FakeApiServer {
     this.podUpdates.push(`${namespace}/${name}`);
     this.emit('MODIFIED', stored);
     return this.send(res, 200, stored);
+  }
+
+  /** Unset: discovery of v1 no longer lists pods/resize, and a resize is a 404 (a cluster with the feature off). */
+  resizeServed = true;
+  /** Resizes (`PUT …/pods/NAME/resize`) the fake stored, in order: namespace/name. */
+  readonly podResizes: string[] = [];
+
+  /**
+   * A resize as the real API server judges one (the pods/resize subresource): the resourceVersion
+   * must be the stored one (409); of the body only the containers' resources are taken, by name
+   * (the rest is dropped); a non-restartable init container may not be resized, nor the pod's QoS
+   * class change (422).
+   */
+  private async resizePod(req: IncomingMessage, res: ServerResponse, namespace: string, name: string): Promise<void> {
+    const body = await this.readBody(req);
+    const current = this.workloads.pods.get(`${namespace}/${name}`);
+    if (!this.resizeServed) return this.send(res, 404, status(404, 'NotFound', 'the server could not find the requested resource'));
+    if (!current) return this.send(res, 404, status(404, 'NotFound', `pods "${name}" not found`));
+    if (this.podUpdateRefusal !== undefined) {
+      this.podUpdatesRefused++;
+      return this.send(res, 403, status(403, 'Forbidden', this.podUpdateRefusal));
+    }
+    if (body.metadata?.resourceVersion !== current.metadata.resourceVersion)
+      return this.send(res, 409, status(409, 'Conflict', `Operation cannot be fulfilled on pods "${name}": the object has been modified`));
+    const spec = structuredClone(current.spec);
+    for (const list of ['containers', 'initContainers'] as const)
+      for (const container of spec[list] ?? []) {
+        const asked = (body.spec?.[list] ?? []).find((c: any) => c?.name === container.name);
+        if (!asked || JSON.stringify(asked.resources ?? {}) === JSON.stringify(container.resources ?? {})) continue;
+        if (list === 'initContainers' && container.restartPolicy !== 'Always')
+          return this.invalid(
+            res,
+            `Pod "${name}" is invalid: spec.initContainers[0].resources: Forbidden: resources for non-sidecar init containers are immutable`,
+          );
+        container.resources = asked.resources;
+      }
+    if (qosClass(spec) !== qosClass(current.spec))
+      return this.invalid(res, `Pod "${name}" is invalid: spec: Invalid value: "${qosClass(spec)}": Pod QOS Class may not change as a result of resizing`);
+    const stored = { ...current, metadata: { ...current.metadata, resourceVersion: String(++this.rv) }, spec };
+    this.workloads.pods.set(`${namespace}/${name}`, stored);
+    this.podResizes.push(`${namespace}/${name}`);
+    this.emit('MODIFIED', stored);
+    return this.send(res, 200, stored);
+  }
+
+  /** A 422 as the API server answers an invalid object. */
+  private invalid(res: ServerResponse, message: string): void {
+    this.send(res, 422, status(422, 'Invalid', message));
   }
 
   /** Deletes a pod, with a DELETED event. */
@@ -939,6 +983,18 @@ export class FakeApiServer {
         url.pathname,
       );
     if (single && single[2] === 'pods' && req.method === 'PUT') return this.putPod(req, res, decodeURIComponent(single[1]!), decodeURIComponent(single[3]!));
+    const resize = /^\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/]+)\/resize$/.exec(url.pathname);
+    if (resize && req.method === 'PUT') return this.resizePod(req, res, decodeURIComponent(resize[1]!), decodeURIComponent(resize[2]!));
+    if (url.pathname === '/api/v1' && req.method === 'GET')
+      return this.send(res, 200, {
+        kind: 'APIResourceList',
+        groupVersion: 'v1',
+        resources: [
+          { name: 'pods', namespaced: true, kind: 'Pod', verbs: ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'] },
+          ...(this.resizeServed ? [{ name: 'pods/resize', namespaced: true, kind: 'Pod', verbs: ['get', 'patch', 'update'] }] : []),
+          { name: 'pods/status', namespaced: true, kind: 'Pod', verbs: ['get', 'patch', 'update'] },
+        ],
+      });
     if (single && req.method === 'GET') {
       const resource = single[2] as Resource;
       const group = `${groupOf(resource)}/`;
