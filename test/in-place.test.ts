@@ -702,3 +702,37 @@ test('why’s words for a running pod: moved in place, stale until recreated and
   // Without any template that says inPlace, the rules say nothing.
   t.deepEqual(inPlaceNotes(autoscaled, namespaceLabels, await load({ 'log-shipper.yaml': shipperText })), new Map());
 });
+
+test('resources managed elsewhere: any resources count as the template’s at admission, and an in-place update never resizes them', async (t) => {
+  const managed = (text: string) => `resourcesManagedElsewhere: true\n${text}`;
+  const own = await load({ 'log-shipper.yaml': fixedResources() });
+  const elsewhere = await load({ 'log-shipper.yaml': managed(fixedResources()) });
+  t.is(elsewhere.byName.get('log-shipper')!.hash, own.byName.get('log-shipper')!.hash, 'no part of the revision: declaring it leaves every pod current');
+  t.true(elsewhere.byName.get('log-shipper')!.resourcesManagedElsewhere);
+  // A vertical autoscaler's webhook resized the sidecar after the injection; admission runs again (reinvocation).
+  const again = async (set: TemplateSet) => {
+    const stored = await runningPod(set);
+    stored.spec.initContainers[0].resources = { requests: { cpu: '7m', memory: '20Mi' }, limits: { cpu: '70m', memory: '40Mi' } };
+    delete stored.status;
+    const outcome = await admitPod({ pod: stored, namespace: 'shop', name: '' }, { templates: () => set, namespaces: optedIn('shop') });
+    return { decision: outcome.decision, warnings: outcome.warnings.map((w) => w.id) };
+  };
+  t.deepEqual(await again(own), { decision: 'allowed', warnings: ['ledger-doubt', 'item-collision'] }, 'its own resources: the resized sidecar is doubted');
+  t.deepEqual(await again(elsewhere), { decision: 'allowed', warnings: [] }, 'managed elsewhere: believed, nothing to add');
+  // In place: a candidate with a new image and new resources sets the image only, over whatever resources the pod runs.
+  const stored = await runningPod(elsewhere);
+  stored.spec.initContainers[0].resources = { requests: { cpu: '7m', memory: '20Mi' }, limits: { cpu: '70m', memory: '40Mi' } };
+  const set = await load({
+    'log-shipper.yaml': managed(fixedResources()),
+    'next.yaml': `rollout:\n  role: candidate\n  share: 100\n${managed(fixedResources('20m', '3.2.3'))}`,
+  });
+  const plan = planInPlace(stored, namespaceLabels, set)!;
+  t.is(plan.resize, undefined);
+  t.deepEqual(
+    diff(stored, plan.updated!)
+      .map((op) => op.path)
+      .sort(),
+    ['/metadata/annotations/sidecar-injector.io~1status', '/spec/initContainers/0/image'],
+  );
+  t.deepEqual(inPlaceNotes(stored, namespaceLabels, elsewhere), new Map(), 'never called altered-by-resize');
+});

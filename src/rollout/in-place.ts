@@ -235,9 +235,11 @@ function moveOf(
     const image = found.container.image as string;
     const statedFrom = from.inPlaceFacts.resources.get(name);
     const statedTo = to.inPlaceFacts.resources.get(name);
-    if (statedFrom === undefined || statedTo === undefined) {
+    // Resources someone else sets (resourcesManagedElsewhere) are never compared nor resized.
+    if (from.resourcesManagedElsewhere || to.resourcesManagedElsewhere || statedFrom === undefined || statedTo === undefined) {
       // Resources that vary per pod (an overridable limit) move in place only where both revisions write them alike.
-      if (from.inPlaceFacts.resourcesText.get(name) !== to.inPlaceFacts.resourcesText.get(name)) return { why: 'resources-vary' };
+      const managed = from.resourcesManagedElsewhere || to.resourcesManagedElsewhere;
+      if (!managed && from.inPlaceFacts.resourcesText.get(name) !== to.inPlaceFacts.resourcesText.get(name)) return { why: 'resources-vary' };
       if (image !== next && !runsBesideApp(found.container, found.list)) return { why: 'runs-once' };
       if (!addImage(move, pod, found, image, next)) return { why: 'pull-policy' };
       continue;

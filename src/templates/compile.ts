@@ -261,6 +261,8 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
       'updateStrategy',
       'must be "recreate" (running pods get a new revision when they are recreated) or "inPlace" (a new image is set in the running pods)',
     );
+  if (doc.resourcesManagedElsewhere !== undefined && typeof doc.resourcesManagedElsewhere !== 'boolean')
+    problems.add('resourcesManagedElsewhere', 'must be true or false');
   const guaranteedPods = doc.guaranteedPods ?? 'requests-from-limits';
   if (guaranteedPods !== 'requests-from-limits' && guaranteedPods !== 'limits-from-requests') {
     problems.add(
@@ -378,8 +380,8 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
   // The revision is what a pod gets: who delivers it (the webhooks or the exported policy) is no
   // part of it, so moving a template between them leaves every pod that carries it current.
   // Nor is whether a pod may opt out of it: that decides admission, not what a pod carries.
-  // Nor how running pods get it.
-  const { delivery: _delivery, optOut: _optOut, updateStrategy: _updateStrategy, ...content } = doc;
+  // Nor how running pods get it, nor who sets its sidecars' resources once it is injected.
+  const { delivery: _delivery, optOut: _optOut, updateStrategy: _updateStrategy, resourcesManagedElsewhere: _resourcesManagedElsewhere, ...content } = doc;
   const canonical = canonicalJson(content);
   const hash = createHash('sha256').update(canonical).digest('hex').slice(0, 12);
   const template: Template = {
@@ -405,6 +407,7 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
     delivery: delivery as TemplateDelivery,
     optOut: optOut as TemplateOptOut,
     updateStrategy: updateStrategy as UpdateStrategy,
+    resourcesManagedElsewhere: doc.resourcesManagedElsewhere === true,
     inPlaceFacts: inPlaceFactsOf(content, body, params, overridable, uses),
     references: uniqueReferences(allReferences),
     placeholderCount: allReferences.length,

@@ -149,9 +149,20 @@ const skeletons = new WeakMap<Template, Skeleton>();
  */
 export function skeletonOf(template: Template): Skeleton {
   let skeleton = skeletons.get(template);
-  if (!skeleton) skeletons.set(template, (skeleton = deepFreeze(renderFresh(template, noContext, true, template.params))));
+  if (!skeleton) {
+    const fresh = renderFresh(template, noContext, true, template.params);
+    // Resources someone else sets once the sidecar is in (resourcesManagedElsewhere): any are the template's.
+    const ownResources = (list: readonly JsonObject[]) => list.map((c) => ({ ...c, resources: anyResources }));
+    const owned = template.resourcesManagedElsewhere
+      ? { ...fresh, containers: ownResources(fresh.containers), initContainers: ownResources(fresh.initContainers) }
+      : fresh;
+    skeletons.set(template, (skeleton = deepFreeze(owned)));
+  }
   return skeleton;
 }
+
+/** Any container resources at all (a template whose sidecars' resources are managed elsewhere). */
+const anyResources = new ValueMatcher(() => true);
 
 function renderFresh(template: Template, context: RenderContext, skeleton: boolean, params: Readonly<Record<string, ParamValue>>): RenderedTemplate {
   const list = (nodes: readonly Compiled[]) => nodes.map((n) => build(n, context, template, params, skeleton) as JsonObject);

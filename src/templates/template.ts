@@ -168,6 +168,12 @@ export interface Template {
   readonly optOut: TemplateOptOut;
   /** How running pods get a new revision of it. @default 'recreate' */
   readonly updateStrategy: UpdateStrategy;
+  /**
+   * Its sidecars' resources are someone else's to set once injected (a vertical autoscaler, a
+   * person's resize): any resources count as the template's (inject/trust.ts), and an in-place
+   * update never resizes them. @default false
+   */
+  readonly resourcesManagedElsewhere: boolean;
   /** What an in-place update compares (rollout/in-place.ts). */
   readonly inPlaceFacts: InPlaceFacts;
   /** Every value of the pod or namespace the template reads; a rendering depends on these only. */
@@ -202,6 +208,7 @@ export const topLevelFields: ReadonlySet<string> = new Set([
   'delivery',
   'optOut',
   'updateStrategy',
+  'resourcesManagedElsewhere',
 ]);
 /** The fields of `appContainers`. */
 export const appContainerFields: ReadonlySet<string> = new Set(['env', 'envFrom', 'volumeMounts']);

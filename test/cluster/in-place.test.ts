@@ -231,6 +231,46 @@ test.serial(
   },
 );
 
+test.serial('resources managed elsewhere: a sidecar a person resized keeps those resources when a candidate’s new image reaches it in place', async (t) => {
+  const { kube, kubectl } = joinWorld();
+  const name = `rn-managed-${Math.random().toString(36).slice(2, 7)}`;
+  const namespace = await optedInNamespace(t, 'in-place-managed', { 'sidecar-injector.io/in-place-updates': 'enabled' });
+  const small = { requests: { cpu: '10m', memory: '16Mi' }, limits: { cpu: '100m', memory: '32Mi' } };
+  const theirs = { requests: { cpu: '15m', memory: '20Mi' }, limits: { cpu: '150m', memory: '40Mi' } };
+  await withTemplate(t, name, stringify({ name, resourcesManagedElsewhere: true, ...withResources(name, small) }));
+  const candidatePath = sidecarTemplatesPath(`${name}-next`);
+  t.teardown(() => kube.delete(candidatePath));
+  await realNodeDeployments(namespace, name, 1, 1);
+  const [pod] = await podsWhen(namespace, 1, 'the pod running with the stable sidecar', runs(name, realNode().image));
+  // A person resizes the sidecar (as a vertical autoscaler would).
+  const resize = { spec: { initContainers: [{ name, resources: theirs }] } };
+  await kubectl(['-n', namespace, 'patch', 'pod', pod!.metadata.name, '--subresource', 'resize', '--type', 'strategic', '-p', JSON.stringify(resize)]);
+  await podsWhen(namespace, 1, 'the sidecar running the resources the person set', (p) => sameResources(sidecarOf(p, name).status?.resources, theirs));
+  const stored = await kube.get(sidecarTemplatesPath(name));
+  t.is(stored.spec.resourcesManagedElsewhere, true, 'the field is in the CRD’s schema: the API server kept it');
+  const next = withResources(name, { requests: { cpu: '20m', memory: '24Mi' }, limits: { cpu: '200m', memory: '48Mi' } });
+  (next.initContainers as Json[])[0]!.image = realNode().pulledImage;
+  await kube.create(sidecarTemplatesPath(), {
+    apiVersion: 'sidecar-injector.io/v1alpha1',
+    kind: 'SidecarTemplate',
+    metadata: { name: `${name}-next` },
+    spec: {
+      ...next,
+      resourcesManagedElsewhere: true,
+      name,
+      rollout: { role: 'candidate', share: 100 },
+    },
+  });
+  const after = await podsWhen(
+    namespace,
+    1,
+    'the pod running the candidate’s image and revision',
+    (p) => ledgerRevision(p, name) !== ledgerRevision(pod!, name) && runs(name, realNode().pulledImage)(p),
+  );
+  t.is(after[0]!.metadata.uid, pod!.metadata.uid, 'the same pod');
+  t.deepEqual(sidecarOf(after[0]!, name).spec!.resources, theirs, 'the person’s resources, not the candidate’s');
+});
+
 test.serial('the policy lets the injector’s ServiceAccount change a listed sidecar’s image and nothing else', async (t) => {
   const { kube, kubectl } = joinWorld();
   const name = `rn-inplace-${Math.random().toString(36).slice(2, 7)}`;
