@@ -601,6 +601,15 @@ test('every reason new resources are left to a re-create', async (t) => {
   const spelled = structuredClone(stored);
   spelled.spec.initContainers[0].resources.limits.cpu = '0.1';
   t.deepEqual(await why(spelled), []);
+  // A resize changes cpu and memory only: a new ephemeral-storage limit needs a new pod.
+  const storage = await load({
+    'log-shipper.yaml': fixedResources(),
+    'next.yaml': `rollout:\n  role: candidate\n  share: 100\n${fixedResources().replace(/^( *)memory: 64Mi$/m, '$1memory: 64Mi\n$1ephemeral-storage: 1Gi')}`,
+  });
+  t.deepEqual(
+    planInPlace(stored, namespaceLabels, storage)!.skipped.map((s) => s.why),
+    ['not-images-or-resources'],
+  );
   const podLevel = structuredClone(stored);
   podLevel.spec.resources = { requests: { cpu: '1', memory: '512Mi' } };
   t.deepEqual(await why(podLevel), ['pod-level-resources']);
@@ -735,4 +744,58 @@ test('resources managed elsewhere: any resources count as the template’s at ad
     ['/metadata/annotations/sidecar-injector.io~1status', '/spec/initContainers/0/image'],
   );
   t.deepEqual(inPlaceNotes(stored, namespaceLabels, elsewhere), new Map(), 'never called altered-by-resize');
+});
+
+test('a fall back sets the images first and resizes after: a broken image never waits on a resize', async (t) => {
+  // Every pod on the candidate: new image, new cpu request, the ledger at the candidate.
+  const set = await load(withFixed('20m', '3.2.3'));
+  const onCandidate = await runningPod(set);
+  const { stable, candidate: next } = set.rollouts!.get('log-shipper')!;
+  t.is(ledgerOf(onCandidate).templates['log-shipper'].hash, next!.hash);
+  t.is(onCandidate.spec.initContainers[0].resources.requests.cpu, '20m');
+  const halted = stopCandidates(set, new Map([['log-shipper', 'halted: 3 of 3 pods crash-looping']]));
+  const listed = reported(onCandidate, onCandidate.spec.initContainers[0].resources);
+  const first = planInPlace(listed, namespaceLabels, halted)!;
+  t.is(first.resize, undefined, 'no resize before the image');
+  t.deepEqual(
+    diff(listed, first.updated!)
+      .map((op) => op.path)
+      .sort(),
+    ['/metadata/annotations/sidecar-injector.io~1status', '/spec/initContainers/0/image'],
+  );
+  t.is(ledgerOf(first.updated!).templates['log-shipper'].hash, stable.hash);
+  // Then the sidecar, at the stable revision with the candidate's resources, is resized back.
+  const then = planInPlace(reported(first.updated!, onCandidate.spec.initContainers[0].resources), namespaceLabels, halted)!;
+  t.deepEqual(
+    diff(first.updated!, { ...then.resize!, status: (first.updated as Record<string, any>).status }).map((op) => op.path),
+    ['/spec/initContainers/0/resources/requests/cpu'],
+  );
+});
+
+test('resources that are the same in both revisions are no part of the move: a sidecar resized by someone else still gets a new image', async (t) => {
+  const stored = await runningPod(await load({ 'log-shipper.yaml': fixedResources() }));
+  stored.spec.initContainers[0].resources.limits.memory = '80Mi';
+  const set = await load(withFixed('10m', '3.2.3'));
+  const plan = planInPlace(reported(stored, stored.spec.initContainers[0].resources), namespaceLabels, set)!;
+  t.deepEqual(plan.skipped, []);
+  t.is(plan.resize, undefined);
+  t.is((plan.updated as Record<string, any>).spec.initContainers[0].image, 'fluent/fluent-bit:3.2.3');
+  t.is((plan.updated as Record<string, any>).spec.initContainers[0].resources.limits.memory, '80Mi', 'theirs, untouched');
+  // Nor is it taken back: resources no revision pair states are someone else's.
+  const current = await load({ 'log-shipper.yaml': fixedResources() });
+  t.deepEqual(planInPlace(stored, namespaceLabels, current)!.moves, []);
+});
+
+test('after a resize the updater waits for the new resources, not for a restart: an infeasible resize holds no workload', async (t) => {
+  const stored = await runningPod(await load({ 'log-shipper.yaml': fixedResources() }));
+  const set = await load(withFixed('20m', '3.2.3'));
+  const plan = planInPlace(reported(stored, stored.spec.initContainers[0].resources), namespaceLabels, set)!;
+  const resized = plan.resize as Record<string, any>;
+  // Another container's resize under way (PodResizeInProgress is the pod's) holds none of ours up once ours is done.
+  const done = reported(resized, resized.spec.initContainers[0].resources, [{ type: 'PodResizeInProgress', status: 'True' }]);
+  t.true(sidecarsSettled(done, new Map()));
+  const infeasible = reported(resized, stored.spec.initContainers[0].resources, [{ type: 'PodResizePending', status: 'True', reason: 'Infeasible' }]);
+  t.true(sidecarsSettled(infeasible, new Map()));
+  const deferred = reported(resized, stored.spec.initContainers[0].resources, [{ type: 'PodResizePending', status: 'True', reason: 'Deferred' }]);
+  t.false(sidecarsSettled(deferred, new Map()));
 });

@@ -298,7 +298,11 @@ export class InPlaceUpdater {
         if (metadata.uid && (this.updatedPods.has(metadata.uid) || this.updatedPods.size < maxRemembered)) {
           if (!this.updatedPods.has(metadata.uid)) unsettledOfOurs++;
           // A resize is taken up once the kubelet runs the new resources (sidecarsSettled); an image once another container runs.
-          this.updatedPods.set(metadata.uid, new Map(plan.moves.flatMap((m) => m.images.map((i) => [i.container, i.containerID] as const))));
+          // After a resize, no image has changed yet: nothing waits for another container.
+          this.updatedPods.set(
+            metadata.uid,
+            resizing ? new Map() : new Map(plan.moves.flatMap((m) => m.images.map((i) => [i.container, i.containerID] as const))),
+          );
         }
         log.info(
           { pod: `${metadata.namespace}/${metadata.name}`, moves: plan.moves },

@@ -185,6 +185,16 @@ function asHeld(stated: JsonObject, template: Template, guaranteed: boolean): Js
   return kept && isJsonObject(kept.resources) ? kept.resources : undefined;
 }
 
+/** `resources` without cpu and memory: what no resize changes. */
+function beyondResizable(resources: JsonObject): JsonObject {
+  const out: JsonObject = {};
+  for (const list of ['requests', 'limits'] as const) {
+    const values = resources[list];
+    if (isJsonObject(values)) out[list] = Object.fromEntries(Object.entries(values).filter(([name]) => name !== 'cpu' && name !== 'memory'));
+  }
+  return out;
+}
+
 /** The pod's condition of `type`, when it reports one. */
 function conditionOf(pod: JsonObject, type: string): JsonObject | undefined {
   const conditions = isJsonObject(pod.status) ? pod.status.conditions : undefined;
@@ -192,13 +202,25 @@ function conditionOf(pod: JsonObject, type: string): JsonObject | undefined {
 }
 
 /**
- * Whether the kubelet runs the sidecar `name` with the resources its spec asks for: no resize is
- * pending or in progress, and the resources its status reports (where it reports them) are those.
+ * Whether the kubelet runs the sidecar `name` with the resources its spec asks for: the resources
+ * its status reports (where it reports them) are those. Per container: a resize of another
+ * container (the app's, by someone else) holds nothing of ours up.
  */
 function resourcesTakenUp(pod: JsonObject, container: JsonObject, name: string): boolean {
-  if (conditionOf(pod, 'PodResizeInProgress') || conditionOf(pod, 'PodResizePending')) return false;
   const reported = statusOf(pod, name)?.resources;
   return reported === undefined || sameContainerResources(reported, container.resources);
+}
+
+/** Whether the kubelet said it cannot give the pod's resize on its node (PodResizePending, Infeasible): it will not try again. */
+function resizeInfeasible(pod: JsonObject): boolean {
+  const pending = conditionOf(pod, 'PodResizePending');
+  return pending?.status === 'True' && pending.reason === 'Infeasible';
+}
+
+/** True when `to` is the stable revision a candidate `from` falls back to (a halt, a stop, a share taken back). */
+function fallsBack(from: Template, to: Template, set: TemplateSet): boolean {
+  const rollout = set.rollouts?.get(to.name);
+  return rollout?.candidate?.hash === from.hash && rollout.stable.hash === to.hash;
 }
 
 interface Move {
@@ -219,6 +241,7 @@ function moveOf(
   pod: JsonObject,
   set: TemplateSet,
   cluster: InPlaceCluster,
+  takeBack = false,
 ): { move?: Move; why?: InPlaceSkip } {
   const spec = isJsonObject(pod.spec) ? pod.spec : {};
   if (from.hash !== to.hash && !inPlaceTo(from, to, set)) return { why: 'recreate-strategy' };
@@ -244,22 +267,33 @@ function moveOf(
       if (!addImage(move, pod, found, image, next)) return { why: 'pull-policy' };
       continue;
     }
-    if (resourceClaims(statedFrom) !== resourceClaims(statedTo)) return { why: 'not-images-or-resources' };
+    // A resize changes cpu and memory only: other resources (ephemeral-storage, extended ones) and claims need a new pod.
+    if (resourceClaims(statedFrom) !== resourceClaims(statedTo) || !sameContainerResources(beyondResizable(statedFrom), beyondResizable(statedTo)))
+      return { why: 'not-images-or-resources' };
     const heldFrom = asHeld(statedFrom, from, guaranteed);
     const heldTo = asHeld(statedTo, to, guaranteed);
     if (!heldFrom || !heldTo) return { why: 'qos-class' };
     const have = found.container.resources;
+    // The same resources in both revisions: resources are no part of the move (whoever resized the sidecar since).
+    if (sameContainerResources(heldFrom, heldTo)) {
+      if (image !== next && !runsBesideApp(found.container, found.list)) return { why: 'runs-once' };
+      if (!addImage(move, pod, found, image, next)) return { why: 'pull-policy' };
+      continue;
+    }
     const atTarget = sameContainerResources(have, heldTo);
     // Neither revision's resources: someone else resized it, and it is theirs now.
     if (!atTarget && !sameContainerResources(have, heldFrom)) return { why: 'altered-by-resize' };
     if ((image !== next || !atTarget) && !runsBesideApp(found.container, found.list)) return { why: 'runs-once' };
-    if (!atTarget) {
+    // A fall back goes images first: a broken image must not wait on a resize (one the API server may
+    // refuse, a memory limit lowered); the sidecars are resized back after it (planInPlace's take-back).
+    if (!atTarget && !takeBack && fallsBack(from, to, set)) {
+      // Nothing to resize now.
+    } else if (!atTarget) {
       if (cluster.resize === false) return { why: 'resize-unserved' };
       if (podLevelResources(spec)) return { why: 'pod-level-resources' };
       move.resources.push({ container: name, list: found.list, from: isJsonObject(have) ? have : {}, to: heldTo });
-    } else if (!sameContainerResources(heldFrom, heldTo) && !resourcesTakenUp(pod, found.container, name)) {
-      const pending = conditionOf(pod, 'PodResizePending');
-      if (pending?.reason === 'Infeasible') return { why: 'resize-infeasible' };
+    } else if (!resourcesTakenUp(pod, found.container, name)) {
+      if (resizeInfeasible(pod)) return { why: 'resize-infeasible' };
       move.resizing = true;
     }
     if (!addImage(move, pod, found, image, next)) return { why: 'pull-policy' };
@@ -327,24 +361,19 @@ export function planInPlace(pod: JsonObject, namespaceLabels: Labels, set: Templ
       resizing ||= move.resizing;
     }
   }
-  // Taken back: a template the pod runs at the right revision whose sidecars run the resources of
-  // another revision of it that differs only in images and resources (ours, from a resize whose
-  // update never came). Resources no revision states are someone else's, and stay.
+  // Taken back: a template the pod runs at its stable revision whose sidecars run the resources of
+  // that template's candidate (a resize toward it whose update never came, or a fall back that set
+  // the images first). Resources no such pair states are someone else's, and stay.
   if (optedIn)
     for (const t of verdict.templates) {
-      if (t.state !== 'current' || t.have === null || !ledger.templates[t.name]) continue;
-      const at = revisions.find((r) => r.name === t.name && r.hash === t.have);
-      if (!at) continue;
-      for (const other of revisions) {
-        if (other.name !== t.name || other.hash === at.hash || other.inPlaceFacts.shape !== at.inPlaceFacts.shape) continue;
-        if (other.updateStrategy !== 'inPlace' && at.updateStrategy !== 'inPlace') continue;
-        const back = moveOf(other, at, sidecarsOf(t.name), pod, set, cluster).move;
-        const here = moveOf(at, at, sidecarsOf(t.name), pod, set, cluster).move;
-        if (back && back.resources.length > 0 && !here && back.images.length === 0) {
-          moves.push({ template: t.name, from: at.hash, to: at.hash, images: [], resources: back.resources });
-          break;
-        }
-      }
+      const rollout = set.rollouts?.get(t.name);
+      const candidate = rollout?.candidate;
+      if (t.state !== 'current' || !candidate || t.have !== rollout.stable.hash || !ledger.templates[t.name]) continue;
+      const at = rollout.stable;
+      if (candidate.inPlaceFacts.shape !== at.inPlaceFacts.shape || (candidate.updateStrategy !== 'inPlace' && at.updateStrategy !== 'inPlace')) continue;
+      const back = moveOf(candidate, at, sidecarsOf(t.name), pod, set, cluster, true).move;
+      if (back && back.resources.length > 0 && back.images.length === 0)
+        moves.push({ template: t.name, from: at.hash, to: at.hash, images: [], resources: back.resources });
     }
   if (moves.length === 0) return { moves, skipped, workload };
   const spec = isJsonObject(pod.spec) ? pod.spec : {};
@@ -397,7 +426,7 @@ export function sidecarsSettled(pod: JsonObject, updated: ReadonlyMap<string, st
     const seen = statusOf(pod, name);
     if (seen?.ready !== true) return false;
     // A resize the kubelet works on (one it cannot make, Infeasible, it will not: that pod is no longer waited for).
-    if (conditionOf(pod, 'PodResizePending')?.reason !== 'Infeasible' && !resourcesTakenUp(pod, found.container, name)) return false;
+    if (!resizeInfeasible(pod) && !resourcesTakenUp(pod, found.container, name)) return false;
     if (updated.has(name) && (typeof seen.containerID !== 'string' || seen.containerID === updated.get(name))) return false;
   }
   return true;
@@ -420,6 +449,19 @@ const skipWords: Record<InPlaceSkip, string> = {
   'qos-class': 'the new resources would change the pod’s QoS class',
   'resize-infeasible': 'the kubelet cannot give the new resources on its node (PodResizePending: Infeasible)',
 };
+
+/** Whether a sidecar of `at` (named `names`) runs resources other than those `at` gives every pod: someone else resized it. */
+function resizedByOthers(at: Template, names: readonly string[], pod: JsonObject): boolean {
+  if (at.resourcesManagedElsewhere) return false;
+  const spec = isJsonObject(pod.spec) ? pod.spec : {};
+  const guaranteed = qosClass(spec) === 'Guaranteed';
+  return names.some((name) => {
+    const stated = at.inPlaceFacts.resources.get(name);
+    const held = stated && asHeld(stated, at, guaranteed);
+    const found = findContainer(spec, name);
+    return held !== undefined && found !== undefined && !sameContainerResources(found.container.resources, held);
+  });
+}
 
 /**
  * What the in-place rules say of a running pod, per template, for `why`: a template it runs stale
@@ -444,7 +486,7 @@ export function inPlaceNotes(pod: JsonObject, namespaceLabels: Labels, set: Temp
     const at = t.state === 'current' ? everyRevision(set).find((r) => r.name === t.name && r.hash === t.have) : undefined;
     if (!at || !entry || notes.has(t.name)) continue;
     const names = [...(entry.initContainers ?? []), ...(entry.containers ?? [])];
-    if (moveOf(at, at, names, pod, set, cluster).why === 'altered-by-resize')
+    if (resizedByOthers(at, names, pod))
       notes.set(t.name, 'its sidecars’ resources are not its revision’s: resized by someone else (altered-by-resize), and left so');
   }
   return notes;

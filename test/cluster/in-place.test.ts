@@ -361,7 +361,7 @@ test.serial('the policy lets the injector’s ServiceAccount change a listed sid
     (p) => (p.spec.containers[0].resources = { requests: { cpu: '20m', memory: '16Mi' }, limits: { cpu: '200m', memory: '32Mi' } }),
   );
   t.false(appResized.ok, 'a resize of the app container: refused');
-  t.regex(appResized.text, /may change the resources of a container only where the pod's ledger lists it/);
+  t.regex(appResized.text, /may change the resources \(and resize policy\) of a container only where the pod's ledger lists it/);
   // A namespace that has not opted in: refused, whatever the change.
   await kube.mergePatch(`/api/v1/namespaces/${namespace}`, { metadata: { labels: { 'sidecar-injector.io/in-place-updates': null } } });
   const notOptedIn = await asInjector((p) => (sidecar(p).image = realNode().pulledImage));
