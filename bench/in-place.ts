@@ -57,7 +57,10 @@ const ready = (pod: Json) => (pod.status?.conditions as Json[] | undefined)?.som
 const sidecarImage = (pod: Json) => ((pod.status?.initContainerStatuses ?? []) as Json[]).find((c) => c.name === name)?.image as string | undefined;
 
 async function pods(namespace: string): Promise<Json[]> {
-  return ((await kube.get(`/api/v1/namespaces/${namespace}/pods`)).items as Json[]).filter((p) => !p.metadata.deletionTimestamp);
+  // Pods the kubelet refused (Failed, OutOfpods: a restart briefly holds more pods than the node takes) are no replica.
+  return ((await kube.get(`/api/v1/namespaces/${namespace}/pods`)).items as Json[]).filter(
+    (p) => !p.metadata.deletionTimestamp && p.status?.phase !== 'Failed',
+  );
 }
 
 async function main(): Promise<void> {
