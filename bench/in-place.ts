@@ -11,8 +11,11 @@
  *   every pod is a new one, ready, is taken.
  * Both from the write to the last pod ready, as the API server reports them.
  *
- * Options: --deployments N (default 10), --replicas N (default 10).
+ * Options: --deployments N (default 10), --replicas N (default 10), --max-unavailable N|N% (the
+ * template's inPlaceMaxUnavailable, default 1), --max-unsettled N (serve's
+ * --in-place-max-unsettled, default 5).
  */
+import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { stringify } from 'yaml';
 import {
@@ -29,9 +32,20 @@ import {
   type Json,
 } from '../test/cluster/helpers.js';
 
-const { values } = parseArgs({ options: { deployments: { type: 'string', default: '10' }, replicas: { type: 'string', default: '10' } } });
+const { values } = parseArgs({
+  options: {
+    deployments: { type: 'string', default: '10' },
+    replicas: { type: 'string', default: '10' },
+    'max-unavailable': { type: 'string' },
+    'max-unsettled': { type: 'string' },
+  },
+});
 const deployments = Number(values.deployments);
 const replicas = Number(values.replicas);
+const maxUnavailable =
+  values['max-unavailable'] === undefined ? undefined : /^\d+$/.test(values['max-unavailable']) ? Number(values['max-unavailable']) : values['max-unavailable'];
+const maxUnsettled = values['max-unsettled'];
+if (maxUnsettled !== undefined && !/^\d+$/.test(maxUnsettled)) throw new Error(`--max-unsettled: a whole number (got ${maxUnsettled})`);
 const world = joinWorld();
 const { kube, kubectl } = world;
 const node = world.file.realNode!;
@@ -45,7 +59,10 @@ const waitChecks = 36_000;
  * would measure), so ready once it runs.
  */
 function spec(image: string): Json {
-  const template = waitingSidecarSpec(name, image, { updateStrategy: 'inPlace' });
+  const template = waitingSidecarSpec(name, image, {
+    updateStrategy: 'inPlace',
+    ...(maxUnavailable !== undefined ? { inPlaceMaxUnavailable: maxUnavailable } : {}),
+  });
   const { readinessProbe: _probe, ...sidecar } = (template.initContainers as Json[])[0]!;
   return {
     ...template,
@@ -63,8 +80,31 @@ async function pods(namespace: string): Promise<Json[]> {
   );
 }
 
+/** The in-place overlay, with serve's --in-place-max-unsettled when one is given (an overlay of it under build/). */
+async function overlay(): Promise<string> {
+  if (maxUnsettled === undefined) return 'test/cluster/overlays/in-place';
+  const dir = 'build/bench-in-place-overlay';
+  await mkdir(dir, { recursive: true });
+  await writeFile(
+    `${dir}/kustomization.yaml`,
+    stringify({
+      apiVersion: 'kustomize.config.k8s.io/v1beta1',
+      kind: 'Kustomization',
+      resources: ['../../test/cluster/overlays/in-place'],
+      patches: [
+        {
+          target: { kind: 'Deployment', name: 'sidecar-injector' },
+          patch: stringify([{ op: 'add', path: '/spec/template/spec/containers/0/args/-', value: `--in-place-max-unsettled=${maxUnsettled}` }]),
+        },
+      ],
+    }),
+  );
+  return dir;
+}
+
 async function main(): Promise<void> {
-  await deployOverlay('test/cluster/overlays/in-place', '--in-place-updates=on');
+  const kustomization = await overlay();
+  await deployOverlay(kustomization, maxUnsettled === undefined ? '--in-place-updates=on' : `--in-place-max-unsettled=${maxUnsettled}`);
   const namespace = testNamespaceName('bench-in-place');
   await kube.create('/api/v1/namespaces', {
     apiVersion: 'v1',
@@ -114,7 +154,9 @@ async function main(): Promise<void> {
     const inPlaceMs = Date.now() - started;
     const uids = new Set(before.map((p) => p.metadata.uid));
     const recreated = inPlace.filter((p) => !uids.has(p.metadata.uid)).length;
-    process.stdout.write(`${JSON.stringify({ deployments, replicas, pods: total, inPlaceMs, podsRecreatedInPlace: recreated })}\n`);
+    process.stdout.write(
+      `${JSON.stringify({ deployments, replicas, pods: total, maxUnavailable: maxUnavailable ?? 1, maxUnsettled: Number(maxUnsettled ?? 5), inPlaceMs, podsRecreatedInPlace: recreated })}\n`,
+    );
 
     started = Date.now();
     await kubectl(['-n', namespace, 'rollout', 'restart', ...Array.from({ length: deployments }, (_, i) => `deployment/web-${i}`)]);
@@ -136,6 +178,7 @@ async function main(): Promise<void> {
     await kube.delete(sidecarTemplatesPath(name));
     await kube.delete(`/api/v1/namespaces/${namespace}`);
     await restoreShipped('--in-place-updates');
+    if (maxUnsettled !== undefined) await rm(kustomization, { recursive: true, force: true });
   }
 }
 

@@ -2,7 +2,7 @@
 // Generates the Helm chart (charts/sidecar-injector) from the kustomize manifests, so the two
 // cannot drift: every object is the one `kubectl kustomize` renders, for each choice the chart
 // offers — the certificate mode (manifests/ or manifests/overlays/cert-manager), monitoring
-// (components/monitoring) — and only the values the chart exposes (image, replicas, the
+// (components/monitoring), in-place updates (components/in-place-updates) — and only the values the chart exposes (image, replicas, the
 // injector's resources) are placeholders. The SidecarTemplate resource goes to crds/ (Helm
 // installs it before anything that uses it). The SidecarTemplates (the bundled examples, your
 // own templates) are written by hand in templates/sidecar-templates.yaml; the example files are
@@ -41,6 +41,27 @@ for (const [base, withMonitoring] of [
   if (!same(added, monitoringOnly.map(key).sort())) throw new Error('chart: components/monitoring adds different objects under the two certificate modes');
 }
 
+// components/in-place-updates adds objects (its RBAC and the policy that bounds it) and one
+// argument of the injector's container; the chart knows nothing else of it.
+const IN_PLACE_ARG = '--in-place-updates=on';
+const argsOf = (deployment) => deployment.spec.template.spec.containers.find((c) => c.name === 'injector').args;
+const inPlaceOnly = [...byKey(render(['manifests'], ['manifests/components/in-place-updates'])).values()].filter((o) => !selfManaged.has(key(o)));
+for (const [base, withInPlace] of [
+  [selfManaged, byKey(render(['manifests'], ['manifests/components/in-place-updates']))],
+  [certManager, byKey(render(['manifests/overlays/cert-manager'], ['manifests/components/in-place-updates']))],
+]) {
+  for (const [k, o] of base) {
+    const other = structuredClone(withInPlace.get(k));
+    if (o.kind === 'Deployment' && o.metadata.name === 'sidecar-injector' && other) {
+      const args = argsOf(other);
+      if (args.pop() !== IN_PLACE_ARG) throw new Error(`chart: components/in-place-updates no longer appends ${IN_PLACE_ARG} to the injector's args`);
+    }
+    if (!same(o, other)) throw new Error(`chart: components/in-place-updates changes ${k} beyond the injector's ${IN_PLACE_ARG}`);
+  }
+  const added = [...withInPlace.keys()].filter((k) => !base.has(k)).sort();
+  if (!same(added, inPlaceOnly.map(key).sort())) throw new Error('chart: components/in-place-updates adds different objects under the two certificate modes');
+}
+
 // The Namespace is not the chart's: Helm keeps its release in it, so it exists first (docs/helm.md).
 const NAMESPACE = 'sidecar-injector';
 for (const map of [selfManaged, certManager]) {
@@ -57,6 +78,7 @@ function templateText(object) {
     const injector = copy.spec.template.spec.containers.find((c) => c.name === 'injector');
     injector.image = '@@image@@';
     injector.resources = '@@resources@@';
+    injector.args = [...injector.args, '@@in-place-updates@@'];
   }
   if (copy.kind === 'CronJob') throw new Error('chart: a CronJob is not expected here');
   // YAML 1.1, as Helm reads what it renders (sigs.k8s.io/yaml): `on`, `yes`, `1_000` stay quoted strings.
@@ -66,6 +88,10 @@ function templateText(object) {
   text = text.replace(
     /^(\s*)resources: "?@@resources@@"?$/m,
     (_, indent) => `${indent}resources:\n${indent}  {{- toYaml .Values.resources | nindent ${indent.length + 2} }}`,
+  );
+  text = text.replace(
+    /^(\s*)- "?@@in-place-updates@@"?$/m,
+    (_, indent) => `${indent}{{- if .Values.inPlaceUpdates.enabled }}\n${indent}- ${IN_PLACE_ARG}\n${indent}{{- end }}`,
   );
   if (text.includes('@@')) throw new Error(`chart: a placeholder of ${key(object)} was not replaced`);
   return text;
@@ -99,6 +125,8 @@ for (const [k, o] of certManager)
     files.set(fileName(o), `${header('manifests/overlays/cert-manager')}{{- if eq .Values.certificates.mode "cert-manager" }}\n${templateText(o)}{{- end }}\n`);
 for (const o of monitoringOnly)
   files.set(fileName(o), `${header('manifests/components/monitoring')}{{- if .Values.monitoring.enabled }}\n${templateText(o)}{{- end }}\n`);
+for (const o of inPlaceOnly)
+  files.set(fileName(o), `${header('manifests/components/in-place-updates')}{{- if .Values.inPlaceUpdates.enabled }}\n${templateText(o)}{{- end }}\n`);
 
 const deployment = selfManaged.get(`Deployment/${NAMESPACE}/sidecar-injector`);
 const injector = deployment.spec.template.spec.containers.find((c) => c.name === 'injector');
@@ -132,6 +160,13 @@ certificates:
 monitoring:
   # A ServiceMonitor, a PrometheusRule with the alerts and a Grafana dashboard ConfigMap (the
   # Prometheus Operator's CRDs must be installed).
+  enabled: false
+
+inPlaceUpdates:
+  # Running pods get new sidecar images and resources without a new pod (templates with
+  # updateStrategy: inPlace, in namespaces labelled sidecar-injector.io/in-place-updates=enabled):
+  # the injector may update pods and pods/resize, bounded by a ValidatingAdmissionPolicy
+  # (Kubernetes 1.30 or later). See docs/rollout.md.
   enabled: false
 
 # The bundled example sidecars to install, by name: ${examples.map((f) => f.replace(/\.ya?ml$/, '')).join(', ')}. For trying
@@ -247,6 +282,7 @@ const schema = {
     },
     certificates: { type: 'object', additionalProperties: false, properties: { mode: { enum: ['self-managed', 'cert-manager'] } } },
     monitoring: { type: 'object', additionalProperties: false, properties: { enabled: { type: 'boolean' } } },
+    inPlaceUpdates: { type: 'object', additionalProperties: false, properties: { enabled: { type: 'boolean' } } },
     exampleTemplates: { type: 'array', uniqueItems: true, items: { enum: exampleNames } },
     templates: {
       type: 'object',

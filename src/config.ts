@@ -100,6 +100,8 @@ export interface Config {
   readonly profiling: boolean;
   /** The leading replica sets a template's new sidecar images in running pods (templates with `updateStrategy: inPlace`; cluster mode only). @default false */
   readonly inPlaceUpdates: boolean;
+  /** Pods updated in place whose sidecars have not yet restarted and become ready, at most, across the cluster. @default 5 */
+  readonly inPlaceMaxUnsettled: number;
   /** The MutatingWebhookConfiguration holding the webhooks (its caBundle, its conditions). @default 'sidecar-injector' */
   readonly webhookConfigurationName: string;
   /** Where each candidate's preflight creates its probe pod with dryRun=All (cluster mode); unset: no preflight. */
@@ -257,6 +259,13 @@ export const serveOptions = {
     env: 'SIDECAR_INJECTOR_IN_PLACE_UPDATES',
     default: 'off',
     help: 'on | off: the leading replica sets the new sidecar images of templates with updateStrategy: inPlace in running pods (needs the in-place-updates component: its RBAC and the policy that bounds it; cluster mode)',
+  },
+  'in-place-max-unsettled': {
+    kind: 'string',
+    value: 'N',
+    env: 'SIDECAR_INJECTOR_IN_PLACE_MAX_UNSETTLED',
+    default: '5',
+    help: "with --in-place-updates on: pods updated in place whose sidecars have not yet taken the update up and become ready, at most, across the cluster (1 to 1000; a template's inPlaceMaxUnavailable bounds each workload)",
   },
   profiling: {
     kind: 'string',
@@ -418,6 +427,10 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
   const inPlaceUpdates = option('in-place-updates') === undefined ? false : onOff('in-place-updates', option('in-place-updates'), problems);
   if (inPlaceUpdates && namespaceSource !== 'cluster')
     problems.push('--in-place-updates needs the cluster: the leading replica updates running pods through the API server (--namespace-source cluster)');
+  const unsettledText = option('in-place-max-unsettled') ?? '5';
+  const inPlaceMaxUnsettled = Number(unsettledText);
+  if (!/^[0-9]+$/.test(unsettledText) || inPlaceMaxUnsettled < 1 || inPlaceMaxUnsettled > 1000)
+    problems.push(`--in-place-max-unsettled: expected a whole number from 1 to 1000 (got ${JSON.stringify(unsettledText).slice(0, 40)})`);
   const webhookConfigurationName = option('webhook-configuration') ?? 'sidecar-injector';
   if (!selfManaged && !isDns1123Subdomain(webhookConfigurationName))
     problems.push(`--webhook-configuration: expected a DNS-1123 subdomain (got ${JSON.stringify(webhookConfigurationName).slice(0, 80)})`);
@@ -484,6 +497,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
     matchConditions,
     profiling,
     inPlaceUpdates,
+    inPlaceMaxUnsettled,
     webhookConfigurationName,
     ...(rolloutProbeNamespace !== undefined ? { rolloutProbeNamespace } : {}),
     rolloutHaltUnhealthyPods,

@@ -2,7 +2,7 @@
  * The Helm chart (charts/sidecar-injector) is generated from the kustomize manifests
  * (scripts/chart.mjs) and tested against them: the committed chart is what they generate, `helm
  * lint` passes, and `helm template` gives, object for object, what `kubectl kustomize` gives for
- * the same choices (certificate mode, monitoring, example templates); the values the chart
+ * the same choices (certificate mode, monitoring, in-place updates, example templates); the values the chart
  * exposes change only their own fields. helm is the pinned one (test/cluster/build.sh builds it
  * from its Go module); without Go these tests are skipped, saying so, except in CI.
  */
@@ -73,6 +73,20 @@ const choices: { name: string; sets: string[]; resources: string[]; components: 
     resources: ['manifests'],
     components: ['manifests/components/monitoring'],
     examples: true,
+  },
+  {
+    name: 'in-place updates',
+    sets: ['inPlaceUpdates.enabled=true'],
+    resources: ['manifests'],
+    components: ['manifests/components/in-place-updates'],
+    examples: false,
+  },
+  {
+    name: 'cert-manager with in-place updates and monitoring',
+    sets: ['certificates.mode=cert-manager', 'inPlaceUpdates.enabled=true', 'monitoring.enabled=true'],
+    resources: ['manifests/overlays/cert-manager'],
+    components: ['manifests/components/in-place-updates', 'manifests/components/monitoring'],
+    examples: false,
   },
   {
     name: 'cert-manager with monitoring',

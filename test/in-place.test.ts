@@ -11,6 +11,11 @@ import { join } from 'node:path';
 import { admitPod } from '../src/pipeline/admit.js';
 import { diff } from '../src/inject/diff.js';
 import { loadTemplateDir } from '../src/templates/load.js';
+import { compileTemplate } from '../src/templates/compile.js';
+import { loadConfig } from '../src/config.js';
+import { ConfigError } from '../src/errors.js';
+import { resolveMaxUnavailable } from '../src/templates/template.js';
+import { parse as parseYaml } from 'yaml';
 import { stopCandidates } from '../src/templates/rollout.js';
 import type { TemplateSet } from '../src/templates/set.js';
 import { inPlaceNotes, planInPlace, sidecarsSettled } from '../src/rollout/in-place.js';
@@ -798,4 +803,104 @@ test('after a resize the updater waits for the new resources, not for a restart:
   t.true(sidecarsSettled(infeasible, new Map()));
   const deferred = reported(resized, stored.spec.initContainers[0].resources, [{ type: 'PodResizePending', status: 'True', reason: 'Deferred' }]);
   t.false(sidecarsSettled(deferred, new Map()));
+});
+
+test('inPlaceMaxUnavailable: a number of pods or a share of a workload’s, never below one pod, and no part of the revision', async (t) => {
+  const base = parseYaml(release('3.2.3')) as Record<string, unknown>;
+  const compiled = (value: unknown) => compileTemplate({ ...base, inPlaceMaxUnavailable: value }, 'next.yaml');
+  t.deepEqual(compiled(undefined).template!.inPlaceMaxUnavailable, { pods: 1 });
+  t.deepEqual(compiled(3).template!.inPlaceMaxUnavailable, { pods: 3 });
+  t.deepEqual(compiled('25%').template!.inPlaceMaxUnavailable, { percent: 25 });
+  t.is(compiled('25%').template!.hash, compiled(undefined).template!.hash, 'choosing it leaves every pod current');
+  for (const bad of [0, -1, 1.5, 100_001, '0%', '101%', '25', '2.5%', ' 25%', '__proto__', true, null, [1], { pods: 1 }]) {
+    const { template, problems } = compiled(bad);
+    t.is(template, undefined, JSON.stringify(bad));
+    t.true(
+      problems.some((p) => p.field === 'inPlaceMaxUnavailable' && /whole number of pods from 1 to 100000/.test(p.message)),
+      JSON.stringify(problems),
+    );
+  }
+  t.is(resolveMaxUnavailable({ pods: 2 }, 10), 2);
+  t.is(resolveMaxUnavailable({ percent: 25 }, 10), 2, 'a share rounds down');
+  t.is(resolveMaxUnavailable({ percent: 25 }, 3), 1, 'and is never below one pod');
+  t.is(resolveMaxUnavailable({ percent: 100 }, 7), 7);
+});
+
+test('the updater gives a workload as many pods at once as inPlaceMaxUnavailable allows, pods not yet settled counted against it', async (t) => {
+  const api = new FakeApiServer();
+  await api.start();
+  const names = ['web-5d8f-a', 'web-5d8f-b', 'web-5d8f-c', 'web-5d8f-d', 'web-5d8f-e', 'web-5d8f-f', 'web-5d8f-g', 'web-5d8f-h', 'one-1111-a', 'one-1111-b'];
+  await addPods(api, await load({ 'log-shipper.yaml': shipperText }), names);
+  // A share: 25 % of the eight pods of web is two; of one's two pods, still one.
+  const set = await load(candidate(`inPlaceMaxUnavailable: 25%\n${release('3.2.3')}`));
+  const updater = await updaterFor(
+    t,
+    api,
+    () => set,
+    () => namespaceLabels,
+    undefined,
+    { maxUnsettled: 100 },
+  );
+  updater.start();
+  await updater.settled();
+  const webUpdated = () => api.podUpdates.filter((p) => p.startsWith('shop/web-'));
+  t.is(webUpdated().length, 2);
+  t.is(api.podUpdates.filter((p) => p.startsWith('shop/one-')).length, 1);
+  // Neither has taken the update up: nothing more of either workload.
+  updater.round();
+  await updater.settled();
+  t.is(api.podUpdates.length, 3);
+  t.like(updater.status().lastRound, { updated: 0, waitingWorkloads: 2, unsettled: 3 });
+  // One of web's is taken up: one more goes, never more than two unsettled.
+  const [first] = webUpdated();
+  const name = first!.split('/')[1]!;
+  api.setObjectStatus('pods', 'shop', name, {
+    phase: 'Running',
+    initContainerStatuses: [{ name: 'log-shipper', image: 'x', containerID: `containerd://${name}-2`, ready: true, restartCount: 5 }],
+  });
+  updater.round();
+  await updater.settled();
+  t.is(webUpdated().length, 3);
+  // A pod of web whose sidecars are not ready for another reason counts against the bound too.
+  const fresh = names.find((n) => n.startsWith('web-') && !api.podUpdates.includes(`shop/${n}`))!;
+  api.setObjectStatus('pods', 'shop', fresh, {
+    phase: 'Running',
+    initContainerStatuses: [{ name: 'log-shipper', image: 'x', containerID: `containerd://${fresh}-1`, ready: false, restartCount: 4 }],
+  });
+  const updatedBefore = webUpdated().length;
+  updater.round();
+  await updater.settled();
+  // It goes itself (it takes nothing further away); no settled pod goes beside the two not settled.
+  t.is(webUpdated().length, updatedBefore + 1);
+  t.true(webUpdated().includes(`shop/${fresh}`));
+});
+
+test('a number of pods as inPlaceMaxUnavailable; the cluster-wide bound still holds above it', async (t) => {
+  const api = new FakeApiServer();
+  await api.start();
+  const names = ['web-5d8f-a', 'web-5d8f-b', 'web-5d8f-c', 'web-5d8f-d', 'web-5d8f-e', 'web-5d8f-f'];
+  await addPods(api, await load({ 'log-shipper.yaml': shipperText }), names);
+  const set = await load(candidate(`inPlaceMaxUnavailable: 4\n${release('3.2.3')}`));
+  const wide = await updaterFor(
+    t,
+    api,
+    () => set,
+    () => namespaceLabels,
+    undefined,
+    { maxUnsettled: 3 },
+  );
+  wide.start();
+  await wide.settled();
+  t.is(api.podUpdates.length, 3, 'the cluster-wide bound, below the workload’s');
+  t.like(wide.status().lastRound, { updated: 3, waitingWorkloads: 1 });
+});
+
+test('--in-place-max-unsettled: a whole number from 1 to 1000, default 5', (t) => {
+  t.is(loadConfig({}, []).inPlaceMaxUnsettled, 5);
+  t.is(loadConfig({ SIDECAR_INJECTOR_IN_PLACE_MAX_UNSETTLED: '40' }, []).inPlaceMaxUnsettled, 40);
+  for (const bad of ['0', '-1', '2.5', 'many', '1001', '1e3'])
+    t.throws(() => loadConfig({}, [`--in-place-max-unsettled=${bad}`]), {
+      instanceOf: ConfigError,
+      message: /--in-place-max-unsettled: expected a whole number from 1 to 1000/,
+    });
 });

@@ -27,7 +27,7 @@ import { candidateKey, type InPlaceProgress } from '../templates/object-status.j
 import type { TemplateSet } from '../templates/set.js';
 import { cut } from '../quote.js';
 import { LabelKeys, LabelValues } from '../k8s/keys.js';
-import { metadataOf, planInPlace, sidecarsSettled, type InPlacePlan, type InPlaceSkip } from './in-place.js';
+import { metadataOf, planInPlace, sidecarsSettled, workloadMaxUnavailable, type InPlacePlan, type InPlaceSkip } from './in-place.js';
 
 /** The ValidatingAdmissionPolicy and binding that bound the injector's pod updates (manifests/components/in-place-updates). */
 export const inPlacePolicyName = 'sidecar-injector-in-place-updates';
@@ -53,8 +53,18 @@ export interface InPlaceUpdaterOptions {
   readonly maxUnsettled?: number;
 }
 
-/** Workloads held at once between the list and the updates (each with one pod): beyond it, a workload waits for a later round. */
+/** Workloads held at once between the list and the updates: beyond it, a workload waits for a later round. */
 const maxWorkloadsHeld = 2_000;
+/** Pods to update held at once beyond the first of each workload (each a pod object). */
+const maxPlansHeld = 2_000;
+/** Workloads whose pods are counted (for a share of them, inPlaceMaxUnavailable: "N%"); one beyond counts the pods it has to update. */
+const maxWorkloadsCounted = 20_000;
+
+/** A workload in one round: its pods with sidecars not settled, and the pods to update (those not settled first). */
+interface WorkloadRound {
+  unsettled: number;
+  readonly plans: { readonly plan: InPlacePlan; readonly settled: boolean }[];
+}
 /** Pods remembered as updated (until taken up) or refused (until changed). */
 const maxRemembered = 10_000;
 
@@ -174,10 +184,14 @@ export class InPlaceUpdater {
     }
     this.policyWarned = false;
     const resizeServed = await this.resizeServed();
-    // Per workload: whether a pod of it has sidecars not ready, and the one pod to update — one
-    // of those if it has a move (it takes nothing further away: a rollback must reach the pods a
-    // broken image broke), else the first listed.
-    const workloads = new Map<string, { unsettled: boolean; plan?: InPlacePlan; planUnsettled: boolean }>();
+    // Per workload: its pods with sidecars not settled, and the pods to update — those first (an
+    // update takes nothing further away: a rollback must reach the pods a broken image broke),
+    // then the others as listed.
+    const workloads = new Map<string, WorkloadRound>();
+    const maxPerRound = this.options.maxPerRound ?? 20;
+    const maxUnsettled = this.options.maxUnsettled ?? 5;
+    const podsPerWorkload = new Map<string, number>();
+    let plansHeld = 0;
     const recreateNeeded: Partial<Record<InPlaceSkip, number>> = {};
     let updatable = 0;
     let unsettledOfOurs = 0;
@@ -204,6 +218,8 @@ export class InPlaceUpdater {
           else if (ours) unsettledOfOurs++;
           const plan = planInPlace(pod, labels, set, { resize: resizeServed });
           if (!plan) continue;
+          if (podsPerWorkload.has(plan.workload) || podsPerWorkload.size < maxWorkloadsCounted)
+            podsPerWorkload.set(plan.workload, (podsPerWorkload.get(plan.workload) ?? 0) + 1);
           for (const { template, to, why } of plan.skipped) {
             recreateNeeded[why] = (recreateNeeded[why] ?? 0) + 1;
             add(recreatePerRevision, candidateKey(template, to));
@@ -214,15 +230,22 @@ export class InPlaceUpdater {
           let workload = workloads.get(plan.workload);
           if (!workload) {
             if (workloads.size >= maxWorkloadsHeld) continue;
-            workloads.set(plan.workload, (workload = { unsettled: false, planUnsettled: false }));
+            workloads.set(plan.workload, (workload = { unsettled: 0, plans: [] }));
           }
-          workload.unsettled ||= !settled;
+          if (!settled) workload.unsettled++;
           // A pod whose update was refused waits until it changes.
           if (!write || this.refusedPods.get(uid) === (pod.metadata as JsonObject).resourceVersion) continue;
           updatable++;
-          if (!workload.plan || (!settled && !workload.planUnsettled)) {
-            workload.plan = plan;
-            workload.planUnsettled = !settled;
+          // No more pods of a workload than a round could write; beyond the first of each, a bound across workloads.
+          const full = workload.plans.length >= maxPerRound || (workload.plans.length > 0 && plansHeld >= maxPlansHeld);
+          const firstSettled = workload.plans.findIndex((p) => p.settled);
+          if (!full) {
+            plansHeld++;
+            workload.plans.splice(settled || firstSettled < 0 ? workload.plans.length : firstSettled, 0, { plan, settled });
+          } else if (!settled && firstSettled >= 0) {
+            // A pod not settled goes before one that is: the last settled one makes way.
+            workload.plans.pop();
+            workload.plans.splice(firstSettled, 0, { plan, settled });
           }
         }
       };
@@ -256,20 +279,8 @@ export class InPlaceUpdater {
     let refused = 0;
     let failed = 0;
     let writes = 0;
-    const maxPerRound = this.options.maxPerRound ?? 20;
-    const maxUnsettled = this.options.maxUnsettled ?? 5;
-    let waitingWorkloads = 0;
-    for (const { unsettled, plan, planUnsettled } of workloads.values()) {
-      if (!plan) continue;
-      // At most one pod of a workload without ready sidecars: a settled pod waits while another is not; a pod that is not may go.
-      // And across the cluster, at most maxUnsettled pods updated and not yet taken up.
-      if (!planUnsettled && (unsettled || unsettledOfOurs >= maxUnsettled)) {
-        waitingWorkloads++;
-        for (const key of keysOf(plan)) toward(key).waitingWorkloads++;
-        continue;
-      }
-      if (this.rounds.isStopped || writes >= maxPerRound) break;
-      writes++;
+    /** Sends the plan's write (a resize first, else the update): true when the API server took it. */
+    const write = async (plan: InPlacePlan): Promise<boolean> => {
       // New resources first, through pods/resize; the images and the ledger once the kubelet runs them.
       const resizing = plan.resize !== undefined;
       const body = (plan.resize ?? plan.updated)!;
@@ -289,29 +300,10 @@ export class InPlaceUpdater {
       try {
         // The object as listed, with its resourceVersion: a pod changed since is a 409.
         await requestJson(kubeConfig, 'PUT', path, 10_000, { body });
-        if (resizing) resized++;
-        else {
-          updated++;
-          this.total++;
-        }
-        count(resizing ? 'resized' : 'updated');
-        if (metadata.uid && (this.updatedPods.has(metadata.uid) || this.updatedPods.size < maxRemembered)) {
-          if (!this.updatedPods.has(metadata.uid)) unsettledOfOurs++;
-          // A resize is taken up once the kubelet runs the new resources (sidecarsSettled); an image once another container runs.
-          // After a resize, no image has changed yet: nothing waits for another container.
-          this.updatedPods.set(
-            metadata.uid,
-            resizing ? new Map() : new Map(plan.moves.flatMap((m) => m.images.map((i) => [i.container, i.containerID] as const))),
-          );
-        }
-        log.info(
-          { pod: `${metadata.namespace}/${metadata.name}`, moves: plan.moves },
-          resizing ? 'sidecar resources resized in place' : 'sidecar images and revisions updated in place',
-        );
       } catch (err) {
         if (err instanceof KubernetesApiError && err.statusCode === 409) {
           count('conflict');
-          continue;
+          return false;
         }
         // A refusal (403, 422: the in-place policy, a webhook, pod validation) is the cluster's word:
         // logged and counted, and the pod is not tried again before it changes.
@@ -326,6 +318,49 @@ export class InPlaceUpdater {
           { pod: `${metadata.namespace}/${metadata.name}`, err: cut((err as Error).message, 200), ...(detail ? { detail: cut(detail, 500) } : {}) },
           'in-place update not made',
         );
+        return false;
+      }
+      if (resizing) resized++;
+      else {
+        updated++;
+        this.total++;
+      }
+      count(resizing ? 'resized' : 'updated');
+      if (metadata.uid && (this.updatedPods.has(metadata.uid) || this.updatedPods.size < maxRemembered)) {
+        if (!this.updatedPods.has(metadata.uid)) unsettledOfOurs++;
+        // A resize is taken up once the kubelet runs the new resources (sidecarsSettled); an image once another container runs.
+        // After a resize, no image has changed yet: nothing waits for another container.
+        this.updatedPods.set(
+          metadata.uid,
+          resizing ? new Map() : new Map(plan.moves.flatMap((m) => m.images.map((i) => [i.container, i.containerID] as const))),
+        );
+      }
+      log.info(
+        { pod: `${metadata.namespace}/${metadata.name}`, moves: plan.moves },
+        resizing ? 'sidecar resources resized in place' : 'sidecar images and revisions updated in place',
+      );
+      return true;
+    };
+    let waitingWorkloads = 0;
+    writing: for (const [key, workload] of workloads) {
+      // At most inPlaceMaxUnavailable pods of a workload without settled sidecars (one, unless the
+      // templates say more): a settled pod waits while that many are not; a pod that is not may go.
+      // And across the cluster, at most maxUnsettled pods updated and not yet taken up.
+      const pods = podsPerWorkload.get(key) ?? workload.plans.length;
+      const limit = Math.min(...workload.plans.map(({ plan }) => workloadMaxUnavailable(plan, set, pods)));
+      let unsettled = workload.unsettled;
+      let wrote = 0;
+      for (const { plan, settled } of workload.plans) {
+        if (wrote >= limit) break;
+        if (settled && (unsettled >= limit || unsettledOfOurs >= maxUnsettled)) {
+          waitingWorkloads++;
+          for (const revision of keysOf(plan)) toward(revision).waitingWorkloads++;
+          break;
+        }
+        if (this.rounds.isStopped || writes >= maxPerRound) break writing;
+        writes++;
+        wrote++;
+        if ((await write(plan)) && settled) unsettled++;
       }
     }
     // Totals only for revisions the set still has: a dropped revision's count goes with it.

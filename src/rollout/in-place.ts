@@ -24,7 +24,7 @@ import { judgePod, podFacts, type ListedMetadata, type PodMetadata } from '../pi
 import { bucketKey, everyRevision, rolloutSubject } from '../templates/rollout.js';
 import type { Labels } from '../k8s/selector.js';
 import type { TemplateSet } from '../templates/set.js';
-import type { Template } from '../templates/template.js';
+import { resolveMaxUnavailable, type Template } from '../templates/template.js';
 
 /** Why a template a pod runs stale is not updated in place (stable ids: logs, /status). */
 export type InPlaceSkip =
@@ -405,6 +405,20 @@ export function planInPlace(pod: JsonObject, namespaceLabels: Labels, set: Templ
   }
   ((updated.metadata as JsonObject).annotations as JsonObject)[AnnotationKeys.status] = serializeLedger(ledger);
   return { updated: { apiVersion: 'v1', kind: 'Pod', ...updated }, moves, skipped, workload };
+}
+
+/**
+ * How many pods of the plan's workload (`pods` of them, as listed) may have sidecars not settled
+ * at once: the strictest `inPlaceMaxUnavailable` of the revisions its moves give.
+ */
+export function workloadMaxUnavailable(plan: InPlacePlan, set: TemplateSet, pods: number): number {
+  const revisions = everyRevision(set);
+  let max = Infinity;
+  for (const move of plan.moves) {
+    const to = revisions.find((r) => r.name === move.template && r.hash === move.to);
+    max = Math.min(max, resolveMaxUnavailable(to?.inPlaceMaxUnavailable ?? { pods: 1 }, pods));
+  }
+  return Number.isFinite(max) ? max : 1;
 }
 
 /**

@@ -259,6 +259,7 @@ export async function createInjector(config: Config, log: Logger, clock: Clock):
       templates: inForce,
       namespaces: () => cluster.namespaces.current(),
       metrics,
+      maxUnsettled: config.inPlaceMaxUnsettled,
     });
     templates.store.on('reload', () => updater.round());
     inPlaceProgress = () => updater.progress();

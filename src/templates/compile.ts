@@ -29,6 +29,7 @@ import {
   type TemplateFailurePolicy,
   type TemplateOptOut,
   type InPlaceFacts,
+  type MaxUnavailable,
   type UpdateStrategy,
 } from './template.js';
 import type { GuaranteedMode } from '../k8s/qos.js';
@@ -45,6 +46,14 @@ import {
   Problems,
 } from './validate.js';
 import { overrideReachProblems, type Use } from './override-reach.js';
+
+/** `inPlaceMaxUnavailable` as written (a whole number of pods, or "N%"), or undefined when it is neither. */
+function maxUnavailableOf(value: unknown): MaxUnavailable | undefined {
+  if (value === undefined) return { pods: 1 };
+  if (typeof value === 'number') return Number.isSafeInteger(value) && value >= 1 && value <= 100_000 ? { pods: value } : undefined;
+  const percent = typeof value === 'string' ? /^(100|[1-9][0-9]?)%$/.exec(value)?.[1] : undefined;
+  return percent === undefined ? undefined : { percent: Number(percent) };
+}
 
 /** The references that depend on the pod or namespace (not literals, not parameters), each once. */
 function uniqueReferences(references: readonly Reference[]): Reference[] {
@@ -261,6 +270,9 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
       'updateStrategy',
       'must be "recreate" (running pods get a new revision when they are recreated) or "inPlace" (a new image is set in the running pods)',
     );
+  const inPlaceMaxUnavailable = maxUnavailableOf(doc.inPlaceMaxUnavailable);
+  if (!inPlaceMaxUnavailable)
+    problems.add('inPlaceMaxUnavailable', 'must be a whole number of pods from 1 to 100000 (default 1) or a share of a workload\'s pods from "1%" to "100%"');
   if (doc.resourcesManagedElsewhere !== undefined && typeof doc.resourcesManagedElsewhere !== 'boolean')
     problems.add('resourcesManagedElsewhere', 'must be true or false');
   const guaranteedPods = doc.guaranteedPods ?? 'requests-from-limits';
@@ -381,7 +393,14 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
   // part of it, so moving a template between them leaves every pod that carries it current.
   // Nor is whether a pod may opt out of it: that decides admission, not what a pod carries.
   // Nor how running pods get it, nor who sets its sidecars' resources once it is injected.
-  const { delivery: _delivery, optOut: _optOut, updateStrategy: _updateStrategy, resourcesManagedElsewhere: _resourcesManagedElsewhere, ...content } = doc;
+  const {
+    delivery: _delivery,
+    optOut: _optOut,
+    updateStrategy: _updateStrategy,
+    inPlaceMaxUnavailable: _inPlaceMaxUnavailable,
+    resourcesManagedElsewhere: _resourcesManagedElsewhere,
+    ...content
+  } = doc;
   const canonical = canonicalJson(content);
   const hash = createHash('sha256').update(canonical).digest('hex').slice(0, 12);
   const template: Template = {
@@ -407,6 +426,7 @@ export function compileTemplate(doc: unknown, file: string): { template?: Templa
     delivery: delivery as TemplateDelivery,
     optOut: optOut as TemplateOptOut,
     updateStrategy: updateStrategy as UpdateStrategy,
+    inPlaceMaxUnavailable: inPlaceMaxUnavailable!,
     resourcesManagedElsewhere: doc.resourcesManagedElsewhere === true,
     inPlaceFacts: inPlaceFactsOf(content, body, params, overridable, uses),
     references: uniqueReferences(allReferences),

@@ -60,6 +60,14 @@ export type TemplateForm = 'native' | 'container' | 'sidecar';
 export type UpdateStrategy = 'recreate' | 'inPlace';
 export const updateStrategies: readonly UpdateStrategy[] = ['recreate', 'inPlace'];
 
+/** How many pods of one workload may have sidecars an in-place update has not yet settled: a number of pods, or a share of the workload's pods. */
+export type MaxUnavailable = { readonly pods: number } | { readonly percent: number };
+
+/** `max` for a workload of `pods` pods: a share rounds down, and is never below one pod (else nothing would move). */
+export function resolveMaxUnavailable(max: MaxUnavailable, pods: number): number {
+  return 'pods' in max ? max.pods : Math.max(1, Math.floor((pods * max.percent) / 100));
+}
+
 /**
  * What an in-place update compares between two revisions of a template: the revision's content
  * without its sidecars' images and resources (and the parameters only those fields read), and
@@ -168,6 +176,8 @@ export interface Template {
   readonly optOut: TemplateOptOut;
   /** How running pods get a new revision of it. @default 'recreate' */
   readonly updateStrategy: UpdateStrategy;
+  /** With updateStrategy inPlace: how many pods of a workload may be updated (or rolled back) and not yet settled at once. @default { pods: 1 } */
+  readonly inPlaceMaxUnavailable: MaxUnavailable;
   /**
    * Its sidecars' resources are someone else's to set once injected (a vertical autoscaler, a
    * person's resize): any resources count as the template's (inject/trust.ts), and an in-place
@@ -208,6 +218,7 @@ export const topLevelFields: ReadonlySet<string> = new Set([
   'delivery',
   'optOut',
   'updateStrategy',
+  'inPlaceMaxUnavailable',
   'resourcesManagedElsewhere',
 ]);
 /** The fields of `appContainers`. */

@@ -6,7 +6,7 @@
  * with `audit`; every command reads the cluster's templates from any working directory.
  */
 import test from 'ava';
-import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -81,6 +81,7 @@ test.serial('a bad SidecarTemplate is refused at kubectl apply with check’s me
       () => ({ ok: true, out: '' }),
       (err: Error) => ({ ok: false, out: err.message }),
     );
+    await rm(dir, { recursive: true, force: true });
     t.false(applied.ok, `${what}: refused`);
     t.regex(applied.out, /admission webhook "templates\.sidecar-injector\.io" denied the request: SidecarTemplate /, what);
     t.regex(applied.out, message, what);
@@ -219,6 +220,7 @@ test.serial('every command reads the cluster’s templates from any working dire
   const namespace = await optedInNamespace(t, 'anywhere');
   await kube.create(`/api/v1/namespaces/${namespace}/pods`, plainPod('web'));
   const elsewhere = await mkdtemp(join(tmpdir(), 'elsewhere-'));
+  t.teardown(() => rm(elsewhere, { recursive: true, force: true }));
   await mkdir(join(elsewhere, 'templates'));
   // A folder named templates with nothing in it: no command reads it unless told to.
   const inForce = ['log-shipper', 'proxy'];
