@@ -15,7 +15,9 @@
 // passes it) then runs the files whose behaviour depends on the Kubernetes version
 // (`versionDependentFiles`) on every other supported minor, a world each. Other arguments go to ava.
 import { spawn, spawnSync } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 
 const args = process.argv.slice(2);
@@ -54,8 +56,8 @@ let failed = 0;
 let skipped = 0;
 
 /** Runs one suite, passing its TAP through and counting its results; resolves with its exit code. */
-async function suite(command, commandArgs) {
-  const child = spawn(command, commandArgs, { stdio: ['ignore', 'pipe', 'inherit'] });
+async function suite(command, commandArgs, env = process.env) {
+  const child = spawn(command, commandArgs, { stdio: ['ignore', 'pipe', 'inherit'], env });
   let sawFailure = false;
   for await (const line of createInterface({ input: child.stdout })) {
     process.stdout.write(`${line}\n`);
@@ -97,7 +99,15 @@ async function clusterMissing() {
 }
 
 let code = 0;
-if (!clusterOnly) code = await suite(process.execPath, [ava, '--tap', ...avaArgs]);
+if (!clusterOnly) {
+  // The unit suite's temporary folders (os.tmpdir() reads TMPDIR) go in one folder, removed after it.
+  const scratch = mkdtempSync(join(tmpdir(), 'sidecar-injector-unit-'));
+  try {
+    code = await suite(process.execPath, [ava, '--tap', ...avaArgs], { ...process.env, TMPDIR: scratch });
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
+  }
+}
 const missing = await clusterMissing();
 if (missing && (clusterOnly || process.env.CI === 'true') && missing !== 'SIDECAR_INJECTOR_CLUSTER=off') {
   process.stderr.write(`the real-cluster suite cannot run: ${missing}\n`);

@@ -20,6 +20,7 @@ import { stopCandidates } from '../src/templates/rollout.js';
 import type { TemplateSet } from '../src/templates/set.js';
 import { inPlaceNotes, planInPlace, sidecarsSettled } from '../src/rollout/in-place.js';
 import { InPlaceUpdater, inPlacePolicyName } from '../src/rollout/in-place-updater.js';
+import { servesPodResize } from '../src/kube-api/discovery.js';
 import { pino } from 'pino';
 import { FakeApiServer } from './helpers/fake-apiserver.js';
 import { FakeClock } from './helpers/fake-clock.js';
@@ -903,4 +904,17 @@ test('--in-place-max-unsettled: a whole number from 1 to 1000, default 5', (t) =
       instanceOf: ConfigError,
       message: /--in-place-max-unsettled: expected a whole number from 1 to 1000/,
     });
+});
+
+test('whether the API server serves pods/resize is read from its discovery (the updater’s and why’s); unreadable, it counts as not served', async (t) => {
+  const api = new FakeApiServer();
+  await api.start();
+  const kubeConfig = await api.kubeConfig();
+  t.true(await servesPodResize(kubeConfig));
+  api.resizeServed = false;
+  t.false(await servesPodResize(kubeConfig));
+  api.resizeServed = true;
+  t.true(await servesPodResize(kubeConfig));
+  await api.stop();
+  t.false(await servesPodResize(kubeConfig, 2_000));
 });

@@ -23,6 +23,7 @@ import { printable } from '../quote.js';
 import { admitPod, type PodOutcome, type AdmitDeps } from '../pipeline/admit.js';
 import { auditPod, fixFor, reportOwner } from '../pipeline/audit.js';
 import { inPlaceNotes } from '../rollout/in-place.js';
+import { servesPodResize } from '../kube-api/discovery.js';
 import type { TemplateSet } from '../templates/set.js';
 import { whyOptions } from './usage.js';
 import { lastChanged, readObject, stringMap, templatesInForce } from './cluster-reads.js';
@@ -220,7 +221,7 @@ export async function why(argv: readonly string[], io: WhyIo, env: Readonly<Reco
         fix: fixFor(namespace, reportOwner(podMetadata, lookup)),
       });
       // The in-place rules: a stale template being moved or needing a re-create, a sidecar resized by someone else.
-      const inPlace = inPlaceNotes(object, namespaceLabels, set);
+      const inPlace = inPlaceNotes(object, namespaceLabels, set, { resize: await servesPodResize(kubeConfig, timeoutMs) });
       answers = answers.map((a) => (inPlace.has(a.template) ? { ...a, reason: `${a.reason}; ${inPlace.get(a.template)!}` } : a));
       if (found) notes.push(`decided for a new pod of ${workloadRef!.kind} ${workloadRef!.name} (its pod template), as admission would decide the next one`);
       else if (owner)

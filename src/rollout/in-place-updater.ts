@@ -18,8 +18,9 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
 import { KubernetesApiError } from '../errors.js';
-import { isJsonObject, type JsonObject } from '../k8s/json.js';
+import type { JsonObject } from '../k8s/json.js';
 import type { Labels } from '../k8s/selector.js';
+import { servesPodResize } from '../kube-api/discovery.js';
 import { listPages, requestJson } from '../kube-api/request.js';
 import { Rounds } from '../runtime/rounds.js';
 import { everyRevision } from '../templates/rollout.js';
@@ -156,16 +157,6 @@ export class InPlaceUpdater {
     return undefined;
   }
 
-  /** Whether the API server serves pods/resize: its discovery of v1 lists it (false while that cannot be read: no resize is tried). */
-  private async resizeServed(): Promise<boolean> {
-    try {
-      const list = (await requestJson(this.options.kubeConfig, 'GET', '/api/v1', 10_000)) as { resources?: unknown };
-      return Array.isArray(list.resources) && list.resources.some((r) => isJsonObject(r) && r.name === 'pods/resize');
-    } catch {
-      return false;
-    }
-  }
-
   private async pass(): Promise<void> {
     const { kubeConfig, log, clock } = this.options;
     const set = this.options.templates();
@@ -183,7 +174,8 @@ export class InPlaceUpdater {
       return;
     }
     this.policyWarned = false;
-    const resizeServed = await this.resizeServed();
+    // No resize is tried while discovery cannot be read.
+    const resizeServed = await servesPodResize(kubeConfig);
     // Per workload: its pods with sidecars not settled, and the pods to update — those first (an
     // update takes nothing further away: a rollback must reach the pods a broken image broke),
     // then the others as listed.
