@@ -490,7 +490,7 @@ test('across the cluster, at most maxUnsettled pods updated and not yet taken up
   t.is(api.podUpdates.length, 3);
 });
 
-test('a halted candidate is taken back from every broken pod of a workload, one a round, however many it broke', async (t) => {
+test('a halted candidate is taken back from every broken pod of a workload in one round, whatever the bound: those pods lose nothing more', async (t) => {
   const api = new FakeApiServer();
   await api.start();
   const set = await load(candidate(release('3.2.3')));
@@ -506,10 +506,30 @@ test('a halted candidate is taken back from every broken pod of a workload, one 
   );
   updater.start();
   await updater.settled();
-  updater.round();
-  await updater.settled();
   t.deepEqual([...api.podUpdates].sort(), ['shop/web-5d8f-a', 'shop/web-5d8f-b']);
   for (const name of ['web-5d8f-a', 'web-5d8f-b']) t.is(api.storedPod('shop', name)!.spec.initContainers[0].image, oldImage);
+  t.like(updater.status().lastRound, { updated: 2, waitingWorkloads: 0 });
+});
+
+test('settled pods go one of each workload a turn: a workload whose bound is large takes no more of the cluster-wide brake than its turns', async (t) => {
+  const api = new FakeApiServer();
+  await api.start();
+  const big = Array.from({ length: 10 }, (_, i) => `aaa-1111-${i}`);
+  await addPods(api, await load({ 'log-shipper.yaml': shipperText }), [...big, 'web-5d8f-a', 'zzz-2222-a']);
+  const set = await load(candidate(`inPlaceMaxUnavailable: 100%\n${release('3.2.3')}`));
+  const updater = await updaterFor(
+    t,
+    api,
+    () => set,
+    () => namespaceLabels,
+  );
+  updater.start();
+  await updater.settled();
+  // Five across the cluster (the default brake): a turn gives each workload one, the next two go to the big one.
+  t.is(api.podUpdates.length, 5);
+  t.true(api.podUpdates.includes('shop/web-5d8f-a') && api.podUpdates.includes('shop/zzz-2222-a'), api.podUpdates.join(' '));
+  t.is(api.podUpdates.filter((p) => p.startsWith('shop/aaa-')).length, 3);
+  t.like(updater.status().lastRound, { updated: 5, waitingWorkloads: 1 });
 });
 
 test('a sidecar whose pull policy was defaulted for its old image, and would be defaulted otherwise for the new one, is left to a re-create', async (t) => {

@@ -61,10 +61,13 @@ const maxPlansHeld = 2_000;
 /** Workloads whose pods are counted (for a share of them, inPlaceMaxUnavailable: "N%"); one beyond counts the pods it has to update. */
 const maxWorkloadsCounted = 20_000;
 
-/** A workload in one round: its pods with sidecars not settled, and the pods to update (those not settled first). */
+/** A workload in one round: its pods with sidecars not settled, and the pods to update, not settled and settled. */
 interface WorkloadRound {
   unsettled: number;
-  readonly plans: { readonly plan: InPlacePlan; readonly settled: boolean }[];
+  readonly unsettledPlans: InPlacePlan[];
+  readonly settledPlans: InPlacePlan[];
+  /** The fewest settled pods it could be given this round (its templates' inPlaceMaxUnavailable where that is a number of pods). */
+  settledCap: number;
 }
 /** Pods remembered as updated (until taken up) or refused (until changed). */
 const maxRemembered = 10_000;
@@ -222,23 +225,24 @@ export class InPlaceUpdater {
           let workload = workloads.get(plan.workload);
           if (!workload) {
             if (workloads.size >= maxWorkloadsHeld) continue;
-            workloads.set(plan.workload, (workload = { unsettled: 0, plans: [] }));
+            workloads.set(plan.workload, (workload = { unsettled: 0, unsettledPlans: [], settledPlans: [], settledCap: maxPerRound }));
           }
           if (!settled) workload.unsettled++;
           // A pod whose update was refused waits until it changes.
           if (!write || this.refusedPods.get(uid) === (pod.metadata as JsonObject).resourceVersion) continue;
           updatable++;
-          // No more pods of a workload than a round could write; beyond the first of each, a bound across workloads.
-          const full = workload.plans.length >= maxPerRound || (workload.plans.length > 0 && plansHeld >= maxPlansHeld);
-          const firstSettled = workload.plans.findIndex((p) => p.settled);
-          if (!full) {
-            plansHeld++;
-            workload.plans.splice(settled || firstSettled < 0 ? workload.plans.length : firstSettled, 0, { plan, settled });
-          } else if (!settled && firstSettled >= 0) {
-            // A pod not settled goes before one that is: the last settled one makes way.
-            workload.plans.pop();
-            workload.plans.splice(firstSettled, 0, { plan, settled });
+          // No more pods of a workload than a round could write to it; beyond the first of each, a bound across workloads.
+          const held = workload.unsettledPlans.length + workload.settledPlans.length;
+          if (held > 0 && plansHeld >= maxPlansHeld) continue;
+          if (!settled) {
+            if (workload.unsettledPlans.length >= maxPerRound) continue;
+            workload.unsettledPlans.push(plan);
+          } else {
+            workload.settledCap = Math.min(workload.settledCap, workloadMaxUnavailable(plan, set, Infinity));
+            if (workload.settledPlans.length >= workload.settledCap) continue;
+            workload.settledPlans.push(plan);
           }
+          plansHeld++;
         }
       };
       // An expired continue token would list the namespace again: the round is dropped, and a new one starts over.
@@ -334,25 +338,42 @@ export class InPlaceUpdater {
       return true;
     };
     let waitingWorkloads = 0;
-    writing: for (const [key, workload] of workloads) {
-      // At most inPlaceMaxUnavailable pods of a workload without settled sidecars (one, unless the
-      // templates say more): a settled pod waits while that many are not; a pod that is not may go.
-      // And across the cluster, at most maxUnsettled pods updated and not yet taken up.
-      const pods = podsPerWorkload.get(key) ?? workload.plans.length;
-      const limit = Math.min(...workload.plans.map(({ plan }) => workloadMaxUnavailable(plan, set, pods)));
-      let unsettled = workload.unsettled;
-      let wrote = 0;
-      for (const { plan, settled } of workload.plans) {
-        if (wrote >= limit) break;
-        if (settled && (unsettled >= limit || unsettledOfOurs >= maxUnsettled)) {
-          waitingWorkloads++;
-          for (const revision of keysOf(plan)) toward(revision).waitingWorkloads++;
-          break;
+    const turns = [...workloads].map(([key, workload]) => {
+      const pods = podsPerWorkload.get(key) ?? workload.unsettledPlans.length + workload.settledPlans.length;
+      const plans = [...workload.unsettledPlans, ...workload.settledPlans];
+      // At most inPlaceMaxUnavailable pods of a workload without settled sidecars (the strictest of its templates'; one unless they say more).
+      const limit = Math.min(...plans.map((plan) => workloadMaxUnavailable(plan, set, pods)));
+      return { workload, limit, unsettled: workload.unsettled, next: 0, waited: false };
+    });
+    writing: {
+      // First the pods whose sidecars are not settled: an update takes nothing further away (a
+      // rollback reaches every pod a broken image broke), so only the round's bound holds them.
+      for (const { workload } of turns)
+        for (const plan of workload.unsettledPlans) {
+          if (this.rounds.isStopped || writes >= maxPerRound) break writing;
+          writes++;
+          await write(plan);
         }
-        if (this.rounds.isStopped || writes >= maxPerRound) break writing;
-        writes++;
-        wrote++;
-        if ((await write(plan)) && settled) unsettled++;
+      // Then settled pods, one of each workload a turn (no workload takes the cluster-wide brake
+      // before the others had a pod): a workload waits while its bound of pods are not settled, and
+      // every one waits while maxUnsettled pods updated across the cluster are not taken up.
+      for (let progressed = true; progressed;) {
+        progressed = false;
+        for (const turn of turns) {
+          const plan = turn.workload.settledPlans[turn.next];
+          if (!plan || turn.waited) continue;
+          if (turn.unsettled >= turn.limit || unsettledOfOurs >= maxUnsettled) {
+            turn.waited = true;
+            waitingWorkloads++;
+            for (const revision of keysOf(plan)) toward(revision).waitingWorkloads++;
+            continue;
+          }
+          if (this.rounds.isStopped || writes >= maxPerRound) break writing;
+          writes++;
+          turn.next++;
+          progressed = true;
+          if (await write(plan)) turn.unsettled++;
+        }
       }
     }
     // Totals only for revisions the set still has: a dropped revision's count goes with it.

@@ -409,7 +409,8 @@ export function planInPlace(pod: JsonObject, namespaceLabels: Labels, set: Templ
 
 /**
  * How many pods of the plan's workload (`pods` of them, as listed) may have sidecars not settled
- * at once: the strictest `inPlaceMaxUnavailable` of the revisions its moves give.
+ * at once: the strictest `inPlaceMaxUnavailable` of the revisions its moves give (a share of
+ * Infinity pods is Infinity: what a number of pods alone bounds).
  */
 export function workloadMaxUnavailable(plan: InPlacePlan, set: TemplateSet, pods: number): number {
   const revisions = everyRevision(set);
@@ -418,7 +419,8 @@ export function workloadMaxUnavailable(plan: InPlacePlan, set: TemplateSet, pods
     const to = revisions.find((r) => r.name === move.template && r.hash === move.to);
     max = Math.min(max, resolveMaxUnavailable(to?.inPlaceMaxUnavailable ?? { pods: 1 }, pods));
   }
-  return Number.isFinite(max) ? max : 1;
+  // Of `pods` given as Infinity (the bound before the workload is counted), a share is unbounded.
+  return plan.moves.length > 0 ? max : 1;
 }
 
 /**
