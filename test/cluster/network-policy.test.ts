@@ -1,21 +1,16 @@
 /**
  * The shipped NetworkPolicy, enforced on the real node. The world runs no network plugin that
- * enforces NetworkPolicy, so this file runs one for its test: kube-network-policies (Kubernetes
- * SIG Network's enforcer, built from its pinned module by test/cluster/build-network-policies.sh)
- * in the real node's network namespace, which is the world's. It judges the first packet of every
- * connection to or from a pod a NetworkPolicy selects, and, as most network plugins do, admits
- * what the node itself opens as root: the API server's webhook calls and its service proxy, the
- * kubelet's probes. The attack is a tenant's pod on the same node opening connections to each of
- * the injector's ports; Prometheus's stand-in is a pod in the namespace `monitoring`.
- *
- * The enforcer queues packets with nftables' `queue` expression: on a kernel without it
- * (CONFIG_NFT_QUEUE unset, as on the machine this was written on) it cannot enforce anything, and
- * the test is skipped, saying so. There it reached the API server and its nftables rules were
- * refused; it has not yet passed on any machine.
+ * enforces NetworkPolicy, so this file runs one for its test: kube-router's NetworkPolicy
+ * controller (iptables rules and ipsets; built from its pinned module by
+ * test/cluster/build-kube-router.sh, its pod network and service proxy left off) in the real
+ * node's network namespace, which is the world's. As network plugins do, it admits what the node
+ * itself sends a pod on it: the API server's webhook calls and its service proxy, the kubelet's
+ * probes. The attack is a tenant's pod on the same node opening connections to each of the
+ * injector's ports; Prometheus's stand-in is a pod in the namespace `monitoring`.
  */
 import test, { type ExecutionContext } from 'ava';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { openSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import {
@@ -35,9 +30,8 @@ const webhookPort = 10250;
 const metricsPort = 8443;
 const probePort = 8081;
 const bridgeSysctl = '/proc/sys/net/bridge/bridge-nf-call-iptables';
-const enforcerTable = ['inet', 'kube-network-policies'];
-/** The machine's nft (under npm, node_modules/.bin holds another program of that name). */
-const nft = '/usr/sbin/nft';
+/** The machine's tools kube-router runs (under npm, node_modules/.bin comes first on PATH). */
+const machinePath = '/usr/sbin:/usr/bin:/sbin:/bin';
 
 /** A pod of the busybox image on the real node that only waits, in `namespace`; its IP once it runs. */
 async function waitingPod(namespace: string, name: string): Promise<string> {
@@ -64,90 +58,72 @@ async function connects(namespace: string, name: string, ip: string, port: numbe
   );
 }
 
-/** Runs the enforcer for the rest of the test; stopped, its nftables table gone and the bridge sysctl restored after it. */
+/** kube-router's chains and ipsets (its own `--cleanup-config` leaves the NetworkPolicy controller's in place). */
+const enforcerNames = /KUBE-(ROUTER|NWPLCY|POD-FW|SRC|DST)-|kube-router-/;
+
+/** Removes kube-router's rules from the filter table, then its ipsets; throws when any is left. */
+function removeRules(env: NodeJS.ProcessEnv): void {
+  const saved = execFileSync('iptables-save', ['-t', 'filter'], { env, encoding: 'utf8' });
+  const kept = saved
+    .split('\n')
+    .filter((line) => !enforcerNames.test(line))
+    .join('\n');
+  execFileSync('iptables-restore', ['-T', 'filter'], { env, input: kept });
+  const sets = execFileSync('ipset', ['list', '-n'], { env, encoding: 'utf8' }).split('\n');
+  for (const set of sets.filter((name) => enforcerNames.test(name))) execFileSync('ipset', ['destroy', set], { env });
+  const left = [
+    ...execFileSync('iptables-save', ['-t', 'filter'], { env, encoding: 'utf8' }).split('\n'),
+    ...execFileSync('ipset', ['list', '-n'], { env, encoding: 'utf8' }).split('\n'),
+  ];
+  if (left.some((line) => enforcerNames.test(line)))
+    throw new Error(`kube-router's rules or ipsets are left: ${left.filter((l) => enforcerNames.test(l)).join('; ')}`);
+}
+
+/** Runs the enforcer for the rest of the test; stopped and its rules and ipsets removed after it, the bridge sysctl restored. */
 async function enforce(t: ExecutionContext): Promise<ChildProcess> {
   const { file } = joinWorld();
-  const binary = execFileSync('test/cluster/build-network-policies.sh', { stdio: ['ignore', 'pipe', 'inherit'] })
+  const binary = execFileSync('test/cluster/build-kube-router.sh', { stdio: ['ignore', 'pipe', 'inherit'] })
     .toString()
     .trim();
-  // Pods of the one bridge reach each other bridged: the netfilter hooks see those packets only with this set.
+  // Pods of the one bridge reach each other bridged: iptables sees those packets only with this set.
   const bridged = readFileSync(bridgeSysctl, 'utf8').trim();
   writeFileSync(bridgeSysctl, '1');
-  const log = openSync(join(file.realNode!.dir, 'logs', 'kube-network-policies.log'), 'a');
-  // It reads the API server only as a pod does (in-cluster: the service's address in its
-  // environment, a token and the CA at the service account's path): in a mount namespace of its
-  // own, a tmpfs over /run holds the admin's token and the world's CA there.
-  const server = new URL(file.server);
-  const serviceAccount = '/run/secrets/kubernetes.io/serviceaccount';
-  const args = [
-    `--hostname-override=${file.realNode!.name}`,
-    '--disable-nri',
-    '--metrics-bind-address=127.0.0.1:19080',
-    // Kernels from 6.12 have the conntrack fix this works around.
-    '--netfilter-bug-1766-fix=false',
-  ];
+  const log = openSync(join(file.realNode!.dir, 'logs', 'kube-router.log'), 'a');
+  const env = { ...process.env, PATH: machinePath };
   const enforcer = spawn(
-    'unshare',
+    binary,
     [
-      '--mount',
-      '--propagation',
-      'private',
-      'sh',
-      '-c',
-      `mount -t tmpfs -o mode=0755 tmpfs /run && mkdir -p ${serviceAccount} && printf %s "$TOKEN" > ${serviceAccount}/token && printf %s "$CA" > ${serviceAccount}/ca.crt && exec "$@"`,
-      'enforcer',
-      binary,
-      ...args,
+      `--kubeconfig=${file.admin.kubeconfig}`,
+      `--hostname-override=${file.realNode!.name}`,
+      '--run-firewall=true',
+      '--run-router=false',
+      '--run-service-proxy=false',
+      '--enable-cni=false',
+      '--metrics-port=0',
+      '--health-port=0',
     ],
-    {
-      stdio: ['ignore', log, log],
-      env: {
-        ...process.env,
-        KUBERNETES_SERVICE_HOST: server.hostname,
-        KUBERNETES_SERVICE_PORT: server.port || '443',
-        TOKEN: file.admin.token,
-        CA: readFileSync(file.caFile, 'utf8'),
-      },
-    },
+    { stdio: ['ignore', log, log], env },
   );
   t.teardown(async () => {
     const exited = new Promise((resolve) => enforcer.once('exit', resolve));
     enforcer.kill('SIGTERM');
     await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 15_000))]);
     enforcer.kill('SIGKILL');
-    try {
-      execFileSync(nft, ['delete', 'table', ...enforcerTable], { stdio: 'ignore' });
-    } catch {
-      // Its own cleanup removed it.
-    }
+    removeRules(env);
     writeFileSync(bridgeSysctl, bridged);
   });
-  await eventually('the enforcer’s nftables table', () => {
-    if (enforcer.exitCode !== null) throw new Error(`kube-network-policies exited (${enforcer.exitCode}): see real-node/logs/kube-network-policies.log`);
-    try {
-      execFileSync(nft, ['list', 'table', ...enforcerTable], { stdio: 'ignore' });
-      return true;
-    } catch {
-      return undefined;
-    }
+  await eventually('kube-router’s network policy chains', () => {
+    if (enforcer.exitCode !== null) throw new Error(`kube-router exited (${enforcer.exitCode}): see real-node/logs/kube-router.log`);
+    return execFileSync('iptables', ['-S'], { env, encoding: 'utf8' }).includes('KUBE-ROUTER-FORWARD') || undefined;
   });
   return enforcer;
 }
 
-/**
- * Why the enforcer cannot run on this machine's kernel, or undefined: it queues packets with
- * nftables' `queue` expression (CONFIG_NFT_QUEUE), tried here in a network namespace of its own.
- */
+/** Why the enforcer cannot run on this machine, or undefined: it drives the machine's iptables and ipset. */
 function enforcementMissing(): string | undefined {
-  try {
-    execFileSync('unshare', ['--net', nft, '-f', '-'], {
-      input: 'table inet probe {\n  chain c {\n    type filter hook postrouting priority 0; policy accept;\n    queue num 100 bypass\n  }\n}\n',
-      stdio: ['pipe', 'ignore', 'pipe'],
-    });
-    return undefined;
-  } catch {
-    return 'the kernel has no nftables queue expression (CONFIG_NFT_QUEUE), which kube-network-policies needs';
-  }
+  for (const tool of ['iptables', 'ipset'])
+    if (!machinePath.split(':').some((dir) => existsSync(join(dir, tool)))) return `${tool} is missing (Debian's ${tool})`;
+  return undefined;
 }
 const missing = enforcementMissing();
 const enforcedTest = missing ? test.serial.skip : test.serial;
