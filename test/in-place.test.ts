@@ -275,7 +275,9 @@ test('the updater: one pod of a workload at a time, the next once its sidecars r
   t.deepEqual(counted, ['log-shipper:updated', 'log-shipper:updated']);
   t.like(updater.status().lastRound, { updated: 2, pending: 1, refused: 0, failed: 0, unsettled: 2 });
   const toward = `log-shipper@${set.rollouts!.get('log-shipper')!.candidate!.hash}`;
-  t.like(updater.progress().get(toward), { updated: 2, pending: 1, waitingWorkloads: 0, recreateNeeded: 0, refused: 0, failed: 0 });
+  // web's second pod waits for its first: web is a workload waiting.
+  t.like(updater.progress().get(toward), { updated: 2, pending: 1, waitingWorkloads: 1, recreateNeeded: 0, refused: 0, failed: 0 });
+  t.like(updater.status().lastRound, { waitingWorkloads: 1 });
   // The kubelet has not restarted the sidecar yet: the workload waits.
   updater.round();
   await updater.settled();
@@ -937,4 +939,28 @@ test('whether the API server serves pods/resize is read from its discovery (the 
   t.true(await servesPodResize(kubeConfig));
   await api.stop();
   t.false(await servesPodResize(kubeConfig, 2_000));
+});
+
+test('pods not settled that a revision would move forward, not back, go one of a workload a round: a broken edit reaches no more of them', async (t) => {
+  const api = new FakeApiServer();
+  await api.start();
+  // Four pods of one workload whose sidecars are not ready, and a stable revision edited in place (no candidate to halt it).
+  await addPods(api, await load({ 'log-shipper.yaml': shipperText }), ['web-5d8f-a', 'web-5d8f-b', 'web-5d8f-c', 'web-5d8f-d'], () => false);
+  const set = await load({
+    'log-shipper.yaml': `inPlaceMaxUnavailable: 100%\n${release('3.2.3')}`,
+    'previous.yaml': `rollout:\n  role: previous\n${shipperText}`,
+  });
+  const updater = await updaterFor(
+    t,
+    api,
+    () => set,
+    () => namespaceLabels,
+  );
+  updater.start();
+  await updater.settled();
+  t.is(api.podUpdates.length, 1, 'one pod not settled a round, whatever the bound');
+  t.like(updater.status().lastRound, { updated: 1, pending: 3, waitingWorkloads: 0 });
+  updater.round();
+  await updater.settled();
+  t.is(api.podUpdates.length, 2);
 });

@@ -28,7 +28,7 @@ import { candidateKey, type InPlaceProgress } from '../templates/object-status.j
 import type { TemplateSet } from '../templates/set.js';
 import { cut } from '../quote.js';
 import { LabelKeys, LabelValues } from '../k8s/keys.js';
-import { metadataOf, planInPlace, sidecarsSettled, workloadMaxUnavailable, type InPlacePlan, type InPlaceSkip } from './in-place.js';
+import { metadataOf, planBounds, planInPlace, rollsBack, sidecarsSettled, workloadMaxUnavailable, type InPlacePlan, type InPlaceSkip } from './in-place.js';
 
 /** The ValidatingAdmissionPolicy and binding that bound the injector's pod updates (manifests/components/in-place-updates). */
 export const inPlacePolicyName = 'sidecar-injector-in-place-updates';
@@ -61,13 +61,18 @@ const maxPlansHeld = 2_000;
 /** Workloads whose pods are counted (for a share of them, inPlaceMaxUnavailable: "N%"); one beyond counts the pods it has to update. */
 const maxWorkloadsCounted = 20_000;
 
-/** A workload in one round: its pods with sidecars not settled, and the pods to update, not settled and settled. */
+/** A workload in one round: its pods with sidecars not settled, and the pods to update. */
 interface WorkloadRound {
   unsettled: number;
+  /** Pods not settled whose every move is a rollback (rollsBack): bounded only by the round. */
+  readonly rollbackPlans: InPlacePlan[];
+  /** Other pods not settled: one a round, as the pods its bound allows beside them. */
   readonly unsettledPlans: InPlacePlan[];
   readonly settledPlans: InPlacePlan[];
-  /** The fewest settled pods it could be given this round (its templates' inPlaceMaxUnavailable where that is a number of pods). */
-  settledCap: number;
+  /** Settled pods with a write, held or not. */
+  settledWritable: number;
+  /** The strictest inPlaceMaxUnavailable of every pod to update seen, held or not (planBounds). */
+  readonly bounds: { pods: number; percent: number };
 }
 /** Pods remembered as updated (until taken up) or refused (until changed). */
 const maxRemembered = 10_000;
@@ -225,23 +230,33 @@ export class InPlaceUpdater {
           let workload = workloads.get(plan.workload);
           if (!workload) {
             if (workloads.size >= maxWorkloadsHeld) continue;
-            workloads.set(plan.workload, (workload = { unsettled: 0, unsettledPlans: [], settledPlans: [], settledCap: maxPerRound }));
+            workloads.set(
+              plan.workload,
+              (workload = {
+                unsettled: 0,
+                rollbackPlans: [],
+                unsettledPlans: [],
+                settledPlans: [],
+                settledWritable: 0,
+                bounds: { pods: Infinity, percent: Infinity },
+              }),
+            );
           }
           if (!settled) workload.unsettled++;
           // A pod whose update was refused waits until it changes.
           if (!write || this.refusedPods.get(uid) === (pod.metadata as JsonObject).resourceVersion) continue;
           updatable++;
+          const bounds = planBounds(plan, set);
+          workload.bounds.pods = Math.min(workload.bounds.pods, bounds.pods);
+          workload.bounds.percent = Math.min(workload.bounds.percent, bounds.percent);
+          if (settled) workload.settledWritable++;
           // No more pods of a workload than a round could write to it; beyond the first of each, a bound across workloads.
-          const held = workload.unsettledPlans.length + workload.settledPlans.length;
+          const held = workload.rollbackPlans.length + workload.unsettledPlans.length + workload.settledPlans.length;
           if (held > 0 && plansHeld >= maxPlansHeld) continue;
-          if (!settled) {
-            if (workload.unsettledPlans.length >= maxPerRound) continue;
-            workload.unsettledPlans.push(plan);
-          } else {
-            workload.settledCap = Math.min(workload.settledCap, workloadMaxUnavailable(plan, set, Infinity));
-            if (workload.settledPlans.length >= workload.settledCap) continue;
-            workload.settledPlans.push(plan);
-          }
+          const list = settled ? workload.settledPlans : rollsBack(plan, set) ? workload.rollbackPlans : workload.unsettledPlans;
+          const cap = settled ? Math.min(maxPerRound, workload.bounds.pods) : list === workload.unsettledPlans ? 1 : maxPerRound;
+          if (list.length >= cap) continue;
+          list.push(plan);
           plansHeld++;
         }
       };
@@ -339,18 +354,24 @@ export class InPlaceUpdater {
     };
     let waitingWorkloads = 0;
     const turns = [...workloads].map(([key, workload]) => {
-      const pods = podsPerWorkload.get(key) ?? workload.unsettledPlans.length + workload.settledPlans.length;
-      const plans = [...workload.unsettledPlans, ...workload.settledPlans];
+      const pods = podsPerWorkload.get(key) ?? workload.rollbackPlans.length + workload.unsettledPlans.length + workload.settledPlans.length;
       // At most inPlaceMaxUnavailable pods of a workload without settled sidecars (the strictest of its templates'; one unless they say more).
-      const limit = Math.min(...plans.map((plan) => workloadMaxUnavailable(plan, set, pods)));
+      const limit = workloadMaxUnavailable(workload.bounds, pods);
       return { workload, limit, unsettled: workload.unsettled, next: 0, waited: false };
     });
+    let roundFull = false;
     writing: {
-      // First the pods whose sidecars are not settled: an update takes nothing further away (a
-      // rollback reaches every pod a broken image broke), so only the round's bound holds them.
+      // First the rollbacks of pods whose sidecars are not settled: taking a broken candidate back
+      // takes nothing further away, so only the round's bound holds them (a halt reaches every
+      // pod a broken image broke at once). Then, of each workload, one other pod not settled (it
+      // takes nothing further away either, but what it gets is new): bounded by neither brake, as
+      // the one pod its workload may always have unsettled.
       for (const { workload } of turns)
-        for (const plan of workload.unsettledPlans) {
-          if (this.rounds.isStopped || writes >= maxPerRound) break writing;
+        for (const plan of [...workload.rollbackPlans, ...workload.unsettledPlans]) {
+          if (this.rounds.isStopped || writes >= maxPerRound) {
+            roundFull = true;
+            break writing;
+          }
           writes++;
           await write(plan);
         }
@@ -364,17 +385,26 @@ export class InPlaceUpdater {
           if (!plan || turn.waited) continue;
           if (turn.unsettled >= turn.limit || unsettledOfOurs >= maxUnsettled) {
             turn.waited = true;
-            waitingWorkloads++;
-            for (const revision of keysOf(plan)) toward(revision).waitingWorkloads++;
             continue;
           }
-          if (this.rounds.isStopped || writes >= maxPerRound) break writing;
+          if (this.rounds.isStopped || writes >= maxPerRound) {
+            roundFull = true;
+            break writing;
+          }
           writes++;
           turn.next++;
           progressed = true;
           if (await write(plan)) turn.unsettled++;
         }
       }
+    }
+    // A workload with settled pods it could not be given for its bound or the brake waits (one the
+    // round's end left out is pending, not waiting).
+    for (const turn of turns) {
+      if (!turn.waited && (roundFull || turn.next >= turn.workload.settledWritable)) continue;
+      waitingWorkloads++;
+      const plan = turn.workload.settledPlans[turn.next] ?? turn.workload.settledPlans[0];
+      if (plan) for (const revision of keysOf(plan)) toward(revision).waitingWorkloads++;
     }
     // Totals only for revisions the set still has: a dropped revision's count goes with it.
     const revisions = new Set(everyRevision(set).map((t) => candidateKey(t.name, t.hash)));

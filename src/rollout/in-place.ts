@@ -408,19 +408,38 @@ export function planInPlace(pod: JsonObject, namespaceLabels: Labels, set: Templ
 }
 
 /**
- * How many pods of the plan's workload (`pods` of them, as listed) may have sidecars not settled
- * at once: the strictest `inPlaceMaxUnavailable` of the revisions its moves give (a share of
- * Infinity pods is Infinity: what a number of pods alone bounds).
+ * The strictest `inPlaceMaxUnavailable` of the revisions the plan's moves give, as a number of
+ * pods and as a share (Infinity where none says so); a plan without moves is bounded to one pod.
  */
-export function workloadMaxUnavailable(plan: InPlacePlan, set: TemplateSet, pods: number): number {
+export function planBounds(plan: InPlacePlan, set: TemplateSet): { pods: number; percent: number } {
   const revisions = everyRevision(set);
-  let max = Infinity;
+  const bounds = { pods: plan.moves.length > 0 ? Infinity : 1, percent: Infinity };
   for (const move of plan.moves) {
-    const to = revisions.find((r) => r.name === move.template && r.hash === move.to);
-    max = Math.min(max, resolveMaxUnavailable(to?.inPlaceMaxUnavailable ?? { pods: 1 }, pods));
+    const max = revisions.find((r) => r.name === move.template && r.hash === move.to)?.inPlaceMaxUnavailable ?? { pods: 1 };
+    if ('pods' in max) bounds.pods = Math.min(bounds.pods, max.pods);
+    else bounds.percent = Math.min(bounds.percent, max.percent);
   }
-  // Of `pods` given as Infinity (the bound before the workload is counted), a share is unbounded.
-  return plan.moves.length > 0 ? max : 1;
+  return bounds;
+}
+
+/** How many pods of a workload of `pods` pods may have sidecars not settled at once, by its strictest bounds (planBounds). */
+export function workloadMaxUnavailable(bounds: { pods: number; percent: number }, pods: number): number {
+  return Math.min(bounds.pods, bounds.percent === Infinity ? Infinity : resolveMaxUnavailable({ percent: bounds.percent }, pods));
+}
+
+/**
+ * Whether every move of the plan takes a template back to its stable revision from its candidate
+ * (a halt, a stop, a share taken back), or resizes back what a candidate's resize left: a rollback,
+ * which takes nothing a pod had before the candidate came.
+ */
+export function rollsBack(plan: InPlacePlan, set: TemplateSet): boolean {
+  return (
+    plan.moves.length > 0 &&
+    plan.moves.every((move) => {
+      const rollout = set.rollouts?.get(move.template);
+      return rollout !== undefined && move.to === rollout.stable.hash && (move.from === move.to || move.from === rollout.candidate?.hash);
+    })
+  );
 }
 
 /**
