@@ -6,11 +6,13 @@
  * node's network namespace, which is the world's. As network plugins do, it admits what the node
  * itself sends a pod on it: the API server's webhook calls and its service proxy, the kubelet's
  * probes. The attack is a tenant's pod on the same node opening connections to each of the
- * injector's ports; Prometheus's stand-in is a pod in the namespace `monitoring`.
+ * injector's ports; Prometheus's stand-in is a pod in the namespace `monitoring`. Because the
+ * node's own traffic is admitted first, the `ipBlock` that admits a control plane elsewhere is
+ * tested from a network namespace of the test's own, routed through the node.
  */
 import test, { type ExecutionContext } from 'ava';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, openSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import {
@@ -63,6 +65,109 @@ async function connects(namespace: string, name: string, ip: string, port: numbe
       throw err;
     },
   );
+}
+
+/** The listener's port on the pod of `monitoring`, which no policy selects: the positive control. */
+const listenerPort = 9000;
+
+/**
+ * A pod in the namespace `monitoring` (made for the test when missing: the base NetworkPolicy
+ * names it by its name label), Prometheus's stand-in. It also listens on `listenerPort`.
+ */
+async function monitoringPod(t: ExecutionContext, pod: string): Promise<{ pod: string; ip: string }> {
+  const { kube } = joinWorld();
+  // One that an earlier test made may still be going.
+  const found = await eventually('the namespace monitoring active or gone', async () => {
+    const namespace = await kube.find('/api/v1/namespaces/monitoring');
+    return namespace?.status?.phase === 'Terminating' ? undefined : { namespace };
+  });
+  const existed = found.namespace !== undefined;
+  if (!existed) {
+    await kube.create('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'monitoring' } });
+    t.teardown(() => kube.delete('/api/v1/namespaces/monitoring'));
+    await eventually('the default ServiceAccount of monitoring', () => kube.find('/api/v1/namespaces/monitoring/serviceaccounts/default'));
+  }
+  const ip = await waitingPod('monitoring', pod, ['sh', '-c', `while true; do nc -l -p ${listenerPort} </dev/null; done`]);
+  // A namespace this test made goes with its pods.
+  if (existed) t.teardown(() => kube.delete(`/api/v1/namespaces/monitoring/pods/${pod}`));
+  return { pod, ip };
+}
+
+/** Installs `overlay` (the shipped install again after the test); the replicas' pod IPs, once healthy. */
+async function restrictedInstall(t: ExecutionContext, overlay: string): Promise<string[]> {
+  await deploy(overlay);
+  t.teardown(async () => {
+    await deploy();
+    await healthyInstall();
+  });
+  await healthyInstall();
+  const replicas = (await injectorPods()).filter((p) => !p.metadata.deletionTimestamp && p.status?.podIP);
+  t.true(replicas.length >= 2, 'two replicas, each a target');
+  return replicas.map((p) => p.status.podIP as string);
+}
+
+/**
+ * A control plane on other machines, as the injector's pods see one: a network namespace of its
+ * own joined to the node by a veth, its address `controlPlane` outside the pod network, routed
+ * through the node to the pods (the node forwards for the test). A second address, `outsider`,
+ * stands for any other host outside the pod network. Gone after the test: the namespace dies
+ * with its process, the veth with it, the node's forwarding as it was.
+ */
+const remote = { node: '192.0.2.1', controlPlane: '192.0.2.10', outsider: '198.51.100.10' } as const;
+const forwardSysctl = '/proc/sys/net/ipv4/ip_forward';
+
+interface RemoteNetwork {
+  /** Whether a TCP connection from `source` (one of `remote`'s addresses) to `ip:port` is made within 2 s. */
+  connects(source: string, ip: string, port: number): Promise<boolean>;
+}
+
+async function remoteNetwork(t: ExecutionContext): Promise<RemoteNetwork> {
+  const env = { ...process.env, PATH: machinePath };
+  const ip = (...args: string[]) => execFileSync('ip', args, { env, stdio: ['ignore', 'ignore', 'pipe'] });
+  const forwarding = readFileSync(forwardSysctl, 'utf8').trim();
+  const holder = spawn('unshare', ['--net', '--', 'sleep', '3600'], { stdio: 'ignore', env });
+  const pid = String(holder.pid);
+  t.teardown(() => {
+    holder.kill('SIGKILL');
+    writeFileSync(forwardSysctl, forwarding);
+  });
+  const ownNamespace = readlinkSync('/proc/self/ns/net');
+  await eventually('the remote network namespace', () => {
+    if (holder.exitCode !== null) throw new Error(`unshare exited (${holder.exitCode})`);
+    return readlinkSync(`/proc/${pid}/ns/net`) !== ownNamespace || undefined;
+  });
+  const inRemote = (...args: string[]) => execFileSync('nsenter', ['-t', pid, '-n', '--', 'ip', ...args], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+  ip('link', 'add', 'si-remote', 'type', 'veth', 'peer', 'name', 'si-remote-end', 'netns', pid);
+  ip('addr', 'add', `${remote.node}/24`, 'dev', 'si-remote');
+  ip('link', 'set', 'si-remote', 'up');
+  // The outsider's network is reached through the same link (the far end answers for it).
+  ip('route', 'add', `${remote.outsider}/32`, 'dev', 'si-remote');
+  inRemote('link', 'set', 'lo', 'up');
+  inRemote('addr', 'add', `${remote.controlPlane}/24`, 'dev', 'si-remote-end');
+  inRemote('addr', 'add', `${remote.outsider}/32`, 'dev', 'si-remote-end');
+  inRemote('link', 'set', 'si-remote-end', 'up');
+  inRemote('route', 'add', 'default', 'via', remote.node, 'src', remote.controlPlane);
+  writeFileSync(forwardSysctl, '1');
+  // A connection either made, or refused or timed out (exit 1); anything else (exit 2) is thrown.
+  const probe = `const s = require('node:net').connect({ host: process.argv[1], port: Number(process.argv[2]), localAddress: process.argv[3], timeout: 2000 });
+s.on('connect', () => process.exit(0));
+s.on('timeout', () => process.exit(1));
+s.on('error', (e) => process.exit(['ECONNREFUSED', 'EHOSTUNREACH', 'ETIMEDOUT'].includes(e.code) ? 1 : (console.error(e.message), 2)));`;
+  return {
+    connects: (source, target, port) =>
+      new Promise((resolve, reject) => {
+        const child = spawn('nsenter', ['-t', pid, '-n', '--', process.execPath, '-e', probe, target, String(port), source], {
+          stdio: ['ignore', 'ignore', 'pipe'],
+          env,
+        });
+        let stderr = '';
+        child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+        child.on('error', reject);
+        child.on('exit', (code) =>
+          code === 0 ? resolve(true) : code === 1 ? resolve(false) : reject(new Error(`the probe from ${source} failed (${code}): ${stderr.slice(0, 300)}`)),
+        );
+      }),
+  };
 }
 
 /** kube-router's chains and ipsets (its own `--cleanup-config` leaves the NetworkPolicy controller's in place). */
@@ -146,32 +251,10 @@ enforcedTest(
   `the shipped NetworkPolicy with restricted-ingress, enforced${missing ? ` (cannot run here: ${missing})` : ''}: a tenant pod reaches none of the injector’s ports, the monitoring namespace only its metrics port, and pod creation goes on`,
   async (t) => {
     if (missing) t.fail(`the enforcer cannot run: ${missing}`);
-    const { kube } = joinWorld();
     const tenant = await testNamespace(t, 'tenant');
-    // The base NetworkPolicy names the namespace monitoring by its name label.
-    const monitoringExisted = (await kube.find('/api/v1/namespaces/monitoring')) !== undefined;
-    if (!monitoringExisted) {
-      await kube.create('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'monitoring' } });
-      t.teardown(() => kube.delete('/api/v1/namespaces/monitoring'));
-      await eventually('the default ServiceAccount of monitoring', () => kube.find('/api/v1/namespaces/monitoring/serviceaccounts/default'));
-    }
-    const prometheusPod = `prometheus-${tenant}`;
     await waitingPod(tenant, 'attacker');
-    // Prometheus's stand-in also listens, on a port of a pod no policy selects: the positive control.
-    const listenerPort = 9000;
-    const prometheusIp = await waitingPod('monitoring', prometheusPod, ['sh', '-c', `while true; do nc -l -p ${listenerPort} </dev/null; done`]);
-    // A namespace this test made goes with its pods.
-    if (monitoringExisted) t.teardown(() => kube.delete(`/api/v1/namespaces/monitoring/pods/${prometheusPod}`));
-
-    await deploy('test/cluster/overlays/restricted-ingress');
-    t.teardown(async () => {
-      await deploy();
-      await healthyInstall();
-    });
-    await healthyInstall();
-    const replicas = (await injectorPods()).filter((p) => !p.metadata.deletionTimestamp && p.status?.podIP);
-    t.true(replicas.length >= 2, 'two replicas, each a target');
-    const targets = replicas.map((p) => p.status.podIP as string);
+    const { pod: prometheusPod, ip: prometheusIp } = await monitoringPod(t, `prometheus-${tenant}`);
+    const targets = await restrictedInstall(t, 'test/cluster/overlays/restricted-ingress');
 
     // Without an enforcer the policy is words: the tenant reaches the webhook port.
     t.true(await connects(tenant, 'attacker', targets[0]!, webhookPort), 'before enforcement, the tenant connects (the attack is real)');
@@ -188,6 +271,7 @@ enforcedTest(
     t.true(await connects(tenant, 'attacker', prometheusIp, listenerPort), 'tenant → an unselected pod admitted');
 
     // The API server's calls and the kubelet's probes come from the node: every create is injected, every replica stays ready.
+    const { kube } = joinWorld();
     const name = 'netpol-agent';
     await withTemplate(
       t,
@@ -216,5 +300,48 @@ enforcedTest(
     const ready = (await injectorPods()).filter((p) => (p.status?.conditions as Json[] | undefined)?.some((c) => c.type === 'Ready' && c.status === 'True'));
     t.true(ready.length >= 2, 'every replica still ready: the kubelet’s probes are admitted');
     t.false(await connects(tenant, 'attacker', targets[0]!, webhookPort), 'and the tenant still refused');
+  },
+);
+
+enforcedTest(
+  `the NetworkPolicy's ipBlock, enforced${missing ? ` (cannot run here: ${missing})` : ''}: a control plane outside the pod network reaches each port; with the ipBlock narrowed to the control plane's network, another host outside the pod network reaches none`,
+  async (t) => {
+    if (missing) t.fail(`the enforcer cannot run: ${missing}`);
+    const network = await remoteNetwork(t);
+    const tenant = await testNamespace(t, 'tenant');
+    await waitingPod(tenant, 'attacker');
+    const { ip: unselected } = await monitoringPod(t, `prometheus-remote-${process.pid}`);
+    const targets = await restrictedInstall(t, 'test/cluster/overlays/restricted-ingress');
+    // The route and the probe work before any policy is enforced.
+    for (const source of [remote.controlPlane, remote.outsider])
+      t.true(await network.connects(source, targets[0]!, webhookPort), `before enforcement, ${source} connects`);
+
+    await enforce(t);
+    // The shipped shape, everything outside the pod network: both remote addresses are admitted on every port.
+    await eventually(
+      'the policy in force: the tenant refused at the webhook port',
+      async () => !(await connects(tenant, 'attacker', targets[0]!, webhookPort)) || undefined,
+      1200,
+    );
+    for (const source of [remote.controlPlane, remote.outsider])
+      for (const ip of targets)
+        for (const port of [webhookPort, metricsPort, probePort])
+          t.true(await network.connects(source, ip, port), `${source} → ${ip}:${port} admitted (outside the pod network)`);
+
+    // The ipBlock narrowed to the control plane's network: the control plane is admitted because
+    // of it, another host outside the pod network is not. A cidr that missed the control plane fails here.
+    await deploy('test/cluster/overlays/control-plane-cidr');
+    await eventually(
+      'the outsider refused at the webhook port',
+      async () => !(await network.connects(remote.outsider, targets[0]!, webhookPort)) || undefined,
+      1200,
+    );
+    for (const ip of targets)
+      for (const port of [webhookPort, metricsPort, probePort]) {
+        t.true(await network.connects(remote.controlPlane, ip, port), `control plane → ${ip}:${port} admitted by the ipBlock`);
+        t.false(await network.connects(remote.outsider, ip, port), `outsider → ${ip}:${port} refused`);
+      }
+    // The outsider still reaches a pod no policy selects: its refusals are the policy's.
+    t.true(await network.connects(remote.outsider, unselected, listenerPort), 'outsider → an unselected pod admitted');
   },
 );
