@@ -449,6 +449,58 @@ test('a required template whose object is refused is never silently skipped: the
   t.is((await admit({ app: 'web', mesh: 'on' }, 'Fail')).decision, 'patched');
 });
 
+test('an opted-out pod and a refused required template: its optOut read from the object (deny refuses, warn warns, allow or unreadable admits)', async (t) => {
+  const api = new FakeApiServer();
+  await api.start();
+  t.teardown(() => api.stop());
+  // Each object refused for a placeholder of its own, so that a test waits for the one it applied.
+  const broken = (optOut: unknown, typo = 'nmaespace') => ({
+    objectSelector: { matchLabels: { mesh: 'on' } },
+    ...(optOut === undefined ? {} : { optOut }),
+    containers: [{ name: 'mesh', image: `{{ pod.${typo} }}` }],
+  });
+  api.applyTemplate('mesh', broken('deny'));
+  const objects = new TemplateObjects({ kubeConfig: await api.kubeConfig(), log: silent });
+  objects.start();
+  t.teardown(() => objects.stop());
+  await until(() => objects.ready() && objects.current().refusedRequired?.length === 1, 'listed, the object refused');
+  const admit = (labels: Record<string, string>) =>
+    admitPod(
+      { pod: { ...pod(), metadata: { ...pod().metadata, labels } }, namespace: 'shop', name: '' },
+      { templates: () => objects.current(), namespaces: optedIn('shop'), failurePolicy: 'Fail' },
+    );
+  const optedOutLabels = { app: 'web', mesh: 'on', 'sidecar-injector.io/inject': 'disabled' };
+  const denied = await admit(optedOutLabels);
+  t.is(denied.decision, 'denied', 'optOut: deny holds while its object is refused');
+  t.is(denied.reason, 'required-template-refused');
+  t.regex(denied.message, /SidecarTemplate mesh/);
+  // Outside its selector, the opt-out is the pod's.
+  t.is((await admit({ app: 'web', 'sidecar-injector.io/inject': 'disabled' })).reason, 'pod-opted-out');
+
+  api.applyTemplate('mesh', broken('warn'));
+  await until(() => objects.current().refusedRequired?.[0]?.optOut === 'warn', 'the warn object read');
+  const warned = await admit(optedOutLabels);
+  t.is(warned.decision, 'allowed');
+  t.is(warned.reason, 'pod-opted-out');
+  t.deepEqual(
+    warned.warnings.map((w) => w.id),
+    ['opt-out-of-required'],
+  );
+  t.regex(warned.warnings[0]!.text, /^mesh: a required sidecar the pod opts out of/);
+
+  for (const [i, optOut] of [undefined, 'allow', 'Deny'].entries()) {
+    api.applyTemplate('mesh', broken(optOut, `typo${i}`));
+    await until(() => objects.status().refused?.[0]?.problems.join().includes(`typo${i}`) === true, `${String(optOut)} read`);
+    t.is(objects.current().refusedRequired?.[0]?.optOut, undefined);
+    const admitted = await admit(optedOutLabels);
+    t.is(admitted.decision, 'allowed', `optOut ${String(optOut)}: the opt-out holds`);
+    t.is(admitted.reason, 'pod-opted-out');
+    t.deepEqual(admitted.warnings, []);
+  }
+  // Not opted out: refused whatever optOut says (required means required).
+  t.is((await admit({ app: 'web', mesh: 'on' })).reason, 'required-template-refused');
+});
+
 test('what concerns the set never unserves a stable revision: a candidate of a delivery: policy template, a rollout object named as its template, a refused object made optional', async (t) => {
   // A candidate of a template the MutatingAdmissionPolicy delivers: the stable keeps serving.
   const proxySpec = (parseYaml(readFileSync(join('templates', 'proxy.yaml'), 'utf8')) as { spec: Record<string, unknown> }).spec;

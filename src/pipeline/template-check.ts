@@ -305,6 +305,7 @@ function refusedRequiredOf(object: JsonObject | undefined, name: string, problem
       ...(namespaceSelector ? { namespaceSelector } : {}),
       ...(objectSelector ? { objectSelector } : {}),
       problem: cut(problems[0] ? problemLine(problems[0]) : 'refused', 300),
+      ...(spec.optOut === 'deny' || spec.optOut === 'warn' ? { optOut: spec.optOut } : {}),
     },
   ];
 }

@@ -16,6 +16,8 @@ export interface RefusedRequired {
   readonly objectSelector?: Selector;
   /** Its first problem, as `check` prints it. */
   readonly problem: string;
+  /** What it says of a pod's opt-out label when it says warn or deny; absent: allow (the default, or unreadable). */
+  readonly optOut?: 'warn' | 'deny';
 }
 
 /** The validated templates in force, sorted by name; immutable. */

@@ -26,7 +26,12 @@ export function readPod(input: PodInput, deps: AdmitDeps, at: Progress): Step<Re
   // the required one is called for every pod (components/required-opt-out): left as the shipped
   // webhooks leave it, before it is even parsed, never judged by bounds it would not otherwise meet.
   const loaded = deps.templates();
-  if (optedOut(input.pod) && loaded.unavailable === undefined && loaded.templates.every((t) => t.optOut === 'allow'))
+  if (
+    optedOut(input.pod) &&
+    loaded.unavailable === undefined &&
+    loaded.templates.every((t) => t.optOut === 'allow') &&
+    (loaded.refusedRequired ?? []).every((r) => r.optOut === undefined)
+  )
     return done({
       decision: 'allowed',
       reason: 'pod-opted-out',

@@ -59,16 +59,19 @@ export async function selectTemplates(read: Read, input: PodInput, deps: AdmitDe
     else if (skip.reason === 'os') notes.push(skip.message);
   }
   // A required template whose object the injector refuses is not in the set; a pod it may apply
-  // to is refused rather than admitted without it (required means required).
-  if (deps.failurePolicy !== 'Ignore' && selection.reason !== 'namespace-not-enabled' && selection.reason !== 'pod-opted-out') {
-    const missing = loaded.refusedRequired?.find(
-      (r) =>
-        (r.onRequest ? requested.has(r.template) : true) &&
-        (r.namespaceSelector ? matches(r.namespaceSelector, namespaceLabels) : true) &&
-        (r.objectSelector ? matches(r.objectSelector, own.labels) : true),
-    );
-    if (missing) return done(denied(at, 'required-template-refused', say('required-template-refused', missing.object, missing.problem)));
-  }
+  // to is refused rather than admitted without it (required means required), and so is an
+  // opted-out one when the object says optOut: deny (warn: a warning, as from a served one).
+  const refusedInScope =
+    deps.failurePolicy === 'Ignore' || selection.reason === 'namespace-not-enabled'
+      ? []
+      : (loaded.refusedRequired ?? []).filter(
+          (r) =>
+            (r.onRequest ? requested.has(r.template) : true) &&
+            (r.namespaceSelector ? matches(r.namespaceSelector, namespaceLabels) : true) &&
+            (r.objectSelector ? matches(r.objectSelector, own.labels) : true),
+        );
+  const missing = refusedInScope.find((r) => selection.reason !== 'pod-opted-out' || r.optOut === 'deny');
+  if (missing) return done(denied(at, 'required-template-refused', say('required-template-refused', missing.object, missing.problem)));
   switch (selection.reason) {
     case undefined:
       break;
@@ -105,6 +108,14 @@ export async function selectTemplates(read: Read, input: PodInput, deps: AdmitDe
               refusing.filter((t) => t.injection === 'on-request').map((t) => t.name),
             ),
             refusing,
+          ),
+        );
+      for (const r of refusedInScope.filter((r) => r.optOut === 'warn'))
+        warnings.push(
+          warning(
+            'opt-out-of-required',
+            `${r.template}: a required sidecar the pod opts out of (optOut: warn); remove label ${LabelKeys.podOptOut}=${LabelValues.disabled}`,
+            r.template,
           ),
         );
       for (const t of contested)
