@@ -6,7 +6,7 @@
  * required-opt-out component the injector refuses it, and warns for `optOut: warn`. Pods the
  * templates do not apply to, and pods that do not opt out, are admitted as ever.
  */
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { parseAllDocuments } from 'yaml';
 import {
   cli,
@@ -39,6 +39,22 @@ function create(namespace: string, name: string, labels: Record<string, string>)
 }
 
 const sidecarsOf = (pod: Json) => [...containerNames(pod).init, ...containerNames(pod).app].filter((n) => n.endsWith('-agent'));
+
+/** Installs the required-opt-out component for one test (the shipped install again after it), once the required webhook is called for opted-out pods. */
+async function withRequiredOptOut(t: ExecutionContext): Promise<void> {
+  const { kube } = joinWorld();
+  await deploy('test/cluster/overlays/required-opt-out');
+  t.teardown(async () => {
+    await deploy();
+    await healthyInstall();
+  });
+  await eventually('the required webhook called for opted-out pods', async () => {
+    const hooks = (await kube.get(webhookPath)).webhooks as Json[];
+    // The API server stores an absent selector as the empty one: every pod.
+    return JSON.stringify(hooks.find((w) => w.name === 'required.sidecar-injector.io')?.objectSelector) === '{}';
+  });
+  await healthyInstall();
+}
 
 test.serial(
   'optOut: created while the webhooks are not called for opted-out pods, refused by the generated policies, by the injector with the component',
@@ -107,17 +123,7 @@ test.serial(
     await eventually('the policies gone', async () => (await create(namespace, 'after-policies', { team: 'strict', ...optOut })).status === 201);
 
     // The component: the required webhook is called for opted-out pods, and the injector judges them.
-    await deploy('test/cluster/overlays/required-opt-out');
-    t.teardown(async () => {
-      await deploy();
-      await healthyInstall();
-    });
-    await eventually('the required webhook called for opted-out pods', async () => {
-      const hooks = (await kube.get(webhookPath)).webhooks as Json[];
-      // The API server stores an absent selector as the empty one: every pod.
-      return JSON.stringify(hooks.find((w) => w.name === 'required.sidecar-injector.io')?.objectSelector) === '{}';
-    });
-    await healthyInstall();
+    await withRequiredOptOut(t);
     const byInjector = await create(namespace, 'by-injector', { team: 'strict', ...optOut });
     t.is(byInjector.status, 403, byInjector.text);
     t.is(
@@ -147,16 +153,7 @@ test.serial(
   async (t) => {
     const { kube } = joinWorld();
     const namespace = await optedInNamespace(t, 'refused-opt-out');
-    await deploy('test/cluster/overlays/required-opt-out');
-    t.teardown(async () => {
-      await deploy();
-      await healthyInstall();
-    });
-    await eventually('the required webhook called for opted-out pods', async () => {
-      const hooks = (await kube.get(webhookPath)).webhooks as Json[];
-      return JSON.stringify(hooks.find((w) => w.name === 'required.sidecar-injector.io')?.objectSelector) === '{}';
-    });
-    await healthyInstall();
+    await withRequiredOptOut(t);
     // Stored as while the templates webhook cannot be called: that webhook left out for the test
     // (the teardown's install puts it back).
     const hooks = (await kube.get(webhookPath)).webhooks as Json[];
