@@ -234,14 +234,29 @@ export class Reflector<T extends ApiObject> extends EventEmitter {
     const generation = ++this.watchGeneration;
     this.lastWatchActivity = started;
     this.stalled = false;
+    /** Set when an event could not be applied: the watch is ended and the collection listed again. */
+    let applyFailure: Error | undefined;
+    let controller: AbortController | undefined;
     const onEvent = (type: string, object: T & { code?: number; message?: string }) => {
-      if (generation !== this.watchGeneration) return;
+      if (generation !== this.watchGeneration || applyFailure) return;
       this.lastWatchActivity = this.clock.now();
       switch (type) {
         case 'ADDED':
         case 'MODIFIED':
         case 'DELETED':
-          this.options.apply(type, object);
+          try {
+            this.options.apply(type, object);
+          } catch (err) {
+            // The client's Watch swallows what its callback throws: the event would be lost and
+            // what is known would differ from the server. The watch ends; a list replaces everything.
+            applyFailure = err instanceof Error ? err : new Error(String(err));
+            this.options.log.error(
+              { err: applyFailure.message, type, name: object.metadata?.name },
+              `${this.options.what} watch event could not be applied; listing again`,
+            );
+            controller?.abort();
+            return;
+          }
           break;
         case 'BOOKMARK':
           break;
@@ -263,7 +278,10 @@ export class Reflector<T extends ApiObject> extends EventEmitter {
       this.watchController = undefined;
       if (this.stopped) return;
       const status = (err as { statusCode?: number } | null)?.statusCode;
-      if (relistNeeded || status === 410) {
+      if (applyFailure) {
+        this.resourceVersion = '';
+        this.retry('watch', applyFailure, () => this.relist());
+      } else if (relistNeeded || status === 410) {
         this.options.log.info({ resourceVersion: this.resourceVersion }, `${this.options.what} watch expired (410 Gone); listing again`);
         this.resourceVersion = '';
         void this.relist();
@@ -281,14 +299,14 @@ export class Reflector<T extends ApiObject> extends EventEmitter {
       }
     };
     try {
-      const controller = await this.watch.watch(
+      controller = await this.watch.watch(
         this.options.path,
         { resourceVersion: from, allowWatchBookmarks: true, timeoutSeconds: this.watchTimeoutSeconds },
         onEvent,
         onDone,
       );
-      // Superseded while it was opening (relistNow, stop): close it rather than keep two.
-      if (generation !== this.watchGeneration || this.stopped) {
+      // Superseded while it was opening (relistNow, stop), or an event already failed: close it rather than keep it.
+      if (generation !== this.watchGeneration || this.stopped || applyFailure) {
         controller.abort();
         return;
       }
