@@ -87,6 +87,14 @@ async function updaterFor(
   return updater;
 }
 
+/** updaterFor's updater, started, after its first round. */
+async function startedUpdater(...args: Parameters<typeof updaterFor>): Promise<InPlaceUpdater> {
+  const updater = await updaterFor(...args);
+  updater.start();
+  await updater.settled();
+  return updater;
+}
+
 /** An updater for the opted-in namespace, counting each write's result as `template:result`. */
 async function countingUpdater(t: ExecutionContext, api: FakeApiServer, templates: () => TemplateSet): Promise<{ updater: InPlaceUpdater; counted: string[] }> {
   const counted: string[] = [];
@@ -306,14 +314,12 @@ test('the updater does nothing while no revision says inPlace, and never for a n
   api.addObject('pods', metadata, p.spec);
   let set = await load(candidate(release('3.2.3', 'recreate')));
   let labels: Record<string, string> = namespaceLabels;
-  const updater = await updaterFor(
+  const updater = await startedUpdater(
     t,
     api,
     () => set,
     () => labels,
   );
-  updater.start();
-  await updater.settled();
   t.is(updater.status().lastRound, undefined, 'no round looks at pods');
   set = await load(candidate(release('3.2.3')));
   labels = { 'sidecar-injector.io/injection': 'enabled' };
@@ -359,14 +365,12 @@ test('the updater rolls a halted candidate back in place first on the pod it bro
     });
   }
   let inForce = set;
-  const updater = await updaterFor(
+  const updater = await startedUpdater(
     t,
     api,
     () => inForce,
     () => namespaceLabels,
   );
-  updater.start();
-  await updater.settled();
   t.deepEqual(api.podUpdates, [], 'b waits while a is not ready');
   t.like(updater.status().lastRound, { pending: 1, waitingWorkloads: 1 });
   inForce = stopCandidates(set, new Map([['log-shipper', 'halted']]));
@@ -400,7 +404,7 @@ test('without the policy that bounds it, the updater updates no pod and says why
   await api.start();
   await addPods(api, await load({ 'log-shipper.yaml': shipperText }), ['web-5d8f-a']);
   const set = await load(candidate(release('3.2.3')));
-  const updater = await updaterFor(
+  const updater = await startedUpdater(
     t,
     api,
     () => set,
@@ -408,8 +412,6 @@ test('without the policy that bounds it, the updater updates no pod and says why
     undefined,
     { policy: false },
   );
-  updater.start();
-  await updater.settled();
   t.deepEqual(api.podUpdates, []);
   t.regex(updater.status().lastRound!.policyMissing!, /^ValidatingAdmissionPolicy sidecar-injector-in-place-updates is not installed/);
   // Installed (the binding too), the next round updates.
@@ -462,7 +464,7 @@ test('across the cluster, at most maxUnsettled pods updated and not yet taken up
   // the previous revision, which the pods carry), no candidate to halt it.
   await addPods(api, await load({ 'log-shipper.yaml': shipperText }), ['a-1111-x', 'b-2222-x', 'c-3333-x', 'd-4444-x']);
   const set = await load({ 'log-shipper.yaml': release('3.2.3'), 'previous.yaml': `rollout:\n  role: previous\n${shipperText}` });
-  const updater = await updaterFor(
+  const updater = await startedUpdater(
     t,
     api,
     () => set,
@@ -470,8 +472,6 @@ test('across the cluster, at most maxUnsettled pods updated and not yet taken up
     undefined,
     { maxUnsettled: 2 },
   );
-  updater.start();
-  await updater.settled();
   t.is(api.podUpdates.length, 2);
   // The kubelet never takes them up (the image cannot be pulled): nothing more, round after round.
   for (let i = 0; i < 2; i++) {
@@ -500,14 +500,12 @@ test('a halted candidate is taken back from every broken pod of a workload in on
   await addPods(api, set, ['web-5d8f-a', 'web-5d8f-b'], () => false);
   await addPods(api, await load({ 'log-shipper.yaml': shipperText }), ['web-5d8f-c']);
   const halted = stopCandidates(set, new Map([['log-shipper', 'halted']]));
-  const updater = await updaterFor(
+  const updater = await startedUpdater(
     t,
     api,
     () => halted,
     () => namespaceLabels,
   );
-  updater.start();
-  await updater.settled();
   t.deepEqual([...api.podUpdates].sort(), ['shop/web-5d8f-a', 'shop/web-5d8f-b']);
   for (const name of ['web-5d8f-a', 'web-5d8f-b']) t.is(api.storedPod('shop', name)!.spec.initContainers[0].image, oldImage);
   t.like(updater.status().lastRound, { updated: 2, waitingWorkloads: 0 });
@@ -519,14 +517,12 @@ test('settled pods go one of each workload a turn: a workload whose bound is lar
   const big = Array.from({ length: 10 }, (_, i) => `aaa-1111-${i}`);
   await addPods(api, await load({ 'log-shipper.yaml': shipperText }), [...big, 'web-5d8f-a', 'zzz-2222-a']);
   const set = await load(candidate(`inPlaceMaxUnavailable: 100%\n${release('3.2.3')}`));
-  const updater = await updaterFor(
+  const updater = await startedUpdater(
     t,
     api,
     () => set,
     () => namespaceLabels,
   );
-  updater.start();
-  await updater.settled();
   // Five across the cluster (the default brake): a turn gives each workload one, the next two go to the big one.
   t.is(api.podUpdates.length, 5);
   t.true(api.podUpdates.includes('shop/web-5d8f-a') && api.podUpdates.includes('shop/zzz-2222-a'), api.podUpdates.join(' '));
@@ -856,7 +852,7 @@ test('the updater gives a workload as many pods at once as inPlaceMaxUnavailable
   await addPods(api, await load({ 'log-shipper.yaml': shipperText }), names);
   // A share: 25 % of the eight pods of web is two; of one's two pods, still one.
   const set = await load(candidate(`inPlaceMaxUnavailable: 25%\n${release('3.2.3')}`));
-  const updater = await updaterFor(
+  const updater = await startedUpdater(
     t,
     api,
     () => set,
@@ -864,8 +860,6 @@ test('the updater gives a workload as many pods at once as inPlaceMaxUnavailable
     undefined,
     { maxUnsettled: 100 },
   );
-  updater.start();
-  await updater.settled();
   const webUpdated = () => api.podUpdates.filter((p) => p.startsWith('shop/web-'));
   t.is(webUpdated().length, 2);
   t.is(api.podUpdates.filter((p) => p.startsWith('shop/one-')).length, 1);
@@ -950,14 +944,12 @@ test('pods not settled that a revision would move forward, not back, go one of a
     'log-shipper.yaml': `inPlaceMaxUnavailable: 100%\n${release('3.2.3')}`,
     'previous.yaml': `rollout:\n  role: previous\n${shipperText}`,
   });
-  const updater = await updaterFor(
+  const updater = await startedUpdater(
     t,
     api,
     () => set,
     () => namespaceLabels,
   );
-  updater.start();
-  await updater.settled();
   t.is(api.podUpdates.length, 1, 'one pod not settled a round, whatever the bound');
   t.like(updater.status().lastRound, { updated: 1, pending: 3, waitingWorkloads: 0 });
   updater.round();

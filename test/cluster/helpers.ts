@@ -7,6 +7,8 @@ import { parse as parseYaml } from 'yaml';
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import type { ExecutionContext } from 'ava';
@@ -430,4 +432,11 @@ export function warnings(answer: { headers: Record<string, string | string[] | u
   const raw = answer.headers.warning;
   const text = Buffer.from(Array.isArray(raw) ? raw.join(', ') : (raw ?? ''), 'latin1').toString('utf8');
   return [...text.matchAll(/299 - "((?:[^"\\]|\\.)*)"/g)].map((m) => m[1]!.replace(/\\(.)/g, '$1'));
+}
+
+/** A folder of the machine's temporary folder for one test, removed after it. */
+export async function testFolder(t: ExecutionContext, prefix: string): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), `${prefix}-`));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  return dir;
 }

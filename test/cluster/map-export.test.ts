@@ -10,8 +10,7 @@
  * The time a create takes with each is measured by bench/cluster.ts, not here.
  */
 import test, { type ExecutionContext } from 'ava';
-import { mkdtemp, readFile, writeFile, copyFile, readdir } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, writeFile, copyFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { loadCorpus } from '../helpers/corpus.js';
 import { loadTemplateDir } from '../../src/templates/load.js';
@@ -20,17 +19,18 @@ import { parseKubernetesVersion } from '../../src/k8s/version.js';
 import { requiredPolicies } from '../../src/manifests/required-policies.js';
 import type { TemplateSet } from '../../src/templates/set.js';
 import {
-  cli,
   auditEvents,
+  cli,
   createCorpusServiceAccounts,
   eventually,
   everyReplica,
-  someReplica,
   joinWorld,
   optedInNamespace,
+  sidecarTemplatesPath,
+  someReplica,
+  testFolder,
   testNamespace,
   warnings,
-  sidecarTemplatesPath,
   withTemplate,
   type Json,
 } from './helpers.js';
@@ -403,7 +403,7 @@ async function apply(kube: ReturnType<typeof joinWorld>['kube'], t: ExecutionCon
 exportTest('the exported policy stores the pods the webhook stores, refuses the pods it refuses, and stays a fixed point under reinvocation', async (t) => {
   const { kube } = joinWorld();
   // The templates the injector serves: the bundled ones, the tutorial's, and the decision matrix's agents.
-  const dir = await mkdtemp(join(tmpdir(), 'map-export-'));
+  const dir = await testFolder(t, 'map-export');
   for (const file of await readdir('templates')) if (file !== 'kustomization.yaml') await copyFile(join('templates', file), join(dir, file));
   const added = [['otel-agent', await tutorialTemplate()] as const, ...classes.map((c) => [agentName(c), agentTemplate(c)] as const)];
   for (const [name, text] of added) {
@@ -588,7 +588,7 @@ exportTest(
     const original = await readFile('templates/log-shipper.yaml', 'utf8');
     const marked = original.replace(/^ {2}failurePolicy: Ignore$/m, '  failurePolicy: Ignore\n  delivery: policy');
     t.not(marked, original);
-    const dir = await mkdtemp(join(tmpdir(), 'map-hybrid-'));
+    const dir = await testFolder(t, 'map-hybrid');
     for (const file of await readdir('templates')) if (file !== 'kustomization.yaml') await copyFile(join('templates', file), join(dir, file));
     await writeFile(join(dir, 'log-shipper.yaml'), marked);
     // A webhook-delivered native sidecar placed last whose name comes before the log shipper's: the
@@ -716,7 +716,7 @@ refusalTest(
   'before 1.35 the API server refuses the export (its CEL has no flatten or lists.range for new policies), and policies --mutating says so, printing nothing',
   async (t) => {
     const { kube } = joinWorld();
-    const dir = await mkdtemp(join(tmpdir(), 'map-export-old-'));
+    const dir = await testFolder(t, 'map-export-old');
     for (const file of await readdir('templates')) if (file !== 'kustomization.yaml') await copyFile(join('templates', file), join(dir, file));
     const [policy] = mutatingPolicies(await loadTemplateDir(dir), undefined, mapApi).objects;
     const refused = await kube.request('POST', `/apis/admissionregistration.k8s.io/${mapApi}/mutatingadmissionpolicies?dryRun=All`, policy);

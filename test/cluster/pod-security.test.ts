@@ -6,14 +6,13 @@
  * admitted, and a template it leaves out would have been refused.
  */
 import test from 'ava';
-import { copyFile, mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { copyFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { checkPodSecurity, describeViolations, rulesAt, type PodSecurityPolicy } from '../../src/k8s/pod-security.js';
 import { parseKubernetesVersion } from '../../src/k8s/version.js';
 import { pod, rules, versionCases } from '../helpers/pod-security-cases.js';
-import { cli, joinWorld, optedInNamespace, testNamespace, warnings, withTemplate, type Json } from './helpers.js';
+import { cli, joinWorld, optedInNamespace, testFolder, testNamespace, warnings, withTemplate, type Json } from './helpers.js';
 
 /** The pod as the API server has it when PodSecurity runs (defaulted, the ServiceAccount plugin's volume), from a namespace that enforces nothing. */
 async function asAdmitted(plain: string, body: Json): Promise<Json> {
@@ -101,7 +100,7 @@ test('opted-in namespaces at baseline and restricted: what the injector lets thr
   await withTemplate(t, 'privileged-agent', privilegedAgent);
   await withTemplate(t, 'root-agent', rootAgent);
   // The same set offline, for render.
-  const offline = await mkdtemp(join(tmpdir(), 'pss-templates-'));
+  const offline = await testFolder(t, 'pss-templates');
   for (const file of ['log-shipper.yaml', 'proxy.yaml']) await copyFile(join('templates', file), join(offline, file));
   await writeFile(join(offline, 'privileged-agent.yaml'), privilegedAgent);
   await writeFile(join(offline, 'root-agent.yaml'), rootAgent);

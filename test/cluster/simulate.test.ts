@@ -8,8 +8,7 @@
  * refused are exactly those whose new pods the cluster refuses.
  */
 import test from 'ava';
-import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { formatSimulation, type SimulateReport } from '../../src/cli/simulate.js';
 import { loadTemplateDir } from '../../src/templates/load.js';
@@ -21,6 +20,7 @@ import {
   podPolicy,
   sidecarTemplate,
   sidecarTemplatesPath,
+  testFolder,
   testNamespace,
   withTemplate,
   type Json,
@@ -156,7 +156,7 @@ test('simulate predicts exactly which of 500 Deployments and a Job a real rollou
   t.log(`fleet of ${fleet.length} Deployments and a Job created, each with its pod, in ${Math.round((Date.now() - started) / 1000)} s`);
 
   // Simulate the new revision: the folder as it would be applied (the installed examples and the new agent).
-  const dir = await mkdtemp(join(tmpdir(), 'simulate-'));
+  const dir = await testFolder(t, 'simulate');
   for (const name of ['log-shipper.yaml', 'proxy.yaml']) await writeFile(join(dir, name), await readFile(join('templates', name), 'utf8'));
   await writeFile(join(dir, 'agent.yaml'), agentNext);
   const simulatedAt = Date.now();
@@ -282,7 +282,7 @@ test('simulate as a CI gate: a bare pod is judged on the change (not on its name
   legacy.spec.template.metadata.labels.blocked = 'yes';
   await kube.create(`/apis/apps/v1/namespaces/${namespace}/deployments`, legacy);
 
-  const dir = await mkdtemp(join(tmpdir(), 'simulate-gate-'));
+  const dir = await testFolder(t, 'simulate-gate');
   for (const name of ['log-shipper.yaml', 'proxy.yaml']) await writeFile(join(dir, name), await readFile(join('templates', name), 'utf8'));
   await writeFile(join(dir, 'agent.yaml'), agentNext);
   const run = await cli(['simulate', '--templates', dir, '-n', namespace, '-o', 'json', '--kubeconfig', file.admin.kubeconfig]);

@@ -6,11 +6,10 @@
  * it; every read succeeds with the docs' permissions (a refused read is an error, never an answer).
  */
 import test from 'ava';
-import { mkdtemp, readFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { writeKubeconfig } from './world/pki.js';
-import { cli, eventually, joinWorld, testNamespace, type Json } from './helpers.js';
+import { cli, eventually, joinWorld, testFolder, testNamespace, type Json } from './helpers.js';
 
 /** The docs' RBAC, bound to the ServiceAccount `why-reader` of `namespace` instead of the group. */
 async function docsRbac(namespace: string): Promise<string> {
@@ -57,7 +56,7 @@ test("why, with the docs' read-only permissions: a workload's next pod, and a po
       spec: { expirationSeconds: 3600 },
     })
   ).status.token as string;
-  const kubeconfig = join(await mkdtemp(join(tmpdir(), 'why-')), 'kubeconfig');
+  const kubeconfig = join(await testFolder(t, 'why'), 'kubeconfig');
   writeKubeconfig(kubeconfig, file.server, file.caFile, `system:serviceaccount:${namespace}:why-reader`, token);
   // Without the permissions, a refused read is an error that says what could not be read.
   const refused = await cli(['why', '-n', namespace, 'deployment/web', '--kubeconfig', kubeconfig]);
