@@ -5,6 +5,7 @@ import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { Reflector } from '../src/kube-api/reflector.js';
 import { FakeApiServer } from './helpers/fake-apiserver.js';
+import { FakeClock } from './helpers/fake-clock.js';
 import { until } from './helpers/until.js';
 
 interface Named {
@@ -66,4 +67,54 @@ test('an event the caller cannot apply is not lost: the watch ends, the error is
   api.create('after');
   await until(() => known.has('after'), 'a later event applied');
   t.is(api.listCount, 2);
+});
+
+test('an object that always fails to apply is listed again ever more slowly, not once per event', async (t) => {
+  const api = new FakeApiServer();
+  await api.start();
+  const clock = new FakeClock();
+  const known = new Set<string>();
+  const reflector = new Reflector<Named>({
+    kubeConfig: await api.kubeConfig(),
+    log: pino({ level: 'silent' }),
+    path: '/api/v1/namespaces',
+    what: 'namespace',
+    clock,
+    backoffInitialMs: 100,
+    backoffMaxMs: 10_000,
+    replace: (items) => {
+      known.clear();
+      for (const item of items) known.add(item.metadata!.name!);
+    },
+    apply: (_type, object) => {
+      if (object.metadata?.name === 'poison') throw new Error('cannot apply this one');
+    },
+  });
+  t.teardown(async () => {
+    reflector.stop();
+    await api.stop();
+  });
+  const watched = () => once(api.events, 'watch');
+  let watching = watched();
+  reflector.start();
+  await watching;
+  // Each failure ends the watch; the list after it comes after a backoff that doubles (±20 %).
+  const failed = () => once(reflector, 'rejected');
+  let failing = failed();
+  api.create('poison');
+  await failing;
+  watching = watched();
+  await clock.advance(120);
+  await watching;
+  t.is(api.listCount, 2, 'listed again after the first backoff (80–120 ms)');
+  t.true(known.has('poison'));
+  failing = failed();
+  api.update('poison', { again: '1' });
+  await failing;
+  await clock.advance(150);
+  t.is(api.listCount, 2, 'not yet: the second backoff is 160–240 ms, the list did not reset it');
+  watching = watched();
+  await clock.advance(100);
+  await watching;
+  t.is(api.listCount, 3);
 });

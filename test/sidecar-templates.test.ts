@@ -449,7 +449,7 @@ test('a required template whose object is refused is never silently skipped: the
   t.is((await admit({ app: 'web', mesh: 'on' }, 'Fail')).decision, 'patched');
 });
 
-test('an opted-out pod and a refused required template: its optOut read from the object (deny refuses, warn warns, allow or unreadable admits)', async (t) => {
+test('an opted-out pod and a refused required template: its optOut read from the object (deny refuses, warn warns, allow or unreadable admits), in opted-in namespaces only', async (t) => {
   const api = new FakeApiServer();
   await api.start();
   t.teardown(() => api.stop());
@@ -472,8 +472,18 @@ test('an opted-out pod and a refused required template: its optOut read from the
   const optedOutLabels = { app: 'web', mesh: 'on', 'sidecar-injector.io/inject': 'disabled' };
   const denied = await admit(optedOutLabels);
   t.is(denied.decision, 'denied', 'optOut: deny holds while its object is refused');
-  t.is(denied.reason, 'required-template-refused');
-  t.regex(denied.message, /SidecarTemplate mesh/);
+  t.is(denied.reason, 'opt-out-refused');
+  t.regex(
+    denied.message,
+    /^pod has label sidecar-injector\.io\/inject=disabled, and the required template mesh that applies to it does not let a pod opt out \(optOut: deny\); remove the label/,
+  );
+  // In a namespace that has not opted in, the opt-out is the pod's, as with a served template.
+  const elsewhere = await admitPod(
+    { pod: { ...pod(), metadata: { ...pod().metadata, labels: optedOutLabels } }, namespace: 'elsewhere', name: '' },
+    { templates: () => objects.current(), namespaces: optedIn('shop'), failurePolicy: 'Fail' },
+  );
+  t.is(elsewhere.reason, 'pod-opted-out');
+  t.deepEqual(elsewhere.warnings, []);
   // Outside its selector, the opt-out is the pod's.
   t.is((await admit({ app: 'web', 'sidecar-injector.io/inject': 'disabled' })).reason, 'pod-opted-out');
 

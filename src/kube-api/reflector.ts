@@ -90,6 +90,12 @@ export class Reflector<T extends ApiObject> extends EventEmitter {
   private watchGeneration = 0;
   /** Counts lists started, and stops: a list delivers only while its generation is current. */
   private listGeneration = 0;
+  /**
+   * Set by an event the caller could not apply, cleared when a watch after it ends as the server
+   * ends it: until then a list does not reset the backoff, so an object that always fails is
+   * listed again ever more slowly, not once per event.
+   */
+  private applyFailing = false;
 
   constructor(private readonly options: ReflectorOptions<T>) {
     super();
@@ -168,7 +174,7 @@ export class Reflector<T extends ApiObject> extends EventEmitter {
       if (this.stopped || generation !== this.listGeneration) return;
       this.resourceVersion = resourceVersion;
       this.synced = true;
-      this.backoffMs = this.backoffInitialMs;
+      if (!this.applyFailing) this.backoffMs = this.backoffInitialMs;
       this.options.log.info({ count, resourceVersion }, `${this.options.what}s listed`);
       this.emit('reload', count);
       await this.startWatch();
@@ -250,11 +256,12 @@ export class Reflector<T extends ApiObject> extends EventEmitter {
             // The client's Watch swallows what its callback throws: the event would be lost and
             // what is known would differ from the server. The watch ends; a list replaces everything.
             applyFailure = err instanceof Error ? err : new Error(String(err));
+            this.applyFailing = true;
+            controller?.abort();
             this.options.log.error(
-              { err: applyFailure.message, type, name: object.metadata?.name },
+              { err: applyFailure.message, type, name: object?.metadata?.name },
               `${this.options.what} watch event could not be applied; listing again`,
             );
-            controller?.abort();
             return;
           }
           break;
@@ -273,7 +280,9 @@ export class Reflector<T extends ApiObject> extends EventEmitter {
       if (object.metadata?.resourceVersion) this.resourceVersion = object.metadata.resourceVersion;
       this.emit('change', type, object.metadata?.name);
     };
+    let ended = false;
     const onDone = (err: unknown) => {
+      ended = true;
       if (generation !== this.watchGeneration) return;
       this.watchController = undefined;
       if (this.stopped) return;
@@ -295,6 +304,7 @@ export class Reflector<T extends ApiObject> extends EventEmitter {
       } else {
         // The server ended the watch (timeoutSeconds): resume from the last resourceVersion.
         if (eventsSeen > 0) this.backoffMs = this.backoffInitialMs;
+        this.applyFailing = false;
         void this.startWatch();
       }
     };
@@ -305,8 +315,9 @@ export class Reflector<T extends ApiObject> extends EventEmitter {
         onEvent,
         onDone,
       );
-      // Superseded while it was opening (relistNow, stop), or an event already failed: close it rather than keep it.
-      if (generation !== this.watchGeneration || this.stopped || applyFailure) {
+      // Superseded while it was opening (relistNow, stop), or an event already failed: close it
+      // rather than keep it. Ended already (an answer other than 200): onDone has retried.
+      if (generation !== this.watchGeneration || this.stopped || applyFailure || ended) {
         controller.abort();
         return;
       }

@@ -120,8 +120,8 @@ function matching(input: SelectionInput, requestedSet: ReadonlySet<string>, set:
   return { templates, skipped };
 }
 
-/** The labels without the opt-out label. */
-function withoutOptOut(labels: Labels): Labels {
+/** The pod's labels without the opt-out label: how a template that does not let pods opt out sees them. */
+export function withoutOptOut(labels: Labels): Labels {
   const rest: Record<string, string> = Object.create(null) as Record<string, string>;
   for (const [key, value] of Object.entries(labels)) if (key !== LabelKeys.podOptOut) rest[key] = value;
   return rest;

@@ -137,6 +137,12 @@ async function remoteNetwork(t: ExecutionContext): Promise<RemoteNetwork> {
     return readlinkSync(`/proc/${pid}/ns/net`) !== ownNamespace || undefined;
   });
   const inRemote = (...args: string[]) => execFileSync('nsenter', ['-t', pid, '-n', '--', 'ip', ...args], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+  // One a killed run left behind (its namespace's process outlived it) goes first.
+  try {
+    ip('link', 'del', 'si-remote');
+  } catch {
+    // None left: the usual case.
+  }
   ip('link', 'add', 'si-remote', 'type', 'veth', 'peer', 'name', 'si-remote-end', 'netns', pid);
   ip('addr', 'add', `${remote.node}/24`, 'dev', 'si-remote');
   ip('link', 'set', 'si-remote', 'up');
@@ -238,8 +244,8 @@ async function enforce(t: ExecutionContext): Promise<ChildProcess> {
 
 /** Why the enforcer cannot run on this machine, or undefined: it drives the machine's iptables and ipset. */
 function enforcementMissing(): string | undefined {
-  for (const tool of ['iptables', 'iptables-save', 'iptables-restore', 'ipset'])
-    if (!machinePath.split(':').some((dir) => existsSync(join(dir, tool)))) return `${tool} is missing (Debian's iptables and ipset)`;
+  for (const tool of ['iptables', 'iptables-save', 'iptables-restore', 'ipset', 'ip', 'unshare', 'nsenter'])
+    if (!machinePath.split(':').some((dir) => existsSync(join(dir, tool)))) return `${tool} is missing (Debian's iptables, ipset, iproute2 and util-linux)`;
   if (!existsSync(bridgeSysctl)) return 'the kernel does not pass bridged packets to iptables (br_netfilter)';
   return undefined;
 }

@@ -269,11 +269,17 @@ test.serial(
     // the templates webhook is not called (before it is armed, or while no replica runs).
     const group = 'rules.sidecar-injector.test';
     const shipped = parseYaml(await readFile('manifests/base/sidecartemplates-crd.yaml', 'utf8')) as Json;
-    const crd = { ...shipped, metadata: { name: `sidecartemplates.${group}` }, spec: { ...shipped.spec, group } };
+    // Without the short name and category, which would make `kubectl get sct` ambiguous meanwhile.
+    const { shortNames: _shortNames, categories: _categories, ...names } = shipped.spec.names as Json;
+    const crd = { ...shipped, metadata: { name: `sidecartemplates.${group}` }, spec: { ...shipped.spec, group, names } };
+    const crdPath = `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/sidecartemplates.${group}`;
     await kube.create('/apis/apiextensions.k8s.io/v1/customresourcedefinitions', crd);
-    t.teardown(() => kube.delete(`/apis/apiextensions.k8s.io/v1/customresourcedefinitions/sidecartemplates.${group}`));
+    t.teardown(async () => {
+      await kube.delete(crdPath);
+      await eventually('the copy gone', async () => (await kube.find(crdPath)) === undefined);
+    });
     await eventually('the copy established', async () => {
-      const stored = await kube.find(`/apis/apiextensions.k8s.io/v1/customresourcedefinitions/sidecartemplates.${group}`);
+      const stored = await kube.find(crdPath);
       return (stored?.status?.conditions as Json[] | undefined)?.some((c) => c.type === 'Established' && c.status === 'True') || undefined;
     });
     const path = `/apis/${group}/v1alpha1/sidecartemplates?dryRun=All`;

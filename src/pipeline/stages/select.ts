@@ -5,7 +5,7 @@
  */
 import { LabelKeys, LabelValues } from '../../k8s/keys.js';
 import { podOs } from '../../k8s/pod.js';
-import { requestedTemplates, select, type Selection } from '../../selection/select.js';
+import { requestedTemplates, select, withoutOptOut, type Selection } from '../../selection/select.js';
 import { nameOf } from '../../templates/forms.js';
 import { revisionsFor, rolloutSubject } from '../../templates/rollout.js';
 import type { TemplateSet } from '../../templates/set.js';
@@ -59,19 +59,30 @@ export async function selectTemplates(read: Read, input: PodInput, deps: AdmitDe
     else if (skip.reason === 'os') notes.push(skip.message);
   }
   // A required template whose object the injector refuses is not in the set; a pod it may apply
-  // to is refused rather than admitted without it (required means required), and so is an
-  // opted-out one when the object says optOut: deny (warn: a warning, as from a served one).
+  // to is refused rather than admitted without it (required means required). An opted-out pod
+  // is judged as a served template would judge it: only in an opted-in namespace, by its labels
+  // without the opt-out label, refused under optOut: deny, warned under warn.
+  const optedOutPod = selection.reason === 'pod-opted-out';
+  const scopeLabels = optedOutPod ? withoutOptOut(own.labels) : own.labels;
   const refusedInScope =
-    deps.failurePolicy === 'Ignore' || selection.reason === 'namespace-not-enabled'
+    deps.failurePolicy === 'Ignore' ||
+    selection.reason === 'namespace-not-enabled' ||
+    (optedOutPod && namespaceLabels[LabelKeys.namespaceOptIn] !== LabelValues.enabled)
       ? []
       : (loaded.refusedRequired ?? []).filter(
           (r) =>
+            (!optedOutPod || r.optOut !== undefined) &&
             (r.onRequest ? requested.has(r.template) : true) &&
             (r.namespaceSelector ? matches(r.namespaceSelector, namespaceLabels) : true) &&
-            (r.objectSelector ? matches(r.objectSelector, own.labels) : true),
+            (r.objectSelector ? matches(r.objectSelector, scopeLabels) : true),
         );
-  const missing = refusedInScope.find((r) => selection.reason !== 'pod-opted-out' || r.optOut === 'deny');
-  if (missing) return done(denied(at, 'required-template-refused', say('required-template-refused', missing.object, missing.problem)));
+  const missing = refusedInScope.find((r) => !optedOutPod || r.optOut === 'deny');
+  if (missing)
+    return done(
+      optedOutPod
+        ? denied(at, 'opt-out-refused', say('opt-out-refused', [missing.template], missing.onRequest ? [missing.template] : []))
+        : denied(at, 'required-template-refused', say('required-template-refused', missing.object, missing.problem)),
+    );
   switch (selection.reason) {
     case undefined:
       break;
