@@ -61,7 +61,7 @@ export function requestedTemplates(annotations: Readonly<Record<string, string>>
 export function select(input: SelectionInput, set: TemplateSet): Selection {
   const { namespaceLabels, podLabels, podAnnotations } = input;
   const none = (reason: PodSkipReason, unknown: readonly string[] = []): Selection => ({ templates: [], skipped: [], reason, unknown });
-  const optedIn = namespaceLabels[LabelKeys.namespaceOptIn] === LabelValues.enabled;
+  const optedIn = namespaceOptedIn(namespaceLabels);
   const requested = requestedTemplates(podAnnotations);
   if (podLabels[LabelKeys.podOptOut] === LabelValues.disabled) {
     // A template that does not let pods opt out is judged as though the label were not there
@@ -118,6 +118,11 @@ function matching(input: SelectionInput, requestedSet: ReadonlySet<string>, set:
     }
   }
   return { templates, skipped };
+}
+
+/** Whether a namespace with these labels opted in to injection. */
+export function namespaceOptedIn(namespaceLabels: Labels): boolean {
+  return namespaceLabels[LabelKeys.namespaceOptIn] === LabelValues.enabled;
 }
 
 /** The pod's labels without the opt-out label: how a template that does not let pods opt out sees them. */

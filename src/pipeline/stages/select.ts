@@ -5,7 +5,7 @@
  */
 import { LabelKeys, LabelValues } from '../../k8s/keys.js';
 import { podOs } from '../../k8s/pod.js';
-import { requestedTemplates, select, withoutOptOut, type Selection } from '../../selection/select.js';
+import { namespaceOptedIn, requestedTemplates, select, withoutOptOut, type Selection } from '../../selection/select.js';
 import { nameOf } from '../../templates/forms.js';
 import { revisionsFor, rolloutSubject } from '../../templates/rollout.js';
 import type { TemplateSet } from '../../templates/set.js';
@@ -65,9 +65,7 @@ export async function selectTemplates(read: Read, input: PodInput, deps: AdmitDe
   const optedOutPod = selection.reason === 'pod-opted-out';
   const scopeLabels = optedOutPod ? withoutOptOut(own.labels) : own.labels;
   const refusedInScope =
-    deps.failurePolicy === 'Ignore' ||
-    selection.reason === 'namespace-not-enabled' ||
-    (optedOutPod && namespaceLabels[LabelKeys.namespaceOptIn] !== LabelValues.enabled)
+    deps.failurePolicy === 'Ignore' || selection.reason === 'namespace-not-enabled' || (optedOutPod && !namespaceOptedIn(namespaceLabels))
       ? []
       : (loaded.refusedRequired ?? []).filter(
           (r) =>
@@ -121,20 +119,14 @@ export async function selectTemplates(read: Read, input: PodInput, deps: AdmitDe
             refusing,
           ),
         );
-      for (const r of refusedInScope.filter((r) => r.optOut === 'warn'))
+      // Served or refused, a required template under optOut: warn says the same.
+      const warned = [...refusedInScope.filter((r) => r.optOut === 'warn').map((r) => r.template), ...contested.map((t) => t.name)];
+      for (const name of warned)
         warnings.push(
           warning(
             'opt-out-of-required',
-            `${r.template}: a required sidecar the pod opts out of (optOut: warn); remove label ${LabelKeys.podOptOut}=${LabelValues.disabled}`,
-            r.template,
-          ),
-        );
-      for (const t of contested)
-        warnings.push(
-          warning(
-            'opt-out-of-required',
-            `${t.name}: a required sidecar the pod opts out of (optOut: warn); remove label ${LabelKeys.podOptOut}=${LabelValues.disabled}`,
-            t.name,
+            `${name}: a required sidecar the pod opts out of (optOut: warn); remove label ${LabelKeys.podOptOut}=${LabelValues.disabled}`,
+            name,
           ),
         );
       return done({ ...common, decisions: noneApply(set, selection.reason), decision: 'allowed', reason: selection.reason, message: say(selection.reason) });
